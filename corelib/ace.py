@@ -1,0 +1,313 @@
+"""Algorithmic Core Extraction (ACE): activity x relevance balanced SVD.
+
+Given activations ``h`` (N x D) at a layer and Jacobians ``J_i = df/dh (h_i)`` (K x D) of a
+task-relevant read-out ``f``, ACE finds the directions that are both *active* (the activations
+vary along them) and *relevant* (the read-out is sensitive to them). With
+
+* activity  ``A = Hc^T Hc / (N - 1)``  (covariance of the centred activations), and
+* relevance ``S = mean_i J_i^T J_i``,
+
+take square-root factors ``A + eps I = L L^T`` and ``S = G G^T`` and the SVD ``L^T G = U Sigma V^T``.
+The core is ``span(L U_r)``; its singular values ``Sigma`` rank directions by joint activity and
+relevance. For a linear system with activity = reachability Gramian and relevance = observability
+Gramian this is exactly balanced truncation and ``Sigma`` are the Hankel singular values.
+
+Everything is accumulated in float64 and costs O(D^2) memory regardless of N or the number of
+Jacobians (see :class:`MomentAccumulator`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ._checks import as_matrix, check_energy, check_rank
+
+__all__ = [
+    "Core",
+    "MomentAccumulator",
+    "energy_rank",
+    "extract",
+    "from_moments",
+    "jacobians",
+    "sqrt_factor",
+]
+
+
+@dataclass(frozen=True)
+class Core:
+    """An algorithmic core: an r-dimensional subspace of a D-dimensional activation space.
+
+    Attributes:
+        basis: (D, r) matrix with orthonormal columns spanning the core.
+        singular_values: all D activity x relevance singular values, descending.
+        mean: (D,) mean activation of the data the core was extracted from; used by centred
+            interventions and by :meth:`coords`.
+    """
+
+    basis: np.ndarray
+    singular_values: np.ndarray
+    mean: np.ndarray
+
+    @property
+    def rank(self) -> int:
+        """Dimension r of the core."""
+        return int(self.basis.shape[1])
+
+    @property
+    def dim(self) -> int:
+        """Dimension D of the activation space."""
+        return int(self.basis.shape[0])
+
+    @property
+    def projector(self) -> np.ndarray:
+        """Orthogonal projector ``P = Q Q^T`` onto the core (D x D)."""
+        return self.basis @ self.basis.T
+
+    @property
+    def spectral_gap(self) -> float:
+        """``(s1 / s2)^2``: how strongly the leading direction dominates the next one."""
+        s = self.singular_values
+        return float((s[0] / s[1]) ** 2) if len(s) > 1 and s[1] > 0 else float("inf")
+
+    def _prep(self, h):
+        """Return (array, backend) where backend converts results back to h's type."""
+        if isinstance(h, torch.Tensor):
+            q = torch.as_tensor(self.basis, dtype=h.dtype, device=h.device)
+            mu = torch.as_tensor(self.mean, dtype=h.dtype, device=h.device)
+            return h, q, mu
+        h = np.asarray(h, dtype=np.float64)
+        return h, self.basis, self.mean
+
+    def _check_dim(self, h) -> None:
+        if h.shape[-1] != self.dim:
+            raise ValueError(
+                f"activations have last dimension {h.shape[-1]} but the core lives in D={self.dim}."
+            )
+
+    def coords(self, h, centered: bool = True):
+        """Core coordinates ``z = Q^T (h - mean)`` (or ``Q^T h`` if not centred), shape (..., r)."""
+        self._check_dim(h)
+        h, q, mu = self._prep(h)
+        return ((h - mu) if centered else h) @ q
+
+    def _project(self, h, centered: bool):
+        h, q, mu = self._prep(h)
+        x = (h - mu) if centered else h
+        return (x @ q) @ q.T
+
+    def keep(self, h, centered: bool = False):
+        """Core-only activations: ``P h``, or ``mu + P (h - mu)`` when centred."""
+        self._check_dim(h)
+        p = self._project(h, centered)
+        return p + self._prep(h)[2] if centered else p
+
+    def remove(self, h, centered: bool = False):
+        """Core-removed activations: ``h - P h``, or ``h - P (h - mu)`` when centred."""
+        self._check_dim(h)
+        return h - self._project(h, centered)
+
+    def flip(self, h, centered: bool = False):
+        """Reflect the core component: ``h - 2 P h``, or ``h - 2 P (h - mu)`` when centred."""
+        self._check_dim(h)
+        return h - 2 * self._project(h, centered)
+
+    def truncate(self, rank: int) -> "Core":
+        """The same core restricted to its leading ``rank`` directions."""
+        check_rank(rank, self.rank, "rank of this core")
+        return Core(self.basis[:, :rank], self.singular_values, self.mean)
+
+
+def energy_rank(singular_values, threshold: float = 0.99) -> int:
+    """Smallest r whose leading squared singular values hold ``threshold`` of the total energy."""
+    check_energy(threshold)
+    s = np.asarray(singular_values, dtype=np.float64)
+    if s.ndim != 1 or s.size == 0:
+        raise ValueError(f"singular_values must be a non-empty 1-D array, got shape {s.shape}.")
+    if np.any(s < 0) or not np.all(np.isfinite(s)):
+        raise ValueError("singular_values must be finite and non-negative.")
+    energy = s**2
+    total = energy.sum()
+    if total == 0:
+        raise ValueError("all singular values are zero: activity and relevance share no direction.")
+    share = np.cumsum(energy) / total
+    # Tolerance guards against share[-1] = 0.9999999999 when threshold = 1.
+    return int(np.searchsorted(share, threshold - 1e-12) + 1)
+
+
+def sqrt_factor(m: np.ndarray, eps: float = 0.0) -> np.ndarray:
+    """A square-root factor ``F`` with ``F F^T = m + eps * trace(m)/D * I`` (symmetric PSD ``m``).
+
+    Uses ``eigh``; eigenvalues below zero (round-off of a PSD matrix) are set to zero.
+    """
+    d = m.shape[0]
+    jitter = eps * np.trace(m) / d
+    w, v = np.linalg.eigh((m + m.T) / 2 + jitter * np.eye(d))
+    return v * np.sqrt(np.maximum(w, 0.0))
+
+
+def _check_square(m, name: str, d: int | None = None) -> np.ndarray:
+    m = as_matrix(m, name)
+    if m.shape[0] != m.shape[1]:
+        raise ValueError(f"{name} must be square (D x D), got shape {m.shape}.")
+    if d is not None and m.shape[0] != d:
+        raise ValueError(f"{name} is {m.shape[0]}x{m.shape[0]} but activity is {d}x{d}.")
+    return m
+
+
+def from_moments(
+    activity,
+    relevance,
+    *,
+    rank: int | None = None,
+    energy: float = 0.99,
+    eps: float = 1e-8,
+    mean=None,
+) -> Core:
+    """Extract a core from the two D x D moment matrices.
+
+    Args:
+        activity: covariance of the activations (D x D).
+        relevance: mean of ``J^T J`` over sampled Jacobians (D x D).
+        rank: core dimension; if None, chosen by :func:`energy_rank` with ``energy``.
+        energy: energy threshold in (0, 1] used when ``rank`` is None.
+        eps: relative jitter ``eps * trace / D`` added to both matrices before factorisation.
+        mean: (D,) activation mean stored on the core (zeros if None).
+    """
+    a = _check_square(activity, "activity")
+    d = a.shape[0]
+    s = _check_square(relevance, "relevance", d)
+    check_energy(energy)
+    if eps < 0:
+        raise ValueError(f"eps must be non-negative, got {eps}.")
+    l_act = sqrt_factor(a, eps)
+    g_rel = sqrt_factor(s, eps)
+    u, sigma, _ = np.linalg.svd(l_act.T @ g_rel)
+    r = energy_rank(sigma, energy) if rank is None else check_rank(rank, d)
+    q, _ = np.linalg.qr(l_act @ u[:, :r])
+    mu = np.zeros(d) if mean is None else as_matrix(mean, "mean", ndim=1)
+    if mu.shape != (d,):
+        raise ValueError(f"mean must have shape ({d},), got {mu.shape}.")
+    return Core(basis=q, singular_values=sigma, mean=mu)
+
+
+class MomentAccumulator:
+    """Streaming float64 accumulator of activity and relevance moments, O(D^2) memory.
+
+    Feed activations and Jacobians in batches of any size, in any order; call :meth:`core`.
+    The covariance uses a shifted sum (shift = first batch's mean) so that large activation
+    offsets do not cost precision.
+    """
+
+    def __init__(self, d: int):
+        if int(d) != d or d < 1:
+            raise ValueError(f"d must be a positive integer, got {d}.")
+        self.d = int(d)
+        self.n = 0
+        self.n_jac = 0
+        self._shift: np.ndarray | None = None
+        self._sum = np.zeros(self.d)
+        self._outer = np.zeros((self.d, self.d))
+        self._jtj = np.zeros((self.d, self.d))
+
+    def update(self, h_batch=None, j_batch=None) -> "MomentAccumulator":
+        """Add a batch of activations (n, D) and/or Jacobians (m, K, D) or (m, D)."""
+        if h_batch is not None:
+            h = as_matrix(h_batch, "activations")
+            if h.shape[1] != self.d:
+                raise ValueError(f"activations have D={h.shape[1]}, accumulator expects {self.d}.")
+            if self._shift is None:
+                self._shift = h.mean(axis=0)
+            x = h - self._shift
+            self._sum += x.sum(axis=0)
+            self._outer += x.T @ x
+            self.n += h.shape[0]
+        if j_batch is not None:
+            j = np.asarray(j_batch.detach().cpu() if isinstance(j_batch, torch.Tensor) else j_batch)
+            if j.ndim == 2:
+                j = j[:, None, :]
+            j = as_matrix(j, "Jacobians", ndim=3)
+            if j.shape[2] != self.d:
+                raise ValueError(f"Jacobians have D={j.shape[2]}, accumulator expects {self.d}.")
+            flat = j.reshape(-1, self.d)
+            self._jtj += flat.T @ flat
+            self.n_jac += j.shape[0]
+        return self
+
+    @property
+    def mean(self) -> np.ndarray:
+        """Mean of the activations seen so far."""
+        self._require()
+        return self._shift + self._sum / self.n
+
+    @property
+    def activity(self) -> np.ndarray:
+        """Covariance of the activations seen so far, ``Hc^T Hc / (N - 1)``."""
+        self._require()
+        centred_sum = self._outer - np.outer(self._sum, self._sum) / self.n
+        return centred_sum / (self.n - 1)
+
+    @property
+    def relevance(self) -> np.ndarray:
+        """Mean of ``J^T J`` over the Jacobians seen so far."""
+        if self.n_jac == 0:
+            raise ValueError("no Jacobians accumulated: call update(j_batch=...) first.")
+        return self._jtj / self.n_jac
+
+    def _require(self) -> None:
+        if self.n < 2:
+            raise ValueError(f"need at least 2 activations for a covariance, have {self.n}.")
+
+    def core(self, *, rank: int | None = None, energy: float = 0.99, eps: float = 1e-8) -> Core:
+        """The core of everything accumulated so far (see :func:`from_moments`)."""
+        return from_moments(
+            self.activity, self.relevance, rank=rank, energy=energy, eps=eps, mean=self.mean
+        )
+
+
+def extract(H, J, *, rank: int | None = None, energy: float = 0.99, eps: float = 1e-8) -> Core:
+    """Extract a core from activations ``H`` (N, D) and Jacobians ``J`` (M, K, D)."""
+    h = as_matrix(H, "activations H")
+    j = as_matrix(J, "Jacobians J", ndim=3)
+    if j.shape[2] != h.shape[1]:
+        raise ValueError(
+            f"Jacobians have D={j.shape[2]} but activations have D={h.shape[1]}; they must "
+            "be taken with respect to the same layer."
+        )
+    return MomentAccumulator(h.shape[1]).update(h, j).core(rank=rank, energy=energy, eps=eps)
+
+
+def jacobians(
+    f: Callable[[torch.Tensor], torch.Tensor],
+    H,
+    *,
+    n_samples: int | None = None,
+    seed: int = 0,
+    batch_size: int = 256,
+) -> torch.Tensor:
+    """Jacobians of ``f: R^D -> R^K`` at ``n_samples`` rows of ``H`` drawn without replacement.
+
+    ``f`` takes a single activation vector (D,) and returns (K,); it is vectorised with
+    ``torch.func.vmap(jacrev(f))`` and evaluated in batches. Returns a float64 tensor (M, K, D)
+    on the CPU. ``n_samples=None`` uses every row, in order.
+    """
+    h = torch.as_tensor(H)
+    if h.ndim != 2 or h.shape[0] == 0:
+        raise ValueError(f"H must be a non-empty (N, D) matrix, got shape {tuple(h.shape)}.")
+    if not torch.isfinite(h).all():
+        raise ValueError("H contains NaN/Inf values; Jacobians would be meaningless.")
+    n = h.shape[0]
+    if n_samples is None:
+        idx = torch.arange(n)
+    else:
+        if int(n_samples) != n_samples or not (1 <= n_samples <= n):
+            raise ValueError(f"n_samples must be an integer in [1, {n}] (rows of H), got {n_samples}.")
+        gen = torch.Generator().manual_seed(int(seed))
+        idx = torch.randperm(n, generator=gen)[: int(n_samples)]
+    jac = torch.func.vmap(torch.func.jacrev(f))
+    out = [jac(h[idx[i : i + batch_size]]).detach().to("cpu", torch.float64)
+           for i in range(0, len(idx), batch_size)]
+    j = torch.cat(out)
+    return j[:, None, :] if j.ndim == 2 else j

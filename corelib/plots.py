@@ -1,0 +1,116 @@
+"""Figure panels. One function per panel; each draws on a given Axes from saved results only."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+__all__ = [
+    "markov_figure",
+    "panel_ablation_accuracy",
+    "panel_cca",
+    "panel_overlap",
+    "panel_spectrum",
+    "panel_weight_cosines",
+]
+
+MODE_LABELS = {"full": "full model", "keep": "core-only", "remove": "core-removed"}
+MODEL_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+
+
+def _pair_matrix(summary: dict, value) -> np.ndarray:
+    n = len(summary["models"])
+    m = np.eye(n)
+    for pair in summary["pairs"]:
+        i, j = pair["pair"]
+        m[i, j] = m[j, i] = value(pair)
+    return m
+
+
+def _heatmap(ax, m: np.ndarray, labels: list[str], title: str, fmt: str = "{:.2f}", vmin=0.0, vmax=1.0):
+    ax.imshow(m, cmap="viridis", vmin=vmin, vmax=vmax)
+    for (i, j), v in np.ndenumerate(m):
+        ax.text(j, i, fmt.format(v), ha="center", va="center", color="w" if v < (vmin + vmax) / 2 else "k")
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set_title(title)
+
+
+def _labels(summary: dict) -> list[str]:
+    return [f"M$_{i + 1}$" for i in range(len(summary["models"]))]
+
+
+def panel_weight_cosines(ax, summary: dict) -> None:
+    """(A) Cosine similarity of learned weights for every pair of models, per parameter tensor."""
+    names = list(summary["pairs"][0]["weight_cosine_by_tensor"])
+    for k, pair in enumerate(summary["pairs"]):
+        vals = [pair["weight_cosine_by_tensor"][n] for n in names]
+        ax.scatter(vals, range(len(names)), s=14, label=f"M$_{pair['pair'][0] + 1}$–M$_{pair['pair'][1] + 1}$",
+                   color=MODEL_COLORS[k % len(MODEL_COLORS)])
+    ax.set_yticks(range(len(names)), [n.replace("blocks.0.", "") for n in names], fontsize=7)
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.set_xlim(-1, 1)
+    ax.set_xlabel("cosine similarity of weights")
+    ax.set_title("A  weights differ across seeds")
+    ax.legend(fontsize=7, loc="lower right")
+
+
+def panel_ablation_accuracy(ax, summary: dict) -> None:
+    """(B) Test accuracy of full / core-only / core-removed models, mean ± sem, with controls."""
+    modes = list(MODE_LABELS)
+    for k, mode in enumerate(modes):
+        vals = np.array([m["accuracy"][mode] for m in summary["models"]])
+        sem = vals.std(ddof=1) / np.sqrt(len(vals)) if len(vals) > 1 else 0.0
+        ax.bar(k, vals.mean(), yerr=sem, color="lightgrey", edgecolor="k", capsize=4)
+        ax.scatter(np.full(len(vals), k) + np.linspace(-0.15, 0.15, len(vals)), vals,
+                   c=MODEL_COLORS[: len(vals)], zorder=3, s=18)
+    ax.axhline(summary["bayes_accuracy"], ls="--", color="C3", label="Bayes-optimal")
+    ax.axhline(summary["chance_accuracy"], ls=":", color="k", label="chance")
+    ax.set_xticks(range(len(modes)), [MODE_LABELS[m] for m in modes])
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("test accuracy")
+    ax.set_title("B  the core is necessary and sufficient")
+    ax.legend(fontsize=7, loc="upper right")
+
+
+def panel_overlap(ax, summary: dict) -> None:
+    """(C) Projector overlap between every pair of cores (1 = same subspace, 0 = orthogonal)."""
+    _heatmap(ax, _pair_matrix(summary, lambda p: p["overlap"]), _labels(summary),
+             "C  cores are geometrically different")
+
+
+def panel_cca(ax, summary: dict) -> None:
+    """(D) Mean canonical correlation between the core coordinates of every pair of models."""
+    _heatmap(ax, _pair_matrix(summary, lambda p: float(np.mean(p["cca"]))), _labels(summary),
+             "D  ...but statistically equivalent", fmt="{:.3f}")
+
+
+def panel_spectrum(ax, summary: dict) -> None:
+    """(E) Eigenvalues of the operators fitted in each core, against the chain's spectrum."""
+    t = np.linspace(0, 2 * np.pi, 200)
+    ax.plot(np.cos(t), np.sin(t), color="lightgrey", lw=1)
+    true = np.array(summary["chain_eigenvalues"])
+    ax.scatter(true[:, 0], true[:, 1], s=160, facecolors="none", edgecolors="k", lw=1.5,
+               label="Markov chain", zorder=2)
+    for k, m in enumerate(summary["models"]):
+        ev = np.array(m["eigenvalues"])
+        ax.scatter(ev[:, 0], ev[:, 1], marker="x", s=30, color=MODEL_COLORS[k % len(MODEL_COLORS)],
+                   label=f"core M$_{k + 1}$", zorder=3)
+    ax.set_aspect("equal")
+    ax.set_xlim(-0.1, 1.1)
+    ax.set_ylim(-0.6, 0.6)
+    ax.set_xlabel("Re λ")
+    ax.set_ylabel("Im λ")
+    ax.set_title("E  core dynamics = chain spectrum")
+    ax.legend(fontsize=7, loc="lower left")
+
+
+def markov_figure(summary: dict) -> plt.Figure:
+    """Figure 1 of the paper: panels A–E from a Markov experiment summary."""
+    fig = plt.figure(figsize=(15, 6.2), layout="constrained")
+    grid = fig.add_gridspec(2, 6)
+    panel_weight_cosines(fig.add_subplot(grid[:, 0:2]), summary)
+    panel_ablation_accuracy(fig.add_subplot(grid[0, 2:4]), summary)
+    panel_spectrum(fig.add_subplot(grid[:, 4:6]), summary)
+    panel_overlap(fig.add_subplot(grid[1, 2]), summary)
+    panel_cca(fig.add_subplot(grid[1, 3]), summary)
+    return fig
