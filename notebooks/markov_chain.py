@@ -1,0 +1,276 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # A Markov chain: three transformers, one core
+#
+# This chapter reproduces the paper's first experiment (its Figure 1 and Tables A1–A3). Three
+# one-block transformers are trained from different random seeds to predict the next state of a
+# four-state Markov chain. They end up with very different weights. We then ask ACE, for each
+# model separately, which directions of the 64-dimensional block output are both *active* and
+# *relevant* to the logits, and check three things:
+#
+# 1. the core is **necessary and sufficient**: keeping only it preserves accuracy, removing it
+#    drops accuracy to chance;
+# 2. the three cores are **geometrically different but statistically equivalent**: they sit in
+#    nearly orthogonal subspaces of their models, yet their coordinates are linear images of each
+#    other;
+# 3. the cores **encode the chain's dynamics**: a linear operator fitted to consecutive core
+#    coordinates has the chain's non-trivial eigenvalues.
+#
+# The parameters below are the paper's settings (they are cheap: a few minutes on a laptop CPU).
+# Rerun the chapter with your own values, e.g.
+# `python -m corelib.runner run markov_chain -p alpha 0.6 -p beta 0.4`.
+
+# %% tags=["parameters"]
+alpha = 0.75          # probability of staying in the current state
+beta = 0.25           # probability of stepping to the next state (cyclically)
+n_states = 4          # number of states (also the vocabulary size)
+n_train = 3000        # training sequences (sampler seed train_seed)
+n_test = 3000         # test sequences (sampler seed test_seed)
+seq_len = 32
+train_seed = 0
+test_seed = 999
+seeds = [0, 100, 200]  # one model per seed
+epochs = 40
+batch_size = 64
+lr = 1e-3             # the paper's value; the reference code used 1e-4
+d_model = 64
+n_heads = 4
+d_ff = 256
+dropout = 0.1
+n_jacobians = 128     # activations at which the Jacobian of the logits is sampled
+energy = 0.999        # energy threshold for the core rank
+jacobian_seed = 0
+
+# %%
+import numpy as np
+import pandas as pd
+from IPython.display import display
+from myst_nb import glue
+
+from corelib.experiments import markov
+from corelib.plots import markov_figure
+from corelib.tasks.markov import chain_eigenvalues
+
+params = markov.MarkovParams.from_namespace(globals())
+T = params.chain
+
+# %% [markdown]
+# ## The chain
+#
+# State $i$ stays put with probability $\alpha$ and moves to $i+1 \pmod n$ with probability
+# $\beta$. Its transition matrix is a circulant, so its eigenvalues are
+# $\lambda_k = \alpha + \beta\, e^{2\pi i k/n}$, $k = 0,\dots,n-1$. The eigenvalue $\lambda_0 = 1$
+# only says that probabilities sum to one; the others describe how fast and in which rotating
+# pattern the chain forgets where it started.
+
+# %%
+print("T =\n", T)
+print("non-trivial eigenvalues:", np.round(chain_eigenvalues(T), 4))
+
+# %% [markdown]
+# Because the chain is stochastic no predictor can be right every time. The best one predicts the
+# most likely next state, which gives the **Bayes-optimal** accuracy $\sum_i \pi_i \max_j T_{ij}$;
+# always guessing the most common state gives **chance** accuracy $\max_i \pi_i$.
+
+# %% [markdown]
+# ## Training and analysis
+#
+# `markov.run` trains one model per seed (AdamW, 40 epochs, batch 64, dropout 0.1, checkpointed
+# every epoch), then for each model: collects the block output $\mathbf h$ at every position of
+# every test sequence, samples Jacobians of the logits with respect to $\mathbf h$, runs ACE with a
+# 99.9 % energy threshold, evaluates the core-only ($\mathbf P\mathbf h$) and core-removed
+# ($\mathbf h - \mathbf P\mathbf h$) models on the test set, and fits $\mathbf z_{t+1} \approx
+# \mathbf A \mathbf z_t$ in core coordinates. Results are stored in a folder keyed by the
+# parameters, so rebuilding the book reuses them.
+
+# %%
+summary = markov.run(params)
+models = summary["models"]
+pairs = summary["pairs"]
+glue("bayes", summary["bayes_accuracy"], display=False)
+glue("chance", summary["chance_accuracy"], display=False)
+glue("n_models", len(models), display=False)
+glue("ranks", ", ".join(str(m["rank"]) for m in models), display=False)
+glue("acc_min", min(m["accuracy"]["full"] for m in models), display=False)
+glue("acc_max", max(m["accuracy"]["full"] for m in models), display=False)
+glue("keep_min", min(m["accuracy"]["keep"] for m in models), display=False)
+glue("remove_max", max(m["accuracy"]["remove"] for m in models), display=False)
+glue("wcos_max", max(abs(p["weight_cosine"]) for p in pairs), display=False)
+
+# %% [markdown]
+# ## The figure
+#
+# ```{glue:figure} fig_markov
+# :name: fig-markov
+#
+# **Transformers trained on the same chain converge to a shared 3-D core.** (A) cosine
+# similarity of every learned parameter tensor between each pair of models; (B) test accuracy of
+# the full, core-only and core-removed models (bars: mean ± sem; dots: models) against the
+# Bayes-optimal and chance controls; (C) projector overlap between cores; (D) mean canonical
+# correlation between core coordinates; (E) eigenvalues of the operators fitted in each core
+# (crosses) and of the chain (circles), with the unit circle.
+# ```
+
+# %%
+fig = markov_figure(summary)
+glue("fig_markov", fig, display=False)
+
+# %% [markdown]
+# **(A) Different weights.** All {glue:text}`n_models` models reach test accuracy between
+# {glue:text}`acc_min:.3f` and {glue:text}`acc_max:.3f`, next to the Bayes-optimal
+# {glue:text}`bayes:.3f`. Their weights, flattened into one vector per model, have cosine
+# similarity at most {glue:text}`wcos_max:.2f`. Panel A breaks this down per tensor: the learned
+# matrices (embeddings, attention, MLP, unembedding) are close to orthogonal across seeds; only the
+# LayerNorm gains and biases, which every model starts at the same constant, stay similar.
+#
+# **(B) A necessary and sufficient core.** ACE chose rank {glue:text}`ranks` for the three
+# models. Keeping only the core leaves accuracy at least {glue:text}`keep_min:.3f`; removing it
+# leaves at most {glue:text}`remove_max:.3f`, close to chance ({glue:text}`chance:.2f`).
+
+# %%
+tables = markov.tables(summary)
+display(tables["A1"])
+
+# %% [markdown]
+# ## Different geometry, same information
+#
+# For each pair of models we compare the cores two ways. **Geometrically**, by the principal
+# angles between the two subspaces and the normalised projector overlap
+# $\lVert \mathbf Q_1^\top \mathbf Q_2\rVert_F^2/\sqrt{r_1 r_2}$ (1 for the same subspace, 0 for
+# orthogonal ones). Comparing subspaces of two different models' activation spaces is only
+# meaningful as a test of "did both models put the computation in the same coordinates"; here the
+# answer is no. **Statistically**, by canonical correlation analysis (CCA) of the core coordinates
+# of the same test inputs: CCA finds the linear maps under which two sets of coordinates agree
+# best, so canonical correlations near 1 mean each core is a linear re-coding of the other.
+
+# %%
+glue("overlap_min", min(p["overlap"] for p in pairs), display=False)
+glue("overlap_max", max(p["overlap"] for p in pairs), display=False)
+glue("angle_min", min(min(p["angles"]) for p in pairs), display=False)
+glue("angle_max", max(max(p["angles"]) for p in pairs), display=False)
+glue("cca2_min", min(min(p["cca"][:2]) for p in pairs), display=False)
+glue("cca_mean_min", min(float(np.mean(p["cca"])) for p in pairs), display=False)
+display(tables["A2"])
+
+# %% [markdown]
+# Projector overlaps range from {glue:text}`overlap_min:.3f` to {glue:text}`overlap_max:.3f`
+# and the principal angles from {glue:text}`angle_min:.0f`° to {glue:text}`angle_max:.0f`°:
+# the cores are nearly orthogonal as subspaces. Yet the two leading canonical correlations are
+# at least {glue:text}`cca2_min:.3f` for every pair (mean correlation at least
+# {glue:text}`cca_mean_min:.3f`): the cores carry the same signal in different coordinates.
+#
+# ## The core runs the chain
+#
+# If the core encodes the state of the chain, the way core coordinates change from one position to
+# the next should follow the chain's dynamics. We fit $\mathbf z_{t+1} \approx \mathbf A
+# \mathbf z_t$ by least squares over all consecutive positions of the test sequences (after
+# centring) and compare the eigenvalues of $\mathbf A$ with those of $\mathbf T$ without the
+# trivial eigenvalue 1 (which the centring removes).
+
+# %%
+errors = [m["spectrum_error"] for m in models]
+glue("spec_err_max", max(errors) if None not in errors else float("nan"), display=False)
+ratios = [m["r2"] / summary["oracle_r2"] for m in models]
+glue("r2_ratio_min", min(ratios), display=False)
+glue("oracle_r2", summary["oracle_r2"], display=False)
+display(tables["A3"])
+
+# %% [markdown]
+# Every fitted eigenvalue lies within {glue:text}`spec_err_max:.3f` of its partner in the chain's
+# spectrum. How good can such a fit be? The next state is random, so even the true transition
+# probabilities explain only part of the variance of the next one-hot token: the oracle ceiling
+# is $R^2_{\rm oracle} =$ {glue:text}`oracle_r2:.3f`. The core operators reach at least
+# {glue:text}`r2_ratio_min:.3f` of that ceiling.
+#
+# ## Checks
+#
+# The acceptance criteria of this chapter, measured in this run:
+
+# %%
+display(pd.DataFrame(markov.checks(summary)))
+
+# %% [markdown]
+# ## Exercises
+#
+# ```{exercise} Spectrum of another chain
+# :label: ex-markov-spectrum
+#
+# Predict the non-trivial eigenvalues for a five-state chain with $\alpha = 0.6$, $\beta = 0.4$,
+# and the rank of the core you expect ACE to find. Check your prediction with
+# `corelib.tasks.markov.chain_eigenvalues`, then rerun this chapter with
+# `-p n_states 5 -p alpha 0.6 -p beta 0.4`.
+# ```
+#
+# ````{solution} ex-markov-spectrum
+# :class: dropdown
+#
+# The matrix is circulant, so $\lambda_k = \alpha + \beta e^{2\pi i k/5}$ for $k = 1,\dots,4$:
+# two complex pairs, $0.6 + 0.4 e^{\pm 2\pi i/5} \approx 0.724 \pm 0.380i$ and
+# $0.6 + 0.4 e^{\pm 4\pi i/5} \approx 0.276 \pm 0.235i$. The next-state distribution lives in a
+# 4-dimensional space (probabilities of 5 states summing to 1), so expect a rank-4 core.
+#
+# ```python
+# import numpy as np
+# from corelib.tasks.markov import transition_matrix, chain_eigenvalues
+# k = np.arange(1, 5)
+# predicted = 0.6 + 0.4 * np.exp(2j * np.pi * k / 5)
+# print(np.sort_complex(predicted))
+# print(np.sort_complex(chain_eigenvalues(transition_matrix(0.6, 0.4, 5))))
+# ```
+# ````
+#
+# ```{exercise} Why rank 3?
+# :label: ex-markov-rank
+#
+# The read-out is linear, $f(\mathbf h) = \mathbf W_U \mathbf h + \mathbf b$, so every Jacobian
+# equals $\mathbf W_U$ ($4 \times 64$). What is the largest possible rank of the relevance matrix,
+# and why does ACE find one dimension fewer?
+# ```
+#
+# ```{solution} ex-markov-rank
+# :class: dropdown
+#
+# The relevance matrix is $\mathbf W_U^\top \mathbf W_U$, of rank at most 4. Adding the same
+# constant to all four logits does not change the prediction, and cross-entropy training puts
+# almost no energy in that direction; the optimal logits only need to distinguish 4 states, i.e. a
+# 3-dimensional family of log-probability vectors. So the fourth singular value is tiny and the
+# 99.9 % energy threshold keeps three directions.
+# ```
+#
+# ```{exercise} Oracle ceiling by simulation
+# :label: ex-markov-oracle
+#
+# Estimate $R^2_{\rm oracle}$ by simulation: sample sequences with
+# `corelib.tasks.markov.sample_sequences`, predict the next one-hot token by the row of $\mathbf T$
+# of the current state, and compute $R^2$ averaged over the four one-hot coordinates. Compare with
+# `corelib.operators.oracle_r2`.
+# ```
+#
+# ````{solution} ex-markov-oracle
+# :class: dropdown
+#
+# ```python
+# import numpy as np
+# from corelib.tasks.markov import transition_matrix, sample_sequences
+# from corelib.operators import oracle_r2
+# T = transition_matrix()
+# seq = sample_sequences(T, 2000, 64, seed=1)
+# cur, nxt = seq[:, :-1].ravel(), seq[:, 1:].ravel()
+# y = np.eye(4)[nxt]
+# pred = T[cur]
+# r2 = 1 - ((y - pred) ** 2).sum(0) / ((y - y.mean(0)) ** 2).sum(0)
+# print(r2.mean(), oracle_r2(T))   # both close to 0.5
+# ```
+# ````

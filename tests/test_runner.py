@@ -1,0 +1,249 @@
+"""Tests of corelib.runner on a small temporary project (real papermill executions)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from corelib import runner
+from corelib.runner import ConfigError, NotebookExecutionError
+
+REPO = Path(__file__).resolve().parent.parent
+
+TOC = """\
+format: jb-book
+root: book/intro
+chapters:
+  - file: book/chapters/alpha
+"""
+
+PROFILES = """\
+smoke:
+  alpha: {n: 3}
+book:
+  alpha: {}
+typo:
+  alpha: {nn: 3}
+"""
+
+# Appends one line "<n> <label>" to runs.txt (relative: the kernel runs in the project root).
+ALPHA = '''\
+# %% [markdown]
+# # Alpha
+#
+# Twice n is {glue:}`twice_n`.
+
+# %% tags=["parameters"]
+n = 1  # how many
+label = "x"
+
+# %%
+from myst_nb import glue
+with open("runs.txt", "a") as f:
+    f.write(f"{n} {label}\\n")
+glue("twice_n", 2 * n)
+'''
+
+BROKEN = '''\
+# %% tags=["parameters"]
+divisor = 0
+
+# %%
+a = 1
+
+# %% [markdown]
+# Now divide.
+
+# %%
+# divide a by divisor
+
+ratio = a / divisor
+'''
+
+NO_PARAMETERS = '''\
+# %%
+x = 1
+'''
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A mini project: _toc.yml, profiles.yml, three notebooks and a fake corelib."""
+    write(tmp_path / "_toc.yml", TOC)
+    write(tmp_path / "profiles.yml", PROFILES)
+    write(tmp_path / "book" / "intro.md", "# Mini book\n\nSee {doc}`chapters/alpha`.\n")
+    write(tmp_path / "notebooks" / "alpha.py", ALPHA)
+    write(tmp_path / "notebooks" / "broken.py", BROKEN)
+    write(tmp_path / "notebooks" / "noparams.py", NO_PARAMETERS)
+    write(tmp_path / "corelib" / "__init__.py", "VALUE = 1\n")
+    return tmp_path
+
+
+def runs(project: Path) -> list[str]:
+    path = project / "runs.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_profile_and_override_values_reach_the_notebook(project: Path) -> None:
+    out = runner.run_notebook("alpha", "smoke", root=project)
+    assert out == project / "book" / "chapters" / "alpha.ipynb"
+    assert runs(project) == ["3 x"]
+    runner.run_notebook("alpha", "smoke", {"label": [1, 2]}, root=project)
+    assert runs(project) == ["3 x", "3 [1, 2]"]
+    meta = json.loads(out.read_text())["metadata"][runner.METADATA_KEY]
+    assert meta["parameters"] == {"n": 3, "label": [1, 2]}
+    assert meta["profile"] == "smoke"
+    runner.run_notebook("alpha", "book", root=project)  # not in the profile: defaults
+    assert runs(project)[-1] == "1 x"
+
+
+def test_unknown_override_is_an_error_listing_the_real_parameters(project: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        runner.run_notebook("alpha", "book", {"nn": 4}, root=project)
+    message = str(info.value)
+    assert "'nn'" in message and "'alpha'" in message
+    assert "n (default 1)" in message and "label (default \"x\")" in message
+    assert runs(project) == []  # raised before execution
+
+
+def test_unknown_profile_parameter_is_an_error(project: Path) -> None:
+    with pytest.raises(ValueError, match=r"'nn'.*profile 'typo'.*n \(default 1\), label"):
+        runner.run_notebook("alpha", "typo", root=project)
+    assert runs(project) == []
+
+
+def test_notebook_without_parameters_cell_is_an_error(project: Path) -> None:
+    with pytest.raises(ConfigError, match="no cell tagged 'parameters'"):
+        runner.run_notebook("noparams", root=project)
+
+
+def test_unknown_profile_lists_the_profiles(project: Path) -> None:
+    with pytest.raises(ValueError, match="unknown profile 'huge'.*smoke, book, typo"):
+        runner.run_notebook("alpha", "huge", root=project)
+
+
+def test_unknown_notebook(project: Path) -> None:
+    with pytest.raises(ConfigError, match="no notebook 'gamma'.*alpha, broken, noparams"):
+        runner.run_notebook("gamma", root=project)
+
+
+def test_failing_cell_names_notebook_and_cell_and_keeps_partial_notebook(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(project)
+    good = runner.run_notebook("broken", overrides={"divisor": 2}, root=project)
+    assert good.exists()
+    with pytest.raises(NotebookExecutionError) as info:
+        runner.run_notebook("broken", root=project)
+    err = info.value
+    message = str(err)
+    assert "'broken'" in message
+    assert "cell 3" in message and "'# divide a by divisor'" in message
+    assert "notebooks/broken.py:13" in message  # the line of `ratio = a / divisor`
+    assert "ZeroDivisionError: division by zero" in message
+    assert err.notebook == "broken" and err.cell_index == 3
+    shown = message.rsplit(" at ", 1)[1].strip()
+    assert (project / shown).resolve() == err.partial_path.resolve()
+    partial = json.loads(err.partial_path.read_text())
+    assert any(o.get("ename") == "ZeroDivisionError"
+               for c in partial["cells"] for o in c.get("outputs", []))
+    assert "ratio = a / divisor" in err.traceback
+    assert not good.exists()  # the earlier success is not left in place
+
+
+def test_cache_reuses_results_until_an_input_changes(project: Path) -> None:
+    run = lambda **kw: runner.run_notebook("alpha", "smoke", root=project, **kw)  # noqa: E731
+    run()
+    run()
+    assert len(runs(project)) == 1  # identical inputs: cached
+    run(overrides={"n": 4})
+    run(overrides={"n": 4})
+    assert len(runs(project)) == 2  # a new parameter value runs once
+    write(project / "corelib" / "extra" / "util.py", "X = 2\n")
+    run(overrides={"n": 4})
+    assert len(runs(project)) == 3  # a corelib change invalidates
+    run(overrides={"n": 4}, force=True)
+    assert len(runs(project)) == 4  # force bypasses the cache
+    source = project / "notebooks" / "alpha.py"
+    source.write_text(source.read_text() + "# a comment\n")
+    run(overrides={"n": 4})
+    assert len(runs(project)) == 5  # a source change invalidates
+    timings = json.loads((project / "_build" / "timings.json").read_text())
+    assert timings["notebooks"]["alpha"]["cached"] is False
+
+
+def test_build_without_render_and_overrides(project: Path) -> None:
+    out = runner.build_book("smoke", overrides={"alpha.label": "z"}, render=False, root=project)
+    assert (out / "alpha.ipynb").exists()
+    assert runs(project) == ["3 z"]
+    with pytest.raises(ConfigError, match="unknown parameter 'nope'.*alpha: n \\(default 1\\)"):
+        runner.build_book("smoke", overrides={"nope": 1}, render=False, root=project)
+    with pytest.raises(ConfigError, match="not a chapter of _toc.yml: broken"):
+        runner.build_book("smoke", only=["broken"], render=False, root=project)
+
+
+def test_chapters_are_read_from_the_toc(tmp_path: Path) -> None:
+    write(tmp_path / "_toc.yml", textwrap.dedent("""\
+        format: jb-book
+        root: book/intro
+        parts:
+          - caption: One
+            chapters:
+              - file: book/chapters/a
+                sections:
+                  - file: book/chapters/b.ipynb
+              - file: book/appendix
+          - caption: Two
+            chapters:
+              - file: book/chapters/c
+        """))
+    assert runner.chapters(tmp_path) == ["a", "b", "c"]
+
+
+def test_parse_value() -> None:
+    assert runner.parse_value("10") == 10
+    assert runner.parse_value("0.5") == 0.5
+    assert runner.parse_value("1e-3") == 0.001
+    assert runner.parse_value("[1, 2]") == [1, 2]
+    assert runner.parse_value("true") is True
+    assert runner.parse_value("adam") == "adam"
+
+
+def test_cli_reports_user_errors_without_traceback(
+        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert runner.main(["run", "alpha", "-p", "nn", "1", "--root", str(project)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown parameter 'nn'") and "Traceback" not in err
+    assert runner.main(["build", "--root", str(project), "--profile", "nope"]) == 2
+    assert "unknown profile 'nope'" in capsys.readouterr().err
+    assert runner.main(["params", "alpha", "--root", str(project)]) == 0
+    out = capsys.readouterr().out
+    assert "n     = 1  # how many" in out and 'label = "x"' in out
+
+
+def test_cli_failing_notebook_exits_1(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert runner.main(["run", "broken", "--root", str(project)]) == 1
+    err = capsys.readouterr().err
+    assert "error: notebook 'broken' failed in cell 3" in err
+
+
+def test_build_renders_the_book(project: Path) -> None:
+    """End to end with the repository's real _config.yml (Sphinx warnings are errors)."""
+    shutil.copy(REPO / "_config.yml", project / "_config.yml")
+    index = runner.build_book("smoke", root=project)
+    assert index == project / "_build" / "html" / "index.html" and index.exists()
+    page = (project / "_build" / "html" / "book" / "chapters" / "alpha.html").read_text()
+    assert "Twice n is" in page and ">6<" in page  # the glued value of 2 * n with n = 3
+    assert json.loads((project / "_build" / "timings.json").read_text())["render"]["ok"]
+    write(project / "book" / "intro.md", "# Mini book\n\nSee {doc}`chapters/missing`.\n")
+    with pytest.raises(runner.RenderError):
+        runner.build_book("smoke", root=project)
