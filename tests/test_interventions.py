@@ -1,0 +1,108 @@
+"""Interventions: hook algebra on known cores, through a real hooked model, and rank refinement."""
+import numpy as np
+import pytest
+import torch
+
+from corelib.ace import Core
+from corelib.interventions import ablation_accuracy, intervention_hook, refine_rank
+from corelib.models import Transformer, TransformerConfig, resid_hook
+
+
+def _core(d=6, r=2, seed=0, mean=None):
+    q, _ = np.linalg.qr(np.random.default_rng(seed).normal(size=(d, r)))
+    return Core(basis=q, singular_values=np.linspace(2, 1, d), mean=np.zeros(d) if mean is None else mean)
+
+
+def test_keep_remove_flip_all_positions():
+    core = _core()
+    act = torch.randn(3, 5, 6, dtype=torch.float64)
+    p = torch.as_tensor(core.projector)
+    torch.testing.assert_close(intervention_hook(core, "keep")(act, None), act @ p)
+    torch.testing.assert_close(intervention_hook(core, "remove")(act, None), act - act @ p)
+    torch.testing.assert_close(intervention_hook(core, "flip")(act, None), act - 2 * act @ p)
+
+
+def test_centred_keep_uses_the_mean():
+    mu = np.arange(6.0)
+    core = _core(mean=mu)
+    act = torch.randn(2, 4, 6, dtype=torch.float64)
+    m, p = torch.as_tensor(mu), torch.as_tensor(core.projector)
+    torch.testing.assert_close(intervention_hook(core, "keep", centered=True)(act, None), m + (act - m) @ p)
+
+
+def test_last_position_and_per_example_positions_touch_only_those():
+    core = _core()
+    act = torch.randn(3, 5, 6, dtype=torch.float64)
+    out = intervention_hook(core, "remove", positions="last")(act, None)
+    torch.testing.assert_close(out[:, :-1], act[:, :-1])
+    assert not torch.allclose(out[:, -1], act[:, -1])
+    pos = torch.tensor([0, 2, 4])
+    out = intervention_hook(core, "flip", positions=pos)(act, None)
+    changed = ~torch.isclose(out, act).all(-1)
+    assert changed.nonzero().tolist() == [[0, 0], [1, 2], [2, 4]]
+
+
+def test_bad_mode_and_positions_are_rejected():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        intervention_hook(_core(), "erase")
+    with pytest.raises(ValueError, match="positions"):
+        intervention_hook(_core(), "keep", positions="first")
+
+
+@pytest.fixture(scope="module")
+def model_and_data():
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(vocab_size=5, d_model=8, n_heads=2, d_ff=16, n_ctx=6)).eval()
+    x = torch.randint(0, 5, (40, 6))
+    y = torch.randint(0, 5, (40, 6))
+    return model, x, y
+
+
+def test_full_rank_keep_is_identity_and_full_rank_remove_leaves_the_bias(model_and_data):
+    model, x, y = model_and_data
+    d = model.cfg.d_model
+    full = Core(basis=np.eye(d), singular_values=np.ones(d), mean=np.zeros(d))
+    base = ablation_accuracy(model, x, y)
+    with torch.no_grad():
+        manual = float((model(x).argmax(-1) == y).float().mean())
+    assert base == pytest.approx(manual)
+    assert ablation_accuracy(model, x, y, hook_name=resid_hook(0), core=full, mode="keep") == pytest.approx(base)
+    # Removing every direction zeroes the block output: only the unembedding bias decides.
+    constant = int(model.unembed.bias.argmax())
+    expected = float((y == constant).float().mean())
+    assert ablation_accuracy(model, x, y, hook_name=resid_hook(0), core=full, mode="remove") == pytest.approx(expected)
+
+
+def test_last_position_scoring(model_and_data):
+    model, x, y = model_and_data
+    with torch.no_grad():
+        manual = float((model(x)[:, -1].argmax(-1) == y[:, -1]).float().mean())
+    assert ablation_accuracy(model, x, y, score_positions="last") == pytest.approx(manual)
+
+
+def test_hook_and_core_come_together(model_and_data):
+    model, x, y = model_and_data
+    with pytest.raises(ValueError, match="both hook_name and core"):
+        ablation_accuracy(model, x, y, hook_name=resid_hook(0))
+
+
+def test_refine_rank_finds_known_thresholds_by_bisection():
+    d = 40
+    core = _core(d=d, r=d)
+    calls = []
+
+    def accuracy(c, mode):
+        calls.append(mode)
+        r = c.rank
+        return min(1.0, r / 13) if mode == "keep" else max(0.0, 1.0 - r / 16)
+
+    necessary, sufficient = refine_rank(core, accuracy, baseline=1.0, chance_level=0.25, start_rank=3)
+    assert sufficient == 13          # first r with r/13 >= 0.999
+    assert necessary == 12           # first r with 1 - r/16 <= 0.25
+    assert len(calls) <= 2 * (int(np.ceil(np.log2(d))) + 2)
+
+
+def test_refine_rank_returns_none_when_unreachable():
+    core = _core(d=8, r=8)
+    necessary, sufficient = refine_rank(core, lambda c, m: 0.5, baseline=1.0, chance_level=0.1)
+    assert necessary is None and sufficient is None

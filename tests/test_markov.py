@@ -1,0 +1,80 @@
+"""The Markov task (known answers) and the Markov experiment pipeline (cached, end to end)."""
+import numpy as np
+import pytest
+
+from corelib.operators import spectrum_distance
+from corelib.tasks import markov as chain
+
+
+def test_paper_chain_known_answers():
+    t = chain.transition_matrix(0.75, 0.25)
+    np.testing.assert_allclose(chain.stationary_distribution(t), 0.25)
+    assert chain.bayes_accuracy(t) == pytest.approx(0.75)
+    assert chain.chance_accuracy(t) == pytest.approx(0.25)
+    assert spectrum_distance(chain.chain_eigenvalues(t), [0.75 + 0.25j, 0.75 - 0.25j, 0.5]) < 1e-12
+
+
+@pytest.mark.parametrize("n,alpha", [(3, 0.9), (5, 0.6), (7, 0.3)])
+def test_cyclic_chain_spectrum_formula(n, alpha):
+    t = chain.transition_matrix(alpha, 1 - alpha, n)
+    k = np.arange(1, n)
+    assert spectrum_distance(chain.chain_eigenvalues(t), alpha + (1 - alpha) * np.exp(2j * np.pi * k / n)) < 1e-10
+
+
+def test_sampler_follows_the_chain_and_is_seeded():
+    t = chain.transition_matrix(0.6, 0.4, 5)
+    seq = chain.sample_sequences(t, 2000, 60, seed=3)
+    counts = np.zeros((5, 5))
+    np.add.at(counts, (seq[:, :-1].ravel(), seq[:, 1:].ravel()), 1)
+    np.testing.assert_allclose(counts / counts.sum(1, keepdims=True), t, atol=0.01)
+    np.testing.assert_allclose(np.bincount(seq[:, 0], minlength=5) / 2000, 0.2, atol=0.03)
+    np.testing.assert_array_equal(seq, chain.sample_sequences(t, 2000, 60, seed=3))
+    assert not np.array_equal(seq, chain.sample_sequences(t, 2000, 60, seed=4))
+
+
+def test_bad_chains_are_rejected():
+    with pytest.raises(ValueError, match="sum to 1"):
+        chain.transition_matrix(0.5, 0.6)
+    with pytest.raises(ValueError, match="row-stochastic"):
+        chain.bayes_accuracy(np.ones((3, 3)))
+    with pytest.raises(ValueError, match="length"):
+        chain.sample_sequences(chain.transition_matrix(), 3, 1, seed=0)
+
+
+def test_spectrum_distance_is_order_free():
+    a = np.array([1 + 1j, 2, 3 - 1j])
+    assert spectrum_distance(a, a[::-1]) == 0
+    assert spectrum_distance(a, a + 0.1) == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="cannot match"):
+        spectrum_distance(a, a[:2])
+
+
+def test_experiment_runs_caches_and_reports(tmp_path, monkeypatch):
+    from corelib.experiments import markov
+
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
+    p = markov.MarkovParams(n_train=400, n_test=100, seeds=(0, 1), epochs=4, d_model=16, d_ff=32,
+                            n_jacobians=8, dropout=0.0, lr=3e-3)
+    summary = markov.run(p, progress=False)
+    assert [m["seed"] for m in summary["models"]] == [0, 1]
+    assert summary["bayes_accuracy"] == pytest.approx(0.75)
+    # Even a briefly trained model learns most of the task, and its core carries it.
+    for m in summary["models"]:
+        assert m["accuracy"]["full"] > 0.6
+        assert m["accuracy"]["keep"] >= m["accuracy"]["full"] - 0.02
+        assert m["accuracy"]["remove"] < 0.45
+        assert 1 <= m["rank"] <= 4
+    assert len(summary["pairs"]) == 1
+    assert {row["criterion"] for row in markov.checks(summary)}
+    assert set(markov.tables(summary)) == {"A1", "A2", "A3"}
+
+    # The second call reads the saved summary: no training, no analysis.
+    monkeypatch.setattr(markov, "train_model", lambda *a, **k: pytest.fail("retrained"))
+    assert markov.run(p, progress=False) == summary
+
+
+def test_params_from_namespace_ignores_other_names():
+    from corelib.experiments import markov
+
+    p = markov.MarkovParams.from_namespace({"epochs": 3, "seeds": [5], "np": np})
+    assert p.epochs == 3 and p.seeds == (5,)
