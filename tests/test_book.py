@@ -1,0 +1,59 @@
+"""The whole book, smoke profile: every chapter executes and the site renders.
+
+The build runs in a copy of the project in a temporary folder, so running the tests never
+replaces a book you built with `make book`.
+"""
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from corelib import runner
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def built_book(tmp_path_factory):
+    root = tmp_path_factory.mktemp("book")
+    for name in ("_config.yml", "_toc.yml", "profiles.yml"):
+        shutil.copy(ROOT / name, root / name)
+    for name in ("book", "notebooks", "tests"):
+        shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("chapters", "*.ipynb"))
+    (root / "corelib").symlink_to(ROOT / "corelib")  # the runner hashes it for its cache
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ACE_RESULTS_DIR", str(root / "results"))
+    try:
+        index = runner.build_book("smoke", root=root)
+    finally:
+        mp.undo()
+    return root, index
+
+
+def test_every_chapter_renders(built_book):
+    root, index = built_book
+    assert index.exists()
+    for name in runner.chapters(root):
+        page = root / "_build" / "html" / "book" / "chapters" / f"{name}.html"
+        assert page.exists(), name
+        html = page.read_text()
+        assert "Traceback" not in html, f"{name} shows a Python traceback"
+        assert not re.search(r"glue.*not found", html, re.I), f"{name} has an unresolved glue"
+
+
+def test_executed_notebooks_have_no_errors(built_book):
+    root, _ = built_book
+    for name in runner.chapters(root):
+        nb = json.loads(runner.output_path(name, root).read_text())
+        errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        assert not errors, name
+
+
+def test_second_build_uses_the_cache(built_book):
+    root, _ = built_book
+    before = {n: runner.output_path(n, root).stat().st_mtime for n in runner.chapters(root)}
+    runner.build_book("smoke", root=root, render=False)
+    after = {n: runner.output_path(n, root).stat().st_mtime for n in runner.chapters(root)}
+    assert before == after
