@@ -75,13 +75,13 @@ def panel_ablation_accuracy(ax, summary: dict) -> None:
 def panel_overlap(ax, summary: dict) -> None:
     """(C) Projector overlap between every pair of cores (1 = same subspace, 0 = orthogonal)."""
     _heatmap(ax, _pair_matrix(summary, lambda p: p["overlap"]), _labels(summary),
-             "C  cores are geometrically different")
+             "C  projector overlap")
 
 
 def panel_cca(ax, summary: dict) -> None:
     """(D) Mean canonical correlation between the core coordinates of every pair of models."""
     _heatmap(ax, _pair_matrix(summary, lambda p: float(np.mean(p["cca"]))), _labels(summary),
-             "D  ...but statistically equivalent", fmt="{:.3f}")
+             "D  mean CCA", fmt="{:.3f}")
 
 
 def panel_spectrum(ax, summary: dict) -> None:
