@@ -1,0 +1,642 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # How ACE works: activity, relevance and balanced truncation
+#
+# Algorithmic Core Extraction (ACE) looks for the few directions of a layer's activation space
+# that carry a computation. A direction qualifies when it is **active** -- the activations
+# actually move along it -- and **relevant** -- the output of interest actually responds to it.
+# Neither property is enough alone: a direction with huge variance that the read-out ignores is
+# noise as far as the task is concerned, and a direction the read-out is very sensitive to but
+# that never varies carries no information.
+#
+# This chapter builds ACE up from its two ingredients and then tests it where the answer is
+# known in closed form. In outline:
+#
+# 1. the quantities ACE computes and the $D \times D$ route that makes it cheap;
+# 2. linear time-invariant systems, where activity and relevance are the two Gramians of control
+#    theory and ACE must return *exactly* the Hankel singular values and the subspace kept by
+#    balanced truncation -- the chapter fails to build if it does not;
+# 3. the same extraction from simulated data instead of Gramians;
+# 4. a small example in which ACE and PCA disagree, and PCA is wrong about what matters.
+#
+# Everything below calls the project library `corelib`; `corelib.linear` implements the
+# linear-systems side independently of `corelib.ace` so that one can check the other.
+
+# %% tags=["parameters"]
+# Linear system (sections 2-3)
+n_states = 12  # state dimension n of the LTI system
+n_inputs = 2  # number of inputs m
+n_outputs = 2  # number of outputs l
+spectral_radius = 0.9  # largest |eigenvalue| of A (< 1: stable)
+rank = 4  # core / balanced-truncation rank r
+seed = 0  # seed of the random system and of the simulations
+sim_steps = [1000, 10000, 100000]  # lengths of the simulated state trajectories
+sim_repeats = 8  # independent trajectories per length (errors are averaged over them)
+n_jacobian_samples = 16  # Jacobians sampled for the data-driven extraction
+# ACE versus PCA (section 4)
+pca_dim = 6  # activation dimension D of the synthetic example
+pca_samples = 4000  # number of synthetic activations N
+pca_signal_std = 0.3  # standard deviation along the direction the read-out uses
+pca_nuisance_std = 3.0  # standard deviation along the direction the read-out ignores
+pca_decorrelate = True  # make the synthetic components exactly uncorrelated in the sample
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import scipy.linalg
+import torch
+from myst_nb import glue
+
+from corelib.ace import Core, energy_rank, extract, from_moments, jacobians
+from corelib.compare import principal_angles
+from corelib.linear import (
+    balanced_truncation,
+    gramians,
+    hankel_singular_values,
+    observability_matrix,
+    pca_basis,
+    random_stable_system,
+    simulate_states,
+)
+
+# Acceptance thresholds: a regression in corelib makes this notebook (and the book build) fail.
+HANKEL_REL_TOL = 1e-8
+ANGLE_TOL_RAD = 1e-6
+ENERGY = 0.99  # energy threshold quoted for the linear system
+glue("hankel_rel_tol", HANKEL_REL_TOL, display=False)
+glue("angle_tol_rad", ANGLE_TOL_RAD, display=False)
+plt.rcParams.update({"figure.dpi": 110, "axes.spines.top": False, "axes.spines.right": False})
+
+# %% [markdown]
+# ## What ACE computes
+#
+# Fix a layer of width $D$ and collect its activations $\mathbf{h}_1, \dots, \mathbf{h}_N \in
+# \mathbb{R}^D$ on $N$ inputs. Let $f : \mathbb{R}^D \to \mathbb{R}^K$ map the layer to $K$
+# task-relevant outputs (logits, a logit difference, a prediction of the future), and let
+# $\mathbf{J}_i = \partial f / \partial \mathbf{h}\,(\mathbf{h}_i) \in \mathbb{R}^{K \times D}$ be
+# its Jacobian at sampled activations. ACE summarises the two properties by two $D \times D$
+# moment matrices:
+#
+# $$
+# \mathbf{A} = \frac{1}{N-1} \sum_{i=1}^{N} (\mathbf{h}_i - \bar{\mathbf{h}})(\mathbf{h}_i - \bar{\mathbf{h}})^\top
+# \quad \text{(activity)}, \qquad
+# \mathbf{S} = \frac{1}{M} \sum_{i=1}^{M} \mathbf{J}_i^\top \mathbf{J}_i
+# \quad \text{(relevance)}.
+# $$
+#
+# For a unit vector $\mathbf{q}$, $\mathbf{q}^\top \mathbf{A}\, \mathbf{q}$ is the variance of the
+# activations along $\mathbf{q}$ and $\mathbf{q}^\top \mathbf{S}\, \mathbf{q}$ is the mean squared
+# change of the output per unit step along $\mathbf{q}$. The paper defines the core through the
+# SVD of the $N \times NK$ interaction matrix $\mathbf{H}\mathbf{J}^\top$ between centred
+# activations and stacked Jacobians. That matrix is enormous, but only its singular values and
+# left singular vectors matter, and both are available from $D \times D$ square-root factors:
+#
+# $$
+# \mathbf{A} + \varepsilon \mathbf{I} = \mathbf{L}\mathbf{L}^\top, \qquad
+# \mathbf{S} = \boldsymbol{\Gamma}\boldsymbol{\Gamma}^\top, \qquad
+# \mathbf{L}^\top \boldsymbol{\Gamma} = \mathbf{U} \boldsymbol{\Sigma} \mathbf{V}^\top, \qquad
+# \mathcal{C} = \operatorname{span}(\mathbf{L}\mathbf{U}_r).
+# $$
+#
+# The singular values $\sigma_1 \ge \sigma_2 \ge \dots$ rank directions by *joint* activity and
+# relevance, and the rank $r$ is the smallest one whose leading squared singular values hold a
+# chosen share of the energy, $\sum_{i \le r} \sigma_i^2 \big/ \sum_i \sigma_i^2 \ge \tau$.
+# {ref}`ace-ex-dxd` derives the equivalence with the paper's route. In `corelib`,
+# `MomentAccumulator` streams activations and Jacobians into $\mathbf{A}$ and $\mathbf{S}$ in
+# float64 with memory independent of $N$; `from_moments` does the factorisation (symmetric
+# `eigh` factors, a jitter $\varepsilon$ relative to the trace) and `extract` wraps both.
+
+# %% [markdown]
+# ## ACE on a linear system is balanced truncation
+#
+# Consider the discrete-time linear time-invariant system
+#
+# $$
+# \mathbf{x}_{t+1} = \mathbf{A}_{\rm sys} \mathbf{x}_t + \mathbf{B}\mathbf{u}_t, \qquad
+# \mathbf{y}_t = \mathbf{C}\mathbf{x}_t,
+# $$
+#
+# with $n$ states, $m$ inputs, $\ell$ outputs and a stable $\mathbf{A}_{\rm sys}$ (all eigenvalues
+# inside the unit circle). Its two classical Gramians are exactly ACE's two moments for the
+# state $\mathbf{x}_t$:
+#
+# * **Activity.** Drive the system with white noise $\mathbf{u}_t$ of unit variance. The
+#   stationary covariance of the state is the *reachability Gramian*
+#   $\mathbf{W}_c = \sum_{k \ge 0} \mathbf{A}_{\rm sys}^k \mathbf{B}\mathbf{B}^\top
+#   (\mathbf{A}_{\rm sys}^\top)^k$, the solution of
+#   $\mathbf{A}_{\rm sys}\mathbf{W}_c\mathbf{A}_{\rm sys}^\top - \mathbf{W}_c + \mathbf{B}\mathbf{B}^\top = 0$.
+# * **Relevance.** Take as read-out all future outputs, $f(\mathbf{x}_t) = (\mathbf{y}_t,
+#   \mathbf{y}_{t+1}, \dots)$ with no further input. Its Jacobian is the observability matrix
+#   $\mathbf{O} = [\mathbf{C}; \mathbf{C}\mathbf{A}_{\rm sys}; \mathbf{C}\mathbf{A}_{\rm sys}^2; \dots]$,
+#   the same at every state, and $\mathbf{O}^\top\mathbf{O}$ is the *observability Gramian*
+#   $\mathbf{W}_o$, the solution of
+#   $\mathbf{A}_{\rm sys}^\top\mathbf{W}_o\mathbf{A}_{\rm sys} - \mathbf{W}_o + \mathbf{C}^\top\mathbf{C} = 0$.
+#
+# Balanced truncation, the standard method of model reduction, changes state coordinates so that
+# both Gramians become the same diagonal matrix $\operatorname{diag}(\sigma_1, \dots, \sigma_n)$ of
+# *Hankel singular values* and keeps the $r$ states with the largest ones. So ACE with
+# activity $\mathbf{W}_c$ and relevance $\mathbf{W}_o$ should reproduce the Hankel singular values
+# and the balanced-truncation subspace. We test it on a random stable system.
+
+# %%
+A_sys, B_sys, C_sys = random_stable_system(
+    n_states, n_inputs, n_outputs, seed=seed, spectral_radius=spectral_radius
+)
+Wc, Wo = gramians(A_sys, B_sys, C_sys)  # scipy.linalg.solve_discrete_lyapunov
+hsv = hankel_singular_values(A_sys, B_sys, C_sys)  # square-root method, Cholesky factors
+bt = balanced_truncation(A_sys, B_sys, C_sys, rank)
+
+core = from_moments(Wc, Wo, rank=rank, eps=0)  # ACE: eigh factors, no jitter
+ace_sv = core.singular_values
+
+hankel_rel_err = float(np.max(np.abs(ace_sv - hsv) / hsv))
+angles_rad = scipy.linalg.subspace_angles(core.basis, bt.basis)
+angle_scipy = float(np.max(angles_rad))
+angle_corelib = float(np.radians(np.max(principal_angles(core.basis, bt.basis))))
+print(f"max relative error of the singular values: {hankel_rel_err:.2e}")
+print(f"largest principal angle, scipy / corelib:  {angle_scipy:.2e} / {angle_corelib:.2e} rad")
+
+if not hankel_rel_err <= HANKEL_REL_TOL:
+    raise RuntimeError(f"ACE singular values differ from the Hankel singular values by "
+                       f"{hankel_rel_err:.3e} (relative) > {HANKEL_REL_TOL:.0e}")
+if not max(angle_scipy, angle_corelib) < ANGLE_TOL_RAD:
+    raise RuntimeError(f"ACE core and balanced-truncation subspace differ by "
+                       f"{max(angle_scipy, angle_corelib):.3e} rad >= {ANGLE_TOL_RAD:.0e}")
+
+glue("n_states", int(n_states), display=False)
+glue("n_inputs", int(n_inputs), display=False)
+glue("n_outputs", int(n_outputs), display=False)
+glue("rank", int(rank), display=False)
+glue("spectral_radius", float(spectral_radius), display=False)
+glue("hankel_rel_err", hankel_rel_err, display=False)
+glue("angle_scipy", angle_scipy, display=False)
+glue("angle_corelib", angle_corelib, display=False)
+glue("hsv_ratio", float(hsv[0] / hsv[-1]), display=False)
+glue("energy", ENERGY, display=False)
+glue("lti_energy_rank", int(energy_rank(hsv, ENERGY)), display=False)
+
+# %% [markdown]
+# For a random system with {glue:text}`n_states` states, {glue:text}`n_inputs` inputs,
+# {glue:text}`n_outputs` outputs and spectral radius {glue:text}`spectral_radius:.2f`, the ACE
+# singular values agree with the Hankel singular values to a maximum relative error of
+# {glue:text}`hankel_rel_err:.1e` (the notebook stops if it exceeds
+# {glue:text}`hankel_rel_tol:.0e`), and the rank-{glue:text}`rank` core and the
+# balanced-truncation subspace are the same subspace: their largest principal angle is
+# {glue:text}`angle_scipy:.1e` rad according to `scipy.linalg.subspace_angles` and
+# {glue:text}`angle_corelib:.1e` rad according to `corelib.compare.principal_angles` (threshold
+# {glue:text}`angle_tol_rad:.0e` rad). The two computations share only the Gramians: the
+# reference uses Cholesky factors, ACE uses symmetric `eigh` factors. An energy threshold of
+# {glue:text}`energy:.0%` would keep {glue:text}`lti_energy_rank` states of this system.
+
+# %%
+fig, (ax_s, ax_e) = plt.subplots(1, 2, figsize=(9, 3.4), layout="constrained")
+idx = np.arange(1, n_states + 1)
+ax_s.semilogy(idx, hsv, "o", ms=9, mfc="none", color="C0", label="Hankel (balanced truncation)")
+ax_s.semilogy(idx, ace_sv, "x", ms=7, color="C3", label="ACE, from the two Gramians")
+ax_s.axvspan(0.5, rank + 0.5, color="0.9", zorder=0, label=f"kept by rank {rank}")
+ax_s.set(xlabel="index $i$", ylabel=r"$\sigma_i$", title="Spectra")
+ax_s.legend(fontsize=8)
+rel = np.abs(ace_sv - hsv) / hsv
+ax_e.semilogy(idx, np.maximum(rel, 1e-17), "s-", color="C3", ms=4)
+ax_e.axhline(HANKEL_REL_TOL, color="k", ls="--", lw=1, label="acceptance threshold")
+ax_e.axhline(np.finfo(float).eps, color="0.5", ls=":", lw=1, label="machine epsilon")
+ax_e.set(xlabel="index $i$", ylabel="relative difference", title="ACE versus Hankel")
+ax_e.legend(fontsize=8)
+glue("fig_spectra", fig, display=False)
+plt.close(fig)
+
+# %% [markdown]
+# ```{glue:figure} fig_spectra
+# :name: fig-ace-hankel
+#
+# Left: the Hankel singular values of the random system (circles) and the ACE singular values
+# computed from its Gramians (crosses); the shaded band is the rank-$r$ core. Right: their
+# relative difference for every index. It grows towards the small singular values, because a
+# perturbation of size $\epsilon_{\rm mach}\sigma_1$ is a larger fraction of a smaller $\sigma_i$,
+# but stays far below the acceptance threshold (dashed).
+# ```
+#
+# **Why they agree.** With $\mathbf{L}\mathbf{L}^\top = \mathbf{W}_c$ and
+# $\boldsymbol{\Gamma}\boldsymbol{\Gamma}^\top = \mathbf{W}_o$, the squared singular values of
+# $\mathbf{L}^\top\boldsymbol{\Gamma}$ are the eigenvalues of
+#
+# $$
+# (\mathbf{L}^\top\boldsymbol{\Gamma})(\mathbf{L}^\top\boldsymbol{\Gamma})^\top
+# = \mathbf{L}^\top \mathbf{W}_o \mathbf{L},
+# $$
+#
+# and $\mathbf{L}^\top\mathbf{W}_o\mathbf{L}$ has the same eigenvalues as
+# $\mathbf{W}_o\mathbf{L}\mathbf{L}^\top = \mathbf{W}_o\mathbf{W}_c$ (the products $\mathbf{X}\mathbf{Y}$
+# and $\mathbf{Y}\mathbf{X}$ share their non-zero eigenvalues), hence as $\mathbf{W}_c\mathbf{W}_o$.
+# The Hankel singular values are, by definition, $\sigma_i = \sqrt{\lambda_i(\mathbf{W}_c\mathbf{W}_o)}$.
+# The subspaces agree too: with $\mathbf{L}^\top\boldsymbol{\Gamma} = \mathbf{U}\boldsymbol{\Sigma}\mathbf{V}^\top$,
+# the matrix $\mathbf{T}^{-1} = \mathbf{L}\mathbf{U}\boldsymbol{\Sigma}^{-1/2}$ balances the system
+# ($\mathbf{T}\mathbf{W}_c\mathbf{T}^\top = \mathbf{T}^{-\top}\mathbf{W}_o\mathbf{T}^{-1} = \boldsymbol{\Sigma}$),
+# so the first $r$ balanced states span exactly $\operatorname{span}(\mathbf{L}\mathbf{U}_r)$, the
+# ACE core; and this span does not depend on which square-root factor $\mathbf{L}$ one picks.
+#
+# Computing $\sqrt{\lambda(\mathbf{W}_c\mathbf{W}_o)}$ directly is a third route, but a worse one:
+# the product of the two Gramians is not symmetric and squares their conditioning.
+
+# %%
+eig_route = np.sort(np.sqrt(np.abs(np.linalg.eigvals(Wc @ Wo))))[::-1]
+eig_route_rel_err = float(np.max(np.abs(eig_route - hsv) / hsv))
+print(f"sqrt(eig(Wc Wo)) versus Hankel: max relative error {eig_route_rel_err:.2e}")
+print(f"square-root routes (ACE versus Cholesky): {hankel_rel_err:.2e}")
+glue("eig_route_rel_err", eig_route_rel_err, display=False)
+
+# %% [markdown]
+# On this system the eigenvalue route is off by up to {glue:text}`eig_route_rel_err:.1e`
+# (relative), against {glue:text}`hankel_rel_err:.1e` between the two square-root routes. The
+# spread of the spectrum, $\sigma_1 / \sigma_n =$ {glue:text}`hsv_ratio:.1e`, sets how much
+# relative accuracy the smallest values can have at all: a system that is nearly non-minimal
+# (some state almost unreachable or unobservable) has tiny trailing singular values whose relative
+# error no method can keep at machine precision.
+
+# %% [markdown]
+# ## The same core from data
+#
+# The Gramians are population moments. ACE in a network never sees them: it sees activations and
+# Jacobians. To connect the two, simulate the system driven by white noise, collect the states
+# $\mathbf{x}_t$ as "activations", and differentiate the read-out "next $H$ outputs" with
+# `corelib.ace.jacobians` (the horizon $H$ is chosen so that the neglected tail of
+# $\mathbf{O}^\top\mathbf{O}$ is negligible). The read-out is linear, so every Jacobian is the
+# same matrix $\mathbf{O}$ and the relevance moment is exact; all the sampling error is in the
+# activity moment.
+
+# %%
+horizon = int(np.ceil(np.log(1e-12) / np.log(spectral_radius)))
+O_mat = observability_matrix(A_sys, C_sys, horizon)
+O_t = torch.from_numpy(O_mat)
+horizon_tail = float(np.linalg.norm(O_mat.T @ O_mat - Wo) / np.linalg.norm(Wo))
+print(f"horizon H = {horizon}, relative tail of the observability Gramian {horizon_tail:.1e}")
+
+runs = simulate_states(A_sys, B_sys, max(sim_steps), seed=seed, n_runs=sim_repeats)
+
+
+def data_core(H_data):
+    """ACE from simulated states: sample covariance x exact Jacobians of the future outputs."""
+    J_data = jacobians(lambda x: O_t @ x, H_data, n_samples=n_jacobian_samples, seed=seed)
+    return extract(H_data, J_data, rank=rank)
+
+
+data_err, data_angle = [], []  # root-mean-square over the independent runs
+for n_steps in sim_steps:
+    errs, angs = [], []
+    for states in runs:
+        core_data = data_core(states[:n_steps])
+        s_data = core_data.singular_values[:rank]
+        errs.append(np.max(np.abs(s_data - hsv[:rank]) / hsv[:rank]))
+        angs.append(np.max(principal_angles(core_data.basis, bt.basis)))
+    data_err.append(float(np.sqrt(np.mean(np.square(errs)))))
+    data_angle.append(float(np.sqrt(np.mean(np.square(angs)))))
+    print(f"N = {n_steps:>7}: top-{rank} singular values within {data_err[-1]:.2e} (relative), "
+          f"largest angle to balanced truncation {data_angle[-1]:.2f} deg (RMS of {sim_repeats} runs)")
+
+glue("horizon", horizon, display=False)
+glue("horizon_tail", horizon_tail, display=False)
+glue("n_jacobian_samples", int(n_jacobian_samples), display=False)
+glue("sim_n_max", int(max(sim_steps)), display=False)
+glue("sim_n_min", int(min(sim_steps)), display=False)
+glue("sim_repeats", int(sim_repeats), display=False)
+glue("data_err_max_n", data_err[-1], display=False)
+glue("data_angle_max_n", data_angle[-1], display=False)
+glue("data_err_min_n", data_err[0], display=False)
+
+# %%
+fig, ax = plt.subplots(figsize=(5, 3.4), layout="constrained")
+ns = np.asarray(sim_steps, dtype=float)
+ax.loglog(ns, data_err, "o-", color="C3", label=f"ACE from simulated data (RMS of {sim_repeats} runs)")
+ax.loglog(ns, data_err[0] * np.sqrt(ns[0] / ns), "k--", lw=1, label=r"$\propto N^{-1/2}$")
+ax.set(xlabel="simulated steps $N$", ylabel=f"max rel. error of top-{rank} " + r"$\sigma_i$")
+ax.legend(fontsize=8)
+glue("fig_from_data", fig, display=False)
+plt.close(fig)
+
+# %% [markdown]
+# With a horizon of $H =$ {glue:text}`horizon` steps the truncated $\mathbf{O}^\top\mathbf{O}$
+# differs from $\mathbf{W}_o$ by {glue:text}`horizon_tail:.0e` (relative), and
+# {glue:text}`n_jacobian_samples` Jacobian samples suffice. Averaged (root mean square) over
+# {glue:text}`sim_repeats` independent runs: from {glue:text}`sim_n_min` simulated steps, the leading {glue:text}`rank` ACE singular values are within
+# {glue:text}`data_err_min_n:.1e` of the Hankel values (relative error); from {glue:text}`sim_n_max` steps, within
+# {glue:text}`data_err_max_n:.1e`, and the data-driven core is within
+# {glue:text}`data_angle_max_n:.1f` degrees of the balanced-truncation subspace.
+#
+# ```{glue:figure} fig_from_data
+# :name: fig-ace-from-data
+#
+# ACE computed from a simulated trajectory converges to the Hankel singular values at the Monte
+# Carlo rate $N^{-1/2}$ of the sample covariance (the trajectory is correlated in time, so the
+# effective sample size is smaller than $N$).
+# ```
+
+# %% [markdown]
+# ## When ACE and PCA disagree
+#
+# PCA ranks directions by activity alone. When the direction a computation uses is not the one
+# with the most variance, PCA and ACE part ways. Here is the smallest example: $D$-dimensional
+# activations with independent components of decreasing spread along random orthogonal axes
+# $\mathbf{e}_1, \dots, \mathbf{e}_D$, from a large spread along $\mathbf{e}_1$ down to a small
+# one along $\mathbf{e}_D$. The read-out looks only at the quietest axis,
+#
+# $$
+# f(\mathbf{h}) = \tanh\!\big(\mathbf{e}_D^\top (\mathbf{h} - \bar{\mathbf{h}}) / s\big),
+# $$
+#
+# where $s$ is the spread along $\mathbf{e}_D$. Its Jacobians all point along $\mathbf{e}_D$, so
+# the relevance moment has rank one. For a rank-one relevance
+# $\mathbf{S} = c\,\mathbf{w}\mathbf{w}^\top$ the ACE core is $\operatorname{span}(\mathbf{A}\mathbf{w})$:
+# the read-out direction weighted by activity, i.e. the covariance of every coordinate with the
+# read-out. That is $\mathbf{e}_D$ itself when $\mathbf{e}_D$ is a principal axis of the *sample*
+# covariance, so we draw the components and then make them exactly uncorrelated in the sample
+# (parameter `pca_decorrelate`); {ref}`ace-ex-tilt` shows what sampling noise does
+# without that step.
+
+# %%
+rng = np.random.default_rng(seed)
+axes_true, _ = np.linalg.qr(rng.standard_normal((pca_dim, pca_dim)))  # columns e_1 .. e_D
+spreads = np.geomspace(pca_nuisance_std, pca_signal_std, pca_dim)
+latent = rng.standard_normal((pca_samples, pca_dim))
+if pca_decorrelate:  # centred, orthogonal columns: sample covariance exactly the identity
+    latent = np.linalg.qr(latent - latent.mean(axis=0))[0] * np.sqrt(pca_samples - 1)
+H_toy = (latent * spreads) @ axes_true.T + 1.0
+w_read = axes_true[:, -1]
+mu_toy = H_toy.mean(axis=0)
+w_t, mu_t = torch.from_numpy(w_read), torch.from_numpy(mu_toy)
+
+
+def readout(h):
+    """The task read-out: a squashed projection on the quietest axis (works on numpy or torch)."""
+    if isinstance(h, torch.Tensor):
+        return torch.tanh((h - mu_t) @ w_t / pca_signal_std)
+    return np.tanh((h - mu_toy) @ w_read / pca_signal_std)
+
+
+J_toy = jacobians(readout, torch.from_numpy(H_toy))  # (N, 1, D)
+ace_toy = extract(H_toy, J_toy)  # rank by the default 99 % energy
+pca_toy = pca_basis(H_toy, 1)
+angle_ace_w = float(principal_angles(ace_toy.basis[:, :1], w_read[:, None])[0])
+angle_pca_w = float(principal_angles(pca_toy, w_read[:, None])[0])
+print(f"ACE energy rank: {ace_toy.rank}")
+print(f"angle to the read-out direction: ACE {angle_ace_w:.2f} deg, PCA {angle_pca_w:.2f} deg")
+
+
+# %% [markdown]
+# To see what each subspace is worth, keep only the top-$k$ directions with the centred core-only
+# intervention $\tilde{\mathbf{h}} = \bar{\mathbf{h}} + \mathbf{P}_k(\mathbf{h} - \bar{\mathbf{h}})$
+# (`Core.keep(h, centered=True)`; for PCA we wrap its basis in a `Core`), and score how much of
+# the read-out survives by $R^2 = 1 - \sum_i (f(\mathbf{h}_i) - f(\tilde{\mathbf{h}}_i))^2 / \sum_i
+# (f(\mathbf{h}_i) - \overline{f})^2$.
+
+# %%
+def readout_r2(basis):
+    """R^2 of the read-out after keeping only span(basis) (centred intervention)."""
+    kept = Core(basis=basis, singular_values=np.ones(basis.shape[1]), mean=mu_toy)
+    y, y_kept = readout(H_toy), readout(kept.keep(H_toy, centered=True))
+    return float(1.0 - np.sum((y - y_kept) ** 2) / np.sum((y - y.mean()) ** 2))
+
+
+ks = np.arange(1, pca_dim + 1)
+r2_pca = [readout_r2(pca_basis(H_toy, k)) for k in ks]
+r2_ace = [readout_r2(extract(H_toy, J_toy, rank=int(k)).basis) for k in ks]
+survives = np.asarray(r2_pca) > 0.99
+pca_k_needed = int(ks[np.argmax(survives)]) if survives.any() else int(pca_dim)
+for k, a, p in zip(ks, r2_ace, r2_pca):
+    print(f"k = {k}: R^2 keeping ACE top-k {a:6.3f}   PCA top-k {p:6.3f}")
+
+glue("pca_dim", int(pca_dim), display=False)
+glue("pca_samples", int(pca_samples), display=False)
+glue("spread_ratio", float(pca_nuisance_std / pca_signal_std), display=False)
+glue("variance_ratio", float((pca_nuisance_std / pca_signal_std) ** 2), display=False)
+glue("ace_toy_rank", int(ace_toy.rank), display=False)
+glue("angle_ace_w", angle_ace_w, display=False)
+glue("angle_pca_w", angle_pca_w, display=False)
+# Rounded to the 3 decimals shown (adding 0.0 turns a rounded -0.0 into 0.0).
+glue("r2_ace_1", round(r2_ace[0], 3) + 0.0, display=False)
+glue("r2_pca_1", round(r2_pca[0], 3) + 0.0, display=False)
+glue("pca_k_needed", pca_k_needed, display=False)
+
+# %%
+fig, (ax_sc, ax_r2) = plt.subplots(1, 2, figsize=(9.5, 3.6), layout="constrained")
+plane = axes_true[:, [0, -1]]  # (e_1, e_D): loudest and quietest axes
+xy = (H_toy - mu_toy) @ plane
+sc = ax_sc.scatter(xy[:, 0], xy[:, 1], c=readout(H_toy), s=4, cmap="coolwarm", alpha=0.7)
+fig.colorbar(sc, ax=ax_sc, label=r"read-out $f(\mathbf{h})$")
+cov_toy = np.cov(H_toy.T)
+arrow_sd = 2.5  # arrow length in standard deviations along its direction
+glue("arrow_sd", arrow_sd, display=False)
+for vec, name, color in [(pca_toy[:, 0], "PCA 1", "k"), (ace_toy.basis[:, 0], "ACE 1", "C2")]:
+    d2 = plane.T @ vec  # the direction in the plotted plane (both lie in it here)
+    d2 = d2 * np.sign(d2[np.argmax(np.abs(d2))]) * arrow_sd * np.sqrt(vec @ cov_toy @ vec)
+    ax_sc.annotate("", xy=d2, xytext=(0, 0),
+                   arrowprops={"arrowstyle": "-|>", "color": color, "lw": 2.5})
+    ax_sc.annotate(name, xy=d2, xytext=(6, 6), textcoords="offset points", color=color,
+                   fontsize=10, fontweight="bold",
+                   bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85})
+ax_sc.set(xlabel=r"coordinate along $\mathbf{e}_1$ (ignored)",
+          ylabel=r"coordinate along $\mathbf{e}_D$ (read)",
+          title=r"Activations in the plane of $\mathbf{e}_1$, $\mathbf{e}_D$")
+ax_r2.plot(ks, r2_ace, "o-", color="C2", label="keep ACE top-$k$")
+ax_r2.plot(ks, r2_pca, "s-", color="k", label="keep PCA top-$k$")
+ax_r2.set(xlabel="directions kept $k$", ylabel="read-out $R^2$", ylim=(-0.05, 1.05),
+          xticks=ks, title="What survives core-only")
+ax_r2.legend(fontsize=8, loc="center right")
+glue("fig_pca", fig, display=False)
+plt.close(fig)
+
+# %% [markdown]
+# ```{glue:figure} fig_pca
+# :name: fig-ace-pca
+#
+# Left: synthetic activations projected on the loudest axis $\mathbf{e}_1$ and the quietest axis
+# $\mathbf{e}_D$, coloured by the read-out (note the different scales of the two axes). The
+# read-out changes only vertically; PCA's first direction points horizontally, ACE's vertically
+# (arrows span {glue:text}`arrow_sd:.1f` standard deviations of the activations along each
+# direction). Right: share of the read-out's variance kept
+# when only the top-$k$ directions of each method survive.
+# ```
+#
+# With {glue:text}`pca_samples` activations in $D =$ {glue:text}`pca_dim` dimensions and a
+# {glue:text}`spread_ratio:.0f`-fold spread between the loudest and the quietest axis, ACE's
+# energy criterion picks a core of rank {glue:text}`ace_toy_rank`, within
+# {glue:text}`angle_ace_w:.0e` degrees of the read-out direction, while PCA's first direction is
+# {glue:text}`angle_pca_w:.1f` degrees away from it. Keeping the one ACE direction preserves the
+# read-out ($R^2 =$ {glue:text}`r2_ace_1:.3f`); keeping the first PCA direction destroys it
+# ($R^2 =$ {glue:text}`r2_pca_1:.3f`), and PCA needs all {glue:text}`pca_k_needed` directions
+# before the read-out survives -- because the direction that matters is the one PCA ranks last.
+#
+# Real networks are rarely this adversarial, and the paper notes that ACE often agrees with PCA
+# on simple tasks. The example shows why agreement cannot be assumed: variance says where the
+# activations move, not whether anything downstream listens.
+
+# %% [markdown]
+# ## Summary
+#
+# * ACE reduces a layer to the directions that are both active (activation covariance) and
+#   relevant (mean $\mathbf{J}^\top\mathbf{J}$ of a read-out), via an SVD of the product of two
+#   $D \times D$ square-root factors.
+# * For a linear system these two moments are the reachability and observability Gramians, and
+#   ACE *is* balanced truncation: same singular values (the Hankel singular values), same
+#   retained subspace. This chapter checks both to near machine precision on every build.
+# * Variance alone (PCA) can rank the task-relevant direction last.
+
+# %% [markdown]
+# ## Exercises
+#
+# ```{exercise} The $D \times D$ route
+# :label: ace-ex-dxd
+#
+# Let $\mathbf{H} \in \mathbb{R}^{N \times D}$ (centred) and $\mathbf{J} \in \mathbb{R}^{NK \times D}$
+# have full column rank, and let $\mathbf{H}^\top\mathbf{H} = \mathbf{L}\mathbf{L}^\top$,
+# $\mathbf{J}^\top\mathbf{J} = \boldsymbol{\Gamma}\boldsymbol{\Gamma}^\top$ with square invertible
+# factors. Show that the non-zero singular values of $\mathbf{H}\mathbf{J}^\top$ are the singular
+# values of $\mathbf{L}^\top\boldsymbol{\Gamma}$, and that
+# $\operatorname{span}(\mathbf{H}^\top\mathbf{U}^{(HJ)}_r) = \operatorname{span}(\mathbf{L}\mathbf{U}_r)$
+# where $\mathbf{U}^{(HJ)}$ and $\mathbf{U}$ are the left singular vectors of the two matrices.
+# How do the normalisations $1/(N-1)$ and $1/M$ used by `corelib` change the answer?
+# ```
+#
+# ````{solution} ace-ex-dxd
+# :class: dropdown
+#
+# Put $\mathbf{W} = \mathbf{H}\mathbf{L}^{-\top}$ and $\mathbf{Z} = \mathbf{J}\boldsymbol{\Gamma}^{-\top}$.
+# Then $\mathbf{W}^\top\mathbf{W} = \mathbf{L}^{-1}\mathbf{H}^\top\mathbf{H}\mathbf{L}^{-\top} = \mathbf{I}$,
+# and likewise $\mathbf{Z}^\top\mathbf{Z} = \mathbf{I}$: both have orthonormal columns, and
+# $\mathbf{H} = \mathbf{W}\mathbf{L}^\top$, $\mathbf{J} = \mathbf{Z}\boldsymbol{\Gamma}^\top$. With
+# $\mathbf{L}^\top\boldsymbol{\Gamma} = \mathbf{U}\boldsymbol{\Sigma}\mathbf{V}^\top$,
+#
+# $$
+# \mathbf{H}\mathbf{J}^\top = \mathbf{W}\,\mathbf{L}^\top\boldsymbol{\Gamma}\,\mathbf{Z}^\top
+# = (\mathbf{W}\mathbf{U})\,\boldsymbol{\Sigma}\,(\mathbf{Z}\mathbf{V})^\top ,
+# $$
+#
+# and since $\mathbf{W}\mathbf{U}$ and $\mathbf{Z}\mathbf{V}$ have orthonormal columns this is a
+# (thin) SVD of $\mathbf{H}\mathbf{J}^\top$: same singular values, and
+# $\mathbf{U}^{(HJ)} = \mathbf{W}\mathbf{U}$ (up to the usual sign and rotation freedom within
+# repeated singular values). Therefore
+# $\mathbf{H}^\top\mathbf{U}^{(HJ)}_r = \mathbf{L}\mathbf{W}^\top\mathbf{W}\mathbf{U}_r = \mathbf{L}\mathbf{U}_r$.
+#
+# Dividing $\mathbf{H}^\top\mathbf{H}$ by $N-1$ and $\mathbf{J}^\top\mathbf{J}$ by $M$ scales the
+# factors by $(N-1)^{-1/2}$ and $M^{-1/2}$: every singular value is divided by
+# $\sqrt{(N-1)M}$ and the singular vectors, hence the core, do not change. The jitter
+# $\varepsilon\mathbf{I}$ makes $\mathbf{L}$ invertible when $\mathbf{H}$ is rank deficient.
+# The direct route is implemented as `ace_direct` in `tests/test_ace.py`, which checks this
+# scaling against `corelib.ace.extract`:
+#
+# ```{literalinclude} /tests/test_ace.py
+# :language: python
+# :pyobject: ace_direct
+# ```
+# ````
+#
+# ```{exercise} Invariance under a change of state coordinates
+# :label: ace-ex-invariance
+#
+# Replace the state of the linear system by $\tilde{\mathbf{x}} = \mathbf{V}\mathbf{x}$ for an
+# invertible $\mathbf{V}$, i.e. $(\mathbf{A}_{\rm sys}, \mathbf{B}, \mathbf{C}) \mapsto
+# (\mathbf{V}\mathbf{A}_{\rm sys}\mathbf{V}^{-1}, \mathbf{V}\mathbf{B}, \mathbf{C}\mathbf{V}^{-1})$.
+# How do the two Gramians transform? Show that the ACE singular values do not change, and that the
+# core is mapped to $\mathbf{V}\mathcal{C}$. What is the analogue for a network layer, where
+# $\mathbf{h} \mapsto \mathbf{V}\mathbf{h}$ and the read-out is composed with $\mathbf{V}^{-1}$?
+# ```
+#
+# ```{solution} ace-ex-invariance
+# :class: dropdown
+#
+# Substituting into the series (or the Lyapunov equations) gives
+# $\tilde{\mathbf{W}}_c = \mathbf{V}\mathbf{W}_c\mathbf{V}^\top$ and
+# $\tilde{\mathbf{W}}_o = \mathbf{V}^{-\top}\mathbf{W}_o\mathbf{V}^{-1}$. Then
+# $\tilde{\mathbf{W}}_c\tilde{\mathbf{W}}_o = \mathbf{V}\,\mathbf{W}_c\mathbf{W}_o\,\mathbf{V}^{-1}$
+# is similar to $\mathbf{W}_c\mathbf{W}_o$, so its eigenvalues -- the squared singular values --
+# are unchanged. For the subspace, $\tilde{\mathbf{L}} = \mathbf{V}\mathbf{L}$ is a square root of
+# $\tilde{\mathbf{W}}_c$ and $\tilde{\boldsymbol{\Gamma}} = \mathbf{V}^{-\top}\boldsymbol{\Gamma}$ one of
+# $\tilde{\mathbf{W}}_o$, so $\tilde{\mathbf{L}}^\top\tilde{\boldsymbol{\Gamma}} = \mathbf{L}^\top\boldsymbol{\Gamma}$
+# has the same $\mathbf{U}$, and the new core is
+# $\operatorname{span}(\tilde{\mathbf{L}}\mathbf{U}_r) = \mathbf{V}\operatorname{span}(\mathbf{L}\mathbf{U}_r)$
+# (the core does not depend on the choice of square root).
+#
+# In a network, activations transform like states: activity becomes
+# $\mathbf{V}\mathbf{A}\mathbf{V}^\top$, and the Jacobians of $f \circ \mathbf{V}^{-1}$ are
+# $\mathbf{J}\mathbf{V}^{-1}$, so relevance becomes $\mathbf{V}^{-\top}\mathbf{S}\mathbf{V}^{-1}$ --
+# the same algebra. ACE's spectrum is a property of the function and the data distribution, not of
+# the coordinates. PCA, by contrast, is only invariant under orthogonal $\mathbf{V}$.
+# `tests/test_ace.py::test_invertible_change_of_coordinates_keeps_singular_values` and
+# `test_lti_invariance_under_state_coordinates` check both statements numerically.
+# ```
+#
+# ```{exercise} Principal angles by hand
+# :label: ace-ex-angles
+#
+# The principal angles between two subspaces with orthonormal bases $\mathbf{Q}_1$, $\mathbf{Q}_2$
+# are the arccosines of the singular values of $\mathbf{Q}_1^\top\mathbf{Q}_2$. Implement this,
+# compare it with `corelib.compare.principal_angles` on the two rank-$r$ subspaces of this chapter
+# and on a constructed pair with an angle of $10^{-8}$ rad. Why does the arccosine fail for tiny
+# angles, and how can the singular values of $(\mathbf{I} - \mathbf{Q}_1\mathbf{Q}_1^\top)\mathbf{Q}_2$
+# fix it?
+# ```
+#
+# ````{solution} ace-ex-angles
+# :class: dropdown
+#
+# Near zero, $\cos\theta = 1 - \theta^2/2$: an angle of $10^{-8}$ rad changes the cosine by
+# $5 \times 10^{-17}$, below the spacing of doubles near 1, so the arccosine returns 0 (or an
+# angle of order $\sqrt{\epsilon_{\rm mach}} \approx 10^{-8}$ made of round-off). The singular
+# values of the part of $\mathbf{Q}_2$ outside $\operatorname{span}(\mathbf{Q}_1)$ are the sines
+# of the same angles, and the sine has full relative accuracy near 0 (while the cosine has it near
+# $90°$). Combining both with `arctan2` is accurate everywhere. This solution is tested against
+# `corelib` and `scipy.linalg.subspace_angles` in `tests/test_compare.py`:
+#
+# ```{literalinclude} /tests/test_compare.py
+# :language: python
+# :pyobject: principal_angles_by_hand
+# ```
+# ````
+#
+# ```{exercise} Activity tilts the core
+# :label: ace-ex-tilt
+#
+# Re-run the chapter with `pca_decorrelate = False`, so that the synthetic components are
+# independent in distribution but only approximately uncorrelated in the sample. ACE's direction
+# now tilts away from $\mathbf{e}_D$ towards the loud axes, and keeping it alone no longer
+# preserves the read-out. Explain both effects from $\mathcal{C} = \operatorname{span}(\hat{\mathbf{A}}\mathbf{w})$,
+# and predict how the tilt scales with the number of samples $N$ and with the spreads
+# $\lambda_j = \operatorname{Var}(\mathbf{e}_j^\top\mathbf{h})$.
+# ```
+#
+# ```{solution} ace-ex-tilt
+# :class: dropdown
+#
+# In the basis of the axes, $\hat{\mathbf{A}}\mathbf{w} = \hat{\lambda}_D\mathbf{e}_D + \sum_{j<D}\hat{c}_j\mathbf{e}_j$,
+# where $\hat{c}_j$ is the sample covariance of two independent components. It has mean zero and
+# standard deviation $\sqrt{\lambda_j\lambda_D/N}$, so the angle $\theta$ between the core and
+# $\mathbf{e}_D$ satisfies
+#
+# $$
+# \tan^2\theta \approx \frac{\sum_{j<D}\hat{c}_j^2}{\lambda_D^2} \approx \frac{\sum_{j<D}\lambda_j}{N\,\lambda_D}:
+# $$
+#
+# it shrinks like $N^{-1/2}$ and grows with the ratio of the loud variances to the quiet one.
+# Keeping only a unit direction $\mathbf{q} = \cos\theta\,\mathbf{e}_D + \sin\theta\,\mathbf{u}$
+# passes on $\mathbf{q}^\top(\mathbf{h}-\bar{\mathbf{h}})$, whose variance
+# $\cos^2\theta\,\lambda_D + \sin^2\theta\,\lambda_{\mathbf{u}}$ is dominated by the loud
+# component as soon as $\tan^2\theta \gtrsim \lambda_D/\lambda_{\mathbf{u}}$, so the read-out of the
+# kept activations is mostly noise. With the factor of {glue:text}`variance_ratio:.0f` between the
+# loudest and the quietest variance in this chapter, a tilt of a few degrees is enough. The remedy is more samples (the paper extracts cores from all test
+# activations), or a rank larger than one: by $k = D$ every method keeps everything.
+# `tests/test_ace.py::test_planted_core_general_covariance_is_cov_times_relevant_subspace`
+# checks the statement $\mathcal{C} = \operatorname{span}(\hat{\mathbf{A}}\mathbf{Q})$ for a planted
+# relevant subspace $\mathbf{Q}$.
+# ```
