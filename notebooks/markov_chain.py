@@ -133,10 +133,11 @@ glue("fig_markov", fig, display=False)
 # {glue:text}`bayes:.3f`. Their weights, flattened into one vector per model, have cosine
 # similarity at most {glue:text}`wcos_max:.2f`. Panel A breaks this down per tensor: the learned
 # matrices (embeddings, attention, MLP, unembedding) are close to orthogonal across seeds; only the
-# LayerNorm gains and biases, which every model starts at the same constant, stay similar.
+# LayerNorm gains, which every model starts at 1 and which barely move, stay similar, and they
+# alone lift the cosine of the whole weight vector above zero.
 #
-# **(B) A necessary and sufficient core.** ACE chose rank {glue:text}`ranks` for the three
-# models. Keeping only the core leaves accuracy at least {glue:text}`keep_min:.3f`; removing it
+# **(B) A necessary and sufficient core.** ACE chose rank {glue:text}`ranks` for the
+# {glue:text}`n_models` models. Keeping only the core leaves accuracy at least {glue:text}`keep_min:.3f`; removing it
 # leaves at most {glue:text}`remove_max:.3f`, close to chance ({glue:text}`chance:.2f`).
 
 # %%
@@ -168,8 +169,8 @@ display(tables["A2"])
 # Projector overlaps range from {glue:text}`overlap_min:.3f` to {glue:text}`overlap_max:.3f`
 # and the principal angles from {glue:text}`angle_min:.0f`° to {glue:text}`angle_max:.0f`°:
 # the cores are nearly orthogonal as subspaces. Yet the two leading canonical correlations are
-# at least {glue:text}`cca2_min:.3f` for every pair (mean correlation at least
-# {glue:text}`cca_mean_min:.3f`): the cores carry the same signal in different coordinates.
+# at least {glue:text}`cca2_min:.4f` for every pair (mean correlation at least
+# {glue:text}`cca_mean_min:.4f`): the cores carry the same signal in different coordinates.
 #
 # ## The core runs the chain
 #
