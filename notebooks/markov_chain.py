@@ -54,6 +54,7 @@ energy = 0.999        # energy threshold for the core rank
 jacobian_seed = 0
 
 # %%
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from IPython.display import display
@@ -112,6 +113,14 @@ glue("wcos_max", max(abs(p["weight_cosine"]) for p in pairs), display=False)
 # %% [markdown]
 # ## The figure
 #
+# One figure summarises the experiment; the sections below walk through its panels.
+
+# %%
+fig = markov_figure(summary)
+glue("fig_markov", fig, display=False)
+plt.close(fig)  # shown once, with its caption, below
+
+# %% [markdown]
 # ```{glue:figure} fig_markov
 # :name: fig-markov
 #
@@ -122,10 +131,6 @@ glue("wcos_max", max(abs(p["weight_cosine"]) for p in pairs), display=False)
 # correlation between core coordinates; (E) eigenvalues of the operators fitted in each core
 # (crosses) and of the chain (circles), with the unit circle.
 # ```
-
-# %%
-fig = markov_figure(summary)
-glue("fig_markov", fig, display=False)
 
 # %% [markdown]
 # **(A) Different weights.** All {glue:text}`n_models` models reach test accuracy between
