@@ -73,7 +73,7 @@ class Core:
         return float((s[0] / s[1]) ** 2) if len(s) > 1 and s[1] > 0 else float("inf")
 
     def _prep(self, h):
-        """Return (array, backend) where backend converts results back to h's type."""
+        """Return ``(h, basis, mean)`` in h's array type (torch tensor on h's device, or numpy)."""
         if isinstance(h, torch.Tensor):
             q = torch.as_tensor(self.basis, dtype=h.dtype, device=h.device)
             mu = torch.as_tensor(self.mean, dtype=h.dtype, device=h.device)
@@ -101,8 +101,9 @@ class Core:
     def keep(self, h, centered: bool = False):
         """Core-only activations: ``P h``, or ``mu + P (h - mu)`` when centred."""
         self._check_dim(h)
+        h, _, mu = self._prep(h)
         p = self._project(h, centered)
-        return p + self._prep(h)[2] if centered else p
+        return p + mu if centered else p
 
     def remove(self, h, centered: bool = False):
         """Core-removed activations: ``h - P h``, or ``h - P (h - mu)`` when centred."""
