@@ -60,8 +60,9 @@ import scipy.linalg
 import torch
 from myst_nb import glue
 
-from corelib.ace import Core, energy_rank, extract, from_moments, jacobians
+from corelib.ace import energy_rank, extract, from_moments, jacobians
 from corelib.compare import principal_angles
+from corelib.experiments.ace_method import decoy_activations, keep_r2, simulated_core_errors
 from corelib.linear import (
     balanced_truncation,
     gramians,
@@ -69,7 +70,6 @@ from corelib.linear import (
     observability_matrix,
     pca_basis,
     random_stable_system,
-    simulate_states,
 )
 
 # Acceptance thresholds: a regression in corelib makes this notebook (and the book build) fail.
@@ -280,31 +280,18 @@ glue("eig_route_rel_err", eig_route_rel_err, display=False)
 # %%
 horizon = int(np.ceil(np.log(1e-12) / np.log(spectral_radius)))
 O_mat = observability_matrix(A_sys, C_sys, horizon)
-O_t = torch.from_numpy(O_mat)
 horizon_tail = float(np.linalg.norm(O_mat.T @ O_mat - Wo) / np.linalg.norm(Wo))
 print(f"horizon H = {horizon}, relative tail of the observability Gramian {horizon_tail:.1e}")
 
-runs = simulate_states(A_sys, B_sys, max(sim_steps), seed=seed, n_runs=sim_repeats)
-
-
-def data_core(H_data):
-    """ACE from simulated states: sample covariance x exact Jacobians of the future outputs."""
-    J_data = jacobians(lambda x: O_t @ x, H_data, n_samples=n_jacobian_samples, seed=seed)
-    return extract(H_data, J_data, rank=rank)
-
-
-data_err, data_angle = [], []  # root-mean-square over the independent runs
-for n_steps in sim_steps:
-    errs, angs = [], []
-    for states in runs:
-        core_data = data_core(states[:n_steps])
-        s_data = core_data.singular_values[:rank]
-        errs.append(np.max(np.abs(s_data - hsv[:rank]) / hsv[:rank]))
-        angs.append(np.max(principal_angles(core_data.basis, bt.basis)))
-    data_err.append(float(np.sqrt(np.mean(np.square(errs)))))
-    data_angle.append(float(np.sqrt(np.mean(np.square(angs)))))
-    print(f"N = {n_steps:>7}: top-{rank} singular values within {data_err[-1]:.2e} (relative), "
-          f"largest angle to balanced truncation {data_angle[-1]:.2f} deg (RMS of {sim_repeats} runs)")
+# Root-mean-square over sim_repeats independent runs, for each trajectory length.
+data_err, data_angle = simulated_core_errors(
+    A_sys, B_sys, C_sys, rank=rank, reference_sv=hsv, reference_basis=bt.basis,
+    sim_steps=sim_steps, n_runs=sim_repeats, n_jacobians=n_jacobian_samples, seed=seed,
+    horizon=horizon,
+)
+for n_steps, err, ang in zip(sim_steps, data_err, data_angle):
+    print(f"N = {n_steps:>7}: top-{rank} singular values within {err:.2e} (relative), "
+          f"largest angle to balanced truncation {ang:.2f} deg (RMS of {sim_repeats} runs)")
 
 glue("horizon", horizon, display=False)
 glue("horizon_tail", horizon_tail, display=False)
@@ -366,13 +353,10 @@ plt.close(fig)
 # without that step.
 
 # %%
-rng = np.random.default_rng(seed)
-axes_true, _ = np.linalg.qr(rng.standard_normal((pca_dim, pca_dim)))  # columns e_1 .. e_D
-spreads = np.geomspace(pca_nuisance_std, pca_signal_std, pca_dim)
-latent = rng.standard_normal((pca_samples, pca_dim))
-if pca_decorrelate:  # centred, orthogonal columns: sample covariance exactly the identity
-    latent = np.linalg.qr(latent - latent.mean(axis=0))[0] * np.sqrt(pca_samples - 1)
-H_toy = (latent * spreads) @ axes_true.T + 1.0
+H_toy, axes_true = decoy_activations(  # columns of axes_true: e_1 (loudest) .. e_D (quietest)
+    pca_dim, pca_samples, loud_std=pca_nuisance_std, quiet_std=pca_signal_std, seed=seed,
+    decorrelate=pca_decorrelate,
+)
 w_read = axes_true[:, -1]
 mu_toy = H_toy.mean(axis=0)
 w_t, mu_t = torch.from_numpy(w_read), torch.from_numpy(mu_toy)
@@ -403,10 +387,8 @@ print(f"angle to the read-out direction: ACE {angle_ace_w:.2f} deg, PCA {angle_p
 
 # %%
 def readout_r2(basis):
-    """R^2 of the read-out after keeping only span(basis) (centred intervention)."""
-    kept = Core(basis=basis, singular_values=np.ones(basis.shape[1]), mean=mu_toy)
-    y, y_kept = readout(H_toy), readout(kept.keep(H_toy, centered=True))
-    return float(1.0 - np.sum((y - y_kept) ** 2) / np.sum((y - y.mean()) ** 2))
+    """R^2 of the read-out after keeping only span(basis) (centred core-only intervention)."""
+    return keep_r2(readout, H_toy, basis, mu_toy)
 
 
 ks = np.arange(1, pca_dim + 1)
