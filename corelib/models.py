@@ -71,11 +71,23 @@ class Attention(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
         self.hook_pattern = HookPoint()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries, keys and values, each (batch, pos, head, d_head)."""
+        b, t, _ = x.shape
+        return self.qkv(x).view(b, t, 3, self.n_heads, self.d_head).unbind(dim=2)
+
+    def forward(self, x: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """Attend from the positions of ``x``; ``past`` = keys and values of earlier positions.
+
+        With ``past`` (each (batch, t_past, head, d_head)), ``x`` holds the positions that follow
+        them, which may attend to all of ``past`` and causally among themselves.
+        """
         b, t, d = x.shape
-        q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, self.d_head).unbind(dim=2)
+        q, k, v = self.project(x)
+        if past is not None:
+            k, v = torch.cat([past[0], k], dim=1), torch.cat([past[1], v], dim=1)
         scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(self.d_head)
-        causal = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+        causal = torch.ones(t, k.shape[1], dtype=torch.bool, device=x.device).triu(k.shape[1] - t + 1)
         pattern = self.hook_pattern(scores.masked_fill(causal, float("-inf")).softmax(dim=-1))
         z = torch.einsum("bhqk,bkhd->bqhd", self.dropout(pattern), v).reshape(b, t, d)
         return self.out(z)
@@ -97,13 +109,19 @@ class Block(nn.Module):
         for name in ("resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post"):
             setattr(self, f"hook_{name}", HookPoint())
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def attn_input(self, x: torch.Tensor) -> torch.Tensor:
+        """What the attention layer reads from the block input (normalised first if pre-norm)."""
+        return x if self.post else self.ln1(x)
+
+    def forward(self, x: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """Block output for the positions of ``x`` (``past``: keys/values of earlier positions)."""
         x = self.hook_resid_pre(x)
+        attn = self.drop1(self.hook_attn_out(self.attn(self.attn_input(x), past)))
         if self.post:
-            x = self.hook_resid_mid(self.ln1(x + self.drop1(self.hook_attn_out(self.attn(x)))))
+            x = self.hook_resid_mid(self.ln1(x + attn))
             x = self.ln2(x + self.drop2(self.hook_mlp_out(self.mlp(x))))
         else:
-            x = self.hook_resid_mid(x + self.drop1(self.hook_attn_out(self.attn(self.ln1(x)))))
+            x = self.hook_resid_mid(x + attn)
             x = x + self.drop2(self.hook_mlp_out(self.mlp(self.ln2(x))))
         return self.hook_resid_post(x)
 
@@ -151,6 +169,37 @@ class Transformer(HookedRootModule):
         if stop_at_layer is not None:
             return x
         return self.unembed(self.ln_final(x))
+
+    def last_logits(
+        self, last_tokens: torch.Tensor, prefixes: torch.Tensor, prefix_index: torch.Tensor
+    ) -> torch.Tensor:
+        """Logits at the last position only, computing shared prefixes once: (batch, vocab).
+
+        Equal (up to float rounding) to ``self(tokens)[:, -1]`` for ``tokens[i] =
+        [*prefixes[prefix_index[i]], last_tokens[i]]``. In a causal model the earlier positions
+        never see the last token, so their keys and values depend only on the prefix. When many
+        examples share few prefixes (modular addition: 53 first tokens for 1 404 pairs), running
+        the prefixes once and only the last position per example halves the work of a training
+        step. Training uses this path; the analysis uses :meth:`forward` and its hooks (which
+        here also fire, on the prefix pass and on the last position separately).
+
+        Args:
+            last_tokens: (batch,) the last token of each example.
+            prefixes: (n_prefixes, pos - 1) the distinct prefixes.
+            prefix_index: (batch,) which prefix each example has.
+        """
+        n_prefix = prefixes.shape[1]
+        if n_prefix + 1 > self.cfg.n_ctx:
+            raise ValueError(f"sequence length {n_prefix + 1} exceeds n_ctx={self.cfg.n_ctx}.")
+        p = self.hook_embed(self.embed(prefixes)) + self.pos_embed[:n_prefix]
+        x = self.hook_embed(self.embed(last_tokens[:, None])) + self.pos_embed[n_prefix]
+        p, x = self.drop(p), self.drop(x)
+        for i, block in enumerate(self.blocks):
+            _, k, v = block.attn.project(block.attn_input(p))
+            x = block(x, past=(k[prefix_index], v[prefix_index]))
+            if i + 1 < len(self.blocks):
+                p = block(p)
+        return self.unembed(self.ln_final(x))[:, 0]
 
     def readout(self, layer: int):
         """The function ``h -> logits`` from one activation vector (D,) at ``resid_hook(layer)``.

@@ -19,7 +19,7 @@ from .interventions import ablation_accuracy
 from .models import Transformer, TransformerConfig, default_device
 from .results import load_json, save_json
 
-__all__ = ["TrainConfig", "train", "train_model"]
+__all__ = ["TrainConfig", "epoch_order", "train", "train_model"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,15 @@ class TrainConfig:
             raise ValueError(f"invalid training settings: {self}.")
         if self.score_positions not in ("all", "last"):
             raise ValueError(f"score_positions must be 'all' or 'last', got {self.score_positions!r}.")
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
+    """The order in which seed ``seed`` visits ``n`` training examples in ``epoch``.
+
+    Drawn from its own generator, so it does not depend on anything else that used randomness:
+    a resumed run, or a seed trained together with others, sees the same order.
+    """
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
 
 
 def _select(logits: torch.Tensor, y: torch.Tensor, where: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -94,7 +103,7 @@ def train(
                initial=start, total=cfg.epochs, leave=False)
     for epoch in bar:
         model.train()
-        order = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
+        order = epoch_order(x.shape[0], seed, epoch)
         total_loss, correct, seen = 0.0, 0, 0
         for i in range(0, x.shape[0], cfg.batch_size):
             idx = order[i : i + cfg.batch_size].to(device)

@@ -138,3 +138,313 @@ def test_fit_dynamics_on_one_hot_chain_reaches_oracle_and_chain_spectrum(t):
     got = eig[np.abs(eig) > 0.05]
     assert len(got) == len(expected)
     np.testing.assert_allclose(_sorted_eigs(got), expected, atol=0.02)
+
+
+# --------------------------------------------------------------------------- modular addition: shift operator
+
+from corelib.operators import (  # noqa: E402
+    class_centroids,
+    fit_shift_operator,
+    holdout_block,
+    mode_count,
+    near_unit_circle,
+    rotational_modes,
+    spectrum_distance,
+    unit_circle_fraction,
+)
+
+_P = 53
+
+
+def _fourier_features(p: int, ks, amps=None) -> np.ndarray:
+    """(p, 2K) rows [a_k cos(2 pi k c / p), a_k sin(2 pi k c / p)] over the frequencies ks."""
+    c = np.arange(p)
+    amps = np.ones(len(ks)) if amps is None else np.asarray(amps, dtype=float)
+    cols = [a * f(2 * np.pi * k * c / p) for k, a in zip(ks, amps) for f in (np.cos, np.sin)]
+    return np.stack(cols, axis=1)
+
+
+def _planted_centroids(p, ks, *, amps=None, extra=4, noise=1e-12, seed=0) -> np.ndarray:
+    """Fourier features mixed by a random invertible matrix, padded with ``extra`` dimensions
+    (zero plus ``noise``) and rotated so that the planted subspace is not axis-aligned."""
+    rng = np.random.default_rng(seed)
+    f = _fourier_features(p, ks, amps)
+    d = f.shape[1]
+    mix = np.eye(d) + 0.5 * rng.standard_normal((d, d))
+    assert np.linalg.cond(mix) < 1e3
+    z = np.concatenate([f @ mix.T, np.zeros((p, extra))], axis=1)
+    q, _ = np.linalg.qr(rng.standard_normal((d + extra, d + extra)))
+    return z @ q.T + noise * rng.standard_normal(z.shape)
+
+
+def _roots(p, ks) -> np.ndarray:
+    k = np.asarray(ks, dtype=float)
+    return np.concatenate([np.exp(2j * np.pi * k / p), np.exp(-2j * np.pi * k / p)])
+
+
+def test_class_centroids_are_per_class_means():
+    coords = np.array([[1.0, 0.0], [3.0, 2.0], [10.0, -1.0], [-4.0, 4.0], [0.0, 0.0], [2.0, 2.0]])
+    labels = np.array([0, 0, 2, 1, 1, 1])
+    expected = np.array([[2.0, 1.0], [-2.0 / 3.0, 2.0], [10.0, -1.0]])
+    np.testing.assert_allclose(class_centroids(coords, labels, 3), expected, atol=1e-15)
+    # Order of the examples does not matter; float labels holding integers are accepted.
+    perm = np.random.default_rng(0).permutation(6)
+    np.testing.assert_allclose(class_centroids(coords[perm], labels[perm].astype(float), 3), expected)
+
+
+def test_class_centroids_rejects_bad_input():
+    coords = np.ones((4, 2))
+    with pytest.raises(ValueError, match=r"2 class\(es\) have no examples: 1, 3"):
+        class_centroids(coords, [0, 0, 2, 2], 4)
+    with pytest.raises(ValueError, match="one entry per row"):
+        class_centroids(coords, [0, 1, 2], 3)
+    with pytest.raises(ValueError, match=r"must lie in \[0, 3\)"):
+        class_centroids(coords, [0, 1, 2, 3], 3)
+    with pytest.raises(ValueError, match="integer class indices"):
+        class_centroids(coords, [0, 1, 2, 1.5], 3)
+    bad = coords.copy()
+    bad[1, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN/Inf"):
+        class_centroids(bad, [0, 1, 2, 2], 3)
+    with pytest.raises(ValueError, match="2 dimensions"):
+        class_centroids(np.ones(4), [0, 1, 2, 2], 3)
+
+
+@pytest.mark.parametrize(
+    "ks, modes",
+    [([1], [1]), ([3, 11, 20], [3, 11, 20]), ([_P - 3, 10], [3, 10]), ([26, 4, 17, 8], [4, 8, 17, 26])],
+    ids=["k1", "k3-11-20", "fold-p-3", "k26-4-17-8"],
+)
+def test_planted_fourier_centroids_give_exact_roots_of_unity(ks, modes):
+    amps = 1.0 + 0.5 * np.arange(len(ks))
+    cents = _planted_centroids(_P, ks, amps=amps)
+    fit = fit_shift_operator(cents)
+    assert fit.n_components == 2 * len(ks)  # the 4 padding dimensions (noise 1e-12) are dropped
+    assert fit.A.shape == (2 * len(ks), 2 * len(ks)) and fit.basis.shape == (cents.shape[1], 2 * len(ks))
+    np.testing.assert_allclose(fit.basis.T @ fit.basis, np.eye(fit.n_components), atol=1e-12)
+    assert spectrum_distance(fit.eigenvalues, _roots(_P, ks)) < 1e-8
+    np.testing.assert_allclose(np.abs(fit.eigenvalues), 1.0, atol=1e-8)
+    assert fit.r2 == pytest.approx(1.0, abs=1e-10)
+    assert fit.r2_heldout is None
+    np.testing.assert_allclose(fit.offset, 0.0, atol=1e-10)
+    assert rotational_modes(fit.eigenvalues, _P).tolist() == modes
+    assert mode_count(fit.eigenvalues, _P) == len(modes)
+    assert unit_circle_fraction(fit.eigenvalues, _P) == 1.0
+    # Eigenvalues are listed by descending modulus, then ascending angle.
+    eig = fit.eigenvalues
+    assert np.all(np.diff(np.round(np.abs(eig), 12)) <= 0)
+    # The fitted operator maps each centred centroid to the next one, in the full space.
+    cc = cents - fit.center
+    full_map = fit.basis @ fit.A.T @ fit.basis.T  # row-vector convention: r_{c+1} = r_c @ full_map
+    np.testing.assert_allclose(np.roll(cc, -1, axis=0), cc @ full_map, atol=1e-9)
+
+    # Held-out evaluation: a contiguous block (here wrapping round 0) is predicted from the rest.
+    for block in [holdout_block(_P), holdout_block(_P, 0.15, start=50)]:
+        held = fit_shift_operator(cents, holdout=block)
+        assert held.r2_heldout == pytest.approx(1.0, abs=1e-8)
+        assert held.r2 == pytest.approx(1.0, abs=1e-10)
+        assert spectrum_distance(held.eigenvalues, _roots(_P, ks)) < 1e-8
+        assert rotational_modes(held.eigenvalues, _P).tolist() == modes
+
+
+def test_fit_matches_full_space_min_norm_lstsq():
+    """Without truncation the reduced fit is the minimum-norm least-squares map of the full space."""
+    rng = np.random.default_rng(7)
+    p, r = 11, 30
+    cents = rng.standard_normal((p, r))
+    fit = fit_shift_operator(cents, rel_tol=1e-10)
+    assert fit.n_components == p - 1  # rank of p centred points
+    x = cents - cents.mean(axis=0)
+    y = np.roll(x, -1, axis=0)
+    w, *_ = scipy.linalg.lstsq(x, y)  # y ~ x @ w
+    np.testing.assert_allclose(fit.basis @ fit.A.T @ fit.basis.T, w, atol=1e-10)
+    r2 = 1.0 - ((y - x @ w) ** 2).sum() / (y**2).sum()
+    assert fit.r2 == pytest.approx(r2, abs=1e-10)
+    # Non-zero eigenvalues of the full-space map are those of A.
+    ew = np.linalg.eigvals(w)
+    ew = ew[np.abs(ew) > 1e-8]
+    assert spectrum_distance(fit.eigenvalues, ew) < 1e-8
+
+
+def test_holdout_matches_hand_computation_and_ignores_heldout_centroids():
+    rng = np.random.default_rng(11)
+    p, r = 23, 5
+    cents = rng.standard_normal((p, r)) + np.arange(p)[:, None] * 0.1
+    block = (20, 4)  # classes 20, 21, 22, 0 (wraps around)
+    fit = fit_shift_operator(cents, holdout=block, rel_tol=1e-12)
+    assert fit.n_components == r
+    # By hand: fit on 1->2, ..., 18->19 with an intercept; score 20->21, 21->22, 22->0.
+    src = np.arange(1, 19)
+    x, y = cents[src], cents[src + 1]
+    aug = np.column_stack([x, np.ones(len(src))])
+    sol, *_ = scipy.linalg.lstsq(aug, y)
+    ev = np.array([20, 21, 22])
+    xe, ye = cents[ev], cents[(ev + 1) % p]
+    pred_e = np.column_stack([xe, np.ones(3)]) @ sol
+    r2_h = 1.0 - ((ye - pred_e) ** 2).sum() / ((ye - y.mean(axis=0)) ** 2).sum()
+    r2_in = 1.0 - ((y - aug @ sol) ** 2).sum() / ((y - y.mean(axis=0)) ** 2).sum()
+    assert fit.r2_heldout == pytest.approx(r2_h, abs=1e-10)
+    assert fit.r2 == pytest.approx(r2_in, abs=1e-10)
+    np.testing.assert_allclose(fit.center, cents[np.arange(1, 20)].mean(axis=0), atol=1e-12)
+    assert spectrum_distance(fit.eigenvalues, np.linalg.eigvals(sol[:r].T)) < 1e-10
+    # Changing the held-out centroids changes only the held-out score, never the fit.
+    moved = cents.copy()
+    moved[[20, 21, 22, 0]] += 5.0 * rng.standard_normal((4, r))
+    fit2 = fit_shift_operator(moved, holdout=block, rel_tol=1e-12)
+    np.testing.assert_allclose(fit2.A, fit.A, atol=1e-12)
+    np.testing.assert_allclose(fit2.eigenvalues, fit.eigenvalues, atol=1e-12)
+    assert fit2.r2 == pytest.approx(fit.r2, abs=1e-12)
+    assert fit2.r2_heldout != pytest.approx(fit.r2_heldout, abs=1e-3)
+
+
+def test_heldout_r2_is_low_for_structureless_centroids():
+    """Random centroids have no cycle structure: the descriptive fit explains something (k free
+    parameters per output), but the held-out block is not predicted better than its mean."""
+    scores = []
+    for seed in range(5):
+        cents = np.random.default_rng(100 + seed).standard_normal((_P, 20))
+        fit = fit_shift_operator(cents, holdout=holdout_block(_P))
+        assert fit.r2_heldout < 0.2
+        assert 0.1 < fit.r2 < 0.8
+        scores.append(fit.r2_heldout)
+    assert np.mean(scores) < 0.0
+
+
+def test_ridge_shrinks_rotations_by_the_known_factor():
+    """Orthonormal embedding: the centred centroid matrix has singular values s_k = a_k sqrt(p/2)
+    (twice each), and the ridge solution is a rotation by 2 pi k / p scaled by
+    s_k^2 / (s_k^2 + ridge)."""
+    ks, amps = [2, 9, 15], np.array([1.0, 2.0, 3.0])
+    rng = np.random.default_rng(3)
+    q, _ = np.linalg.qr(rng.standard_normal((10, 6)))
+    cents = _fourier_features(_P, ks, amps) @ q.T
+    s2 = amps**2 * _P / 2
+    sv = fit_shift_operator(cents).singular_values[:6]
+    np.testing.assert_allclose(np.sort(sv**2), np.repeat(s2, 2), rtol=1e-12)
+    for ridge in [0.0, 1.0, 30.0, 500.0]:
+        fit = fit_shift_operator(cents, ridge=ridge)
+        shrink = s2 / (s2 + ridge)
+        expected = np.concatenate([shrink, shrink]) * _roots(_P, ks)
+        assert spectrum_distance(fit.eigenvalues, expected) < 1e-10
+
+
+def test_ridge_shrinkage_is_monotone_for_mixed_centroids():
+    cents = _planted_centroids(_P, [4, 13, 22], amps=[1.0, 0.6, 1.7], seed=5)
+    ridges = [0.0, 0.3, 3.0, 30.0, 300.0]
+    eigs = [fit_shift_operator(cents, ridge=lam).eigenvalues for lam in ridges]
+    moduli = np.array([np.sort(np.abs(e)) for e in eigs])
+    np.testing.assert_allclose(moduli[0], 1.0, atol=1e-8)
+    assert np.all(np.diff(moduli, axis=0) < 0)  # every sorted modulus decreases with the ridge
+    fracs = [unit_circle_fraction(e, _P) for e in eigs]
+    assert fracs[0] == 1.0 and fracs[-1] == 0.0
+
+
+def test_rel_tol_and_max_components_set_the_dimension():
+    ks = [5, 12]
+    cents = _planted_centroids(_P, ks, extra=10, noise=1e-9, seed=2)
+    assert fit_shift_operator(cents).n_components == 4  # noise dims at ~1e-8 relative are dropped
+    assert fit_shift_operator(cents, rel_tol=0.0).n_components == 14  # everything is kept
+    assert fit_shift_operator(cents, rel_tol=0.0, max_components=6).n_components == 6
+    assert fit_shift_operator(cents, max_components=2).n_components == 2
+    # With p - 1 < r the default cap is p - 1.
+    wide = np.random.default_rng(0).standard_normal((7, 40))
+    assert fit_shift_operator(wide, rel_tol=0.0).n_components == 6
+
+
+def test_shift_fit_from_noisy_examples_recovers_the_modes():
+    """End to end: noisy examples -> class centroids -> shift operator -> frequency bins."""
+    ks = [7, 19]
+    cents = _planted_centroids(_P, ks, extra=6, noise=0.0, seed=9)
+    rng = np.random.default_rng(9)
+    labels = np.repeat(np.arange(_P), 40)
+    coords = cents[labels] + 0.3 * rng.standard_normal((labels.size, cents.shape[1]))
+    est = class_centroids(coords, labels, _P)
+    fit = fit_shift_operator(est, rel_tol=0.05)
+    assert fit.n_components == 4
+    assert rotational_modes(fit.eigenvalues, _P).tolist() == [7, 19]
+    assert fit.r2 > 0.95
+
+
+def test_contraction_has_no_rotational_modes():
+    p = 31
+    eig = 0.5 * np.exp(2j * np.pi * np.array([0, 3, -3, 8, -8]) / p)
+    assert unit_circle_fraction(eig, p) == 0.0
+    assert rotational_modes(eig, p).size == 0 and mode_count(eig, p) == 0
+    # A contraction (0.5 times rotations by 2 pi k / p, in a skewed basis) fitted from its orbits.
+    rng = np.random.default_rng(4)
+    angles = 2 * np.pi * np.array([3, 8]) / p
+    blocks = [0.5 * np.array([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]]) for t in angles]
+    v = np.eye(4) + 0.3 * rng.standard_normal((4, 4))
+    a = v @ scipy.linalg.block_diag(*blocks) @ np.linalg.inv(v)
+    z0 = rng.standard_normal((300, 4))
+    _, eig_fit, _ = fit_dynamics(z0, z0 @ a.T, center=False)
+    np.testing.assert_allclose(np.abs(eig_fit), 0.5, atol=1e-10)
+    assert unit_circle_fraction(eig_fit, p) == 0.0 and mode_count(eig_fit, p) == 0
+
+
+def test_near_unit_circle_uses_half_the_root_spacing():
+    p = 53
+    tol = np.sin(np.pi / p)
+    moduli = np.array([1.0, 1 + 0.99 * tol, 1 - 0.99 * tol, 1 + 1.01 * tol, 1 - 1.01 * tol, 0.0])
+    eig = moduli * np.exp(0.7j)
+    assert near_unit_circle(eig, p).tolist() == [True, True, True, False, False, False]
+    assert unit_circle_fraction(eig, p) == pytest.approx(0.5)
+    assert near_unit_circle([], p).size == 0
+
+
+def test_rotational_modes_bins_and_folds():
+    p = 53
+    # Angles in units of 2 pi / p; bins round to the nearest integer, k and p - k fold together.
+    units = np.array([0.2, 3.4, 49.8, 26.0, 27.0, 10.6, -10.4, 5.0])
+    eig = np.exp(2j * np.pi * units / p)
+    eig[-1] *= 0.5  # off the circle: not a mode
+    # 0.2 -> 0 (dropped); 3.4 -> 3; 49.8 -> 50 -> 3; 26 -> 26; 27 -> 26; 10.6 -> 11; -10.4 -> 43 -> 10.
+    assert rotational_modes(eig, p).tolist() == [3, 10, 11, 26]
+    assert mode_count(eig, p) == 4
+    assert rotational_modes(eig, p).dtype.kind == "i"
+    # All p-th roots of unity occupy every non-zero folded bin: floor(p / 2) modes.
+    roots = np.exp(2j * np.pi * np.arange(p) / p)
+    assert rotational_modes(roots, p).tolist() == list(range(1, p // 2 + 1))
+    assert mode_count(roots, p) == 26
+    assert rotational_modes(np.array([], dtype=complex), p).size == 0
+
+
+def test_holdout_block_sizes():
+    assert holdout_block(53) == (0, 4)  # round(3.975)
+    assert holdout_block(10) == (0, 2)  # round(0.75) = 1, raised to the minimum of 2
+    assert holdout_block(53, 0.2, start=60) == (7, 11)  # start taken mod p; round(10.6)
+    with pytest.raises(ValueError, match="fraction"):
+        holdout_block(53, 1.5)
+    with pytest.raises(ValueError, match="p must be an integer >= 3"):
+        holdout_block(2)
+
+
+def test_shift_operator_and_spectrum_helpers_reject_bad_input():
+    cents = _planted_centroids(_P, [3, 7])
+    for size in (0, 1):
+        with pytest.raises(ValueError, match="holdout size must be >= 2"):
+            fit_shift_operator(cents, holdout=(5, size))
+    with pytest.raises(ValueError, match="leaves 2 of p=53 classes"):
+        fit_shift_operator(cents, holdout=(0, 51))
+    with pytest.raises(ValueError, match="pair"):
+        fit_shift_operator(cents, holdout=4)
+    bad = cents.copy()
+    bad[3, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN/Inf"):
+        fit_shift_operator(bad)
+    with pytest.raises(ValueError, match="at least 3 classes"):
+        fit_shift_operator(cents[:2])
+    with pytest.raises(ValueError, match="ridge"):
+        fit_shift_operator(cents, ridge=-1.0)
+    with pytest.raises(ValueError, match="rel_tol"):
+        fit_shift_operator(cents, rel_tol=1.0)
+    with pytest.raises(ValueError, match="max_components"):
+        fit_shift_operator(cents, max_components=0)
+    with pytest.raises(ValueError, match="identical"):
+        fit_shift_operator(np.ones((5, 3)))
+    with pytest.raises(ValueError, match="empty"):
+        unit_circle_fraction([], 53)
+    with pytest.raises(ValueError, match="NaN/Inf"):
+        rotational_modes([1.0, np.nan], 53)
+    with pytest.raises(ValueError, match="p must be an integer"):
+        near_unit_circle([1.0], 1)

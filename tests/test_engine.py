@@ -1,0 +1,188 @@
+"""The vectorised multi-seed engine: same updates as separate runs, exact resume, refusals, branching."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from corelib.engine import (
+    CheckpointError, PrefixData, SeedStack, StackConfig, load_history, load_snapshot, snapshot_epochs,
+    train_stack,
+)
+from corelib.models import Transformer, TransformerConfig
+from corelib.tasks.modular import modular_addition_split
+from corelib.training import TrainConfig, train_model
+
+P = 11
+CFG = TransformerConfig(vocab_size=P, d_model=32, n_heads=4, d_ff=64, n_layers=2, n_ctx=2)
+SEEDS = (3, 4, 5)
+
+
+def _data():
+    (x, y), (xt, yt) = modular_addition_split(P, 0.5, 0)
+    return (x, y), (xt, yt)
+
+
+def _prefix_data():
+    (x, y), (xt, yt) = _data()
+    return PrefixData.from_tokens(x, y), PrefixData.from_tokens(xt, yt)
+
+
+def _key_bias(name: str, d: int) -> slice | None:
+    # The key bias adds the same score to every key of a query, so softmax ignores it and its
+    # true gradient is exactly 0. Adam turns the rounding noise in that gradient into full-size
+    # steps of either sign, so those entries (and only those) are not reproducible across two
+    # mathematically equal implementations. They have no effect on any output.
+    return slice(d, 2 * d) if name.endswith("attn.qkv.bias") else None
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_last_logits_equal_the_full_forward(norm):
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(vocab_size=9, d_model=16, n_heads=2, d_ff=32, n_layers=3,
+                                          n_ctx=4, norm=norm)).eval()
+    x = torch.randint(0, 9, (50, 4))
+    data = PrefixData.from_tokens(x, x)
+    assert len(data.prefixes) < len(x)  # some prefixes are shared
+    got = model.last_logits(data.last, data.prefixes, data.index)
+    torch.testing.assert_close(got, model(x)[:, -1], rtol=1e-5, atol=1e-6)
+
+
+def test_stacked_seeds_get_the_updates_of_separate_runs(tmp_path):
+    (x, y), (xt, yt) = _data()
+    decays = (1.0, 0.5, 0.0)  # one weight decay per seed
+    cfg = StackConfig(epochs=4, batch_size=16, weight_decay=decays, snapshot_every=2, checkpoint_every=2)
+    stack, hist = train_stack(CFG, cfg, SEEDS, *_prefix_data(), tmp_path / "run", progress=False)
+    for i, (seed, wd) in enumerate(zip(SEEDS, decays)):
+        alone, h = train_model(CFG, TrainConfig(epochs=4, batch_size=16, weight_decay=wd, score_positions="last"),
+                               (x, y), seed=seed, test_data=(xt, yt), progress=False)
+        ref, got = alone.state_dict(), stack.model(i).state_dict()
+        for name in ref:
+            a, b = ref[name], got[name]
+            cut = _key_bias(name, CFG.d_model)
+            if cut is not None:
+                a, b = torch.cat([a[: cut.start], a[cut.stop:]]), torch.cat([b[: cut.start], b[cut.stop:]])
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=2e-6, msg=f"seed {seed}, {name}")
+        torch.testing.assert_close(stack.model(i)(xt)[:, -1], alone(xt)[:, -1], rtol=1e-4, atol=1e-5)
+        assert hist["loss"][-1][i] == pytest.approx(h["loss"][-1], rel=1e-5)
+        assert hist["train_acc"][-1][i] == pytest.approx(h["train_acc"][-1], abs=1e-6)
+        assert hist["test_acc"][-1][i] == pytest.approx(h["test_acc"][-1], abs=1e-6)
+    # Seeds really differ (a stack that trained one model three times would pass the above only by luck).
+    assert not torch.equal(stack.params["embed.weight"][0], stack.params["embed.weight"][1])
+
+
+_CHILD = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, {root!r})
+    from tests.test_engine import CFG, SEEDS, _prefix_data
+    from corelib.engine import StackConfig, train_stack
+    train_stack(CFG, StackConfig(epochs={epochs}, batch_size=16, snapshot_every=5, checkpoint_every=5),
+                SEEDS, *_prefix_data(), Path({run!r}), progress=False)
+""")
+
+
+def _state_epoch(run: Path) -> int:
+    try:
+        return int(__import__("json").loads((run / "manifest.json").read_text())["state"][6:12])
+    except Exception:
+        return 0
+
+
+def test_killed_run_resumes_to_identical_results(tmp_path):
+    epochs = 400
+    run = tmp_path / "killed"
+    root = str(Path(__file__).resolve().parent.parent)
+    child = subprocess.Popen([sys.executable, "-c", _CHILD.format(root=root, epochs=epochs, run=str(run))],
+                             cwd=root, env={**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())})
+    deadline = time.time() + 120
+    while _state_epoch(run) < 10 and child.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    child.send_signal(signal.SIGKILL)
+    assert child.wait() == -signal.SIGKILL, "the training run finished before it could be killed"
+    killed_at = _state_epoch(run)
+    assert 10 <= killed_at < epochs
+
+    cfg = StackConfig(epochs=60 + killed_at, batch_size=16, snapshot_every=5, checkpoint_every=5)
+    resumed, hist_r = train_stack(CFG, cfg, SEEDS, *_prefix_data(), run, progress=False)
+    whole, hist_w = train_stack(CFG, cfg, SEEDS, *_prefix_data(), tmp_path / "whole", progress=False)
+    for name in whole.params:
+        assert torch.equal(resumed.params[name], whole.params[name]), name
+    assert hist_r == hist_w
+    assert snapshot_epochs(run) == snapshot_epochs(tmp_path / "whole")
+
+
+def test_damaged_or_foreign_checkpoints_are_refused(tmp_path):
+    cfg = StackConfig(epochs=2, batch_size=16, snapshot_every=1, checkpoint_every=1)
+    train_stack(CFG, cfg, SEEDS, *_prefix_data(), tmp_path / "run", progress=False)
+    other = StackConfig(epochs=2, batch_size=16, lr=3e-3, snapshot_every=1, checkpoint_every=1)
+    with pytest.raises(CheckpointError, match="different run .*train"):
+        train_stack(CFG, other, SEEDS, *_prefix_data(), tmp_path / "run", progress=False)
+    with pytest.raises(CheckpointError, match="different run .*seeds"):
+        train_stack(CFG, cfg, (3, 4), *_prefix_data(), tmp_path / "run", progress=False)
+
+    state = next((tmp_path / "run").glob("state_*.pt"))
+    raw = bytearray(state.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    state.write_bytes(bytes(raw))
+    longer = StackConfig(epochs=3, batch_size=16, snapshot_every=1, checkpoint_every=1)
+    with pytest.raises(CheckpointError, match="damaged"):
+        train_stack(CFG, longer, SEEDS, *_prefix_data(), tmp_path / "run", progress=False)
+    with pytest.raises(CheckpointError, match="no snapshot at epoch 7"):
+        load_snapshot(tmp_path / "run", 7)
+
+
+def test_checkpoints_hold_no_pickled_objects(tmp_path):
+    cfg = StackConfig(epochs=1, batch_size=16)
+    train_stack(CFG, cfg, SEEDS, *_prefix_data(), tmp_path / "run", progress=False)
+    for f in (tmp_path / "run").rglob("*.pt"):
+        torch.load(f, weights_only=True)  # raises if anything but tensors and plain containers
+
+
+def test_branch_starts_from_the_snapshot_with_a_fresh_optimizer(tmp_path):
+    train, test = _prefix_data()
+    src = tmp_path / "wd"
+    train_stack(CFG, StackConfig(epochs=6, batch_size=16, snapshot_every=3), SEEDS, train, test, src, progress=False)
+    branch_cfg = StackConfig(epochs=6, batch_size=16, weight_decay=0.0, snapshot_every=3)
+    stack, hist = train_stack(CFG, branch_cfg, SEEDS, train, test, tmp_path / "no_wd", start=(src, 3), progress=False)
+    assert hist["epoch"] == [4, 5, 6]
+    start, source = load_snapshot(tmp_path / "no_wd", 3), load_snapshot(src, 3)
+    for name in start.params:
+        assert torch.equal(start.params[name], source.params[name])
+    state = torch.load(next((tmp_path / "no_wd").glob("state_*.pt")), weights_only=True)
+    steps_per_epoch = -(-len(train) // 16)
+    assert float(state["optimizer"]["state"][0]["step"]) == 3 * steps_per_epoch  # fresh AdamW
+    ended = load_snapshot(src, 6)
+    assert not torch.equal(stack.params["embed.weight"], ended.params["embed.weight"])
+    assert load_history(tmp_path / "no_wd")["epoch"] == [4, 5, 6]
+
+
+def test_extending_a_run_continues_it_and_shorter_requests_reuse_snapshots(tmp_path):
+    train, test = _prefix_data()
+    short, _ = train_stack(CFG, StackConfig(epochs=2, batch_size=16, snapshot_every=1), SEEDS, train, test,
+                           tmp_path / "a", progress=False)
+    long_, hist = train_stack(CFG, StackConfig(epochs=4, batch_size=16, snapshot_every=1), SEEDS, train, test,
+                              tmp_path / "a", progress=False)
+    direct, _ = train_stack(CFG, StackConfig(epochs=4, batch_size=16, snapshot_every=1), SEEDS, train, test,
+                            tmp_path / "b", progress=False)
+    assert all(torch.equal(long_.params[k], direct.params[k]) for k in direct.params)
+    again, hist2 = train_stack(CFG, StackConfig(epochs=2, batch_size=16, snapshot_every=1), SEEDS, train, test,
+                               tmp_path / "a", progress=False)
+    assert all(torch.equal(again.params[k], short.params[k]) for k in short.params)
+    assert hist2["epoch"] == [1, 2] and hist["epoch"] == [1, 2, 3, 4]
+
+
+def test_bad_settings_are_refused_with_clear_errors():
+    with pytest.raises(ValueError, match="without dropout"):
+        SeedStack.initialise(TransformerConfig(vocab_size=5, d_model=8, n_heads=2, dropout=0.1), [0])
+    with pytest.raises(ValueError, match="3 weight decays for 2 seeds"):
+        StackConfig(epochs=1, weight_decay=(1.0, 0.5, 0.0)).decay(2)
+    with pytest.raises(ValueError, match="T >= 2"):
+        PrefixData.from_tokens(torch.zeros(4, 1, dtype=torch.long), torch.zeros(4, dtype=torch.long))
