@@ -93,7 +93,8 @@ class StackConfig:
 
     Snapshots (weights kept for analysis) are taken every ``snapshot_every`` epochs, and every
     ``snapshot_every_late`` epochs after epoch ``late_after`` when both are given. The resumable
-    state is saved every ``checkpoint_every`` epochs and at the end.
+    state is saved every ``checkpoint_every`` epochs and at the end. Test accuracy is measured
+    every ``eval_every`` epochs and at every snapshot (``None`` in the history otherwise).
     """
 
     epochs: int
@@ -104,11 +105,12 @@ class StackConfig:
     snapshot_every_late: int | None = None
     late_after: int | None = None
     checkpoint_every: int = 100
+    eval_every: int = 1
 
     def __post_init__(self):
         if self.epochs < 0 or self.batch_size < 1 or self.lr <= 0:
             raise ValueError(f"invalid training settings: {self}.")
-        if self.snapshot_every < 1 or self.checkpoint_every < 1 or (self.snapshot_every_late or 1) < 1:
+        if min(self.snapshot_every, self.checkpoint_every, self.eval_every, self.snapshot_every_late or 1) < 1:
             raise ValueError(f"snapshot and checkpoint intervals must be >= 1: {self}.")
         if (self.snapshot_every_late is None) != (self.late_after is None):
             raise ValueError("give both snapshot_every_late and late_after, or neither.")
@@ -132,6 +134,7 @@ class StackConfig:
         """The settings that define the run (the epoch count does not: a run can be extended)."""
         d = asdict(self)
         d.pop("epochs")
+        d.pop("eval_every")  # what is recorded, not what is trained
         d["weight_decay"] = list(d["weight_decay"]) if isinstance(d["weight_decay"], tuple) else d["weight_decay"]
         return d
 
@@ -401,8 +404,9 @@ def train_stack(
         history["epoch"].append(e + 1)
         history["loss"].append((total / n).tolist())
         history["train_acc"].append((correct / n).tolist())
-        history["test_acc"].append(None if test_data is None else stack.accuracy(test_data).tolist())
-        if progress and test_data is not None:
+        evaluate = test_data is not None and ((e + 1) % cfg.eval_every == 0 or cfg.is_snapshot(e + 1))
+        history["test_acc"].append(stack.accuracy(test_data).tolist() if evaluate else None)
+        if progress and evaluate:
             bar.set_postfix(loss=f"{max(history['loss'][-1]):.3g}", test=f"{min(history['test_acc'][-1]):.3f}")
         if cfg.is_snapshot(e + 1):
             save_snapshot(e + 1)

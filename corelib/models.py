@@ -25,6 +25,8 @@ from transformer_lens.hook_points import HookPoint
 
 __all__ = ["TransformerConfig", "Transformer", "default_device", "resid_hook"]
 
+_SMALL_ATTENTION = 16  # query x key pairs up to which attention avoids batched matmuls
+
 
 def default_device() -> torch.device:
     """The GPU when one is present, otherwise the CPU."""
@@ -86,11 +88,21 @@ class Attention(nn.Module):
         q, k, v = self.project(x)
         if past is not None:
             k, v = torch.cat([past[0], k], dim=1), torch.cat([past[1], v], dim=1)
-        scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(self.d_head)
-        causal = torch.ones(t, k.shape[1], dtype=torch.bool, device=x.device).triu(k.shape[1] - t + 1)
-        pattern = self.hook_pattern(scores.masked_fill(causal, float("-inf")).softmax(dim=-1))
-        z = torch.einsum("bhqk,bkhd->bqhd", self.dropout(pattern), v).reshape(b, t, d)
-        return self.out(z)
+        tk = k.shape[1]
+        if t * tk <= _SMALL_ATTENTION:
+            # Few query-key pairs: broadcast products beat batched matmuls of 1 x d_head blocks
+            # (and under vmap, thousands of them).
+            scores = (q[:, :, None] * k[:, None]).sum(-1).permute(0, 3, 1, 2)
+        else:
+            scores = torch.einsum("bqhd,bkhd->bhqk", q, k)
+        causal = torch.ones(t, tk, dtype=torch.bool, device=x.device).triu(tk - t + 1)
+        scores = scores / math.sqrt(self.d_head)
+        pattern = self.dropout(self.hook_pattern(scores.masked_fill(causal, float("-inf")).softmax(dim=-1)))
+        if t * tk <= _SMALL_ATTENTION:
+            z = (pattern.permute(0, 2, 3, 1)[..., None] * v[:, None]).sum(2)
+        else:
+            z = torch.einsum("bhqk,bkhd->bqhd", pattern, v)
+        return self.out(z.reshape(b, t, d))
 
 
 class Block(nn.Module):

@@ -1,0 +1,366 @@
+"""The paper's modular-addition experiments (Figures 2 and 3), end to end.
+
+Three two-block transformers learn ``a + b mod p`` under weight decay and grok. At every
+snapshot each model is analysed on the test set: ACE on the last-position output of the last
+block (target = logits), the energy rank, the necessary and sufficient ranks (ablation
+bisection), core-only / core-removed accuracy, and a shift operator ``r_{c+1} = A r_c`` fitted to
+the class centroids in core coordinates, with its eigenvalues and rotational modes.
+
+Two arms share the first ``branch_epoch`` epochs: ``"wd"`` keeps weight decay for the whole run,
+``"no_wd"`` is branched from the ``"wd"`` snapshot at ``branch_epoch`` and continues without
+weight decay and with a fresh optimizer. Training and analysis are cached on disk per snapshot
+(see :mod:`corelib.engine`), so a longer horizon extends a run instead of redoing it and plots
+never retrain.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .. import ace, operators
+from ..engine import PrefixData, SeedStack, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
+from ..interventions import ablation_accuracy, refine_rank
+from ..models import Transformer, TransformerConfig, default_device, resid_hook
+from ..results import load_json, params_key, run_dir, save_json
+from ..tasks.modular import modular_addition_split
+
+__all__ = ["ModularParams", "ARMS", "train_arm", "analyse_model", "analyse_arm", "grokking_epoch",
+           "model_grokking_epochs", "phase_epochs", "emergence_summary", "emergence_checks",
+           "inflation_summary", "inflation_checks", "series", "epochs_of", "history", "make_data"]
+
+ARMS = ("wd", "no_wd")
+
+
+@dataclass(frozen=True)
+class ModularParams:
+    """All settings of the experiment; defaults are the paper's."""
+
+    p: int = 53
+    train_fraction: float = 0.5
+    split_seed: int = 42
+    seeds: tuple[int, ...] = (1031, 1032, 1033)
+    epochs: int = 2000          # horizon of Figure 2
+    long_epochs: int = 20000    # horizon of Figure 3 (core inflation)
+    branch_epoch: int = 900
+    batch_size: int = 512
+    lr: float = 1e-3
+    weight_decay: float = 1.0
+    branch_weight_decay: float = 0.0
+    d_model: int = 128
+    n_heads: int = 4
+    d_ff: int = 512
+    n_layers: int = 2
+    norm: str = "post"
+    snapshot_every: int = 100
+    snapshot_every_late: int = 500
+    late_after: int = 2000
+    eval_every: int = 10        # test accuracy every this many epochs (and at every snapshot)
+    n_jacobians: int = 64       # the reference code used 1000
+    energy: float = 0.99
+    jacobian_seed: int = 0
+    holdout_fraction: float = 0.075
+    ridge: float = 1e-3         # ridge of the held-out operator fit (the descriptive fit has none)
+    grok_threshold: float = 0.99
+
+    def __post_init__(self):
+        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
+        if not self.seeds:
+            raise ValueError("need at least one seed.")
+        if not 0 < self.branch_epoch <= self.long_epochs:
+            raise ValueError(f"branch_epoch ({self.branch_epoch}) must lie in (0, long_epochs={self.long_epochs}].")
+
+    @classmethod
+    def from_namespace(cls, namespace: dict) -> "ModularParams":
+        """Build from a notebook's variables (e.g. ``globals()`` after the parameters cell)."""
+        return cls(**{f.name: namespace[f.name] for f in fields(cls) if f.name in namespace})
+
+    @property
+    def chance_level(self) -> float:
+        """Accuracy a removed core must fall to: 2/p (twice chance), as in the paper."""
+        return 2.0 / self.p
+
+    def model_config(self) -> TransformerConfig:
+        return TransformerConfig(vocab_size=self.p, d_model=self.d_model, n_heads=self.n_heads,
+                                 d_ff=self.d_ff, n_layers=self.n_layers, n_ctx=2, norm=self.norm)
+
+    def stack_config(self, arm: str, epochs: int) -> StackConfig:
+        wd = self.weight_decay if arm == "wd" else self.branch_weight_decay
+        return StackConfig(epochs=epochs, batch_size=self.batch_size, lr=self.lr, weight_decay=wd,
+                           snapshot_every=self.snapshot_every, snapshot_every_late=self.snapshot_every_late,
+                           late_after=self.late_after, checkpoint_every=self.snapshot_every,
+                           eval_every=self.eval_every)
+
+    def training_identity(self) -> dict:
+        """What determines the trained weights (not the horizons, not the analysis settings)."""
+        keep = ("p", "train_fraction", "split_seed", "seeds", "batch_size", "lr", "weight_decay",
+                "d_model", "n_heads", "d_ff", "n_layers", "norm", "snapshot_every",
+                "snapshot_every_late", "late_after")
+        return {k: getattr(self, k) for k in keep}
+
+    def analysis_identity(self) -> dict:
+        keep = ("n_jacobians", "energy", "jacobian_seed", "holdout_fraction", "ridge")
+        return {k: getattr(self, k) for k in keep}
+
+
+def make_data(p: ModularParams) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    (x_tr, y_tr), (x_te, y_te) = modular_addition_split(p.p, p.train_fraction, p.split_seed)
+    return {"train": (x_tr, y_tr), "test": (x_te, y_te)}
+
+
+def _arm_dir(p: ModularParams, arm: str) -> Path:
+    if arm not in ARMS:
+        raise ValueError(f"unknown arm {arm!r}; choose one of {ARMS}.")
+    root = run_dir("modular", p.training_identity())
+    if arm == "wd":
+        return root / "wd"
+    return root / f"branch_{p.branch_epoch}_wd{p.branch_weight_decay:g}"
+
+
+def train_arm(p: ModularParams, arm: str, epochs: int, *, progress: bool = True) -> Path:
+    """Train (or extend, or reuse) one arm up to ``epochs``; returns its run folder."""
+    data = make_data(p)
+    train, test = (PrefixData.from_tokens(*data[k]) for k in ("train", "test"))
+    start = None
+    if arm == "no_wd":
+        if epochs < p.branch_epoch:
+            raise ValueError(f"the no-weight-decay arm starts at epoch {p.branch_epoch}; asked for {epochs}.")
+        src = train_arm(p, "wd", p.branch_epoch, progress=progress)
+        start = (src, p.branch_epoch)
+    folder = _arm_dir(p, arm)
+    done = snapshot_epochs(folder) if (folder / "manifest.json").exists() else []
+    if not done or max(done) < epochs:
+        train_stack(p.model_config(), p.stack_config(arm, epochs), p.seeds, train, test, folder,
+                    start=start, progress=progress)
+    return folder
+
+
+@torch.no_grad()
+def last_position_output(model: Transformer, x: torch.Tensor) -> torch.Tensor:
+    """Output of the last block at the last position, (N, D), via ``run_with_cache``."""
+    name = resid_hook(model.cfg.n_layers - 1)
+    _, cache = model.run_with_cache(x.to(next(model.parameters()).device), names_filter=name)
+    return cache[name][:, -1]
+
+
+def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p: ModularParams) -> dict:
+    """Everything Figures 2 and 3 need about one model at one snapshot.
+
+    Returns numbers and small arrays: test accuracy, energy / necessary / sufficient rank, the
+    core dimension (the necessary rank: the energy rank refined by ablation), core-only and
+    core-removed accuracy at that dimension, the shift-operator fit (descriptive R², held-out
+    R²_h, operator, eigenvalues), the fraction of eigenvalues near the unit circle and the
+    occupied rotational frequency bins.
+    """
+    x, y = test
+    layer = model.cfg.n_layers - 1
+    h = last_position_output(model, x)
+    jac = ace.jacobians(model.readout(layer), h, n_samples=p.n_jacobians, seed=p.jacobian_seed)
+    hd = h.double().cpu()
+    full = ace.extract(hd, jac, rank=h.shape[1])
+    r_energy = ace.energy_rank(full.singular_values, p.energy)
+
+    def accuracy(core, mode="full"):
+        return ablation_accuracy(model, x, y, hook_name=None if core is None else resid_hook(layer),
+                                 core=core, mode=mode, positions="last", score_positions="last")
+
+    baseline = accuracy(None)
+    necessary, sufficient = refine_rank(full, accuracy, baseline=baseline, chance_level=p.chance_level,
+                                        start_rank=r_energy)
+    dim = necessary if necessary is not None else r_energy
+    core = full.truncate(dim)
+    centroids = operators.class_centroids(core.coords(hd.numpy()), y[:, -1].numpy(), p.p)
+    fit = operators.fit_shift_operator(centroids)
+    held = operators.fit_shift_operator(centroids, ridge=p.ridge,
+                                        holdout=operators.holdout_block(p.p, p.holdout_fraction))
+    return {
+        "test_acc": baseline,
+        "energy_rank": r_energy,
+        "necessary_rank": necessary,
+        "sufficient_rank": sufficient,
+        "core_dim": dim,
+        "keep_acc": accuracy(core, "keep"),
+        "remove_acc": accuracy(core, "remove"),
+        "r2": fit.r2,
+        "r2_heldout": held.r2_heldout,
+        "unit_fraction": operators.unit_circle_fraction(fit.eigenvalues, p.p),
+        "modes": operators.rotational_modes(fit.eigenvalues, p.p).tolist(),
+        "eigenvalues": np.stack([fit.eigenvalues.real, fit.eigenvalues.imag], axis=1).tolist(),
+        "operator": fit.A.tolist(),
+        "singular_values": full.singular_values.tolist(),
+    }
+
+
+def _analysis_path(p: ModularParams, arm: str, epoch: int) -> Path:
+    return _arm_dir(p, arm) / f"analysis_{params_key(p.analysis_identity())}" / f"epoch_{epoch:06d}.json"
+
+
+def analyse_arm(p: ModularParams, arm: str, epochs: int, *, progress: bool = True) -> list[dict]:
+    """Analyse every snapshot of an arm up to ``epochs`` (cached per snapshot); one record each.
+
+    A record is ``{"epoch": e, "models": [analysis of each seed]}``.
+    """
+    folder = train_arm(p, arm, epochs, progress=progress)
+    test = make_data(p)["test"]
+    wanted = [e for e in snapshot_epochs(folder) if e <= epochs]
+    records = []
+    device = default_device()
+    for e in tqdm(wanted, desc=f"analyse {arm}", disable=not progress, leave=False):
+        path = _analysis_path(p, arm, e)
+        if path.exists():
+            records.append(load_json(path))
+            continue
+        stack = load_snapshot(folder, e, device)
+        record = {"epoch": e, "models": [analyse_model(stack.model(i), test, p) for i in range(len(stack))]}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_json(path, record)
+        records.append(load_json(path))
+    return records
+
+
+def history(p: ModularParams, arm: str) -> dict:
+    """Per-epoch loss and accuracies of an arm's seeds (from its latest checkpoint)."""
+    return load_history(_arm_dir(p, arm))
+
+
+def grokking_epoch(records: list[dict], threshold: float = 0.99) -> int | None:
+    """First analysed epoch at which every model's test accuracy reaches ``threshold``."""
+    for r in records:
+        if all(m["test_acc"] >= threshold for m in r["models"]):
+            return r["epoch"]
+    return None
+
+
+def series(records: list[dict], key: str) -> np.ndarray:
+    """(epochs, seeds) array of one per-model quantity across records (``nan`` where None)."""
+    return np.array([[np.nan if m[key] is None else m[key] for m in r["models"]] for r in records], dtype=float)
+
+
+def epochs_of(records: list[dict]) -> np.ndarray:
+    return np.array([r["epoch"] for r in records])
+
+
+def model_grokking_epochs(records: list[dict], threshold: float = 0.99) -> list[int | None]:
+    """Per model: the first analysed epoch at which its test accuracy reaches ``threshold``."""
+    out = []
+    for i in range(len(records[0]["models"])):
+        hits = [r["epoch"] for r in records if r["models"][i]["test_acc"] >= threshold]
+        out.append(hits[0] if hits else None)
+    return out
+
+
+def phase_epochs(records: list[dict], groks: list[int | None]) -> dict[str, list[int]]:
+    """Per model, the snapshots shown as "before", "at" and "after" its own grokking.
+
+    The models grok at different times, so each is shown relative to its own grokking epoch:
+    before is the snapshot nearest half of it (memorised, not yet generalising), at is the
+    grokking snapshot, after is the last analysed snapshot. A model that never groks uses the
+    middle snapshot for "at".
+    """
+    epochs = epochs_of(records)
+    out = {"before": [], "at": [], "after": []}
+    for grok in groks:
+        at = grok if grok is not None else int(epochs[len(epochs) // 2])
+        earlier = epochs[(epochs > 0) & (epochs < at)]
+        out["before"].append(int(earlier[np.argmin(np.abs(earlier - at / 2))]) if len(earlier) else int(epochs[0]))
+        out["at"].append(int(at))
+        out["after"].append(int(epochs[-1]))
+    return out
+
+
+def _at_phase(records: list[dict], epochs: list[int]) -> list[dict]:
+    """Model i's analysis at epochs[i]."""
+    by_epoch = {r["epoch"]: r for r in records}
+    return [by_epoch[e]["models"][i] for i, e in enumerate(epochs)]
+
+
+def _pooled_fraction(models: list[dict], p: int) -> float:
+    eig = np.concatenate([np.array(m["eigenvalues"]).reshape(-1, 2) for m in models])
+    return operators.unit_circle_fraction(eig[:, 0] + 1j * eig[:, 1], p) if len(eig) else float("nan")
+
+
+def emergence_summary(p: ModularParams, records: list[dict]) -> dict:
+    """The numbers of Figure 2: grokking epochs, ablations after them, unit-circle snap, modes."""
+    groks = model_grokking_epochs(records, p.grok_threshold)
+    phases = phase_epochs(records, groks)
+    at_phase = {k: _at_phase(records, e) for k, e in phases.items()}
+    after = [r["models"][i] for r in records for i, g in enumerate(groks) if g is not None and r["epoch"] >= g]
+    keep_ratio = [m["keep_acc"] / m["test_acc"] for m in after]
+    return {
+        "grok_epoch": grokking_epoch(records, p.grok_threshold),
+        "model_grok_epochs": groks,
+        "phases": phases,
+        "post_grok_keep_ratio_min": min(keep_ratio) if keep_ratio else None,
+        "post_grok_remove_max": max((m["remove_acc"] for m in after), default=None),
+        "unit_fraction": {k: _pooled_fraction(ms, p.p) for k, ms in at_phase.items()},
+        "modes": {k: [len(m["modes"]) for m in ms] for k, ms in at_phase.items()},
+        "core_dim": {k: [m["core_dim"] for m in ms] for k, ms in at_phase.items()},
+        "eigenvalues": {k: [m["eigenvalues"] for m in ms] for k, ms in at_phase.items()},
+        "final": {key: [m[key] for m in records[-1]["models"]]
+                  for key in ("test_acc", "keep_acc", "remove_acc", "core_dim", "necessary_rank",
+                              "sufficient_rank", "energy_rank")},
+    }
+
+
+def emergence_checks(p: ModularParams, s: dict) -> list[dict]:
+    """Figure 2's acceptance criteria, each with the measured value and whether it holds."""
+    grok, frac = s["grok_epoch"], s["unit_fraction"]
+    rows = [
+        (f"every model reaches test accuracy >= {p.grok_threshold} by epoch {p.epochs}", grok,
+         grok is not None and grok <= p.epochs),
+        ("after grokking: core-only accuracy >= 0.99 x baseline", s["post_grok_keep_ratio_min"],
+         s["post_grok_keep_ratio_min"] is not None and s["post_grok_keep_ratio_min"] >= 0.99),
+        ("after grokking: core-removed accuracy <= 2/p + 0.02", s["post_grok_remove_max"],
+         s["post_grok_remove_max"] is not None and s["post_grok_remove_max"] <= p.chance_level + 0.02),
+        ("before grokking: < 20 % of eigenvalues near the unit circle (pooled over models)", frac["before"], frac["before"] < 0.2),
+        ("after grokking: >= 50 % of eigenvalues near the unit circle (pooled over models)", frac["after"], frac["after"] >= 0.5),
+        ("at grokking: more than one rotational mode in every model", min(s["modes"]["at"]),
+         None not in s["model_grok_epochs"] and min(s["modes"]["at"]) > 1),
+    ]
+    return [{"criterion": c, "measured": v, "holds": bool(ok)} for c, v, ok in rows]
+
+
+def _mean_at(records: list[dict], epoch: int, key: str) -> float:
+    r = next(r for r in records if r["epoch"] == epoch)
+    vals = [len(m[key]) if isinstance(m[key], list) else m[key] for m in r["models"]]
+    return float(np.mean([np.nan if v is None else v for v in vals]))
+
+
+def inflation_summary(p: ModularParams, wd: list[dict], no_wd: list[dict]) -> dict:
+    """The numbers of Figure 3: core dimension and mode counts of both arms, start vs end.
+
+    "Start" is the first snapshot of the no-weight-decay arm (the branch epoch), where the arms
+    are still one model; "end" is the last snapshot both arms have.
+    """
+    start = no_wd[0]["epoch"]
+    end = min(wd[-1]["epoch"], no_wd[-1]["epoch"])
+    out = {"start": start, "end": end, "grok_epoch": grokking_epoch(wd, p.grok_threshold)}
+    for arm, recs in (("wd", wd), ("no_wd", no_wd)):
+        out[arm] = {
+            f"{key}_{when}": _mean_at(recs, e, key)
+            for key in ("core_dim", "necessary_rank", "sufficient_rank", "modes", "test_acc")
+            for when, e in (("start", start), ("end", end))
+        }
+    return out
+
+
+def inflation_checks(s: dict) -> list[dict]:
+    """Figure 3's criteria: growth under weight decay, compactness without it, the paper's scale."""
+    wd, no = s["wd"], s["no_wd"]
+    rows = [
+        ("weight decay kept: core dimension grows", (wd["core_dim_start"], wd["core_dim_end"]),
+         wd["core_dim_end"] > wd["core_dim_start"]),
+        ("weight decay kept: mode count grows", (wd["modes_start"], wd["modes_end"]),
+         wd["modes_end"] > wd["modes_start"]),
+        ("weight decay removed: smaller core at the end", (no["core_dim_end"], wd["core_dim_end"]),
+         no["core_dim_end"] < wd["core_dim_end"]),
+        ("weight decay removed: fewer modes at the end", (no["modes_end"], wd["modes_end"]),
+         no["modes_end"] < wd["modes_end"]),
+        ("paper scale: core dimension at least doubles with weight decay",
+         wd["core_dim_end"] / wd["core_dim_start"], wd["core_dim_end"] >= 2 * wd["core_dim_start"]),
+        ("paper scale: at least 20 modes with weight decay", wd["modes_end"], wd["modes_end"] >= 20),
+    ]
+    return [{"criterion": c, "measured": v, "holds": bool(ok)} for c, v, ok in rows]

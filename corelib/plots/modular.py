@@ -1,0 +1,94 @@
+"""Panels of the modular-addition chapters (Figures 2 and 3). Inputs are arrays from saved results."""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "mean_sem", "panel_band", "panel_grokking", "panel_ablation_bars", "panel_eigenvalues",
+    "panel_operator", "ARM_COLORS", "SEED_COLORS",
+]
+
+ARM_COLORS = {"wd": "black", "no_wd": "#7b3fa0"}
+ARM_LABELS = {"wd": "weight decay kept", "no_wd": "weight decay removed"}
+SEED_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
+
+
+def mean_sem(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard error over the last axis (seeds), ignoring NaN."""
+    v = np.asarray(values, dtype=float)
+    n = np.sum(~np.isnan(v), axis=-1)
+    sem = np.nanstd(v, axis=-1, ddof=1) / np.sqrt(n) if v.shape[-1] > 1 else np.zeros(v.shape[:-1])
+    return np.nanmean(v, axis=-1), np.nan_to_num(sem)
+
+
+def panel_band(ax, x, values, *, color, label=None, alpha=0.25, **line_kw):
+    """Mean line with a ±sem band; ``values`` is (len(x), seeds)."""
+    m, s = mean_sem(values)
+    ax.plot(x, m, color=color, label=label, **line_kw)
+    ax.fill_between(x, m - s, m + s, color=color, alpha=alpha, linewidth=0)
+
+
+def panel_grokking(ax, acc_epochs, test_acc, core_epochs, core_dim, *, grok_epoch=None):
+    """Figure 2A: test accuracy (red, left axis) and core dimension (grey, right axis), mean ± sem."""
+    panel_band(ax, acc_epochs, test_acc, color="#c0392b", label="test accuracy")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("test accuracy", color="#c0392b")
+    twin = ax.twinx()
+    panel_band(twin, core_epochs, core_dim, color="0.45", label="core dimension", marker="o", markersize=3)
+    twin.set_ylabel("core dimension", color="0.35")
+    twin.set_ylim(bottom=0)
+    if grok_epoch is not None:
+        ax.axvline(grok_epoch, color="0.6", linestyle=":", linewidth=1)
+        ax.text(grok_epoch, 0.5, " grokking", color="0.4", fontsize=8, rotation=90, va="center")
+    return twin
+
+
+def panel_ablation_bars(ax, accuracies: dict[str, np.ndarray], *, chance: float, threshold: float):
+    """Figure 2B: full / core-only / core-removed accuracy per model, with chance and the 2/p line."""
+    labels = list(accuracies)
+    n_models = len(next(iter(accuracies.values())))
+    width = 0.8 / n_models
+    for i in range(n_models):
+        xs = np.arange(len(labels)) + (i - (n_models - 1) / 2) * width
+        ax.bar(xs, [accuracies[k][i] for k in labels], width, color=SEED_COLORS[i % len(SEED_COLORS)],
+               label=f"model {i + 1}")
+    ax.axhline(chance, color="0.3", linestyle=":", linewidth=1, label="chance 1/p")
+    ax.axhline(threshold, color="0.3", linestyle="--", linewidth=1, label="2/p")
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("test accuracy")
+    ax.legend(fontsize=7, loc="center right")
+
+
+def panel_eigenvalues(ax, eigenvalues: list[np.ndarray], *, p: int, title: str):
+    """Figure 2C: operator eigenvalues of each model in the complex plane, with the unit circle.
+
+    The shaded ring is the band ``| |λ| - 1 | <= sin(π/p)`` counted as "on the unit circle".
+    """
+    t = np.linspace(0, 2 * np.pi, 400)
+    band = np.sin(np.pi / p)
+    ax.fill(np.r_[(1 + band) * np.cos(t), (1 - band) * np.cos(t[::-1])],
+            np.r_[(1 + band) * np.sin(t), (1 - band) * np.sin(t[::-1])], color="0.9", linewidth=0)
+    ax.plot(np.cos(t), np.sin(t), color="0.5", linewidth=0.8)
+    for i, ev in enumerate(eigenvalues):
+        ev = np.asarray(ev)
+        ax.scatter(ev.real, ev.imag, s=9, color=SEED_COLORS[i % len(SEED_COLORS)], alpha=0.8,
+                   label=f"model {i + 1}", linewidths=0)
+    ax.set_aspect("equal")
+    lim = max(1.25, max((np.abs(np.asarray(e)).max() for e in eigenvalues if len(e)), default=1) + 0.1)
+    ax.set_xlim(-lim, lim)
+    ax.set_ylim(-lim, lim)
+    ax.set_xlabel("Re λ")
+    ax.set_ylabel("Im λ")
+    ax.set_title(title, fontsize=10)
+
+
+def panel_operator(ax, operator: np.ndarray, *, title: str, vmax: float | None = None):
+    """Figure 3C (left): magnitudes of a fitted shift operator's entries."""
+    a = np.abs(np.asarray(operator))
+    im = ax.imshow(a, cmap="magma", vmin=0, vmax=vmax or max(a.max(), 1e-12))
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("component")
+    ax.set_ylabel("component")
+    return im

@@ -1,0 +1,214 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Core inflation: weight decay keeps adding rotations
+#
+# The previous chapter stopped shortly after grokking, when the cores were compact. What happens
+# if training simply continues? The paper trained the same three models for 20 000 epochs and
+# found that, under weight decay, the cores keep **growing**, from about 15 to about 60
+# dimensions, while the number of dimensions the models actually *need* stays put. This chapter
+# reproduces that experiment (the paper's Figure 3) with a controlled comparison:
+#
+# - the **weight decay kept** arm continues the run of the previous chapter;
+# - the **weight decay removed** arm is a copy of the same models at epoch
+#   {glue:text}`branch_epoch`, continued with weight decay 0 and a fresh optimizer.
+#
+# The book runs a shorter horizon than the paper (parameter `long_epochs`; the `paper` profile
+# runs the full 20 000 epochs, about an hour and a half on a laptop CPU) and reports where the
+# trend stands at its end.
+
+# %% tags=["parameters"]
+p = 53
+train_fraction = 0.5
+split_seed = 42
+seeds = [1031, 1032, 1033]
+long_epochs = 20000      # horizon of this chapter (the paper's value)
+branch_epoch = 900       # where the no-weight-decay arm leaves the weight-decay run
+batch_size = 512
+lr = 1e-3
+weight_decay = 1.0
+branch_weight_decay = 0.0
+d_model = 128
+n_heads = 4
+d_ff = 512
+n_layers = 2
+snapshot_every = 100     # analysis interval up to late_after
+snapshot_every_late = 500  # analysis interval after late_after
+late_after = 2000
+eval_every = 10
+n_jacobians = 64
+energy = 0.99
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import display
+from myst_nb import glue
+
+from corelib.experiments import modular
+from corelib.plots import ARM_COLORS, panel_band, panel_operator
+from corelib.plots.modular import ARM_LABELS
+
+params = modular.ModularParams.from_namespace(globals())
+glue("branch_epoch", branch_epoch, display=False)
+glue("long_epochs", long_epochs, display=False)
+
+# %% [markdown]
+# ## Two arms from one run
+#
+# `modular.analyse_arm(params, arm, long_epochs)` extends the weight-decay run of the previous
+# chapter to `long_epochs` (the engine resumes from its last checkpoint; nothing already trained
+# is redone), branches the second arm from the snapshot at epoch {glue:text}`branch_epoch`, and
+# analyses every snapshot of both arms exactly as before: ACE, the necessary and sufficient
+# ranks, and the shift operator with its rotational modes.
+
+# %%
+arms = {arm: modular.analyse_arm(params, arm, long_epochs) for arm in modular.ARMS}
+summary = modular.inflation_summary(params, arms["wd"], arms["no_wd"])
+
+# %% [markdown]
+# ## The figure
+
+# %%
+fig = plt.figure(figsize=(11, 6.6), layout="constrained")
+top, bottom = fig.subfigures(2, 1)
+ax_a, ax_b = top.subplots(1, 2)
+for arm, recs in arms.items():
+    x = modular.epochs_of(recs)
+    panel_band(ax_a, x, modular.series(recs, "core_dim"), color=ARM_COLORS[arm], label=ARM_LABELS[arm],
+               marker="o", markersize=2.5)
+for ax in (ax_a, ax_b):
+    ax.axvline(branch_epoch, color="0.6", linestyle=":", linewidth=1)
+    ax.set_xlabel("epoch")
+ax_a.set_ylabel("core dimension")
+ax_a.legend(fontsize=8)
+ax_a.set_title("A  core dimension", loc="left", fontsize=10)
+x = modular.epochs_of(arms["wd"])
+for key, style, label in (("necessary_rank", "-", "necessary"), ("sufficient_rank", "--", "sufficient")):
+    ax_b.plot(x, np.nanmean(modular.series(arms["wd"], key), axis=1), style, color="black", label=label)
+    xn = modular.epochs_of(arms["no_wd"])
+    ax_b.plot(xn, np.nanmean(modular.series(arms["no_wd"], key), axis=1), style, color=ARM_COLORS["no_wd"],
+              alpha=0.8)
+ax_b.set_ylabel("dimensions (mean over models)")
+ax_b.legend(fontsize=8, title="black: decay kept, purple: removed", title_fontsize=7)
+ax_b.set_title("B  necessary vs sufficient", loc="left", fontsize=10)
+
+ax_h1, ax_h2, ax_m = bottom.subplots(1, 3, width_ratios=[1, 1, 1.4])
+ops = {arm: np.array(recs[-1]["models"][0]["operator"]) for arm, recs in arms.items()}
+vmax = max(np.abs(a).max() for a in ops.values())
+for ax, arm in ((ax_h1, "wd"), (ax_h2, "no_wd")):
+    panel_operator(ax, ops[arm], title=f"{ARM_LABELS[arm]}\n(model 1, epoch {arms[arm][-1]['epoch']})", vmax=vmax)
+ax_h1.set_title("C  " + ax_h1.get_title(), loc="left", fontsize=9)
+for arm, recs in arms.items():
+    counts = np.array([[len(m["modes"]) for m in r["models"]] for r in recs], dtype=float)
+    panel_band(ax_m, modular.epochs_of(recs), counts, color=ARM_COLORS[arm], label=ARM_LABELS[arm])
+ax_m.axhline(p // 2, color="0.6", linestyle="--", linewidth=1)
+ax_m.text(ax_m.get_xlim()[0], p // 2, " max ⌊p/2⌋", va="bottom", fontsize=7, color="0.4")
+ax_m.set_xlabel("epoch")
+ax_m.set_ylabel("rotational modes")
+ax_m.legend(fontsize=7)
+glue("fig_inflation", fig, display=False)
+plt.close(fig)
+
+# %% [markdown]
+# ```{glue:figure} fig_inflation
+# :name: fig-inflation
+#
+# **Extended training with weight decay inflates cores.** (A) Core dimension (necessary rank)
+# of the models with weight decay kept (black) and removed at the dotted epoch (purple), mean ±
+# sem. (B) Necessary (solid) and sufficient (dashed) dimensions, means over models. (C) Left:
+# magnitudes of the shift operator of model 1 at the last epoch in each arm, on a common colour
+# scale; right: number of rotational modes over time, against the maximum $\lfloor p/2 \rfloor$.
+# ```
+
+# %%
+wd, no = summary["wd"], summary["no_wd"]
+for arm, d in (("wd", wd), ("no", no)):
+    for k, v in d.items():
+        glue(f"{arm}_{k}", v, display=False)
+glue("start", summary["start"], display=False)
+glue("end", summary["end"], display=False)
+
+# %% [markdown]
+# **(A) Inflation.** At epoch {glue:text}`start`, where the arms split, the cores have
+# {glue:text}`wd_core_dim_start:.1f` dimensions on average. By epoch {glue:text}`end` the cores
+# trained with weight decay have {glue:text}`wd_core_dim_end:.1f`; the cores trained without it
+# have {glue:text}`no_core_dim_end:.1f`. Both arms keep perfect test accuracy
+# ({glue:text}`wd_test_acc_end:.3f` and {glue:text}`no_test_acc_end:.3f`).
+#
+# **(B) Redundancy, not need.** The sufficient dimension, what the model needs to keep its
+# accuracy, goes from {glue:text}`wd_sufficient_rank_start:.1f` to
+# {glue:text}`wd_sufficient_rank_end:.1f` under weight decay, while the necessary dimension,
+# what must be removed before accuracy falls to chance, goes from
+# {glue:text}`wd_necessary_rank_start:.1f` to {glue:text}`wd_necessary_rank_end:.1f`. The gap is
+# redundancy: more and more directions each carry a copy of the solution, so that removing a few
+# of them no longer hurts.
+#
+# **(C) More rotations.** Under weight decay the shift operator gains rotational modes, from
+# {glue:text}`wd_modes_start:.1f` to {glue:text}`wd_modes_end:.1f` on average; without weight
+# decay it has {glue:text}`no_modes_end:.1f` at the end. The chapter "Grokking theory" explains
+# why: with many equivalent Fourier modes available, weight decay lowers the weight norm by
+# spreading the same margin over as many of them as possible.
+#
+# ## Checks
+
+# %%
+display(pd.DataFrame(modular.inflation_checks(summary)).set_index("criterion"))
+
+# %% [markdown]
+# The last two rows are the paper's numbers after 20 000 epochs; with a shorter `long_epochs` they
+# describe how far the trend has come, not a failure to reproduce it.
+#
+# ## Exercises
+#
+# ```{exercise}
+# :label: ex-inflation-redundancy
+#
+# A model stores the same one-dimensional signal $s$ in $m$ orthogonal directions with equal
+# weights, $\mathbf h = \frac{s}{\sqrt m} \sum_{i=1}^m \mathbf e_i$, and reads it out with
+# $\mathbf w = \frac{1}{\sqrt m}\sum_i \mathbf e_i$. How many directions are *sufficient* to keep
+# the sign of the read-out, and how many *necessary*, i.e. must be removed to destroy it?
+# ```
+#
+# ````{solution} ex-inflation-redundancy
+# :class: dropdown
+#
+# Keeping any single direction keeps the sign of $\mathbf w^\top \mathbf h$ (the value shrinks by
+# $1/m$ but the sign, which decides the prediction, survives): one direction is sufficient.
+# Removing any $m-1$ directions also leaves the sign, so all $m$ must be removed: $m$ directions
+# are necessary. Redundant copies raise the necessary dimension and leave the sufficient one
+# alone, as in panel B.
+# ````
+#
+# ```{exercise}
+# :label: ex-inflation-count
+#
+# Using the saved results (`arms` above), plot the necessary minus the sufficient dimension over
+# time for each arm. Where does the difference start to grow?
+# ```
+#
+# ````{solution} ex-inflation-count
+# :class: dropdown
+#
+# ```python
+# for arm, recs in arms.items():
+#     gap = modular.series(recs, "necessary_rank") - modular.series(recs, "sufficient_rank")
+#     plt.plot(modular.epochs_of(recs), np.nanmean(gap, axis=1), label=arm)
+# plt.legend(); plt.xlabel("epoch"); plt.ylabel("necessary − sufficient")
+# ```
+#
+# Under weight decay the gap opens after grokking and keeps widening; without weight decay it
+# stays roughly where it was at the branch point.
+# ````

@@ -1,0 +1,78 @@
+"""The modular-addition task and experiment: data, per-snapshot analysis, arms, summaries."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from corelib.experiments import modular
+from corelib.tasks.modular import all_pairs, modular_addition_split
+
+
+def test_pairs_and_split():
+    x, y = all_pairs(7)
+    assert x.shape == (49, 2) and torch.equal(y[:, 0], x[:, 1])
+    assert torch.equal(y[:, 1], (x[:, 0] + x[:, 1]) % 7)
+    (xa, ya), (xb, yb) = modular_addition_split(53, 0.5, 42)
+    assert len(xa) == 1404 and len(xb) == 1405
+    seen = {tuple(r) for r in torch.cat([xa, xb]).tolist()}
+    assert len(seen) == 53 * 53  # disjoint and complete
+    (xc, _), _ = modular_addition_split(53, 0.5, 42)
+    assert torch.equal(xa, xc)  # fixed seed, fixed split
+    with pytest.raises(ValueError, match="train_fraction"):
+        modular_addition_split(7, 1.0)
+    with pytest.raises(ValueError, match="modulus"):
+        all_pairs(1)
+
+
+def _records(test_accs, modes=None):
+    modes = modes or [[[1, 2]] * len(a) for a in test_accs]
+    return [{"epoch": 100 * (i + 1), "models": [{"test_acc": a, "modes": m} for a, m in zip(accs, ms)]}
+            for i, (accs, ms) in enumerate(zip(test_accs, modes))]
+
+
+def test_grokking_epoch_needs_every_model():
+    recs = _records([[0.1, 0.2], [0.995, 0.5], [0.99, 0.999], [1.0, 1.0]])
+    assert modular.grokking_epoch(recs) == 300
+    assert modular.grokking_epoch(recs, threshold=1.0) == 400
+    assert modular.grokking_epoch(recs[:2]) is None
+    assert modular.model_grokking_epochs(recs) == [200, 300]
+    phases = modular.phase_epochs(recs, [200, 300])
+    assert phases == {"before": [100, 100], "at": [200, 300], "after": [400, 400]}
+    assert modular.phase_epochs(recs, [None, 400])["at"] == [300, 400]
+
+
+TINY = dict(p=11, seeds=(1, 2), epochs=6, long_epochs=8, branch_epoch=4, batch_size=32, d_model=16,
+            n_heads=2, d_ff=32, snapshot_every=2, snapshot_every_late=2, late_after=4, eval_every=2,
+            n_jacobians=4)
+
+
+def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
+    p = modular.ModularParams(**TINY)
+    recs = modular.analyse_arm(p, "wd", p.epochs, progress=False)
+    assert [r["epoch"] for r in recs] == [0, 2, 4, 6]
+    for r in recs:
+        for m in r["models"]:
+            assert m["necessary_rank"] is None or m["necessary_rank"] >= m["energy_rank"]
+            assert m["core_dim"] >= m["energy_rank"] >= 1
+            assert 0.0 <= m["remove_acc"] <= 1.0 and 0.0 <= m["keep_acc"] <= 1.0
+            assert all(1 <= k <= p.p // 2 for k in m["modes"])
+            assert len(m["eigenvalues"]) == len(m["operator"])
+    # Analysis is cached per snapshot: a second call reads the same records without recomputing.
+    monkeypatch.setattr(modular, "analyse_model", lambda *a, **k: pytest.fail("recomputed"))
+    assert modular.analyse_arm(p, "wd", p.epochs, progress=False) == recs
+    monkeypatch.undo()
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
+    branch = modular.analyse_arm(p, "no_wd", p.long_epochs, progress=False)
+    assert [r["epoch"] for r in branch] == [4, 6, 8]
+    assert branch[0] == next(r for r in recs if r["epoch"] == 4)  # same weights at the branch point
+    wd = modular.analyse_arm(p, "wd", p.long_epochs, progress=False)
+    assert wd[: len(recs)] == recs  # extending the run kept the earlier snapshots
+    s = modular.inflation_summary(p, wd, branch)
+    assert s["start"] == 4 and s["end"] == 8
+    assert len(modular.inflation_checks(s)) == 6
+    e = modular.emergence_summary(p, recs)
+    assert {c["criterion"] for c in modular.emergence_checks(p, e)}
+    with pytest.raises(ValueError, match="unknown arm"):
+        modular.analyse_arm(p, "sgd", 4, progress=False)
