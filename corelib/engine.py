@@ -41,7 +41,7 @@ from .results import load_json, params_key, save_json
 from .training import epoch_order
 
 __all__ = [
-    "PrefixData", "StackConfig", "SeedStack", "CheckpointError", "train_stack", "load_snapshot",
+    "PrefixData", "StackConfig", "SeedStack", "StackOptimizer", "CheckpointError", "train_stack", "load_snapshot",
     "snapshot_epochs", "load_history",
 ]
 
@@ -213,6 +213,43 @@ class SeedStack:
         return (correct / len(data)).cpu()
 
 
+class StackOptimizer:
+    """AdamW over a :class:`SeedStack`, with one weight decay per seed.
+
+    AdamW's moments are elementwise, so one optimizer over the stacked tensors is S independent
+    optimizers. Its weight decay is a single number, so the per-seed decay is applied here, in
+    the same decoupled form and at the same point of the step as ``torch.optim.AdamW`` does it
+    (``w <- w (1 - lr wd)`` before the Adam update).
+    """
+
+    def __init__(self, stack: SeedStack, lr: float, weight_decay) -> None:
+        decay = torch.as_tensor(weight_decay, dtype=torch.float64).expand(len(stack))
+        for v in stack.params.values():
+            v.requires_grad_(True)
+        self.opt = torch.optim.AdamW(list(stack.params.values()), lr=lr, weight_decay=0.0)
+        self.shrink = {k: (1.0 - lr * decay).to(v.dtype).to(v.device).view(-1, *[1] * (v.ndim - 1))
+                       for k, v in stack.params.items()}
+
+    def step(self, stack: SeedStack, data: PrefixData, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One update of every seed on its rows ``idx`` (S, B); returns losses (S,) and logits."""
+        logits = stack.last_logits(data, idx)
+        losses = F.cross_entropy(logits.flatten(0, 1), data.targets[idx].flatten(), reduction="none")
+        losses = losses.view(len(stack), -1).mean(dim=1)
+        self.opt.zero_grad(set_to_none=True)
+        losses.sum().backward()  # seeds share no weights, so each gets its own gradient
+        with torch.no_grad():
+            for k, p in stack.params.items():
+                p.mul_(self.shrink[k])
+        self.opt.step()
+        return losses.detach(), logits.detach()
+
+    def state_dict(self) -> dict:
+        return self.opt.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.opt.load_state_dict(state)
+
+
 # ---------------------------------------------------------------- files of a run
 
 
@@ -331,7 +368,6 @@ def train_stack(
     key = params_key(meta)
     train_data = train_data.to(device)
     test_data = None if test_data is None else test_data.to(device)
-    decay = torch.tensor(cfg.decay(len(seeds)), dtype=torch.float64)
 
     manifest = _manifest(run)
     if manifest["state"] is not None:
@@ -353,13 +389,10 @@ def train_stack(
                 raise CheckpointError(f"snapshot {start} has other seeds or architecture than requested.")
         history = {"epoch": [], "loss": [], "train_acc": [], "test_acc": []}
         state = None
-    params = {k: v.detach().requires_grad_(True) for k, v in stack.params.items()}
-    stack.params = params
-    opt = torch.optim.AdamW(list(params.values()), lr=cfg.lr, weight_decay=0.0)
+    stack.params = params = {k: v.detach() for k, v in stack.params.items()}
+    opt = StackOptimizer(stack, cfg.lr, cfg.decay(len(seeds)))
     if state is not None:
         opt.load_state_dict(state["optimizer"])
-    shrink = {k: (1.0 - cfg.lr * decay).to(v.dtype).to(device).view(-1, *[1] * (v.ndim - 1))
-              for k, v in params.items()}
 
     def save_snapshot(e: int) -> None:
         rel = _snapshot_name(e)
@@ -389,18 +422,9 @@ def train_stack(
         total, correct = torch.zeros(s, device=device), torch.zeros(s, device=device)
         for i in range(0, n, cfg.batch_size):
             idx = order[:, i : i + cfg.batch_size]
-            logits = stack.last_logits(train_data, idx)
-            targets = train_data.targets[idx]
-            losses = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")
-            losses = losses.view(s, -1).mean(dim=1)
-            opt.zero_grad(set_to_none=True)
-            losses.sum().backward()  # seeds share no weights, so each gets its own gradient
-            with torch.no_grad():
-                for k, p in params.items():  # decoupled weight decay, per seed (as AdamW does it)
-                    p.mul_(shrink[k])
-            opt.step()
-            total += losses.detach() * idx.shape[1]
-            correct += (logits.detach().argmax(-1) == targets).sum(dim=1)
+            losses, logits = opt.step(stack, train_data, idx)
+            total += losses * idx.shape[1]
+            correct += (logits.argmax(-1) == train_data.targets[idx]).sum(dim=1)
         history["epoch"].append(e + 1)
         history["loss"].append((total / n).tolist())
         history["train_acc"].append((correct / n).tolist())
