@@ -272,9 +272,11 @@ display(pd.DataFrame(modular.emergence_checks(params, summary)).set_index("crite
 # planted_modes()  # array([3])
 # ```
 #
-# Frequency 50 is frequency $53 - 50 = 3$ turning the other way: the same rotation up to
-# direction, so it folds into the same bin and the operator has **one** mode (two identical
-# conjugate pairs).
+# **One** mode. Frequency 50 is frequency $53 - 50 = 3$ turning the other way:
+# $\cos(2\pi \cdot 50 c/53) = \cos(2\pi \cdot 3c/53)$ and $\sin(2\pi \cdot 50c/53) =
+# -\sin(2\pi \cdot 3c/53)$, so the 4-D centroids span only a plane. The SVD step keeps those
+# two dimensions, the operator is a single rotation by $2\pi \cdot 3/53$ (one conjugate pair),
+# and its bin folds to 3.
 # ````
 #
 # ```{exercise}

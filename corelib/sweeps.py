@@ -1,0 +1,660 @@
+"""Grokking-time sweeps: memorisation and generalisation times of many seeds, exactly and cheaply.
+
+A **condition** is one modulus ``p``, one weight decay ``omega`` and one batch size (``None`` =
+full batch). For every seed of a condition we measure
+
+- ``t_mem``: the first optimizer step after which the accuracy on the *whole* training set is
+  at least ``threshold`` (0.99),
+- ``t_gen``: the same for the whole test set,
+- the grokking delay ``t_gen - t_mem``.
+
+Accuracy is that of the weights *after* update ``t`` and is known after every step, so the
+times carry no quantisation from an evaluation interval. All seeds of a condition train together
+in one vectorised model (:class:`corelib.engine.SeedStack`, :class:`corelib.engine.StackOptimizer`,
+per-(seed, epoch) data order from :func:`corelib.training.epoch_order`), so each seed gets exactly
+the updates it would get trained alone.
+
+Evaluating every step is made cheap without approximation:
+
+- **early exit**: the evaluation set is visited in a fixed random order, in chunks of growing size
+  (all still-undecided seeds in one batched pass); a seed is dropped from the evaluation as soon as
+  its number of errors exceeds the budget ``N - ceil(threshold N)`` (its accuracy is then certainly
+  below the threshold). Before memorisation a chunk of a few dozen examples decides;
+- seeds already memorised skip the training-set evaluation, seeds already generalised the test
+  evaluation;
+- with full batches, the training step's own forward pass at step ``t + 1`` is a forward pass of
+  the weights after step ``t`` on every training example: it gives the training accuracy after
+  step ``t`` for free (a seed that stops first gets an explicit evaluation instead).
+
+A seed stops ``patience_epochs`` epochs after it generalised, or at the step cap
+(``max_epochs``); it is then dropped from the stack (its weights and AdamW moments are removed),
+which does not change the other seeds' updates.
+
+Results on disk
+---------------
+One JSON record per (condition, seed) in ``corelib.results.run_dir("sweeps", <condition>)``,
+written as soon as that seed stops. An interrupted sweep therefore resumes with the seeds that
+have no record yet (they retrain from step 0: nothing else is saved mid-run), a finished
+condition is never recomputed, and a record that cannot be read or has wrong fields is reported
+and recomputed.
+
+Parallel and distributed runs
+-----------------------------
+Conditions are independent jobs dispatched with :mod:`joblib` (:func:`run_sweep`). By default they
+run one after another in this process (``n_jobs=None`` = joblib's default, 1). ``n_jobs=2`` uses
+two local worker processes. To use a cluster, configure joblib's backend, e.g. with a Dask
+``distributed.Client`` (or ``ray.util.joblib.register_ray()`` for Ray) created beforehand::
+
+    with joblib.parallel_config(backend="dask", n_jobs=-1):
+        table = run_sweep(conditions, seeds, cfg)
+
+Workers write records into the same results folder (use a shared file system); the records they
+return are also saved by the calling process.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import joblib
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+from torch.func import functional_call, vmap
+from tqdm.auto import tqdm
+
+from .engine import PrefixData, SeedStack, StackOptimizer
+from .models import Transformer, TransformerConfig, default_device
+from .results import load_json, params_key, results_root, run_dir, save_json
+from .tasks.modular import modular_addition_split
+from .theory import fit_grok_time, fit_power_law
+from .training import epoch_order
+
+__all__ = [
+    "SweepConfig", "Condition", "SweepStats", "RECORD_FIELDS", "condition_data", "min_correct", "train_condition",
+    "condition_dir", "record_problems", "load_record", "run_condition", "run_sweep", "summarise",
+    "bootstrap_fit", "power_law_constants", "grok_time_constants", "flops_per_row",
+]
+
+RECORD_FIELDS = {
+    "seed": int, "condition": str, "p": int, "weight_decay": float, "batch_size": int,
+    "steps_per_epoch": int, "t_mem": (int, type(None)), "t_gen": (int, type(None)),
+    "delay": (int, type(None)), "stopped_at": int, "reason": str,
+    "final_train_acc": float, "final_test_acc": float,
+}
+"""Fields of a per-(condition, seed) record and their JSON types."""
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """What is shared by every condition of a sweep: architecture, optimiser, data and stopping rule.
+
+    Defaults are the paper's: one post-norm block, width 128, 4 heads, MLP 512, AdamW lr 1e-3,
+    half of the ``p^2`` pairs for training (split seed 42), threshold 0.99, stop 100 epochs after
+    generalisation, at most 30 000 epochs.
+    """
+
+    d_model: int = 128
+    n_heads: int = 4
+    d_ff: int = 512
+    n_layers: int = 1
+    norm: str = "post"
+    lr: float = 1e-3
+    train_fraction: float = 0.5
+    split_seed: int = 42
+    threshold: float = 0.99
+    patience_epochs: int = 100
+    max_epochs: int = 30000
+
+    def __post_init__(self):
+        if not 0.0 < self.threshold <= 1.0:
+            raise ValueError(f"threshold must be in (0, 1], got {self.threshold}; the paper uses 0.99.")
+        if self.patience_epochs < 0:
+            raise ValueError(f"patience_epochs must be >= 0, got {self.patience_epochs}.")
+        if self.max_epochs < 1:
+            raise ValueError(f"max_epochs must be >= 1, got {self.max_epochs}; it caps each condition.")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}.")
+        self.model_config(3)  # validates the architecture (d_model divisible by n_heads, norm)
+
+    def model_config(self, p: int) -> TransformerConfig:
+        """The transformer for modulus ``p`` (vocabulary ``p``, two-token context)."""
+        return TransformerConfig(vocab_size=p, d_model=self.d_model, n_heads=self.n_heads, d_ff=self.d_ff,
+                                 n_layers=self.n_layers, n_ctx=2, norm=self.norm)
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One point of a sweep: modulus ``p``, weight decay and batch size (``None`` = full batch)."""
+
+    p: int
+    weight_decay: float
+    batch_size: int | None = None
+
+    def __post_init__(self):
+        if isinstance(self.p, bool) or int(self.p) != self.p or self.p < 2:
+            raise ValueError(f"p must be an integer modulus >= 2, got {self.p!r}.")
+        object.__setattr__(self, "p", int(self.p))
+        wd = float(self.weight_decay)
+        if not (math.isfinite(wd) and wd >= 0):
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}.")
+        object.__setattr__(self, "weight_decay", wd)
+        if self.batch_size is not None:
+            if int(self.batch_size) != self.batch_size or self.batch_size < 1:
+                raise ValueError(f"batch_size must be a positive integer or None (full batch), "
+                                 f"got {self.batch_size!r}.")
+            object.__setattr__(self, "batch_size", int(self.batch_size))
+
+    def label(self) -> str:
+        """Short human-readable name, e.g. ``p=53 wd=1 B=512``."""
+        return f"p={self.p} wd={self.weight_decay:g} B={self.batch_size or 'full'}"
+
+
+def _check_seeds(seeds: Iterable[int]) -> tuple[int, ...]:
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ValueError("no seeds given; pass e.g. seeds=[42, 43].")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct, got {list(seeds)}; each seed is one model.")
+    if any(s < 0 for s in seeds):
+        raise ValueError(f"seeds must be >= 0 (they seed torch generators), got {list(seeds)}.")
+    return seeds
+
+
+def condition_data(cond: Condition, cfg: SweepConfig) -> tuple[PrefixData, PrefixData]:
+    """Training and test sets of a condition (the fixed split of all ``p^2`` pairs)."""
+    (x, y), (xt, yt) = modular_addition_split(cond.p, cfg.train_fraction, cfg.split_seed)
+    return PrefixData.from_tokens(x, y), PrefixData.from_tokens(xt, yt)
+
+
+def min_correct(n: int, threshold: float) -> int:
+    """Smallest number of correct answers ``c`` out of ``n`` with ``c / n >= threshold``.
+
+    Computed so that it agrees with the floating-point comparison ``c / n >= threshold``
+    (what a naive evaluation does), also when ``threshold * n`` is not exactly representable.
+    """
+    if n < 1:
+        raise ValueError(f"cannot measure accuracy on an empty set (n = {n}).")
+    c = min(n, max(0, math.ceil(threshold * n)))
+    while c > 0 and (c - 1) / n >= threshold:
+        c -= 1
+    while c <= n and c / n < threshold:
+        c += 1
+    return c
+
+
+# --------------------------------------------------------------------------- exact early-exit evaluation
+
+
+class _Readout(nn.Module):
+    """Adapter so ``functional_call`` can run :meth:`Transformer.last_logits`."""
+
+    def __init__(self, model: Transformer):
+        super().__init__()
+        self.model = model
+
+    def forward(self, last, prefixes, index):
+        return self.model.last_logits(last, prefixes, index)
+
+
+def _shared_input_logits(model_cfg: TransformerConfig) -> Callable:
+    """``f(params, last, index, prefixes) -> (S, B, vocab)``: every seed on the same rows."""
+    wrapper = _Readout(Transformer(model_cfg).to("meta"))
+    return vmap(lambda p, last, index, prefixes: functional_call(
+        wrapper, {f"model.{k}": v for k, v in p.items()}, (last, prefixes, index)),
+        in_dims=(0, None, None, None))
+
+
+class _ThresholdTest:
+    """Decides ``accuracy >= threshold`` on a dataset for several seeds, stopping early when possible.
+
+    The rows are visited in a fixed random order (errors are then spread evenly, so a bad model
+    is caught in the first chunk), in chunks that double in size. A seed leaves the evaluation as
+    soon as its errors exceed ``budget = n - min_correct(n, threshold)``; a seed that stays to the
+    end has at most ``budget`` errors. Both answers are exact.
+    """
+
+    def __init__(self, data: PrefixData, threshold: float, logits_fn: Callable, first_chunk: int | None = None):
+        n = len(data)
+        self.n, self.need = n, min_correct(n, threshold)
+        self.budget = n - self.need
+        perm = torch.randperm(n, generator=torch.Generator().manual_seed(0)).to(data.last.device)
+        self.last, self.index, self.targets = data.last[perm], data.index[perm], data.targets[perm]
+        self.prefixes, self.fn = data.prefixes, logits_fn
+        size = first_chunk or max(32, 4 * (self.budget + 1))
+        self.bounds, start = [], 0
+        while start < n:
+            self.bounds.append((start, min(n, start + size)))
+            start, size = start + size, 2 * size
+        self.rows_evaluated = 0  # rows x seeds, for throughput accounting
+
+    @torch.no_grad()
+    def passes(self, params: dict[str, torch.Tensor], which: torch.Tensor) -> torch.Tensor:
+        """Boolean (len(which),): does seed ``which[j]`` of the stacked ``params`` reach the threshold?"""
+        k = len(which)
+        errors = torch.zeros(k, dtype=torch.long, device=which.device)
+        alive = torch.arange(k, device=which.device)  # positions in `which` still undecided
+        sub = params if k == next(iter(params.values())).shape[0] and bool(
+            (which == torch.arange(k, device=which.device)).all()) else {n: v[which] for n, v in params.items()}
+        for a, b in self.bounds:
+            logits = self.fn(sub, self.last[a:b], self.index[a:b], self.prefixes)
+            self.rows_evaluated += (b - a) * len(alive)
+            errors[alive] += (logits.argmax(-1) != self.targets[a:b]).sum(dim=1)
+            keep = errors[alive] <= self.budget
+            if not bool(keep.all()):
+                alive = alive[keep]
+                if len(alive) == 0:
+                    break
+                sub = {n: v[keep] for n, v in sub.items()}
+        return errors <= self.budget
+
+
+@torch.no_grad()
+def _accuracy(params: dict[str, torch.Tensor], which: torch.Tensor, data: PrefixData, fn: Callable,
+              chunk: int = 4096) -> list[float]:
+    """Full accuracy of the selected seeds on ``data`` (used once per seed, when it stops)."""
+    sub = {n: v[which] for n, v in params.items()}
+    correct = torch.zeros(len(which), dtype=torch.long, device=which.device)
+    for a in range(0, len(data), chunk):
+        b = min(len(data), a + chunk)
+        logits = fn(sub, data.last[a:b], data.index[a:b], data.prefixes)
+        correct += (logits.argmax(-1) == data.targets[a:b]).sum(dim=1)
+    return (correct.double() / len(data)).tolist()
+
+
+def _subset(stack: SeedStack, opt: StackOptimizer, keep: list[int], lr: float, decay: float
+            ) -> tuple[SeedStack, StackOptimizer]:
+    """The stack and AdamW state restricted to seeds at positions ``keep`` (moments are elementwise)."""
+    index = torch.tensor(keep, device=stack.device)
+    params = {k: v.detach()[index].clone() for k, v in stack.params.items()}
+    new = SeedStack(stack.cfg, [stack.seeds[i] for i in keep], params)
+    state = opt.state_dict()
+    for slot in state["state"].values():
+        for name in ("exp_avg", "exp_avg_sq"):
+            slot[name] = slot[name][index].clone()
+    new_opt = StackOptimizer(new, lr, [decay] * len(keep))
+    new_opt.load_state_dict(state)
+    return new, new_opt
+
+
+# --------------------------------------------------------------------------- training one condition
+
+
+@dataclass
+class SweepStats:
+    """Work done by :func:`train_condition` (rows x seeds), for throughput measurements."""
+
+    steps: int = 0
+    seed_steps: int = 0
+    train_rows: int = 0
+    eval_rows: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def train_condition(
+    cond: Condition,
+    seeds: Sequence[int],
+    cfg: SweepConfig,
+    *,
+    condition_key: str = "",
+    on_record: Callable[[dict], None] | None = None,
+    max_steps: int | None = None,
+    device: torch.device | str | None = None,
+    progress: bool = True,
+    stats: SweepStats | None = None,
+    data: tuple[PrefixData, PrefixData] | None = None,
+) -> list[dict]:
+    """Train ``seeds`` of one condition together and measure their times; returns one record per seed.
+
+    Records are returned in the order of ``seeds``; ``on_record`` is called with each record as
+    soon as its seed stops (used to save it). ``max_steps`` overrides the cap
+    ``cfg.max_epochs * steps_per_epoch`` (benchmarks). ``data`` replaces the condition's
+    ``(train, test)`` sets (tests, other tasks with tokens in ``range(p)``). Nothing is read from
+    or written to disk.
+    """
+    seeds = _check_seeds(seeds)
+    device = torch.device(device) if device is not None else default_device()
+    train, test = (d.to(device) for d in (data if data is not None else condition_data(cond, cfg)))
+    n = len(train)
+    batch = min(cond.batch_size or n, n)
+    full_batch = batch == n
+    per_epoch = -(-n // batch)
+    cap = cfg.max_epochs * per_epoch if max_steps is None else int(max_steps)
+    if cap < 1:
+        raise ValueError(f"max_steps must be >= 1, got {max_steps}.")
+    patience = cfg.patience_epochs * per_epoch
+    model_cfg = cfg.model_config(cond.p)
+    stats = stats if stats is not None else SweepStats()
+
+    stack = SeedStack.initialise(model_cfg, seeds, device)
+    opt = StackOptimizer(stack, cfg.lr, [cond.weight_decay] * len(seeds))
+    fn = _shared_input_logits(model_cfg)
+    train_test, test_test = _ThresholdTest(train, cfg.threshold, fn), _ThresholdTest(test, cfg.threshold, fn)
+    t_mem: dict[int, int | None] = dict.fromkeys(seeds)
+    t_gen: dict[int, int | None] = dict.fromkeys(seeds)
+    records: dict[int, dict] = {}
+
+    def finish(positions: list[int], step: int, reason: str) -> None:
+        which = torch.tensor(positions, device=device)
+        params = {k: v.detach() for k, v in stack.params.items()}
+        if full_batch:  # the training forward of the next step would have given this for free
+            pending = [j for j in positions if t_mem[stack.seeds[j]] is None]
+            if pending:
+                ok = train_test.passes(params, torch.tensor(pending, device=device))
+                for j, good in zip(pending, ok.tolist()):
+                    if good:
+                        t_mem[stack.seeds[j]] = step
+        acc_train = _accuracy(params, which, train, fn)
+        acc_test = _accuracy(params, which, test, fn)
+        for j, a_tr, a_te in zip(positions, acc_train, acc_test):
+            s = stack.seeds[j]
+            rec = {"seed": s, "condition": condition_key, "p": cond.p, "weight_decay": cond.weight_decay,
+                   "batch_size": batch, "steps_per_epoch": per_epoch, "t_mem": t_mem[s], "t_gen": t_gen[s],
+                   "delay": None if t_mem[s] is None or t_gen[s] is None else t_gen[s] - t_mem[s],
+                   "stopped_at": step, "reason": reason, "final_train_acc": a_tr, "final_test_acc": a_te}
+            records[s] = rec
+            if on_record is not None:
+                on_record(rec)
+
+    bar = tqdm(total=cap, desc=f"{cond.label()}, {len(seeds)} seeds", disable=not progress, leave=False,
+               mininterval=1.0)
+    step, epoch, running = 0, 0, True
+    while running:
+        order = torch.stack([epoch_order(n, s, epoch) for s in stack.seeds]).to(device)
+        for i in range(0, n, batch):
+            idx = order[:, i : i + batch]
+            _, logits = opt.step(stack, train, idx)
+            step += 1
+            stats.steps += 1
+            stats.seed_steps += len(stack)
+            stats.train_rows += idx.numel()
+            params = {k: v.detach() for k, v in stack.params.items()}
+            if full_batch and step > 1:  # logits of the weights after step - 1, on every training row
+                correct = (logits.argmax(-1) == train.targets[idx]).sum(dim=1).tolist()
+                for j, s in enumerate(stack.seeds):
+                    if t_mem[s] is None and correct[j] >= train_test.need:
+                        t_mem[s] = step - 1
+            if not full_batch:
+                pending = [j for j, s in enumerate(stack.seeds) if t_mem[s] is None]
+                if pending:
+                    ok = train_test.passes(params, torch.tensor(pending, device=device)).tolist()
+                    for j, good in zip(pending, ok):
+                        if good:
+                            t_mem[stack.seeds[j]] = step
+            pending = [j for j, s in enumerate(stack.seeds) if t_gen[s] is None]
+            if pending:
+                ok = test_test.passes(params, torch.tensor(pending, device=device)).tolist()
+                for j, good in zip(pending, ok):
+                    if good:
+                        t_gen[stack.seeds[j]] = step
+            done = [j for j, s in enumerate(stack.seeds)
+                    if t_gen[s] is not None and step - t_gen[s] >= patience]
+            if step >= cap:
+                rest = [j for j in range(len(stack)) if j not in done]
+                if done:
+                    finish(done, step, "patience")
+                if rest:
+                    finish(rest, step, "max_steps")
+                running = False
+                break
+            if done:
+                finish(done, step, "patience")
+                keep = [j for j in range(len(stack)) if j not in done]
+                if not keep:
+                    running = False
+                    break
+                order = order[torch.tensor(keep, device=device)]
+                stack, opt = _subset(stack, opt, keep, cfg.lr, cond.weight_decay)
+            if progress and step % 50 == 0:
+                bar.update(step - bar.n)
+                bar.set_postfix(running=len(stack), memorised=sum(v is not None for v in t_mem.values()),
+                                generalised=sum(v is not None for v in t_gen.values()))
+        epoch += 1
+    bar.update(step - bar.n)
+    bar.close()
+    stats.eval_rows += train_test.rows_evaluated + test_test.rows_evaluated
+    return [records[s] for s in seeds]
+
+
+# --------------------------------------------------------------------------- records on disk
+
+
+def _condition_params(cond: Condition, cfg: SweepConfig) -> dict:
+    return {"kind": "grokking_sweep", "condition": asdict(cond), "config": asdict(cfg)}
+
+
+def condition_dir(cond: Condition, cfg: SweepConfig, root: Path | str | None = None) -> Path:
+    """Folder of a condition's records (created with its ``params.json`` if new)."""
+    return run_dir("sweeps", _condition_params(cond, cfg), Path(root) if root is not None else None)
+
+
+def _record_path(folder: Path, seed: int) -> Path:
+    return Path(folder) / f"seed_{seed}.json"
+
+
+def record_problems(rec, cond: Condition, cfg: SweepConfig, seed: int) -> list[str]:
+    """What is wrong with a stored record (empty list: usable)."""
+    if not isinstance(rec, dict):
+        return [f"not a JSON object but {type(rec).__name__}"]
+    problems = []
+    missing, extra = set(RECORD_FIELDS) - set(rec), set(rec) - set(RECORD_FIELDS)
+    if missing:
+        problems.append(f"missing fields {sorted(missing)}")
+    if extra:
+        problems.append(f"unexpected fields {sorted(extra)}")
+    for name, kind in RECORD_FIELDS.items():
+        if name in rec:
+            value = rec[name]
+            ok = isinstance(value, kind) and not isinstance(value, bool)
+            if kind is float:
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not ok:
+                problems.append(f"field {name!r} has type {type(value).__name__}")
+    if problems:
+        return problems
+    expected = {"seed": seed, "condition": params_key(_condition_params(cond, cfg)), "p": cond.p,
+                "weight_decay": cond.weight_decay}
+    problems += [f"{k} is {rec[k]!r}, expected {v!r}" for k, v in expected.items() if rec[k] != v]
+    for name in ("t_mem", "t_gen"):
+        if rec[name] is not None and not 1 <= rec[name] <= rec["stopped_at"]:
+            problems.append(f"{name} = {rec[name]} outside [1, stopped_at = {rec['stopped_at']}]")
+    want_delay = None if rec["t_mem"] is None or rec["t_gen"] is None else rec["t_gen"] - rec["t_mem"]
+    if rec["delay"] != want_delay:
+        problems.append(f"delay {rec['delay']} != t_gen - t_mem ({want_delay})")
+    if rec["reason"] not in ("patience", "max_steps"):
+        problems.append(f"unknown reason {rec['reason']!r}")
+    if rec["reason"] == "patience" and rec["t_gen"] is None:
+        problems.append("stopped for patience without having generalised")
+    for name in ("final_train_acc", "final_test_acc"):
+        if not 0.0 <= rec[name] <= 1.0:
+            problems.append(f"{name} = {rec[name]} outside [0, 1]")
+    return problems
+
+
+def load_record(folder: Path, cond: Condition, cfg: SweepConfig, seed: int) -> dict | None:
+    """A seed's stored record, or ``None`` when it is missing or unusable (a warning says why)."""
+    path = _record_path(folder, seed)
+    if not path.exists():
+        return None
+    try:
+        rec = load_json(path)
+    except (ValueError, OSError) as err:
+        warnings.warn(f"{path} cannot be read ({err}); seed {seed} of {cond.label()} will be recomputed.",
+                      stacklevel=2)
+        return None
+    problems = record_problems(rec, cond, cfg, seed)
+    if problems:
+        warnings.warn(f"{path} is not a valid record ({'; '.join(problems)}); seed {seed} of "
+                      f"{cond.label()} will be recomputed.", stacklevel=2)
+        return None
+    return rec
+
+
+def run_condition(
+    cond: Condition,
+    seeds: Sequence[int],
+    cfg: SweepConfig,
+    *,
+    root: Path | str | None = None,
+    device: torch.device | str | None = None,
+    progress: bool = True,
+) -> list[dict]:
+    """Records of ``seeds`` for one condition: stored ones are reused, the others trained and saved.
+
+    This is the unit of work of :func:`run_sweep` (one joblib job). Seeds without a valid record
+    are trained together; each record is saved as soon as its seed stops, so an interruption
+    loses only the seeds that were still running.
+    """
+    seeds = _check_seeds(seeds)
+    folder = condition_dir(cond, cfg, root)
+    key = params_key(_condition_params(cond, cfg))
+    found = {s: load_record(folder, cond, cfg, s) for s in seeds}
+    missing = [s for s in seeds if found[s] is None]
+    if missing:
+        def save(rec: dict) -> None:
+            save_json(_record_path(folder, rec["seed"]), rec)
+            found[rec["seed"]] = rec
+
+        train_condition(cond, missing, cfg, condition_key=key, on_record=save, device=device, progress=progress)
+    return [found[s] for s in seeds]
+
+
+def run_sweep(
+    conditions: Sequence[Condition],
+    seeds: Sequence[int],
+    cfg: SweepConfig,
+    *,
+    n_jobs: int | None = None,
+    root: Path | str | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Run every condition (one joblib job each) and return one row per (condition, seed).
+
+    ``n_jobs=None`` follows joblib's configuration (1 process unless a ``joblib.parallel_config``
+    says otherwise); see the module docstring for Dask/Ray. Conditions whose records are all
+    stored are not dispatched at all.
+    """
+    conditions = list(conditions)
+    if not conditions:
+        raise ValueError("no conditions given; pass e.g. [Condition(p=53, weight_decay=1.0)].")
+    if len(set(conditions)) != len(conditions):
+        raise ValueError("conditions must be distinct; a repeated condition would be trained twice.")
+    seeds = _check_seeds(seeds)
+    root = Path(root) if root is not None else results_root()  # resolved here, so workers agree
+    done: dict[Condition, list[dict]] = {}
+    for cond in conditions:
+        folder = condition_dir(cond, cfg, root)
+        recs = [load_record(folder, cond, cfg, s) for s in seeds]
+        if all(r is not None for r in recs):
+            done[cond] = recs
+    todo = [c for c in conditions if c not in done]
+    inner = progress and joblib.effective_n_jobs(n_jobs) == 1
+    bar = tqdm(total=len(conditions), initial=len(done), desc="conditions", disable=not progress)
+    if todo:
+        jobs = (joblib.delayed(run_condition)(c, seeds, cfg, root=root, progress=inner) for c in todo)
+        for cond, recs in zip(todo, joblib.Parallel(n_jobs=n_jobs, return_as="generator")(jobs)):
+            folder = condition_dir(cond, cfg, root)
+            for rec in recs:  # a remote worker may not share our file system
+                if load_record(folder, cond, cfg, rec["seed"]) is None:
+                    save_json(_record_path(folder, rec["seed"]), rec)
+            done[cond] = recs
+            bar.update(1)
+    bar.close()
+    return pd.DataFrame([rec for c in conditions for rec in done[c]], columns=list(RECORD_FIELDS))
+
+
+# --------------------------------------------------------------------------- summaries and fits
+
+
+def summarise(table: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Per value of ``by`` (``"weight_decay"`` or ``"p"``): seeds, grokked seeds, mean and sd of the times.
+
+    Seeds that did not both memorise and generalise before the cap are counted but left out of
+    the means (their delay is unknown).
+    """
+    if by not in table.columns:
+        raise ValueError(f"cannot group by {by!r}; the table has columns {list(table.columns)}.")
+    rows = []
+    for value, g in table.groupby(by, sort=True):
+        ok = g.dropna(subset=["delay"])
+        rows.append({by: value, "n_seeds": len(g), "n_grokked": len(ok),
+                     "t_mem_mean": ok["t_mem"].mean(), "t_gen_mean": ok["t_gen"].mean(),
+                     "delay_mean": ok["delay"].mean(),
+                     "delay_sd": ok["delay"].std(ddof=1) if len(ok) > 1 else float("nan")})
+    return pd.DataFrame(rows).set_index(by)
+
+
+def power_law_constants(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """``exponent``, ``prefactor`` and ``r2`` of :func:`corelib.theory.fit_power_law`."""
+    fit = fit_power_law(x, y)
+    return {"exponent": fit.exponent, "prefactor": fit.prefactor, "r2": fit.r2}
+
+
+def grok_time_constants(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """``Omega``, ``p_crit``, their product (what data far from ``p_crit`` constrain) and ``r2``
+    of :func:`corelib.theory.fit_grok_time`."""
+    fit = fit_grok_time(x, y)
+    return {"Omega": fit.Omega, "p_crit": fit.p_crit, "Omega_p_crit": fit.Omega * fit.p_crit, "r2": fit.r2}
+
+
+def bootstrap_fit(
+    table: pd.DataFrame,
+    by: str,
+    fit: Callable[[np.ndarray, np.ndarray], dict[str, float]],
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Fit ``fit(x, delay)`` to every grokked seed, with bootstrap uncertainties over seeds.
+
+    The fit sees one point per grokked seed (``x`` = the value of ``by``, repeated per seed). Each
+    bootstrap replicate resamples, independently for every condition, its grokked seeds with
+    replacement and refits. Returns one row per constant with the estimate (fit to the actual
+    seeds), the bootstrap standard deviation, a 95 % percentile interval and the number of
+    replicates in which the fit failed (those are left out).
+    """
+    if n_boot < 2:
+        raise ValueError(f"n_boot must be >= 2 to estimate a spread, got {n_boot}.")
+    if by not in table.columns or "delay" not in table.columns:
+        raise ValueError(f"the table needs columns {by!r} and 'delay', got {list(table.columns)}.")
+    groups = {v: g["delay"].dropna().to_numpy(dtype=float) for v, g in table.groupby(by, sort=True)}
+    groups = {v: d for v, d in groups.items() if d.size}
+    if len(groups) < 2:
+        raise ValueError(f"need grokked seeds at >= 2 values of {by!r} to fit, got {len(groups)}; "
+                         "run more conditions or raise max_epochs.")
+    x = np.concatenate([np.full(d.size, v, dtype=float) for v, d in groups.items()])
+    estimate = fit(x, np.concatenate(list(groups.values())))
+    rng = np.random.default_rng(seed)
+    samples, failed = [], 0
+    for _ in range(n_boot):
+        y = np.concatenate([rng.choice(d, size=d.size, replace=True) for d in groups.values()])
+        try:
+            samples.append(fit(x, y))
+        except (ValueError, RuntimeError):
+            failed += 1
+    rows = []
+    for name, value in estimate.items():
+        s = np.array([b[name] for b in samples], dtype=float)
+        lo, hi = (np.percentile(s, [2.5, 97.5]) if s.size else (np.nan, np.nan))
+        rows.append({"constant": name, "estimate": value, "sd": float(s.std(ddof=1)) if s.size > 1 else np.nan,
+                     "ci_low": float(lo), "ci_high": float(hi), "n_failed": failed})
+    return pd.DataFrame(rows).set_index("constant")
+
+
+def flops_per_row(model_cfg: TransformerConfig, training: bool) -> float:
+    """Matmul FLOPs of one example at the last position (training counts forward + backward = 3x).
+
+    Counts the position-wise layers of the last token (attention projections, MLP, unembedding);
+    the attention scores over a two-token context and the shared prefix pass are negligible. Used
+    to express throughput in GFLOP/s.
+    """
+    d, f, v, layers = model_cfg.d_model, model_cfg.d_ff, model_cfg.vocab_size, model_cfg.n_layers
+    forward = 2 * (layers * (3 * d * d + d * d + 2 * d * f) + d * v)
+    return float(3 * forward if training else forward)

@@ -1,0 +1,373 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Grokking sweeps: how the delay scales with weight decay and modulus
+#
+# The previous chapter derived a model of the grokking delay, the number of optimizer steps
+# between memorising the training pairs and generalising to the held-out ones:
+# $\tau \propto 1/\omega$ at a fixed modulus, and
+# $\tau(p) = -\Omega \log(1 - p_{\rm crit}/p)$ at a fixed weight decay $\omega$. Here we measure
+# the delay on trained transformers and fit both laws, reproducing the paper's Figure 4:
+#
+# 1. **weight-decay sweep**: delay versus $\omega$ at a fixed $p$ (minibatches), with a power law
+#    $\tau = C\omega^\beta$ fitted in log--log space (the paper finds $\beta \approx -1.02$);
+# 2. **modulus sweep**: delay versus $p$ at a fixed $\omega$ (full batch), with the ODE solution
+#    fitted by non-linear least squares (the paper finds $\Omega \approx 2770$ steps and
+#    $p_{\rm crit} \approx 23$).
+#
+# Every condition is trained with several seeds; the uncertainties of the fitted constants come
+# from a bootstrap over seeds. The defaults of the parameters are the paper's (12 seeds, six
+# weight decays, seven moduli, up to 30 000 epochs: many CPU hours); the published book uses a
+# reduced sweep, see {ref}`sweeps-settings`. Rerun with your own settings, e.g.
+# `python -m corelib.runner run grokking_sweeps -p omegas "[1, 2, 3]" -p n_seeds 3`.
+
+# %% tags=["parameters"]
+n_seeds = 12  # models per condition, initialised with seeds 42, 43, ...
+omega_p = 53  # modulus of the weight-decay sweep
+omegas = [0.3, 0.5, 1.0, 1.5, 2.0, 3.0]  # weight decays of the weight-decay sweep
+omega_batch_size = 512  # minibatch size of the weight-decay sweep (None means full batch)
+omega_max_epochs = 30000  # cap per condition of the weight-decay sweep
+moduli = [31, 43, 53, 61, 79, 89, 101]  # moduli of the modulus sweep
+p_weight_decay = 1.0  # weight decay of the modulus sweep
+p_batch_size = None  # None means full batch (the paper's choice for the modulus sweep)
+p_max_epochs = 30000  # cap per condition of the modulus sweep
+d_model = 128
+n_heads = 4
+d_ff = 512
+n_layers = 1
+lr = 1e-3
+train_fraction = 0.5  # share of the p^2 pairs used for training
+split_seed = 42  # permutation of the pairs before the split
+threshold = 0.99  # accuracy that counts as memorised (train) or generalised (test)
+patience_epochs = 100  # a seed stops this many epochs after it generalised
+n_boot = 1000  # bootstrap replicates for the uncertainties of the fitted constants
+n_jobs = None  # joblib processes for the conditions; None follows joblib's configuration (1)
+paper_omega_exponent = -1.02  # the paper's fitted exponent of tau versus omega
+paper_Omega = 2770.0  # the paper's fitted optimizer constant (steps, omega 1, lr 1e-3)
+paper_p_crit = 23.0  # the paper's fitted critical modulus
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import display
+from myst_nb import glue
+
+from corelib.sweeps import (
+    Condition, SweepConfig, bootstrap_fit, grok_time_constants, min_correct, power_law_constants, run_sweep,
+    summarise,
+)
+from corelib.theory import grok_time
+
+seeds = [42 + s for s in range(n_seeds)]
+common = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, n_layers=n_layers, lr=lr,
+              train_fraction=train_fraction, split_seed=split_seed, threshold=threshold,
+              patience_epochs=patience_epochs)
+cfg_omega = SweepConfig(**common, max_epochs=omega_max_epochs)
+cfg_p = SweepConfig(**common, max_epochs=p_max_epochs)
+omega_conditions = [Condition(p=omega_p, weight_decay=w, batch_size=omega_batch_size) for w in omegas]
+p_conditions = [Condition(p=q, weight_decay=p_weight_decay, batch_size=p_batch_size) for q in moduli]
+plt.rcParams.update({"figure.dpi": 110, "axes.spines.top": False, "axes.spines.right": False})
+
+
+def fmt(x: float, digits: int = 3) -> str:
+    """A number for the prose: ``digits`` significant digits, or 'n/a' when it could not be measured."""
+    return "n/a" if x is None or not np.isfinite(x) else f"{x:.{digits}g}"
+
+
+n_train_53 = int(train_fraction * omega_p**2)
+omega_batch_text = "full batch" if omega_batch_size is None else f"batch {omega_batch_size}"
+p_batch_text = "full batch" if p_batch_size is None else f"batch {p_batch_size}"
+for name, value in [("n_seeds", n_seeds), ("omega_p", omega_p), ("d_model", d_model), ("d_ff", d_ff),
+                    ("omega_batch_text", omega_batch_text),
+                    ("p_omega", f"{p_weight_decay:g}"), ("threshold_pct", f"{100 * threshold:g}"),
+                    ("patience", patience_epochs), ("n_boot", n_boot), ("lr", f"{lr:g}"),
+                    ("omegas_text", ", ".join(f"{w:g}" for w in omegas)),
+                    ("moduli_text", ", ".join(str(q) for q in moduli)),
+                    ("omega_cap", omega_max_epochs), ("p_cap", p_max_epochs),
+                    ("p_batch_text", p_batch_text),
+                    ("n_train_53", n_train_53),
+                    ("budget_53", n_train_53 - min_correct(n_train_53, threshold)),
+                    ("paper_omega_exponent", f"{paper_omega_exponent:g}"), ("paper_Omega", f"{paper_Omega:g}"),
+                    ("paper_p_crit", f"{paper_p_crit:g}")]:
+    glue(name, value, display=False)
+
+# %% [markdown]
+# ## Measuring the two times exactly
+#
+# Every model is a single post-norm transformer block (width {glue:text}`d_model`, MLP
+# {glue:text}`d_ff`) trained with AdamW (learning rate {glue:text}`lr`) on half of the $p^2$ pairs
+# $(a, b)$, scored on $(a + b) \bmod p$ at the last position. For each seed,
+#
+# - $\tau_{\rm mem}$ is the first optimizer step after which the accuracy on the **whole**
+#   training set is at least {glue:text}`threshold_pct` %,
+# - $\tau_{\rm gen}$ the same on the whole test set, and $\tau_{\rm grok} = \tau_{\rm gen} -
+#   \tau_{\rm mem}$.
+#
+# The accuracy is checked after **every** step, so the times carry no rounding from an
+# evaluation interval. That sounds expensive, two passes over the data per step, but most checks
+# can be decided after a few dozen examples: the threshold allows only a fixed number of errors
+# (for $p =$ {glue:text}`omega_p`, {glue:text}`budget_53` of the {glue:text}`n_train_53` training
+# pairs), so `corelib.sweeps` visits the examples in a fixed random order and stops as soon as a
+# model has made one error too many. A model that passes is checked on every example, so the
+# answer is exact either way. Seeds that have memorised skip the training check, seeds that have
+# generalised the test check, and with full batches the training step's own forward pass already
+# is the training-set check of the previous step's weights. All seeds of a condition train
+# together as one vectorised model (`corelib.engine`), each with its own initialisation, data
+# order and optimizer state; a seed stops {glue:text}`patience` epochs after it generalised (or at
+# the cap) and leaves the stack. A test (`tests/test_sweeps.py`) checks that the steps found are
+# those of a naive full evaluation after every step.
+#
+# Each (condition, seed) result is stored as soon as the seed stops, so an interrupted sweep
+# resumes with the missing seeds and a finished one is read from disk. Conditions are independent
+# jobs run through [joblib](https://joblib.readthedocs.io): with a Dask (or Ray) cluster the same
+# call runs on it,
+#
+# ```python
+# with joblib.parallel_config(backend="dask", n_jobs=-1):
+#     table = run_sweep(conditions, seeds, cfg)
+# ```
+#
+# (after creating a `dask.distributed.Client`; workers need the project installed and a shared
+# results folder).
+
+# %%
+table_omega = run_sweep(omega_conditions, seeds, cfg_omega, n_jobs=n_jobs)
+table_p = run_sweep(p_conditions, seeds, cfg_p, n_jobs=n_jobs)
+summary_omega = summarise(table_omega, "weight_decay")
+summary_p = summarise(table_p, "p")
+display(summary_omega.round(1))
+display(summary_p.round(1))
+
+# %% [markdown]
+# The tables list, per condition, how many seeds memorised and generalised before the cap
+# (`n_grokked`; the others are left out of the fits) and the mean times in optimizer steps.
+
+# %%
+def fit_or_none(table: pd.DataFrame, by: str, fit) -> pd.DataFrame | None:
+    """Bootstrap fit, or None when too few conditions have grokked seeds (e.g. tiny smoke runs)."""
+    try:
+        return bootstrap_fit(table, by, fit, n_boot=n_boot, seed=0)
+    except (ValueError, RuntimeError) as err:
+        print(f"no fit for the {by} sweep: {err}")
+        return None
+
+
+fit_omega = fit_or_none(table_omega, "weight_decay", power_law_constants)
+fit_p = fit_or_none(table_p, "p", grok_time_constants)
+
+
+def constant(fit: pd.DataFrame | None, name: str) -> tuple[float, float]:
+    """(estimate, bootstrap sd) of a fitted constant; NaN when there is no fit."""
+    if fit is None:
+        return float("nan"), float("nan")
+    return float(fit.loc[name, "estimate"]), float(fit.loc[name, "sd"])
+
+
+beta, beta_sd = constant(fit_omega, "exponent")
+Omega, Omega_sd = constant(fit_p, "Omega")
+p_crit, p_crit_sd = constant(fit_p, "p_crit")
+product, product_sd = constant(fit_p, "Omega_p_crit")
+r2_omega, _ = constant(fit_omega, "r2")
+r2_p, _ = constant(fit_p, "r2")
+rows = []
+for sweep, fit in [(f"tau vs omega (p = {omega_p})", fit_omega), (f"tau vs p (omega = {p_weight_decay:g})", fit_p)]:
+    if fit is not None:
+        for name, r in fit.iterrows():
+            rows.append({"sweep": sweep, "constant": name, "estimate": r["estimate"], "bootstrap sd": r["sd"],
+                         "95% interval": f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}]"})
+constants_table = pd.DataFrame(rows, columns=["sweep", "constant", "estimate", "bootstrap sd", "95% interval"])
+glue("constants_table", constants_table.style.format({"estimate": "{:.4g}", "bootstrap sd": "{:.2g}"})
+     .hide(axis="index"), display=False)
+
+omega_scaled = Omega * p_weight_decay  # Omega is proportional to 1/omega: compare at omega = 1
+for name, value in [("beta", fmt(beta)), ("beta_sd", fmt(beta_sd, 2)), ("r2_omega", fmt(r2_omega, 3)),
+                    ("Omega", fmt(Omega, 4)), ("Omega_sd", fmt(Omega_sd, 2)), ("p_crit", fmt(p_crit)),
+                    ("p_crit_sd", fmt(p_crit_sd, 2)), ("r2_p", fmt(r2_p, 3)),
+                    ("Omega_at_1", fmt(omega_scaled, 4)),
+                    ("rel_Omega", fmt(100 * Omega_sd / Omega, 2)), ("rel_p_crit", fmt(100 * p_crit_sd / p_crit, 2)),
+                    ("rel_product", fmt(100 * product_sd / product, 2)),
+                    ("n_grokked", int(table_omega["delay"].notna().sum() + table_p["delay"].notna().sum())),
+                    ("n_runs", len(table_omega) + len(table_p))]:
+    glue(name, value, display=False)
+
+
+def trend(summary: pd.DataFrame) -> tuple[str, str, str, str]:
+    """Mean delay at the first and last condition with grokked seeds (for the prose)."""
+    s = summary.dropna(subset=["delay_mean"])
+    if s.empty:
+        return "n/a", "n/a", "n/a", "n/a"
+    return f"{s.index[0]:g}", fmt(s["delay_mean"].iloc[0], 3), f"{s.index[-1]:g}", fmt(s["delay_mean"].iloc[-1], 3)
+
+
+for prefix, summary in [("w", summary_omega), ("p", summary_p)]:
+    for suffix, value in zip(["first", "first_delay", "last", "last_delay"], trend(summary)):
+        glue(f"{prefix}_{suffix}", value, display=False)
+print(constants_table.to_string(index=False))
+
+# %%
+fig, (ax_w, ax_p) = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
+for ax, table, summary, by in [(ax_w, table_omega, summary_omega, "weight_decay"), (ax_p, table_p, summary_p, "p")]:
+    ok = table.dropna(subset=["delay"])
+    ax.plot(ok[by], ok["delay"], ".", color="0.7", ms=4, label="seeds")
+    s = summary.dropna(subset=["delay_mean"])
+    ax.errorbar(s.index, s["delay_mean"], s["delay_sd"].fillna(0), fmt="o", color="k", ms=5, capsize=3,
+                label="mean ± sd")
+if fit_omega is not None:
+    ww = np.geomspace(min(omegas) * 0.9, max(omegas) * 1.1, 100)
+    ax_w.plot(ww, fit_omega.loc["prefactor", "estimate"] * ww ** beta, "C0-",
+              label=fr"fit $\propto \omega^{{{beta:.2f} \pm {beta_sd:.2f}}}$")
+ax_w.set(xscale="log", yscale="log", xlabel=r"weight decay $\omega$", ylabel=r"$\tau_{\rm grok}$ (steps)",
+         title=f"p = {omega_p}, {omega_batch_text}")
+ax_w.set_xticks(omegas, [f"{w:g}" for w in omegas], minor=False)
+ax_w.set_xticks([], minor=True)
+pp = np.linspace(min(moduli) * 0.95, max(moduli) * 1.05, 300)
+if fit_p is not None:
+    above = pp[pp > p_crit * 1.01]
+    ax_p.plot(above, grok_time(above, Omega, p_crit), "C3-",
+              label=fr"ODE fit: $\Omega$ = {Omega:.3g}, $p_{{\rm crit}}$ = {p_crit:.3g}")
+above = pp[pp > paper_p_crit * 1.01]
+ax_p.plot(above, grok_time(above, paper_Omega / p_weight_decay, paper_p_crit), color="0.5", ls="--",
+          label=r"paper's fit, $\Omega/\omega$")
+ax_p.set(yscale="log", xlabel="modulus $p$", ylabel=r"$\tau_{\rm grok}$ (steps)",
+         title=fr"$\omega$ = {p_weight_decay:g}, {p_batch_text}")
+for ax in (ax_w, ax_p):
+    ax.legend(fontsize=8)
+glue("fig_sweeps", fig, display=False)
+plt.close(fig)
+
+# %% [markdown]
+# ## Figure 4
+#
+# ```{glue:figure} fig_sweeps
+# :name: fig-sweeps
+#
+# Grokking delay $\tau_{\rm grok} = \tau_{\rm gen} - \tau_{\rm mem}$ in optimizer steps, for
+# each seed (grey) and as mean ± sd over seeds (black). Left: weight decays
+# {glue:text}`omegas_text` at $p =$ {glue:text}`omega_p` ({glue:text}`omega_batch_text`), with
+# the least-squares power law in log--log space. Right: moduli {glue:text}`moduli_text` at
+# $\omega =$ {glue:text}`p_omega` ({glue:text}`p_batch_text`), with the fitted ODE solution
+# $\tau(p) = -\Omega\log(1 - p_{\rm crit}/p)$ and the paper's fitted curve, its $\Omega$ divided
+# by $\omega$ as the theory predicts.
+# ```
+#
+# ```{glue:figure} constants_table
+# :name: tab-sweep-constants
+#
+# Fitted constants. Both fits use all grokked seeds of every condition (a power law by ordinary
+# least squares on $\log\tau$ versus $\log\omega$, the ODE solution by `scipy.optimize.curve_fit`);
+# the uncertainties are the standard deviation and the 2.5--97.5 % percentiles over
+# {glue:text}`n_boot` bootstrap replicates that resample the seeds of every condition.
+# ```
+#
+# Of the {glue:text}`n_runs` runs, {glue:text}`n_grokked` memorised and generalised before the
+# cap. **Weight decay.** The mean delay goes from {glue:text}`w_first_delay` steps at
+# $\omega =$ {glue:text}`w_first` to {glue:text}`w_last_delay` at $\omega =$ {glue:text}`w_last`;
+# the power law has exponent
+# $\beta =$ {glue:text}`beta` ± {glue:text}`beta_sd` ($R^2 =$ {glue:text}`r2_omega`); the paper
+# reports {glue:text}`paper_omega_exponent` and the theory predicts $-1$: weight decay sets the
+# time scale $\Omega \propto 1/\omega$ of the margin's relaxation. **Modulus.** The mean delay goes
+# from {glue:text}`p_first_delay` steps at $p =$ {glue:text}`p_first` to {glue:text}`p_last_delay`
+# at $p =$ {glue:text}`p_last`. The theory explains a falling delay: more equivalent Fourier modes
+# share the work of building the margin, and the delay grows without bound as $p$ approaches
+# $p_{\rm crit}$. The ODE solution fits the delays with $\Omega =$ {glue:text}`Omega` ± {glue:text}`Omega_sd` steps and
+# $p_{\rm crit} =$ {glue:text}`p_crit` ± {glue:text}`p_crit_sd` ($R^2 =$ {glue:text}`r2_p`).
+# Rescaled to $\omega = 1$ with $\Omega \propto 1/\omega$, the optimizer constant is
+# {glue:text}`Omega_at_1` steps, against the paper's {glue:text}`paper_Omega` (and
+# $p_{\rm crit}$ {glue:text}`paper_p_crit`). Far from $p_{\rm crit}$ the delays constrain mainly
+# the product $\Omega p_{\rm crit}$ (the $1/p$ asymptote), so the two constants are correlated:
+# their relative bootstrap sd are {glue:text}`rel_Omega` % and {glue:text}`rel_p_crit` %, that of
+# the product {glue:text}`rel_product` %.
+#
+# (sweeps-settings)=
+# ## Settings of this build
+#
+# The paper's sweeps train 12 seeds for each of six weight decays and seven moduli, up to
+# 30 000 epochs: hours on a GPU, far more on a laptop CPU. The `book` profile
+# (`profiles.yml`) keeps the method and the model but trains fewer seeds and conditions, and runs
+# the modulus sweep at a larger weight decay, where the same laws predict delays a few times
+# shorter; the rescaled $\Omega$ above makes the result comparable with the paper's. This build
+# used {glue:text}`n_seeds` seeds per condition, weight decays {glue:text}`omegas_text`, moduli
+# {glue:text}`moduli_text` at $\omega =$ {glue:text}`p_omega`, at most {glue:text}`omega_cap` and
+# {glue:text}`p_cap` epochs per condition, and stopped each seed {glue:text}`patience` epochs after
+# it generalised. `python -m corelib.runner run grokking_sweeps --profile paper` runs the paper's
+# settings (it resumes where it stops, so it can be run in pieces).
+
+# %% [markdown]
+# ## Exercises
+#
+# ```{exercise}
+# :label: sweeps-ex-budget
+#
+# For $p = 53$ the training set has 1 404 pairs and the test set 1 405. How many errors does the
+# 99 % threshold allow on each? A model still at chance level ($1/53$) is being checked with a
+# first chunk of 60 examples: how likely is it that the check needs a second chunk?
+# ```
+#
+# ````{solution} sweeps-ex-budget
+# :class: dropdown
+#
+# $0.99 \cdot 1404 = 1389.96$, so 1 390 correct answers are needed and 14 errors are allowed;
+# $0.99 \cdot 1405 = 1390.95$ gives 1 391 and again 14 errors (`corelib.sweeps.min_correct`). At
+# chance a model gets each example right with probability $1/53$, so among 60 examples it makes
+# more than 14 errors unless at least 46 are right, which has a probability below $10^{-60}$:
+# one chunk always decides. The expensive checks are those of models close to the threshold,
+# i.e. in the few steps around $\tau_{\rm mem}$ and $\tau_{\rm gen}$.
+# ````
+#
+# ```{exercise}
+# :label: sweeps-ex-offbyone
+#
+# In full-batch training the forward pass of step $t$ sees every training example. Whose
+# training accuracy does it give: that of the weights before or after update $t$? Why must a
+# seed that is about to stop get one explicit training-set check, and what would go wrong if the
+# forward pass's accuracy were recorded as "after step $t$"?
+# ```
+#
+# ````{solution} sweeps-ex-offbyone
+# :class: dropdown
+#
+# The forward pass of step $t$ runs before the update, on the weights after step $t-1$; so it
+# tells whether the model was memorised *after step $t-1$*, and $\tau_{\rm mem} = t-1$ if this is
+# the first time. The weights after the last step a seed takes are never seen by a later forward
+# pass, hence the explicit check when it stops. Recording the accuracy as "after step $t$" would
+# make every $\tau_{\rm mem}$ one step too late and every delay one step too short;
+# `tests/test_sweeps.py` compares with a naive evaluation after every step and catches exactly
+# this.
+# ````
+#
+# ```{exercise}
+# :label: sweeps-ex-powerlaw
+#
+# Fit a plain power law $\tau = C p^{\beta}$ to the modulus sweep with
+# `corelib.theory.fit_power_law` and compare its exponent with $-1$, the large-$p$ limit of the
+# ODE solution. Why is it steeper?
+# ```
+#
+# ````{solution} sweeps-ex-powerlaw
+# :class: dropdown
+#
+# ```python
+# from corelib.theory import fit_power_law
+#
+# ok = table_p.dropna(subset=["delay"])
+# fit = fit_power_law(ok["p"], ok["delay"])
+# print(f"exponent {fit.exponent:.2f} ± {fit.exponent_se:.2f}, R^2 {fit.r2:.3f}")
+# ```
+#
+# The exponent comes out clearly below $-1$ (the paper's constants give about $-1.5$ over its
+# primes, see the previous chapter's exercise). $-\log(1 - x) = x + x^2/2 + \dots$ with
+# $x = p_{\rm crit}/p$ only approaches $x$, i.e. $\tau \propto 1/p$, when $p \gg p_{\rm crit}$;
+# at $p$ a few times $p_{\rm crit}$ the higher terms make the delay fall faster than $1/p$.
+# ````
