@@ -9,6 +9,12 @@ plus user overrides.  Finally ``jupyter-book build`` renders ``_build/html``.
 
 Executed notebooks are cached: a notebook is re-run only when its source, its
 final parameters or any ``corelib/**/*.py`` file changed (or with ``force``).
+A notebook that reads what other chapters saved declares those folders of the
+results root in its jupytext header (``corelib_inputs: [claims]``); their files
+are then part of its cache key, checked just before it would run.
+
+While a notebook executes, the environment variable ``ACE_PROFILE`` holds the
+profile's name (``corelib.claims`` stores it with the measured values).
 
 Command line::
 
@@ -227,9 +233,29 @@ class _Job:
     parameters: dict[str, Any]
     key: str
     profile: str
+    inputs: tuple[str, ...] = ()
 
     def cached(self, root: Path) -> bool:
         return _stored_key(output_path(self.name, root)) == self.key
+
+    def refresh_key(self) -> None:
+        """Fold the current contents of the declared input folders into the cache key."""
+        if self.inputs:
+            self.key = cache_key(self.key, {"inputs": _inputs_digest(self.inputs)}, "")
+
+
+def _inputs_digest(inputs: tuple[str, ...]) -> str:
+    """sha256 over the files of the folders ``inputs`` of the results root (missing = empty)."""
+    from .results import results_root
+
+    digest = hashlib.sha256()
+    for name in inputs:
+        base = results_root() / name
+        for path in sorted(base.rglob("*")) if base.is_dir() else []:
+            if path.is_file():
+                digest.update(f"{name}/{path.relative_to(base).as_posix()}".encode() + b"\0")
+                digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def _stored_key(path: Path) -> str | None:
@@ -248,7 +274,18 @@ def _plan(name: str, profile: str, overrides: Mapping[str, Any], root: Path, lib
     _check_parameters(name, overrides, declared, "from the overrides")
     params.update(overrides)
     key = cache_key(source_path(name, root).read_text(), params, library_hash)
-    return _Job(name, converted, params, key, profile)
+    return _Job(name, converted, params, key, profile, _declared_inputs(name, converted))
+
+
+def _declared_inputs(name: str, converted: Path) -> tuple[str, ...]:
+    """The ``corelib_inputs`` folders a notebook's header declares (see the module docstring)."""
+    import nbformat
+
+    inputs = nbformat.read(converted, as_version=4).metadata.get("corelib_inputs", [])
+    if not isinstance(inputs, list) or not all(isinstance(i, str) and i and "/" not in i for i in inputs):
+        raise ConfigError(f"notebook {name!r}: corelib_inputs must be a list of folder names of the "
+                          f"results root, e.g. [claims]; got {inputs!r}")
+    return tuple(inputs)
 
 
 def _source_line(py_text: str, cells: list, index: int) -> int | None:
@@ -315,12 +352,16 @@ def _execute(job: _Job, root: Path) -> Path:
     import nbformat
     import papermill
 
+    from .claims import claims_dir
+
     target = output_path(job.name, root)
     failed = root / "_build" / "failed" / f"{job.name}.ipynb"
     running = root / "_build" / "runner" / f"{job.name}.ipynb"
-    for stale in (target, failed, running):  # never leave an old result looking current
-        stale.unlink(missing_ok=True)
+    for stale in (target, failed, running, claims_dir() / f"{job.name}.json"):
+        stale.unlink(missing_ok=True)  # never leave an old result looking current
     start = time.perf_counter()
+    previous_profile = os.environ.get("ACE_PROFILE")
+    os.environ["ACE_PROFILE"] = job.profile  # inherited by the kernel
     try:
         papermill.execute_notebook(
             str(job.converted), str(running), parameters=job.parameters, kernel_name=KERNEL,
@@ -334,6 +375,11 @@ def _execute(job: _Job, root: Path) -> Path:
         else:
             shutil.copy(job.converted, failed)
         raise _execution_error(job, root, failed, exc) from None
+    finally:
+        if previous_profile is None:
+            os.environ.pop("ACE_PROFILE", None)
+        else:
+            os.environ["ACE_PROFILE"] = previous_profile
     nb = nbformat.read(running, as_version=4)
     nb.metadata[METADATA_KEY] = {
         "cache_key": job.key, "profile": job.profile, "parameters": job.parameters,
@@ -352,6 +398,7 @@ def _run_jobs(jobs: list[_Job], root: Path, force: bool) -> dict[str, dict[str, 
     for job in bar:
         bar.set_postfix_str(job.name)
         start = time.perf_counter()
+        job.refresh_key()  # after the chapters before it have run
         cached = not force and job.cached(root)
         if not cached:
             _execute(job, root)

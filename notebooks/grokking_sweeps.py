@@ -64,6 +64,7 @@ import pandas as pd
 from IPython.display import display
 from myst_nb import glue
 
+from corelib import claims
 from corelib.sweeps import (
     Condition, SweepConfig, bootstrap_fit, grok_time_constants, min_correct, power_law_constants, run_sweep,
     summarise,
@@ -192,6 +193,12 @@ glue("constants_table", constants_table.style.format({"estimate": "{:.4g}", "boo
      .hide(axis="index"), display=False)
 
 omega_scaled = Omega * p_weight_decay  # Omega is proportional to 1/omega: compare at omega = 1
+claims.record("grokking_sweeps", {"sweeps.omega_exponent": beta, "sweeps.Omega": omega_scaled,  # claims page
+                                  "sweeps.p_crit": p_crit, "sweeps.r2_p": r2_p},
+              notes={k: f"this build swept {len(omegas)} weight decays and {len(moduli)} moduli with "
+                        f"{n_seeds} seeds (the paper: 6, 7 and 12)"
+                     for k in ("sweeps.omega_exponent", "sweeps.Omega", "sweeps.p_crit", "sweeps.r2_p")
+                     if (len(omegas), len(moduli), n_seeds) != (6, 7, 12)})
 for name, value in [("beta", fmt(beta)), ("beta_sd", fmt(beta_sd, 2)), ("r2_omega", fmt(r2_omega, 3)),
                     ("Omega", fmt(Omega, 4)), ("Omega_sd", fmt(Omega_sd, 2)), ("p_crit", fmt(p_crit)),
                     ("p_crit_sd", fmt(p_crit_sd, 2)), ("r2_p", fmt(r2_p, 3)),

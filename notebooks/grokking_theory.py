@@ -61,6 +61,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from myst_nb import glue
 
+from corelib import claims
 from corelib.theory import (
     fit_grok_time,
     fit_power_law,
@@ -153,6 +154,7 @@ check(np.allclose(norm_vec, norm_formula, rtol=NORM_REL_TOL, atol=0), "psi_norm_
 psi_p = psi(p)
 glue("p_check_max", int(p_check_max), display=False)
 glue("rel_err_odd", rel_err_odd, display=False)
+claims.record("grokking_theory", {"theory.psi_norm": rel_err_odd})  # for the claims page
 glue("rel_err_even", rel_err_even, display=False)
 glue("mu", int(psi_p.size), display=False)
 glue("psi_norm_sq_p", psi_norm_sq(p), display=False)

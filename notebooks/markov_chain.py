@@ -60,6 +60,7 @@ import pandas as pd
 from IPython.display import display
 from myst_nb import glue
 
+from corelib import claims
 from corelib.experiments import markov
 from corelib.plots import markov_figure
 from corelib.tasks.markov import chain_eigenvalues
@@ -109,6 +110,7 @@ glue("acc_max", max(m["accuracy"]["full"] for m in models), display=False)
 glue("keep_min", min(m["accuracy"]["keep"] for m in models), display=False)
 glue("remove_max", max(m["accuracy"]["remove"] for m in models), display=False)
 glue("wcos_max", max(abs(p["weight_cosine"]) for p in pairs), display=False)
+claims.record("markov_chain", markov.claim_values(summary))  # for the claims page
 
 # %% [markdown]
 # ## The figure

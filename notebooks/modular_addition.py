@@ -60,6 +60,7 @@ import pandas as pd
 from IPython.display import display
 from myst_nb import glue
 
+from corelib import claims
 from corelib.experiments import modular
 from corelib.plots import panel_ablation_bars, panel_eigenvalues, panel_grokking
 
@@ -107,6 +108,7 @@ glue("energy_pct", round(100 * energy), display=False)
 records = modular.analyse_arm(params, "wd", epochs)
 hist = modular.history(params, "wd")
 summary = modular.emergence_summary(params, records)
+claims.record("modular_addition", modular.emergence_claim_values(summary))  # for the claims page
 grok = summary["grok_epoch"]
 phases = summary["phases"]
 

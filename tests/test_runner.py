@@ -247,3 +247,48 @@ def test_build_renders_the_book(project: Path) -> None:
     write(project / "book" / "intro.md", "# Mini book\n\nSee {doc}`chapters/missing`.\n")
     with pytest.raises(runner.RenderError):
         runner.build_book("smoke", root=project)
+
+
+# Records which profile it ran with, and what it read from the results root's "inbox" folder.
+READER = '''\
+# ---
+# jupyter:
+#   corelib_inputs: [inbox]
+# ---
+
+# %% tags=["parameters"]
+n = 1
+
+# %%
+import os, pathlib
+inbox = pathlib.Path(os.environ["ACE_RESULTS_DIR"]) / "inbox"
+seen = sorted(p.read_text() for p in inbox.glob("*.txt")) if inbox.exists() else []
+with open("runs.txt", "a") as f:
+    f.write(f"{os.environ.get('ACE_PROFILE')} {seen}\\n")
+'''
+
+
+def test_declared_inputs_invalidate_the_cache_and_profile_reaches_the_kernel(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(project / "results"))
+    monkeypatch.delenv("ACE_PROFILE", raising=False)
+    write(project / "notebooks" / "reader.py", READER)
+    run = lambda: runner.run_notebook("reader", "smoke", root=project)  # noqa: E731
+    run()
+    run()
+    assert runs(project) == ["smoke []"]  # cached while the inbox is unchanged
+    write(project / "results" / "inbox" / "a.txt", "hello")
+    run()
+    assert runs(project)[-1] == "smoke ['hello']"  # a new input file re-runs it
+    run()
+    assert len(runs(project)) == 2
+    (project / "results" / "inbox" / "a.txt").write_text("changed")
+    run()
+    assert runs(project)[-1] == "smoke ['changed']"  # so does a changed one
+    assert "ACE_PROFILE" not in __import__("os").environ  # restored after the run
+
+
+def test_declared_inputs_must_be_folder_names(project: Path) -> None:
+    write(project / "notebooks" / "reader.py", READER.replace("[inbox]", "[../elsewhere]"))
+    with pytest.raises(ConfigError, match="corelib_inputs must be a list of folder names"):
+        runner.run_notebook("reader", "smoke", root=project)

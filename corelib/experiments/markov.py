@@ -23,7 +23,7 @@ from ..results import load_json, run_dir, save_json
 from ..tasks import markov
 from ..training import TrainConfig, train_model
 
-__all__ = ["MarkovParams", "run", "make_data", "analyse_model", "compare_models"]
+__all__ = ["MarkovParams", "run", "make_data", "analyse_model", "compare_models", "tables", "checks", "claim_values"]
 
 
 @dataclass(frozen=True)
@@ -228,3 +228,22 @@ def checks(summary: dict) -> list[dict]:
          min(m["r2"] for m in models) / summary["oracle_r2"] > 0.95),
     ]
     return [{"criterion": c, "measured": v, "holds": bool(ok)} for c, v, ok in rows]
+
+
+def claim_values(summary: dict) -> dict:
+    """The measured values of the paper's Markov claims (ids of :data:`corelib.claims.CLAIMS`)."""
+    models, pairs = summary["models"], summary["pairs"]
+    errors = [m["spectrum_error"] for m in models]
+    return {
+        "markov.accuracy": [m["accuracy"]["full"] for m in models],
+        "markov.keep_accuracy": [m["accuracy"]["keep"] for m in models],
+        "markov.remove_accuracy": [m["accuracy"]["remove"] for m in models],
+        "markov.rank": [m["rank"] for m in models],
+        "markov.weight_cosine": [abs(p["weight_cosine"]) for p in pairs],
+        "markov.overlap": [p["overlap"] for p in pairs],
+        "markov.angles": [a for p in pairs for a in p["angles"]],
+        "markov.cca_top2": [c for p in pairs for c in p["cca"][:2]],
+        "markov.cca_mean": [float(np.mean(p["cca"])) for p in pairs],
+        "markov.spectrum_error": [float("nan") if e is None else e for e in errors],
+        "markov.r2_ratio": [m["r2"] / summary["oracle_r2"] for m in models],
+    }

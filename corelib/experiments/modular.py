@@ -30,7 +30,8 @@ from ..tasks.modular import modular_addition_split
 
 __all__ = ["ModularParams", "ARMS", "train_arm", "analyse_model", "analyse_arm", "grokking_epoch",
            "model_grokking_epochs", "phase_epochs", "emergence_summary", "emergence_checks",
-           "inflation_summary", "inflation_checks", "series", "epochs_of", "history", "make_data"]
+           "inflation_summary", "inflation_checks", "series", "epochs_of", "history", "make_data",
+           "emergence_claim_values", "inflation_claim_values"]
 
 ARMS = ("wd", "no_wd")
 
@@ -364,3 +365,27 @@ def inflation_checks(s: dict) -> list[dict]:
         ("paper scale: at least 20 modes with weight decay", wd["modes_end"], wd["modes_end"] >= 20),
     ]
     return [{"criterion": c, "measured": v, "holds": bool(ok)} for c, v, ok in rows]
+
+
+def emergence_claim_values(s: dict) -> dict:
+    """The measured values of the paper's modular-addition claims (see :mod:`corelib.claims`)."""
+    nan = float("nan")
+    return {
+        "modular.grok_epoch": nan if s["grok_epoch"] is None else s["grok_epoch"],
+        "modular.keep_ratio": nan if s["post_grok_keep_ratio_min"] is None else s["post_grok_keep_ratio_min"],
+        "modular.remove_accuracy": nan if s["post_grok_remove_max"] is None else s["post_grok_remove_max"],
+        "modular.unit_before": s["unit_fraction"]["before"],
+        "modular.unit_after": s["unit_fraction"]["after"],
+        "modular.modes_at_grok": s["modes"]["at"] if None not in s["model_grok_epochs"] else [nan],
+    }
+
+
+def inflation_claim_values(s: dict) -> dict:
+    """The measured values of the paper's core-inflation claims (see :mod:`corelib.claims`)."""
+    wd, no = s["wd"], s["no_wd"]
+    return {
+        "inflation.core_dim_growth": wd["core_dim_end"] / wd["core_dim_start"],
+        "inflation.modes_end": wd["modes_end"],
+        "inflation.arm_dim_gap": wd["core_dim_end"] - no["core_dim_end"],
+        "inflation.arm_mode_gap": wd["modes_end"] - no["modes_end"],
+    }

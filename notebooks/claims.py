@@ -1,0 +1,93 @@
+# ---
+# jupyter:
+#   corelib_inputs: [claims]
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # The paper's claims, checked
+#
+# Every quantitative claim the paper makes about its experiments is listed below next to the
+# value **this build** of the book measured. Nothing in the "ours" column is typed by hand: each
+# chapter, when it executes, saves what it measured (`corelib.claims.record`), and this page
+# joins those files with the registry of the paper's claims, `corelib.claims.CLAIMS`.
+#
+# Each claim carries a **tolerance**, the test our value must pass to count as reproducing it.
+# Where the paper states a range or an inequality, the tolerance is that statement, loosened
+# where a smaller or shorter run cannot be expected to match the third digit (the acceptance
+# criteria of the book's issues). A measured value with several numbers (one per model, per pair
+# of models, per condition) reproduces the claim only if every number passes. The status is
+#
+# - **reproduced**: our value passes the tolerance;
+# - **differs**: it does not; the note says why, when that is known;
+# - **not run in this profile**: no chapter of this build measured it (e.g. a chapter that
+#   was not executed, or claims about models that cannot be loaded here).
+#
+# The page is rebuilt whenever a chapter saves new values, so it always describes the chapters
+# beside it. Which profile produced each value is in the `profile` column: the `smoke` profile
+# only checks that the code runs, and its values are not expected to reproduce anything.
+
+# %% tags=["parameters"]
+claims_folder = None  # folder of the recorded claims; None = the results root's claims/ folder
+
+# %%
+import pandas as pd
+from IPython.display import HTML, display
+from myst_nb import glue
+
+from corelib import claims
+
+records = claims.load_records(claims_folder)
+table = pd.DataFrame(claims.claims_table(records))
+counts = table["status"].value_counts()
+for status, name in zip(claims.STATUSES, ("n_reproduced", "n_differs", "n_not_run")):
+    glue(name, int(counts.get(status, 0)), display=False)
+glue("n_claims", len(table), display=False)
+glue("n_chapters", len(records), display=False)
+glue("profiles", ", ".join(sorted({r["profile"] for r in records.values()})) or "none", display=False)
+
+# %% [markdown]
+# Of the {glue:text}`n_claims` claims, this build reproduced {glue:text}`n_reproduced`, measured
+# a different value for {glue:text}`n_differs`, and did not measure {glue:text}`n_not_run`. The
+# values come from {glue:text}`n_chapters` chapters, executed with the profile(s)
+# {glue:text}`profiles`.
+
+# %%
+COLORS = {"reproduced": "#d8f0d8", "differs": "#f8d8d0", "not run in this profile": "#eeeeee"}
+
+
+def claims_html(rows: pd.DataFrame) -> str:
+    """The claims table as HTML, one colour per status."""
+    shown = rows[["id", "claim", "paper", "ours", "tolerance", "status", "profile", "note"]]
+    styler = (shown.style.hide(axis="index")
+              .map(lambda s: f"background-color: {COLORS[s]}", subset=["status"])
+              .set_properties(**{"text-align": "left", "font-size": "0.85em"}))
+    return styler.to_html()
+
+
+for chapter, rows in table.groupby("chapter", sort=False):
+    display(HTML(f"<h3>{chapter.replace('_', ' ').capitalize()}</h3>"))
+    display(HTML(claims_html(rows)))
+
+# %% [markdown]
+# ## Reading the table
+#
+# - A claim that **differs** is not hidden or re-labelled: the reasons we know are in the note
+#   column (and in the chapter that measured it). The most common one is a shorter run than the
+#   paper's (the `book` profile trains core inflation for a fraction of the paper's 20 000
+#   epochs, and sweeps fewer seeds and conditions); rerun with `--profile paper` to test those
+#   claims at full scale.
+# - Claims about models that cannot be loaded on a machine without a network (GPT-2, LLaMA-3.1,
+#   Gemma-2 and Qwen2.5 in the paper) are checked on the language models the book can load; the
+#   chapter on subject–verb agreement says which.
+# - To add a claim, register it in `corelib/claims.py` with the paper's value and a tolerance,
+#   and record the measured value in the chapter that measures it; `tests/test_claims.py` checks
+#   that every recorded claim appears on this page.
