@@ -198,6 +198,46 @@ display(pd.DataFrame(modular.inflation_checks(summary)).set_index("criterion"))
 # ````
 #
 # ```{exercise}
+# :label: ex-inflation-ranks
+#
+# Check your answer to the previous exercise with the same rank search the chapter uses. Build
+# activations $\mathbf h = \frac{s}{\sqrt m}\sum_{i \le m} \mathbf e_i + \text{noise in the
+# other directions}$ for random signs $s$, a core whose leading $m$ directions are
+# $\mathbf e_1, \dots, \mathbf e_m$, and an "accuracy" that scores the sign of the read-out
+# $\mathbf w^\top \mathbf h$. Pass it to `corelib.interventions.refine_rank` and find the necessary
+# and sufficient ranks for $m = 1, \dots, 5$.
+# ```
+#
+# ````{solution} ex-inflation-ranks
+# :class: dropdown
+#
+# ```python
+# import numpy as np
+# from corelib.ace import Core
+# from corelib.interventions import refine_rank
+#
+# def redundancy_ranks(m, d=16, n=400, seed=0):
+#     rng = np.random.default_rng(seed)
+#     basis = np.linalg.qr(rng.standard_normal((d, d)))[0]  # e_1..e_d, in a random frame
+#     signs = rng.choice([-1.0, 1.0], size=n)
+#     h = np.outer(signs, basis[:, :m].sum(axis=1)) / np.sqrt(m)
+#     h += rng.standard_normal((n, d - m)) @ basis[:, m:].T  # noise the read-out ignores
+#     w = basis[:, :m].sum(axis=1) / np.sqrt(m)
+#     core = Core(basis, np.arange(d, 0, -1.0), np.zeros(d))
+#
+#     def accuracy(c, mode):  # a read-out of (numerically) zero decides nothing: wrong
+#         return float(np.mean(signs * (getattr(c, mode)(h) @ w) > 1e-9))
+#
+#     return refine_rank(core, accuracy, baseline=accuracy(core, "keep"), chance_level=0.5)
+#
+# [redundancy_ranks(m) for m in range(1, 6)]  # (necessary, sufficient) = (m, 1)
+# ```
+#
+# Necessary rank $m$, sufficient rank 1, for every $m$: the gap between the two is the number of
+# redundant copies, which is what panel B measures in the trained models.
+# ````
+#
+# ```{exercise}
 # :label: ex-inflation-count
 #
 # Using the saved results (`arms` above), plot the necessary minus the sufficient dimension over

@@ -329,7 +329,17 @@ plt.close(fig)
 # $0.99 \cdot 1405 = 1390.95$ gives 1 391 and again 14 errors (`corelib.sweeps.min_correct`). At
 # chance a model gets each example right with probability $1/53$, so among 60 examples it makes
 # more than 14 errors unless at least 46 are right, which has a probability below $10^{-60}$:
-# one chunk always decides. The expensive checks are those of models close to the threshold,
+# one chunk always decides.
+#
+# ```python
+# from scipy.stats import binom
+# from corelib.sweeps import min_correct
+#
+# budgets = [n - min_correct(n, 0.99) for n in (1404, 1405)]  # [14, 14]
+# p_second_chunk = binom.sf(60 - 14 - 1, 60, 1 / 53)  # P(at least 46 right out of 60)
+# ```
+#
+# The expensive checks are those of models close to the threshold,
 # i.e. in the few steps around $\tau_{\rm mem}$ and $\tau_{\rm gen}$.
 # ````
 #

@@ -612,9 +612,9 @@ glue("ex_local_slope", float(-x_mid / ((1 - x_mid) * -np.log1p(-x_mid))), displa
 # import numpy as np
 # from corelib.theory import fit_power_law, grok_time
 # primes = np.array([31, 43, 53, 61, 79, 89, 101])
-# fit_power_law(primes, grok_time(primes, 2770, 23)).exponent
+# near_exponent = fit_power_law(primes, grok_time(primes, 2770, 23)).exponent
 # far = np.geomspace(300, 3000, 10)
-# fit_power_law(far, grok_time(far, 2770, 23)).exponent
+# far_exponent = fit_power_law(far, grok_time(far, 2770, 23)).exponent
 # ```
 #
 # The exponent is {glue:text}`ex_near_exponent:.3g` over the primes and
