@@ -36,7 +36,7 @@
 # only checks that the code runs, and its values are not expected to reproduce anything.
 
 # %% tags=["parameters"]
-claims_folder = None  # folder of the recorded claims; None = the results root's claims/ folder
+claims_folder = None  # folder of the recorded claims; None means results/claims (or ACE_RESULTS_DIR/claims)
 
 # %%
 import pandas as pd
