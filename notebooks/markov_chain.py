@@ -159,9 +159,10 @@ display(tables["A1"])
 # $\lVert \mathbf Q_1^\top \mathbf Q_2\rVert_F^2/\sqrt{r_1 r_2}$ (1 for the same subspace, 0 for
 # orthogonal ones). Comparing subspaces of two different models' activation spaces is only
 # meaningful as a test of "did both models put the computation in the same coordinates"; here the
-# answer is no. **Statistically**, by canonical correlation analysis (CCA) of the core coordinates
-# of the same test inputs: CCA finds the linear maps under which two sets of coordinates agree
-# best, so canonical correlations near 1 mean each core is a linear re-coding of the other.
+# answer is no. **Statistically**, by canonical correlation analysis (CCA)
+# {cite:p}`morcos2018insights` of the core coordinates of the same test inputs: CCA finds the
+# linear maps under which two sets of coordinates agree best, so canonical correlations near 1
+# mean each core is a linear re-coding of the other.
 
 # %%
 glue("overlap_min", min(p["overlap"] for p in pairs), display=False)

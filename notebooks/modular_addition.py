@@ -14,11 +14,12 @@
 # %% [markdown]
 # # Modular addition: a core crystallises at grokking
 #
-# Transformers trained on $a + b \equiv c \pmod p$ famously **grok**: they fit the training pairs
-# early, sit at chance on the held-out pairs for hundreds of epochs, and then suddenly generalise.
-# Earlier work found, by hypothesising it and then probing for it, that the generalising solution
-# is a Fourier "clock": the model represents residues as rotations. Here we let ACE find the
-# computation without saying what to look for. This chapter reproduces the paper's Figure 2:
+# Transformers trained on $a + b \equiv c \pmod p$ famously **grok** {cite:p}`power2022grokking`:
+# they fit the training pairs early, sit at chance on the held-out pairs for hundreds of epochs,
+# and then suddenly generalise. Earlier work found, by hypothesising it and then probing for it,
+# that the generalising solution is a Fourier "clock" {cite:p}`nanda2023progress`: the model
+# represents residues as rotations. Here we let ACE find the computation without saying what to
+# look for. This chapter reproduces the paper's Figure 2:
 #
 # 1. a low-dimensional core **forms at grokking**, together with the jump in test accuracy;
 # 2. after grokking that core is **necessary and sufficient**: keeping only it preserves accuracy,

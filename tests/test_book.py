@@ -1,35 +1,13 @@
 """The whole book, smoke profile: every chapter executes and the site renders.
 
 The build runs in a copy of the project in a temporary folder, so running the tests never
-replaces a book you built with `make book`.
+replaces a book you built with `make book`. It is the session fixture `built_book` of
+conftest.py, shared with test_browser.py, which opens the same site in headless Chromium.
 """
 import json
 import re
-import shutil
-from pathlib import Path
-
-import pytest
 
 from corelib import runner
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def built_book(tmp_path_factory):
-    root = tmp_path_factory.mktemp("book")
-    for name in ("_config.yml", "_toc.yml", "profiles.yml"):
-        shutil.copy(ROOT / name, root / name)
-    for name in ("book", "notebooks", "tests"):
-        shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("chapters", "*.ipynb"))
-    (root / "corelib").symlink_to(ROOT / "corelib")  # the runner hashes it for its cache
-    mp = pytest.MonkeyPatch()
-    mp.setenv("ACE_RESULTS_DIR", str(root / "results"))
-    try:
-        index = runner.build_book("smoke", root=root)
-    finally:
-        mp.undo()
-    return root, index
 
 
 def test_every_chapter_renders(built_book):

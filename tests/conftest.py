@@ -1,0 +1,35 @@
+"""Fixtures shared by several test files."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+from corelib import runner
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# What the book build reads besides corelib (which is linked, not copied).
+BOOK_FILES = ("_config.yml", "_toc.yml", "profiles.yml", "references.bib")
+BOOK_DIRS = ("book", "notebooks", "tests")
+
+
+@pytest.fixture(scope="session")
+def built_book(tmp_path_factory):
+    """The whole book built with the smoke profile, once per test session.
+
+    The build runs in a copy of the project in a temporary folder, so running the tests never
+    replaces a book you built with `make book`. Returns (project copy, its _build/html/index.html).
+    """
+    root = tmp_path_factory.mktemp("book")
+    for name in BOOK_FILES:
+        shutil.copy(ROOT / name, root / name)
+    for name in BOOK_DIRS:
+        shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("chapters", "*.ipynb"))
+    (root / "corelib").symlink_to(ROOT / "corelib")  # the runner hashes it for its cache
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ACE_RESULTS_DIR", str(root / "results"))
+    try:
+        index = runner.build_book("smoke", root=root)
+    finally:
+        mp.undo()
+    return root, index
