@@ -9,12 +9,12 @@ TORCH_PIP_ARGS ?=
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: book test
+.PHONY: book test chromium
 
 book: $(STAMP)
 	$(VENV)/bin/python -m corelib.runner build --profile $(PROFILE)
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(VENV)/bin/python -m pytest
 
 $(VENV)/bin/python:
@@ -25,3 +25,13 @@ $(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(VENV)/bin/python -m pip install "torch==2.13.0" $(TORCH_PIP_ARGS)
 	$(VENV)/bin/python -m pip install -e ".[test]"
 	touch $(STAMP)
+
+# Headless Chromium for tests/test_browser.py: Debian's package, installed when missing (as root,
+# or with password-less sudo). If it cannot be installed, that test fails and says why.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then sudo=; else sudo="sudo -n"; fi; \
+	  echo "installing Debian's chromium for the browser test"; \
+	  { $$sudo apt-get update -qq && \
+	    $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
+	  || echo "warning: could not install chromium; tests/test_browser.py will fail" >&2; }
