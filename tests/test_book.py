@@ -29,8 +29,11 @@ def test_executed_notebooks_have_no_errors(built_book):
         assert not errors, name
 
 
-def test_second_build_uses_the_cache(built_book):
+def test_second_build_uses_the_cache(built_book, monkeypatch):
     root, _ = built_book
+    # The same results folder as the first build (conftest.py): the claims page's cache key
+    # covers the claims recorded there, and nothing is written to the checkout's results/.
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(root / "results"))
     before = {n: runner.output_path(n, root).stat().st_mtime for n in runner.chapters(root)}
     runner.build_book("smoke", root=root, render=False)
     after = {n: runner.output_path(n, root).stat().st_mtime for n in runner.chapters(root)}
