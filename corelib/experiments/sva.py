@@ -88,12 +88,13 @@ class SVAParams:
     dataset_seed: int = 0
     layer_stride: int = 1           # sweep every layer_stride-th layer (the last one always)
     sweep_modes: tuple[str, ...] = ("keep", "remove", "flip")
-    batch_size: int = 100
+    batch_size: int = 200
     eps: float = 1e-8
     steering_prompts: tuple[str, ...] = STEERING_PROMPTS
     control_prompts: tuple[str, ...] = CONTROL_PROMPTS
     max_new_tokens: int = 50
     control_new_tokens: int = 20
+    n_display: int = 3              # steering prompts also continued by sampling (Figure 6)
     gate: float = 0.1
     probe: float = 0.25
     epsilon: float = 1.0
@@ -133,7 +134,7 @@ class SVAParams:
         return {k: getattr(self, k) for k in keys}
 
     def steering_part(self) -> dict:
-        keys = ("steering_prompts", "control_prompts", "max_new_tokens", "control_new_tokens",
+        keys = ("steering_prompts", "control_prompts", "max_new_tokens", "control_new_tokens", "n_display",
                 "gate", "probe", "epsilon", "cap", "temperature", "top_k", "generation_seed")
         return {k: getattr(self, k) for k in keys}
 
@@ -214,16 +215,21 @@ def all_layer_jacobians(lm: LanguageModel, batch: Batch, layers: list[int], cach
 
 
 def _batches(lm: LanguageModel, prompts: list[str], size: int):
-    for i in range(0, len(prompts), size):
-        batch = lm.tokenize(prompts[i:i + size])
-        yield i, batch, lm.prefix_cache(batch)
+    """Yield ``(indices, batch, prefix cache)`` over prompts grouped by token length (less
+    padding: the prefix forward is the dominant cost)."""
+    order = np.argsort([len(lm.encode(p)) for p in prompts], kind="stable")
+    for i in range(0, len(order), size):
+        idx = order[i:i + size]
+        batch = lm.tokenize([prompts[j] for j in idx])
+        yield idx, batch, lm.prefix_cache(batch)
 
 
-def layer_cores(lm: LanguageModel, prompts: list[str], layers: list[int], *, batch_size: int = 100,
+def layer_cores(lm: LanguageModel, prompts: list[str], layers: list[int], *, batch_size: int = 200,
                 eps: float = 1e-8, progress: bool = True) -> dict[int, Core]:
     """Rank-1 cores of the margin at ``layers`` from activations and Jacobians on ``prompts``."""
     acc = {layer: MomentAccumulator(lm.d_model) for layer in layers}
-    for _, batch, cache in tqdm(list(_batches(lm, prompts, batch_size)), desc=f"{lm.name}: Jacobians",
+    for _, batch, cache in tqdm(_batches(lm, prompts, batch_size), desc=f"{lm.name}: Jacobians",
+                                total=-(-len(prompts) // batch_size),
                                 disable=not progress, leave=False):
         acts, jacs, _ = all_layer_jacobians(lm, batch, layers, cache)
         for layer in layers:
@@ -233,7 +239,7 @@ def layer_cores(lm: LanguageModel, prompts: list[str], layers: list[int], *, bat
 
 @torch.no_grad()
 def intervened_margins(lm: LanguageModel, prompts: list[str], cores: dict[int, Core],
-                       modes_at: dict[int, tuple[str, ...]], *, batch_size: int = 100,
+                       modes_at: dict[int, tuple[str, ...]], *, batch_size: int = 200,
                        progress: bool = True) -> dict:
     """Test-prompt margins: clean, and under each ``mode`` of ``modes_at[layer]`` at that layer.
 
@@ -244,8 +250,10 @@ def intervened_margins(lm: LanguageModel, prompts: list[str], cores: dict[int, C
     jobs = [(layer, mode) for layer, modes in modes_at.items() for mode in modes]
     for key in jobs:
         out[key] = []
-    for _, batch, cache in tqdm(list(_batches(lm, prompts, batch_size)),
+    order = []
+    for idx, batch, cache in tqdm(_batches(lm, prompts, batch_size), total=-(-len(prompts) // batch_size),
                                 desc=f"{lm.name}: interventions", disable=not progress, leave=False):
+        order.append(idx)
         names = [resid_hook(layer) for layer in cores]
         store = {}
 
@@ -259,8 +267,9 @@ def intervened_margins(lm: LanguageModel, prompts: list[str], cores: dict[int, C
         for layer, mode in jobs:
             hook = intervention_hook(cores[layer], mode, centered=True, positions="last")
             out[(layer, mode)].append(lm.last_token(batch, cache, fwd_hooks=[(resid_hook(layer), hook)]))
-    result = {k: torch.cat(v).double().cpu().numpy() for k, v in out.items() if k != "acts"}
-    result["acts"] = {layer: torch.cat(v).numpy() for layer, v in out["acts"].items()}
+    inverse = np.argsort(np.concatenate(order))  # back to the order of ``prompts``
+    result = {k: torch.cat(v).double().cpu().numpy()[inverse] for k, v in out.items() if k != "acts"}
+    result["acts"] = {layer: torch.cat(v).numpy()[inverse] for layer, v in out["acts"].items()}
     return result
 
 
@@ -319,7 +328,7 @@ def steering_run(lm: LanguageModel, analysis: dict, p: SVAParams, *, progress: b
     common = dict(config=p.steering, temperature=p.temperature, top_k=p.top_k, seed=p.generation_seed)
     out = {"greedy": [], "sampled": [], "control": []}
     jobs = [(prompt, "greedy", p.max_new_tokens) for prompt in p.steering_prompts]
-    jobs += [(prompt, "sampled", p.max_new_tokens) for prompt in p.steering_prompts]
+    jobs += [(prompt, "sampled", p.max_new_tokens) for prompt in p.steering_prompts[:p.n_display]]
     jobs += [(prompt, "control", p.control_new_tokens) for prompt in p.control_prompts]
     for prompt, kind, n in tqdm(jobs, desc=f"{lm.name}: generation", disable=not progress, leave=False):
         greedy = kind != "sampled"

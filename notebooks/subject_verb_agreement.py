@@ -1,0 +1,365 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Subject–verb agreement: a shared one-dimensional core in language models
+#
+# The toy models of the previous chapters were trained by us on tasks we designed. This chapter
+# asks whether ACE finds cores in **pretrained language models**, on a piece of grammar they
+# learned from text: *subject–verb number agreement*. After "The keys to the cabinet" a model
+# should prefer *are* to *is*, although the noun right before the verb, the *attractor*
+# "cabinet", is singular. We reproduce the paper's Section "Scaling ACE to LLMs" (its Figures 5
+# and 6 and Tables A5–A7):
+#
+# 1. at every layer, ACE extracts a **rank-1 core** of the number margin; a layer sweep finds
+#    where the core is causally strongest;
+# 2. at that layer the core is **sufficient, necessary and controllable**: keeping only it
+#    preserves agreement, removing it destroys it, reflecting it inverts it;
+# 3. the cores of **different models align**: the same prompts get nearly the same core
+#    coordinate;
+# 4. **steering** the core during generation makes the model write agreement errors, while
+#    tokens that involve no agreement decision are left alone.
+#
+# The paper used GPT-2, Llama-3.1-8B, Gemma-2-9B and Qwen2.5-32B. No model hub is reachable
+# where this book is built, so the published book uses the two real pretrained models that ship
+# as Python packages: **SmolLM2-135M-Instruct** (a Llama-architecture model) and **Gemma-3
+# 270M** (see `corelib.lm`). With a network, pass any model names, e.g.
+# `python -m corelib.runner run subject_verb_agreement -p models "[gpt2, gpt2-medium]"`; the
+# code runs on a GPU when there is one and spreads large models over several.
+
+# %% tags=["parameters"]
+models = ["smollm2-135m", "gemma3-270m"]  # offline names (corelib.lm.available_models()) or hub names
+n_per_number = 600       # singular prompts, and as many plural ones (the paper: 600 + 600)
+dataset_seed = 0         # draws of nouns, connectors and pads, shuffle and split
+layer_stride = 1         # sweep every layer_stride-th layer (and always the last one)
+sweep_modes = ["keep", "remove", "flip"]  # interventions evaluated at every swept layer
+batch_size = 100         # prompts per forward pass
+eps = 1e-8               # relative jitter of the ACE square-root factors
+max_new_tokens = 50      # tokens generated per steering prompt (the paper: 50)
+control_new_tokens = 20  # tokens generated per control prompt
+gate = 0.1               # steer a token only if is/are/was/were hold this much probability
+probe = 0.25             # strength of the probing pass that measures the local gain
+epsilon = 1.0            # margin buffer of the minimal flip (logits)
+cap = 4.0                # largest steering strength |s|
+temperature = 1.0        # sampling of the side-by-side generations (the paper: 1)
+top_k = 50               # (the paper: 50)
+generation_seed = 0
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import HTML, display
+from myst_nb import glue
+
+from corelib.experiments import sva
+from corelib.lm import available_models
+from corelib.plots.sva import generation_html, sva_figure
+from corelib.tasks.sva import make_dataset
+
+params = sva.SVAParams.from_namespace(globals())
+dataset = make_dataset(n_per_number, dataset_seed)
+
+# %% [markdown]
+# ## Prompts and the number margin
+#
+# The prompts combine a head noun (*key*/*keys*, *child*/*children*, ...) with an attractor of
+# the opposite number through a connector (*to the*, *next to the*, ...) in five templates; half
+# are prefixed with "In the past," so that both tenses are plausible continuations
+# (`corelib.tasks.sva`). A few of them:
+
+# %%
+examples = pd.DataFrame({"prompt": dataset.prompts[:8],
+                         "head": np.where(dataset.plural[:8] == 1, "plural", "singular"),
+                         "template": dataset.template[:8]})
+display(examples)
+glue("n_prompts", len(dataset), display=False)
+glue("n_half", len(dataset.test), display=False)
+print("offline models:", available_models())
+
+# %% [markdown]
+# The {glue:text}`n_prompts` prompts are split in two halves of {glue:text}`n_half`: cores are
+# extracted on the first, everything else is measured on the second. The model's preference is
+# read from the residual stream $\mathbf h$ of the last token through the **number margin**
+#
+# $$ f(\mathbf h) = (\ell_{\it are} + \ell_{\it were}) - (\ell_{\it is} + \ell_{\it was}), $$
+#
+# the plural minus the singular verb logits (only these four rows of the unembedding are
+# needed). Agreement is scored by the **AUC**: the probability that a random plural prompt gets
+# a larger margin than a random singular one (1: perfect, 0.5: chance, 0: inverted).
+#
+# ## A core at every layer
+#
+# For each layer $l$, ACE needs the last-token activations $\mathbf h_l$ and the Jacobians
+# $\partial f/\partial \mathbf h_l$. The margin depends on every layer's residual stream, so one
+# backward pass gives them all: a zero vector $\boldsymbol\delta_l$ is added to the last token at
+# every hook `blocks.{l}.hook_resid_post`, and the gradient of the summed margin with respect to
+# the $\boldsymbol\delta_l$ is every prompt's Jacobian at every layer. With a scalar target the
+# relevance matrix is dominated by one direction, and the core is taken with rank 1.
+#
+# Each core is then tested on the held-out prompts by three interventions at the last token,
+# centred on the mean activation $\boldsymbol\mu$ of the training prompts ($\mathbf P$ projects
+# onto the core): **keep** $\boldsymbol\mu + \mathbf P(\mathbf h - \boldsymbol\mu)$, **remove**
+# $\mathbf h - \mathbf P(\mathbf h - \boldsymbol\mu)$, and **flip**
+# $\mathbf h - 2\mathbf P(\mathbf h - \boldsymbol\mu)$. The chosen layer is the one whose flip
+# lowers the AUC most. (Only the last token changes, so the prompt prefix is computed once and
+# each intervention re-runs one position.)
+
+# %%
+summary = sva.run(params)
+results = summary["models"]
+names = [m["model"] for m in results]
+glue("model_list", " and ".join(names), display=False)
+glue("base_min", min(m["auc"]["baseline"] for m in results), display=False)
+glue("base_max", max(m["auc"]["baseline"] for m in results), display=False)
+glue("keep_min", min(m["auc"]["keep"] for m in results), display=False)
+glue("remove_max", max(m["auc"]["remove"] for m in results), display=False)
+glue("flip_max", max(m["auc"]["flip"] for m in results), display=False)
+glue("gap_min", min(m["spectral_gap"] for m in results), display=False)
+glue("depth_min", min((m["chosen_layer"] + 1) / m["n_layers"] for m in results), display=False)
+glue("layers_text", ", ".join(f"{m['chosen_layer'] + 1} of {m['n_layers']} ({m['model']})"
+                              for m in results), display=False)
+
+# %%
+fig = sva_figure(summary)
+glue("fig_sva", fig, display=False)
+plt.close(fig)
+
+# %% [markdown]
+# ```{glue:figure} fig_sva
+# :name: fig-sva
+#
+# **Subject–verb agreement is mediated by a one-dimensional core.** (A) Layer sweep: AUC of the
+# margin under core-only, core-removed and core-flipped interventions against normalised depth
+# (markers: models; line and band: mean and min–max over models; dashed: unmodified models).
+# (B) The core coordinate of the held-out prompts against their margin, both z-scored, with each
+# model's affine fit. (C) Prompt-level agreement (the margin signed towards the correct verb) with
+# the core removed or flipped at the chosen layer; p-values of paired Wilcoxon tests against the
+# unmodified model, combined over models with Fisher's method.
+# ```
+#
+# **(A) A late core.** Unmodified, {glue:text}`model_list` separate plural from singular
+# prompts with AUC {glue:text}`base_min:.3f`–{glue:text}`base_max:.3f`. Cores of the early
+# layers barely matter; flipping a late-layer core inverts agreement. The chosen layers are
+# {glue:text}`layers_text`, all past {glue:text}`depth_min:.0%` of the depth.
+#
+# **Sufficient, necessary, controllable.** At the chosen layer the core is one direction
+# separated from the rest by a spectral gap $(\sigma_1/\sigma_2)^2$ of at least
+# {glue:text}`gap_min:.1f`. Keeping only that direction leaves the AUC at least
+# {glue:text}`keep_min:.3f`; removing it brings it down to at most {glue:text}`remove_max:.3f`;
+# flipping it to at most {glue:text}`flip_max:.3f`: the models then prefer the verb of the
+# wrong number.
+
+# %%
+tables = sva.tables(summary)
+display(tables["A6"])
+display(tables["A7"])
+
+# %% [markdown]
+# **(B) A graded number axis.** The core coordinate is not just a binary switch: it predicts the
+# margin almost linearly (panel B), as the linear-representation hypothesis would have it. The
+# sign of a core is arbitrary; we orient each so that a larger coordinate means "more plural".
+#
+# **(C) Prompt by prompt.** The AUC summarises a distribution; panel C shows the prompts. Removing
+# the core pulls every prompt's agreement score towards zero, flipping it pushes most of them
+# below zero.
+
+# %%
+example = next(i for i, p in enumerate(dataset.split("test")[0]) if not dataset.split("test")[1][i])
+m0 = results[0]
+glue("ex_prompt", dataset.split("test")[0][example], display=False)
+glue("ex_model", m0["model"], display=False)
+glue("ex_base", m0["margins"]["baseline"][example], display=False)
+glue("ex_flip", m0["margins"]["flip"][example], display=False)
+glue("p_remove", summary["fisher_p"]["remove"], display=False)
+glue("p_flip", summary["fisher_p"]["flip"], display=False)
+
+# %% [markdown]
+# For instance, on "{glue:text}`ex_prompt`" {glue:text}`ex_model` has margin
+# {glue:text}`ex_base:.2f` (it prefers the singular verb, correctly); with the core flipped the
+# margin becomes {glue:text}`ex_flip:.2f`. The combined p-values are {glue:text}`p_remove:.1e`
+# for removal and {glue:text}`p_flip:.1e` for the flip.
+#
+# ## Different models, the same coordinate
+#
+# Because each core is one-dimensional, comparing two models needs no canonical correlation
+# analysis: fix the sign and correlate the coordinates the two models give the same held-out
+# prompts.
+
+# %%
+display(tables["A5"])
+pairs = summary["pairs"]
+glue("pearson_min", min((p["pearson"] for p in pairs), default=float("nan")), display=False)
+glue("spearman_min", min((p["spearman"] for p in pairs), default=float("nan")), display=False)
+
+# %% [markdown]
+# The models share no architecture details, tokenizer or training data, yet their agreement
+# coordinates correlate with Pearson's $r \ge$ {glue:text}`pearson_min:.2f` (Spearman's
+# $\rho \ge$ {glue:text}`spearman_min:.2f`; with one pair of models, these are its values).
+#
+# ## Steering generation
+#
+# The last test is open-ended text. At every decoding step the last token's hidden state at the
+# core's layer is reflected by a per-token strength $s$,
+# $\tilde{\mathbf h} = \mathbf h - 2s\,[(\mathbf h - \boldsymbol\mu)^\top\mathbf q]\,\mathbf q$
+# (`corelib.steering`): a clean pass *gates* (no steering unless is/are/was/were hold at least
+# a share {glue:text}`gate_value` of the next-token probability), a *probe* at a small strength
+# measures how fast the margin $m = \log\sum_{are,were} e^{\ell} - \log\sum_{is,was} e^{\ell}$
+# moves with $s$, and the step uses the strength that moves $m$ just across zero, to
+# $-\operatorname{sign}(m_0)\,\varepsilon$, capped at $|s| \le$ {glue:text}`cap_value`.
+#
+# We count, over greedy continuations of {glue:text}`n_steer` fixed prompts, the *agreement
+# decisions* (steered steps at which the unmodified model would have written one of the four
+# verbs) and how many of them steering turned into the verb of the other number. As a control,
+# {glue:text}`n_control` prompts with no agreement decision in sight (counting, days of the
+# week, ...) must come out unchanged.
+
+# %%
+glue("gate_value", gate, display=False)
+glue("cap_value", cap, display=False)
+glue("n_steer", len(params.steering_prompts), display=False)
+glue("n_control", len(params.control_prompts), display=False)
+steer_rows = []
+for m in results:
+    s = m["steering"]
+    steer_rows.append({"model": m["model"], "decisions": s["inversion"]["decisions"],
+                       "inverted": s["inversion"]["inverted"],
+                       "inversion rate": s["inversion"]["rate"],
+                       "steered steps": s["inversion"]["steered_steps"],
+                       "control unchanged": f"{s['control_unchanged']}/{s['n_control']}",
+                       "control steered steps": s["control_steered_steps"]})
+steer_table = pd.DataFrame(steer_rows).set_index("model")
+display(steer_table)
+rates = [r["inversion rate"] for r in steer_rows if r["inversion rate"] is not None]
+glue("inv_min", min(rates) if rates else float("nan"), display=False)
+glue("decisions_total", int(steer_table["decisions"].sum()), display=False)
+glue("control_all", all(m["steering"]["control_unchanged"] == m["steering"]["n_control"]
+                        for m in results), display=False)
+
+# %% [markdown]
+# Over {glue:text}`decisions_total` agreement decisions, steering inverted at least
+# {glue:text}`inv_min:.0%` per model. That every control continuation is unchanged is
+# {glue:text}`control_all`: the gate keeps steering away from tokens that do not involve
+# number. Below, sampled continuations (temperature {glue:text}`temperature_value`, top-{glue:text}`top_k_value`, the
+# same random draws for both columns), in the style of the paper's Figure 6: agreement verbs in
+# bold, verbs whose number steering inverted highlighted.
+
+# %%
+glue("temperature_value", temperature, display=False)
+glue("top_k_value", top_k, display=False)
+boxes = []
+for m in results:
+    for prompt, pair in list(zip(params.steering_prompts, m["steering"]["sampled"]))[:3]:
+        boxes.append(generation_html(prompt, pair, m["model"]))
+display(HTML("".join(boxes)))
+
+# %% [markdown]
+# ## Checks
+#
+# The acceptance criteria of this chapter, measured in this run:
+
+# %%
+display(pd.DataFrame(sva.checks(summary)))
+
+# %% [markdown]
+# ## Exercises
+#
+# ```{exercise} The AUC from scratch
+# :label: sva-ex-auc
+#
+# The AUC of a score is the probability that a random positive example scores higher than a
+# random negative one, ties counting one half. Write `my_auc(scores, positive)` by comparing all
+# pairs, and check it against `corelib.experiments.sva.auc` on random scores with ties. What is
+# the AUC of $-f$ if $f$ has AUC $a$?
+# ```
+#
+# ````{solution} sva-ex-auc
+# :class: dropdown
+#
+# ```python
+# import numpy as np
+# from corelib.experiments.sva import auc
+#
+# def my_auc(scores, positive):
+#     s, y = np.asarray(scores, float), np.asarray(positive, bool)
+#     diff = s[y][:, None] - s[~y][None, :]
+#     return float((diff > 0).mean() + 0.5 * (diff == 0).mean())
+#
+# rng = np.random.default_rng(0)
+# s, y = rng.integers(0, 5, 200), rng.integers(0, 2, 200)
+# print(my_auc(s, y), auc(s, y))           # equal
+# print(auc(-s, y), 1 - auc(s, y))         # equal: negating the score gives 1 - a
+# ```
+#
+# A flipped core that *inverts* agreement therefore gives an AUC near 0, not 0.5; an AUC near
+# 0.5 means the margin no longer carries the number at all.
+# ````
+#
+# ```{exercise} Why "remove" lands below chance
+# :label: sva-ex-remove
+#
+# Removal sets the core coordinate of every prompt to that of the training mean
+# $\boldsymbol\mu$. If the margin were an exact affine function of the core coordinate, what AUC
+# would removal give? The measured AUCs are below 0.5. What does that tell you?
+# ```
+#
+# ```{solution} sva-ex-remove
+# :class: dropdown
+#
+# With the margin a function of the coordinate alone, every prompt would get the same margin
+# after removal and the AUC would be exactly 0.5 (all ties). Below 0.5 means the rest of the
+# residual stream still carries some number information *with the opposite sign*: the attractor
+# noun, which always has the other number, pulls the margin its way once the subject's number is
+# gone. That is exactly the agreement-attraction error that the prompts were designed to provoke.
+# ```
+#
+# ```{exercise} One backward pass or many
+# :label: sva-ex-jacobians
+#
+# `corelib.experiments.sva.all_layer_jacobians` gets every layer's Jacobian from one backward
+# pass. Using the tiny random model (`corelib.lm.load_model("tiny-random-llama")`), check that it
+# agrees with `one_pass=False` (one pass per layer) and with a finite difference of the margin
+# (central, step $10^{-3}$) along a random unit direction at layer 0. Why is the summed
+# margin's gradient each prompt's own Jacobian?
+# ```
+#
+# ````{solution} sva-ex-jacobians
+# :class: dropdown
+#
+# ```python
+# import torch
+# from corelib.lm import load_model, resid_hook
+# from corelib.experiments.sva import all_layer_jacobians
+# from corelib.tasks.sva import make_dataset
+#
+# lm = load_model("tiny-random-llama")
+# batch = lm.tokenize(list(make_dataset(10).prompts[:6]))
+# cache = lm.prefix_cache(batch)
+# _, jac, m = all_layer_jacobians(lm, batch, [0, 1], cache)
+# _, jac2, _ = all_layer_jacobians(lm, batch, [0, 1], cache, one_pass=False)
+# print(max((jac[l] - jac2[l]).abs().max().item() for l in (0, 1)))   # ~0
+#
+# v = torch.randn(lm.d_model)
+# v /= v.norm()
+# def nudged(t):                      # margin with h_0 moved by t v at the last token
+#     def fn(act, hook):
+#         out = act.clone(); out[:, -1] += t * v; return out
+#     with torch.no_grad():
+#         return lm.last_token(batch, cache, fwd_hooks=[(resid_hook(0), fn)])
+# central = (nudged(1e-3) - nudged(-1e-3)) / 2e-3
+# print((central - jac[0] @ v).abs().max().item())                   # small
+# ```
+#
+# Prompts in a batch never attend to each other, so prompt $j$'s margin does not depend on prompt
+# $i$'s activations: $\partial(\sum_j f_j)/\partial \mathbf h_i = \partial f_i/\partial \mathbf h_i$.
+# ````

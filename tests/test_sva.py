@@ -1,0 +1,340 @@
+"""Subject-verb agreement: prompts, metrics, the language-model wrapper, Jacobians,
+interventions, steering and the chapter's experiment, on a tiny random Llama (seconds).
+
+The real pretrained models are tested in tests/test_sva_models.py.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from corelib.ace import Core
+from corelib.experiments import sva
+from corelib.interventions import intervention_hook
+from corelib.lm import OFFLINE_MODELS, load_model, resid_hook
+from corelib.steering import Generation, SteeringConfig, generate, inversion_stats, steer_hook
+from corelib.tasks.sva import ATTRACTORS, HEADS, TEMPLATES, make_dataset, make_prompt
+from test_exercises import run_solution
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model("tiny-random-llama", "cpu")
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    return list(make_dataset(20, seed=3).prompts[:12])
+
+
+# --------------------------------------------------------------------------- dataset
+
+def test_dataset_is_the_papers_design():
+    ds = make_dataset()
+    assert len(ds) == 1200 and ds.plural.sum() == 600
+    assert sorted(np.concatenate([ds.train, ds.test]).tolist()) == list(range(1200))
+    assert len(ds.train) == len(ds.test) == 600
+    assert {t: ds.template.count(t) for t in TEMPLATES} == {t: 240 for t in TEMPLATES}
+    assert ds.past.sum() == 600
+    assert all(p.startswith("In the past, ") for p, past in zip(ds.prompts, ds.past) if past)
+    for prompt, plural in zip(ds.prompts, ds.plural):
+        words = prompt.replace(",", "").split()
+        number, other = ("plural", "singular") if plural else ("singular", "plural")
+        assert any(w in HEADS[number] for w in words), prompt
+        assert not any(w in HEADS[other] for w in words), prompt
+        assert any(w in ATTRACTORS[other] for w in words), prompt  # attractor of the other number
+
+
+def test_dataset_is_seeded():
+    assert make_dataset(50, seed=1).prompts == make_dataset(50, seed=1).prompts
+    assert make_dataset(50, seed=1).prompts != make_dataset(50, seed=2).prompts
+
+
+def test_templates():
+    assert make_prompt("base", "key", "cabinets") == "The key to the cabinets"
+    assert make_prompt("there", "key", "boxes", connector="near the") == "There key near the boxes"
+    assert make_prompt("relative", "key", "cabinets", relative="that guards the") == \
+        "The key that guards the cabinets"
+    assert make_prompt("front", "keys", "door", past=True) == \
+        "In the past, in this ancient kingdom, the keys to the door"
+    with pytest.raises(ValueError, match="unknown template 'middle'.*base, front"):
+        make_prompt("middle", "key", "door")
+
+
+# --------------------------------------------------------------------------- metrics
+
+def test_auc_known_answers():
+    y = np.array([0, 0, 1, 1])
+    assert sva.auc([0, 1, 2, 3], y) == 1.0
+    assert sva.auc([3, 2, 1, 0], y) == 0.0
+    assert sva.auc([1, 1, 1, 1], y) == 0.5
+    assert sva.auc([0, 2, 1, 3], y) == 0.75
+
+
+def test_auc_matches_pairwise_definition_with_ties():
+    rng = np.random.default_rng(0)
+    s, y = rng.integers(0, 4, 101), rng.integers(0, 2, 101).astype(bool)
+    diff = s[y][:, None] - s[~y][None, :]
+    assert sva.auc(s, y) == pytest.approx((diff > 0).mean() + 0.5 * (diff == 0).mean(), abs=1e-12)
+    assert sva.auc(-s, y) == pytest.approx(1 - sva.auc(s, y), abs=1e-12)
+
+
+def test_auc_needs_both_classes():
+    with pytest.raises(ValueError, match="both positive"):
+        sva.auc([1.0, 2.0], [1, 1])
+
+
+def test_alignment_and_agreement_scores():
+    x = np.linspace(-2, 2, 50)
+    assert sva.alignment(x, 3 * x + 1) == pytest.approx({"spearman": 1.0, "pearson": 1.0})
+    nonlinear = sva.alignment(x, np.exp(3 * x))
+    assert nonlinear["spearman"] == pytest.approx(1.0) and nonlinear["pearson"] < 0.9
+    assert sva.alignment(x, -x)["pearson"] == pytest.approx(-1.0)
+    assert sva.agreement_scores([2.0, 2.0, -1.0], [1, 0, 0]).tolist() == [2.0, -2.0, 1.0]
+    with pytest.raises(ValueError, match="same prompts"):
+        sva.alignment(x, x[:-1])
+
+
+# --------------------------------------------------------------------------- the wrapper
+
+def test_left_padding_gives_each_prompt_its_own_margin(tiny, prompts):
+    batch = tiny.tokenize(prompts)
+    assert (batch.attention_mask[:, -1] == 1).all()  # last real token at the last position
+    assert batch.input_ids[0, 0] == tiny.prefix_id or batch.attention_mask[0, 0] == 0
+    with torch.no_grad():
+        together = tiny(batch.input_ids, batch.attention_mask, return_type="margin")
+        alone = torch.cat([tiny(b.input_ids, b.attention_mask, return_type="margin")
+                           for b in (tiny.tokenize([p]) for p in prompts)])
+    assert torch.allclose(together, alone, atol=1e-5)
+    assert together.std() > 1e-3  # not a constant: the test would be empty otherwise
+
+
+def test_margin_uses_the_four_verb_logits(tiny, prompts):
+    batch = tiny.tokenize(prompts)
+    with torch.no_grad():
+        logits = tiny(batch.input_ids, batch.attention_mask)[:, -1]
+        margin = tiny(batch.input_ids, batch.attention_mask, return_type="margin")
+    v = tiny.verb_ids
+    expected = logits[:, v[" are"]] + logits[:, v[" were"]] - logits[:, v[" is"]] - logits[:, v[" was"]]
+    assert torch.allclose(margin, expected, atol=1e-5)
+
+
+def test_cached_last_token_equals_full_forward_and_restores_the_cache(tiny, prompts):
+    batch = tiny.tokenize(prompts)
+    cache = tiny.prefix_cache(batch)
+    length = cache.get_seq_length()
+    with torch.no_grad():
+        full = tiny(batch.input_ids, batch.attention_mask, return_type="margin")
+        first = tiny.last_token(batch, cache)
+        second = tiny.last_token(batch, cache)
+    assert cache.get_seq_length() == length
+    assert torch.allclose(first, full, atol=1e-5) and torch.equal(first, second)
+
+
+def test_hook_names_follow_transformer_lens(tiny, prompts):
+    batch = tiny.tokenize(prompts[:3])
+    _, cache = tiny.run_with_cache(batch.input_ids, batch.attention_mask, names_filter=resid_hook(1))
+    assert list(cache.keys()) == ["blocks.1.hook_resid_post"]
+    h = cache["blocks.1.hook_resid_post"]
+    with torch.no_grad():
+        final = tiny(batch.input_ids, batch.attention_mask, return_type="hidden")
+    assert torch.allclose(tiny.final_norm(h), final, atol=1e-5)  # last layer, then the final norm
+
+
+def test_errors_name_the_problem(tiny):
+    with pytest.raises(ValueError, match="(?s)offline models are available.*smollm2-135m"):
+        load_model("/nonexistent/folder/of/a-model", "cpu")
+    with pytest.raises(ValueError, match="single-token"):
+        tiny.single_token("is are")
+    with pytest.raises(TypeError, match="list of prompts"):
+        tiny.tokenize("The key")
+    with pytest.raises(ValueError, match="return_type"):
+        tiny(torch.tensor([[2, 5]]), return_type="probs")
+    assert {"smollm2-135m", "gemma3-270m", "tiny-random-llama"} <= set(OFFLINE_MODELS)
+
+
+# --------------------------------------------------------------------------- Jacobians
+
+def test_one_backward_pass_equals_one_pass_per_layer(tiny, prompts):
+    batch = tiny.tokenize(prompts)
+    cache = tiny.prefix_cache(batch)
+    acts, jac, margin = sva.all_layer_jacobians(tiny, batch, [0, 1], cache)
+    acts2, jac2, margin2 = sva.all_layer_jacobians(tiny, batch, [0, 1], cache, one_pass=False)
+    for layer in (0, 1):
+        assert torch.allclose(jac[layer], jac2[layer], atol=1e-6)
+        assert torch.equal(acts[layer], acts2[layer])
+        assert jac[layer].abs().max() > 1e-4
+    assert torch.allclose(margin, margin2)
+
+
+def test_jacobians_match_finite_differences(tiny, prompts):
+    batch = tiny.tokenize(prompts)
+    cache = tiny.prefix_cache(batch)
+    _, jac, margin = sva.all_layer_jacobians(tiny, batch, [0, 1], cache)
+    v = torch.randn(tiny.d_model, generator=torch.Generator().manual_seed(0))
+    v /= v.norm()
+    for layer in (0, 1):
+        def nudged(t):
+            def fn(act, hook):
+                out = act.clone()
+                out[:, -1] += t * v
+                return out
+            with torch.no_grad():
+                return tiny.last_token(batch, cache, fwd_hooks=[(resid_hook(layer), fn)])
+        central = (nudged(1e-3) - nudged(-1e-3)) / 2e-3
+        assert torch.allclose(central, jac[layer] @ v, rtol=1e-2, atol=1e-3)
+
+
+def test_layer_cores_are_rank_one_with_the_training_mean(tiny, prompts):
+    cores = sva.layer_cores(tiny, prompts, [0, 1], batch_size=5, progress=False)
+    batch = tiny.tokenize(prompts)
+    acts, _, _ = sva.all_layer_jacobians(tiny, batch, [0, 1], tiny.prefix_cache(batch))
+    for layer, core in cores.items():
+        assert core.rank == 1
+        assert np.allclose(core.mean, acts[layer].double().mean(0).numpy(), atol=1e-6)
+        assert core.spectral_gap >= 1
+
+
+def test_sweep_layers():
+    assert sva.sweep_layers(30, 3) == [0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 29]
+    assert sva.sweep_layers(18, 1) == list(range(18))
+    assert sva.sweep_layers(4, 10) == [0, 3]
+
+
+# --------------------------------------------------------------------------- interventions
+
+def _full_rank_core(d: int, mean: np.ndarray) -> Core:
+    return Core(np.eye(d), np.ones(d), mean)
+
+
+def test_interventions_with_a_full_rank_core(tiny, prompts):
+    mean = np.random.default_rng(0).normal(size=tiny.d_model)
+    core = _full_rank_core(tiny.d_model, mean)
+    m = sva.intervened_margins(tiny, prompts, {1: core}, {1: ("keep", "remove", "flip")},
+                               batch_size=5, progress=False)
+    assert np.allclose(m[(1, "keep")], m["baseline"], atol=1e-5)  # P = I: mu + (h - mu) = h
+    # removal at the last layer replaces every last token by mu: one margin for all prompts
+    with torch.no_grad():
+        expected = tiny.margin_from_final(tiny.final_norm(torch.tensor(mean, dtype=torch.float32)))
+    assert np.allclose(m[(1, "remove")], float(expected), atol=1e-5)
+    assert np.ptp(m[(1, "remove")]) < 1e-5 and np.ptp(m["baseline"]) > 1e-2
+    assert m["acts"][1].shape == (len(prompts), tiny.d_model)
+
+
+def test_steer_hook_is_a_scaled_core_flip():
+    rng = np.random.default_rng(1)
+    q, _ = np.linalg.qr(rng.normal(size=(8, 1)))
+    core = Core(q, np.array([2.0, 1.0]), rng.normal(size=8))
+    act = torch.tensor(rng.normal(size=(3, 4, 8)))
+    flip = intervention_hook(core, "flip", centered=True, positions="last")(act, None)
+    assert torch.allclose(steer_hook(core, 1.0)(act), flip)
+    assert torch.allclose(steer_hook(core, 0.0)(act), act)
+    half = steer_hook(core, 0.5)(act)
+    assert torch.allclose(half[:, :-1], act[:, :-1])
+    z = lambda a: (a[:, -1] - torch.tensor(core.mean)) @ torch.tensor(q)
+    assert torch.allclose(z(half), torch.zeros_like(z(half)), atol=1e-12)  # s = 1/2 zeroes the axis
+
+
+# --------------------------------------------------------------------------- steering
+
+def test_plain_generation_matches_transformers_greedy(tiny):
+    prompt = "The keys to the cabinet"
+    ours = generate(tiny, prompt, max_new_tokens=8)
+    ids = torch.tensor([tiny.encode(prompt)])
+    ref = tiny.hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8,
+                           do_sample=False, pad_token_id=tiny.pad_id, eos_token_id=None)
+    assert ours.tokens == ref[0, ids.shape[1]:].tolist()
+
+
+def test_gate_decides_what_is_steered(tiny, prompts):
+    core = sva.layer_cores(tiny, prompts, [1], batch_size=6, progress=False)[1]
+    base = generate(tiny, prompts[0], max_new_tokens=6)
+    never = generate(tiny, prompts[0], core=core, layer=1, config=SteeringConfig(gate=1.0),
+                     max_new_tokens=6)
+    always = generate(tiny, prompts[0], core=core, layer=1, max_new_tokens=6,
+                      config=SteeringConfig(gate=0.0, epsilon=0.5, cap=None))
+    assert never.tokens == base.tokens and not any(never.gated)
+    assert all(always.gated)
+    assert always.clean_margin[0] == pytest.approx(base.clean_margin[0], abs=1e-5)
+    # the first step shares its prefix with the base run: the margin crossed zero
+    assert np.sign(always.margin[0]) == -np.sign(always.clean_margin[0])
+    with pytest.raises(ValueError, match="layer"):
+        generate(tiny, prompts[0], core=core)
+    with pytest.raises(ValueError, match="gate"):
+        SteeringConfig(gate=2.0)
+
+
+def test_sampling_is_seeded_and_shared(tiny):
+    a = generate(tiny, "The keys to the cabinet", greedy=False, seed=5, max_new_tokens=6)
+    b = generate(tiny, "The keys to the cabinet", greedy=False, seed=5, max_new_tokens=6)
+    c = generate(tiny, "The keys to the cabinet", greedy=False, seed=6, max_new_tokens=6)
+    assert a.tokens == b.tokens and a.tokens != c.tokens
+
+
+def test_inversion_stats_known_answer():
+    g = Generation("p", tokens=[1, 2, 3, 4], pieces=["a"] * 4, gated=[True, True, True, False],
+                   strength=[1, 1, 1, 0], clean_margin=[0] * 4, margin=[0] * 4,
+                   clean_token=[1, 2, 3, 4], verb=["plural", "singular", None, "plural"],
+                   clean_verb=["singular", "singular", "plural", "singular"])
+    assert inversion_stats([g, g]) == {"decisions": 6, "inverted": 2, "steered_steps": 6,
+                                       "rate": pytest.approx(1 / 3)}
+    assert inversion_stats([])["rate"] is None
+
+
+# --------------------------------------------------------------------------- experiment
+
+def test_params_validation():
+    with pytest.raises(ValueError, match="include 'flip'"):
+        sva.SVAParams(sweep_modes=("keep", "remove"))
+    with pytest.raises(ValueError, match="available_models"):
+        sva.SVAParams(models=())
+    with pytest.raises(ValueError, match="layer_stride"):
+        sva.SVAParams(layer_stride=0)
+
+
+def test_run_on_the_tiny_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
+    p = sva.SVAParams(models=("tiny-random-llama",), n_per_number=15, sweep_modes=("flip",),
+                      steering_prompts=("The keys to the cabinet", "The key to the doors"),
+                      control_prompts=("1 , 2 , 3",), max_new_tokens=4, control_new_tokens=3,
+                      n_display=1)
+    summary = sva.run(p, progress=False)
+    (m,) = summary["models"]
+    assert m["layers"] == [0, 1] and m["chosen_layer"] in (0, 1) and m["rank"] == 1
+    assert set(m["auc"]) == {"baseline", "keep", "remove", "flip"}
+    assert len(m["coords"]) == summary["n_test"] == 15
+    # coordinates are oriented towards "plural": positively correlated with the margin
+    assert np.corrcoef(m["coords"], m["margins"]["baseline"])[0, 1] > 0
+    assert len(m["steering"]["greedy"]) == 2 and len(m["steering"]["sampled"]) == 1
+    tables = sva.tables(summary)
+    assert list(tables["A7"].index) == ["tiny-random-llama"] and tables["A5"].empty
+    rows = sva.checks(summary)
+    assert {r["criterion"] for r in rows} >= {"baseline AUC", "core-flipped AUC"}
+    assert sva.run(p, progress=False)["models"][0]["auc"] == m["auc"]  # reused from disk
+
+
+def test_alignment_pairs_are_formed(tmp_path, monkeypatch):
+    models = [{"model": n, "coords": list(c), "wilcoxon_p": {"remove": 0.01, "flip": 0.02}}
+              for n, c in (("a", [1, 2, 3, 4]), ("b", [2, 4, 6, 9]), ("c", [4, 3, 2, 1]))]
+    pairs = [{"pair": [x["model"], y["model"]], **sva.alignment(x["coords"], y["coords"])}
+             for x, y in itertools.combinations(models, 2)]
+    assert [p["pair"] for p in pairs] == [["a", "b"], ["a", "c"], ["b", "c"]]
+    assert pairs[1]["spearman"] == pytest.approx(-1)
+    assert 0 < sva._fisher(models)["remove"] < 0.01
+
+
+# --------------------------------------------------------------------------- exercises
+
+def test_exercise_auc_solution():
+    ns = run_solution("subject_verb_agreement", "sva-ex-auc")
+    assert ns["my_auc"](ns["s"], ns["y"]) == pytest.approx(sva.auc(ns["s"], ns["y"]), abs=1e-12)
+    assert ns["my_auc"]([0, 1, 1], [0, 0, 1]) == 0.75
+
+
+def test_exercise_jacobian_solution():
+    ns = run_solution("subject_verb_agreement", "sva-ex-jacobians")
+    assert max((ns["jac"][l] - ns["jac2"][l]).abs().max().item() for l in (0, 1)) < 1e-6
+    assert torch.allclose(ns["central"], ns["jac"][0] @ ns["v"], rtol=1e-2, atol=1e-3)
