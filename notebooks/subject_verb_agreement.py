@@ -47,6 +47,7 @@ batch_size = 100         # prompts per forward pass
 eps = 1e-8               # relative jitter of the ACE square-root factors
 max_new_tokens = 50      # tokens generated per steering prompt (the paper: 50)
 control_new_tokens = 20  # tokens generated per control prompt
+n_display = 3            # steering prompts also continued by sampling, shown side by side
 gate = 0.1               # steer a token only if is/are/was/were hold this much probability
 probe = 0.25             # strength of the probing pass that measures the local gain
 epsilon = 1.0            # margin buffer of the minimal flip (logits)
@@ -62,6 +63,7 @@ import pandas as pd
 from IPython.display import HTML, display
 from myst_nb import glue
 
+from corelib import claims
 from corelib.experiments import sva
 from corelib.lm import available_models
 from corelib.plots.sva import generation_html, sva_figure
@@ -117,6 +119,7 @@ print("offline models:", available_models())
 
 # %%
 summary = sva.run(params)
+claims.record("subject_verb_agreement", sva.claim_values(summary))  # for the claims page
 results = summary["models"]
 names = [m["model"] for m in results]
 glue("model_list", " and ".join(names), display=False)

@@ -314,6 +314,11 @@ def test_run_on_the_tiny_model(tmp_path, monkeypatch):
     rows = sva.checks(summary)
     assert {r["criterion"] for r in rows} >= {"baseline AUC", "core-flipped AUC"}
     assert sva.run(p, progress=False)["models"][0]["auc"] == m["auc"]  # reused from disk
+    values = sva.claim_values(summary)
+    assert values["sva.auc_flip"] == {"tiny-random-llama": m["auc"]["flip"]}
+    assert values["sva.pearson"] == {}
+    from corelib import claims
+    claims.record("subject_verb_agreement", values, root=tmp_path)  # every id is a known claim
 
 
 def test_alignment_pairs_are_formed(tmp_path, monkeypatch):

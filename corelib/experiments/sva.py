@@ -48,6 +48,7 @@ __all__ = [
     "analyse_model",
     "auc",
     "checks",
+    "claim_values",
     "intervened_margins",
     "layer_cores",
     "run",
@@ -429,3 +430,24 @@ def checks(summary: dict) -> list[dict]:
         add("core alignment (Pearson)", " × ".join(pair["pair"]), round(pair["pearson"], 3), "≥ 0.6",
             pair["pearson"] >= 0.6)
     return rows
+
+
+def claim_values(summary: dict) -> dict:
+    """The measured values of the paper's agreement claims (ids of :data:`corelib.claims.CLAIMS`),
+    as ``{model or pair: value}``; the alignment claims are empty with a single model."""
+    models = {m["model"]: m for m in summary["models"]}
+    pairs = {" × ".join(p["pair"]): p for p in summary["pairs"]}
+    steer = {k: m["steering"] for k, m in models.items()}
+    return {
+        "sva.rank": {k: m["rank"] for k, m in models.items()},
+        "sva.spectral_gap": {k: m["spectral_gap"] for k, m in models.items()},
+        "sva.auc_baseline": {k: m["auc"]["baseline"] for k, m in models.items()},
+        "sva.auc_keep": {k: m["auc"]["keep"] for k, m in models.items()},
+        "sva.auc_remove": {k: m["auc"]["remove"] for k, m in models.items()},
+        "sva.auc_flip": {k: m["auc"]["flip"] for k, m in models.items()},
+        "sva.pearson": {k: p["pearson"] for k, p in pairs.items()},
+        "sva.spearman": {k: p["spearman"] for k, p in pairs.items()},
+        "sva.steering_rate": {k: s["inversion"]["rate"] for k, s in steer.items()},
+        "sva.steering_untouched": {k: s["control_unchanged"] / s["n_control"]
+                                   for k, s in steer.items() if s["n_control"]},
+    }
