@@ -88,6 +88,7 @@ class DevTools:
         import websocket  # websocket-client, a test dependency
 
         self._ws = websocket.create_connection(ws_url, timeout=PAGE_TIMEOUT, suppress_origin=True)
+        self._timeout_error = websocket.WebSocketTimeoutException
         self._next_id = 0
         self.events: list[dict] = []
 
@@ -128,10 +129,8 @@ class DevTools:
                 return False
             try:
                 message = self._receive(deadline)
-            except Exception as exc:  # websocket time-out
-                if "timed out" in str(exc).lower():
-                    return until(self.events)
-                raise
+            except self._timeout_error:
+                return until(self.events)
             if "method" in message:
                 self.events.append(message)
         return True
