@@ -45,8 +45,8 @@ class SteeringConfig:
 
     gate: float = 0.1
     probe: float = 0.25
-    epsilon: float = 1.0
-    cap: float | None = 4.0
+    epsilon: float = 6.0
+    cap: float | None = 8.0
 
     def __post_init__(self):
         if not 0 <= self.gate <= 1:
@@ -124,6 +124,23 @@ def _choose(logits: torch.Tensor, greedy: bool, temperature: float, top_k: int,
     return int(idx[torch.multinomial(torch.softmax(values, -1), 1, generator=gen)])
 
 
+class _single_thread:
+    """One intra-op thread on the CPU while decoding: one-token passes are too small to gain
+    from threads, and on a busy machine synchronising threads costs several times the work."""
+
+    def __init__(self, device: torch.device):
+        self.active = device.type == "cpu"
+
+    def __enter__(self):
+        if self.active:
+            self.threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+
+    def __exit__(self, *exc):
+        if self.active:
+            torch.set_num_threads(self.threads)
+
+
 @torch.no_grad()
 def generate(lm: LanguageModel, prompt: str, *, core: Core | None = None, layer: int | None = None,
              config: SteeringConfig = SteeringConfig(), max_new_tokens: int = 50,
@@ -167,51 +184,64 @@ def generate(lm: LanguageModel, prompt: str, *, core: Core | None = None, layer:
         return lm.run_with_hooks(x, mask, past_key_values=cache, use_cache=True,
                                  return_type="logits", fwd_hooks=hooks)[0, -1].float().cpu()
 
-    for _ in range(max_new_tokens):
-        clean = step([])
-        logits, strength, gated = clean, 0.0, False
-        m0 = float(generation_margin(clean, vid))
-        if core is not None and float(torch.softmax(clean, -1)[verb_tensor].sum()) >= config.gate:
-            gated = True
-            cache.crop(-1)
-            m1 = float(generation_margin(step([(name, steer_hook(core, config.probe))]), vid))
-            gain = (m1 - m0) / config.probe
-            target = -config.epsilon if m0 > 0 else config.epsilon
-            strength = (target - m0) / gain if gain != 0 else 0.0
-            if config.cap is not None:
-                strength = max(-config.cap, min(config.cap, strength))
-            cache.crop(-1)
-            logits = step([(name, steer_hook(core, strength))])
-        token = _choose(logits, greedy, temperature, top_k, gen)
-        clean_token = int(clean.argmax())
-        out.tokens.append(token)
-        out.pieces.append(lm.tokenizer.decode([token]))
-        out.gated.append(gated)
-        out.strength.append(float(strength))
-        out.clean_margin.append(m0)
-        out.margin.append(float(generation_margin(logits, vid)))
-        out.clean_token.append(clean_token)
-        out.verb.append(_number(token, vid))
-        out.clean_verb.append(_number(clean_token, vid))
-        seq.append(token)
-        if eos is not None and token == eos:
-            break
+    with _single_thread(lm.device):
+        for _ in range(max_new_tokens):
+            clean = step([])
+            logits, strength, gated = clean, 0.0, False
+            m0 = float(generation_margin(clean, vid))
+            if core is not None and float(torch.softmax(clean, -1)[verb_tensor].sum()) >= config.gate:
+                gated = True
+                cache.crop(-1)
+                m1 = float(generation_margin(step([(name, steer_hook(core, config.probe))]), vid))
+                gain = (m1 - m0) / config.probe
+                target = -config.epsilon if m0 > 0 else config.epsilon
+                strength = (target - m0) / gain if gain != 0 else 0.0
+                if config.cap is not None:
+                    strength = max(-config.cap, min(config.cap, strength))
+                cache.crop(-1)
+                logits = step([(name, steer_hook(core, strength))])
+            token = _choose(logits, greedy, temperature, top_k, gen)
+            clean_token = int(clean.argmax())
+            out.tokens.append(token)
+            out.pieces.append(lm.tokenizer.decode([token]))
+            out.gated.append(gated)
+            out.strength.append(float(strength))
+            out.clean_margin.append(m0)
+            out.margin.append(float(generation_margin(logits, vid)))
+            out.clean_token.append(clean_token)
+            out.verb.append(_number(token, vid))
+            out.clean_verb.append(_number(clean_token, vid))
+            seq.append(token)
+            if eos is not None and token == eos:
+                break
     return out
 
 
 def inversion_stats(generations: list[Generation]) -> dict:
     """Agreement decisions and inversions over steered generations.
 
-    A *decision* is a steered step whose clean greedy token is one of the agreement verbs; it is
-    *inverted* when the emitted token is an agreement verb of the other number. Returns counts,
-    the inversion rate (None without decisions) and the number of steered steps.
+    At a steered step the clean pass prefers one number (the sign of its generation margin).
+    The step is an *agreement decision* when the clean greedy token or the emitted token is one
+    of the four verbs, and it is *inverted* when the emitted token is a verb of the number the
+    clean pass disfavoured. The stricter ``rate_clean_verbs`` counts only the decisions whose
+    clean greedy token is a verb (the verbs the model would have written).
+
+    Returns counts, both rates (None without decisions) and the number of steered steps.
     """
-    decisions = inverted = steered = 0
+    decisions = inverted = strict = strict_inverted = steered = 0
     for g in generations:
-        for gated, clean_verb, verb in zip(g.gated, g.clean_verb, g.verb):
-            steered += gated
-            if gated and clean_verb is not None:
+        for gated, m0, clean_verb, verb in zip(g.gated, g.clean_margin, g.clean_verb, g.verb):
+            if not gated:
+                continue
+            steered += 1
+            flipped = verb is not None and verb == ("singular" if m0 > 0 else "plural")
+            if clean_verb is not None or verb is not None:
                 decisions += 1
-                inverted += verb is not None and verb != clean_verb
+                inverted += flipped
+            if clean_verb is not None:
+                strict += 1
+                strict_inverted += flipped
     return {"decisions": decisions, "inverted": inverted, "steered_steps": steered,
-            "rate": inverted / decisions if decisions else None}
+            "rate": inverted / decisions if decisions else None,
+            "clean_verb_decisions": strict, "clean_verbs_inverted": strict_inverted,
+            "rate_clean_verbs": strict_inverted / strict if strict else None}

@@ -50,8 +50,8 @@ control_new_tokens = 20  # tokens generated per control prompt
 n_display = 3            # steering prompts also continued by sampling, shown side by side
 gate = 0.1               # steer a token only if is/are/was/were hold this much probability
 probe = 0.25             # strength of the probing pass that measures the local gain
-epsilon = 1.0            # margin buffer of the minimal flip (logits)
-cap = 4.0                # largest steering strength |s|
+epsilon = 6.0            # margin buffer of the flip (logits; the paper does not give its value)
+cap = 8.0                # largest steering strength |s|
 temperature = 1.0        # sampling of the side-by-side generations (the paper: 1)
 top_k = 50               # (the paper: 50)
 generation_seed = 0
@@ -130,6 +130,9 @@ glue("remove_max", max(m["auc"]["remove"] for m in results), display=False)
 glue("flip_max", max(m["auc"]["flip"] for m in results), display=False)
 glue("gap_min", min(m["spectral_gap"] for m in results), display=False)
 glue("depth_min", min((m["chosen_layer"] + 1) / m["n_layers"] for m in results), display=False)
+glue("swept_text", ", ".join(f"{len(m['layers'])} of {m['n_layers']} layers ({m['model']})"
+                             for m in results), display=False)
+glue("sweep_modes_text", " and ".join(params.sweep_modes), display=False)
 glue("layers_text", ", ".join(f"{m['chosen_layer'] + 1} of {m['n_layers']} ({m['model']})"
                               for m in results), display=False)
 
@@ -154,7 +157,9 @@ plt.close(fig)
 # **(A) A late core.** Unmodified, {glue:text}`model_list` separate plural from singular
 # prompts with AUC {glue:text}`base_min:.3f`–{glue:text}`base_max:.3f`. Cores of the early
 # layers barely matter; flipping a late-layer core inverts agreement. The chosen layers are
-# {glue:text}`layers_text`, all past {glue:text}`depth_min:.0%` of the depth.
+# {glue:text}`layers_text`, all past {glue:text}`depth_min:.0%` of the depth. (This build swept
+# {glue:text}`swept_text`, measuring {glue:text}`sweep_modes_text` at each; every intervention
+# is measured at the chosen layer.)
 #
 # **Sufficient, necessary, controllable.** At the chosen layer the core is one direction
 # separated from the rest by a spectral gap $(\sigma_1/\sigma_2)^2$ of at least
@@ -222,8 +227,11 @@ glue("spearman_min", min((p["spearman"] for p in pairs), default=float("nan")), 
 # $-\operatorname{sign}(m_0)\,\varepsilon$, capped at $|s| \le$ {glue:text}`cap_value`.
 #
 # We count, over greedy continuations of {glue:text}`n_steer` fixed prompts, the *agreement
-# decisions* (steered steps at which the unmodified model would have written one of the four
-# verbs) and how many of them steering turned into the verb of the other number. As a control,
+# decisions*: steered steps at which the unmodified model would have written one of the four
+# verbs, or the steered model wrote one. A decision is *inverted* when the written verb has the
+# number that the unmodified model disfavoured at that step (the sign of its margin). The
+# stricter rate counts only the decisions where the unmodified model would have written a verb:
+# there steering must both flip the number and keep a verb the most likely token. As a control,
 # {glue:text}`n_control` prompts with no agreement decision in sight (counting, days of the
 # week, ...) must come out unchanged.
 
@@ -238,6 +246,8 @@ for m in results:
     steer_rows.append({"model": m["model"], "decisions": s["inversion"]["decisions"],
                        "inverted": s["inversion"]["inverted"],
                        "inversion rate": s["inversion"]["rate"],
+                       "clean-verb decisions": s["inversion"]["clean_verb_decisions"],
+                       "clean-verb rate": s["inversion"]["rate_clean_verbs"],
                        "steered steps": s["inversion"]["steered_steps"],
                        "control unchanged": f"{s['control_unchanged']}/{s['n_control']}",
                        "control steered steps": s["control_steered_steps"]})
@@ -246,14 +256,17 @@ display(steer_table)
 rates = [r["inversion rate"] for r in steer_rows if r["inversion rate"] is not None]
 glue("inv_min", min(rates) if rates else float("nan"), display=False)
 glue("decisions_total", int(steer_table["decisions"].sum()), display=False)
-glue("control_all", all(m["steering"]["control_unchanged"] == m["steering"]["n_control"]
-                        for m in results), display=False)
+strict = [r["clean-verb rate"] for r in steer_rows if r["clean-verb rate"] is not None]
+glue("strict_min", min(strict) if strict else float("nan"), display=False)
+glue("control_text", ", ".join(f"{m['steering']['control_unchanged']} of {m['steering']['n_control']} "
+                               f"({m['model']})" for m in results), display=False)
+glue("control_steps", sum(m["steering"]["control_steered_steps"] for m in results), display=False)
 
 # %% [markdown]
 # Over {glue:text}`decisions_total` agreement decisions, steering inverted at least
-# {glue:text}`inv_min:.0%` per model. That every control continuation is unchanged is
-# {glue:text}`control_all`: the gate keeps steering away from tokens that do not involve
-# number. Below, sampled continuations (temperature {glue:text}`temperature_value`, top-{glue:text}`top_k_value`, the
+# {glue:text}`inv_min:.0%` per model ({glue:text}`strict_min:.0%` by the stricter count). Control continuations unchanged: {glue:text}`control_text`;
+# the gate fired at {glue:text}`control_steps` of their steps, so steering stays away from tokens
+# that involve no number. Below, sampled continuations (temperature {glue:text}`temperature_value`, top-{glue:text}`top_k_value`, the
 # same random draws for both columns), in the style of the paper's Figure 6: agreement verbs in
 # bold, verbs whose number steering inverted highlighted.
 

@@ -275,12 +275,20 @@ def test_sampling_is_seeded_and_shared(tiny):
 
 
 def test_inversion_stats_known_answer():
-    g = Generation("p", tokens=[1, 2, 3, 4], pieces=["a"] * 4, gated=[True, True, True, False],
-                   strength=[1, 1, 1, 0], clean_margin=[0] * 4, margin=[0] * 4,
-                   clean_token=[1, 2, 3, 4], verb=["plural", "singular", None, "plural"],
-                   clean_verb=["singular", "singular", "plural", "singular"])
-    assert inversion_stats([g, g]) == {"decisions": 6, "inverted": 2, "steered_steps": 6,
-                                       "rate": pytest.approx(1 / 3)}
+    # step 1: clean prefers singular (m0 < 0) and would write it; steering wrote a plural verb
+    # step 2: clean prefers singular; steered wrote a singular verb (not inverted)
+    # step 3: clean prefers plural, greedy token no verb; steered wrote "is" (inverted)
+    # step 4: clean prefers plural and would write it; steered wrote no verb (not inverted)
+    # step 5: not steered (ignored)
+    g = Generation("p", tokens=[1, 2, 3, 4, 5], pieces=["a"] * 5,
+                   gated=[True, True, True, True, False], strength=[1, 1, 1, 1, 0],
+                   clean_margin=[-1.0, -2.0, 0.5, 3.0, -1.0], margin=[0] * 5,
+                   clean_token=[1, 2, 3, 4, 5], verb=["plural", "singular", "singular", None, "plural"],
+                   clean_verb=["singular", "singular", None, "plural", "singular"])
+    stats = inversion_stats([g, g])
+    assert stats == {"decisions": 8, "inverted": 4, "steered_steps": 8, "rate": 0.5,
+                     "clean_verb_decisions": 6, "clean_verbs_inverted": 2,
+                     "rate_clean_verbs": pytest.approx(1 / 3)}
     assert inversion_stats([])["rate"] is None
 
 

@@ -98,8 +98,8 @@ class SVAParams:
     n_display: int = 3              # steering prompts also continued by sampling (Figure 6)
     gate: float = 0.1
     probe: float = 0.25
-    epsilon: float = 1.0
-    cap: float | None = 4.0
+    epsilon: float = 6.0
+    cap: float | None = 8.0
     temperature: float = 1.0
     top_k: int = 50
     generation_seed: int = 0
