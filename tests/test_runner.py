@@ -239,6 +239,9 @@ def test_cli_failing_notebook_exits_1(project: Path, capsys: pytest.CaptureFixtu
 def test_build_renders_the_book(project: Path) -> None:
     """End to end with the repository's real _config.yml (Sphinx warnings are errors)."""
     shutil.copy(REPO / "_config.yml", project / "_config.yml")
+    shutil.copy(REPO / "references.bib", project / "references.bib")  # its bibtex_bibfiles
+    shutil.copytree(REPO / "book" / "_ext", project / "book" / "_ext",  # its local_extensions
+                    ignore=shutil.ignore_patterns("__pycache__"))
     index = runner.build_book("smoke", root=project)
     assert index == project / "_build" / "html" / "index.html" and index.exists()
     page = (project / "_build" / "html" / "book" / "chapters" / "alpha.html").read_text()
