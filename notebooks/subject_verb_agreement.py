@@ -233,7 +233,8 @@ glue("spearman_min", min((p["spearman"] for p in pairs), default=float("nan")), 
 # stricter rate counts only the decisions where the unmodified model would have written a verb:
 # there steering must both flip the number and keep a verb the most likely token. As a control,
 # {glue:text}`n_control` prompts with no agreement decision in sight (counting, days of the
-# week, ...) must come out unchanged.
+# week, ...): a continuation whose unsteered text contains none of the four verbs must come out
+# unchanged.
 
 # %%
 glue("gate_value", gate, display=False)
@@ -258,15 +259,20 @@ glue("inv_min", min(rates) if rates else float("nan"), display=False)
 glue("decisions_total", int(steer_table["decisions"].sum()), display=False)
 strict = [r["clean-verb rate"] for r in steer_rows if r["clean-verb rate"] is not None]
 glue("strict_min", min(strict) if strict else float("nan"), display=False)
-glue("control_text", ", ".join(f"{m['steering']['control_unchanged']} of {m['steering']['n_control']} "
-                               f"({m['model']})" for m in results), display=False)
-glue("control_steps", sum(m["steering"]["control_steered_steps"] for m in results), display=False)
+controls = {m["model"]: sva.control_summary(m["steering"]) for m in results}
+glue("control_text", ", ".join(f"{c['decision_free_unchanged']} of {c['decision_free']} ({name})"
+                               for name, c in controls.items()), display=False)
+glue("control_changed", sum(c["n"] - c["unchanged"] for c in controls.values()), display=False)
+control_table = pd.concat({name: pd.DataFrame(c["rows"]) for name, c in controls.items()})
+display(control_table)
 
 # %% [markdown]
 # Over {glue:text}`decisions_total` agreement decisions, steering inverted at least
-# {glue:text}`inv_min:.0%` per model ({glue:text}`strict_min:.0%` by the stricter count). Control continuations unchanged: {glue:text}`control_text`;
-# the gate fired at {glue:text}`control_steps` of their steps, so steering stays away from tokens
-# that involve no number. Below, sampled continuations (temperature {glue:text}`temperature_value`, top-{glue:text}`top_k_value`, the
+# {glue:text}`inv_min:.0%` per model ({glue:text}`strict_min:.0%` by the stricter count). Control
+# continuations without agreement decisions that came out unchanged: {glue:text}`control_text`.
+# The {glue:text}`control_changed` control continuations that changed wandered into text with
+# a verb decision of their own; the table shows the text up to the token where the gate first
+# fired. Below, sampled continuations (temperature {glue:text}`temperature_value`, top-{glue:text}`top_k_value`, the
 # same random draws for both columns), in the style of the paper's Figure 6: agreement verbs in
 # bold, verbs whose number steering inverted highlighted.
 

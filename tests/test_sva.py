@@ -329,6 +329,22 @@ def test_run_on_the_tiny_model(tmp_path, monkeypatch):
     claims.record("subject_verb_agreement", values, root=tmp_path)  # every id is a known claim
 
 
+def test_control_summary_known_answer():
+    def gen(tokens, verbs, gated):
+        n = len(tokens)
+        return Generation("1, 2,", tokens=tokens, pieces=[f" {t}" for t in tokens], gated=gated,
+                          strength=[0.0] * n, clean_margin=[0.0] * n, margin=[0.0] * n,
+                          clean_token=tokens, verb=verbs, clean_verb=verbs).to_dict()
+    free = {"base": gen([3, 4], [None, None], [False] * 2), "steered": gen([3, 4], [None, None], [False] * 2)}
+    verb = {"base": gen([3, 9, 5], [None, "singular", None], [False] * 3),
+            "steered": gen([3, 8, 5], [None, "plural", None], [False, True, False])}
+    broken = {"base": gen([3, 4], [None, None], [False] * 2), "steered": gen([7, 4], [None, None], [True, False])}
+    c = sva.control_summary({"control": [free, verb, broken]})
+    assert (c["n"], c["decision_free"], c["decision_free_unchanged"], c["unchanged"]) == (3, 2, 1, 1)
+    assert c["rows"][1]["first steered step"] == 1 and c["rows"][1]["base text up to it"] == " 3 9"
+    assert c["rows"][0]["first steered step"] is None
+
+
 def test_alignment_pairs_are_formed(tmp_path, monkeypatch):
     models = [{"model": n, "coords": list(c), "wilcoxon_p": {"remove": 0.01, "flip": 0.02}}
               for n, c in (("a", [1, 2, 3, 4]), ("b", [2, 4, 6, 9]), ("c", [4, 3, 2, 1]))]

@@ -49,6 +49,7 @@ __all__ = [
     "auc",
     "checks",
     "claim_values",
+    "control_summary",
     "intervened_margins",
     "layer_cores",
     "run",
@@ -345,6 +346,28 @@ def steering_run(lm: LanguageModel, analysis: dict, p: SVAParams, *, progress: b
     return out
 
 
+def control_summary(steering: dict) -> dict:
+    """What steering did to the control continuations.
+
+    A control continuation has *no agreement decision* when its unsteered (base) text contains
+    none of the four verbs; those must come out unchanged. For every changed continuation, the
+    first steered step and the base text up to it (the token the gate reacted to).
+    """
+    rows, free, free_same = [], 0, 0
+    for pair in steering["control"]:
+        base, steered = pair["base"], pair["steered"]
+        same = base["tokens"] == steered["tokens"]
+        decision_free = all(v is None for v in base["verb"])
+        free += decision_free
+        free_same += decision_free and same
+        first = next((k for k, g in enumerate(steered["gated"]) if g), None)
+        rows.append({"prompt": base["prompt"], "unchanged": same, "verbs in base text": not decision_free,
+                     "first steered step": first,
+                     "base text up to it": None if first is None else "".join(base["pieces"][:first + 1])})
+    return {"n": len(rows), "decision_free": free, "decision_free_unchanged": free_same,
+            "unchanged": sum(r["unchanged"] for r in rows), "rows": rows}
+
+
 # --------------------------------------------------------------------------- the chapter
 
 def run(p: SVAParams | None = None, *, progress: bool = True) -> dict:
@@ -423,9 +446,10 @@ def checks(summary: dict) -> list[dict]:
         rate = s["inversion"]["rate"]
         add("steering: verbs inverted", m["model"],
             None if rate is None else round(rate, 3), "≥ 0.5", rate is not None and rate >= 0.5)
-        add("steering: control generations unchanged", m["model"],
-            f"{s['control_unchanged']}/{s['n_control']}", "all",
-            s["control_unchanged"] == s["n_control"])
+        c = control_summary(s)
+        add("steering: control generations without agreement decisions unchanged", m["model"],
+            f"{c['decision_free_unchanged']}/{c['decision_free']}", "all",
+            c["decision_free"] > 0 and c["decision_free_unchanged"] == c["decision_free"])
     for pair in summary["pairs"]:
         add("core alignment (Pearson)", " × ".join(pair["pair"]), round(pair["pearson"], 3), "≥ 0.6",
             pair["pearson"] >= 0.6)
@@ -448,6 +472,7 @@ def claim_values(summary: dict) -> dict:
         "sva.pearson": {k: p["pearson"] for k, p in pairs.items()},
         "sva.spearman": {k: p["spearman"] for k, p in pairs.items()},
         "sva.steering_rate": {k: s["inversion"]["rate"] for k, s in steer.items()},
-        "sva.steering_untouched": {k: s["control_unchanged"] / s["n_control"]
-                                   for k, s in steer.items() if s["n_control"]},
+        "sva.steering_untouched": {
+            k: c["decision_free_unchanged"] / c["decision_free"]
+            for k, c in ((k, control_summary(s)) for k, s in steer.items()) if c["decision_free"]},
     }
