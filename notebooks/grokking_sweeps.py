@@ -235,7 +235,7 @@ if fit_omega is not None:
     ww = np.geomspace(min(omegas) * 0.9, max(omegas) * 1.1, 100)
     ax_w.plot(ww, fit_omega.loc["prefactor", "estimate"] * ww ** beta, "C0-",
               label=fr"fit $\propto \omega^{{{beta:.2f} \pm {beta_sd:.2f}}}$")
-ax_w.set(xscale="log", yscale="log", xlabel=r"weight decay $\omega$", ylabel=r"$\tau_{\rm grok}$ (steps)",
+ax_w.set(xscale="log", xlabel=r"weight decay $\omega$", ylabel=r"$\tau_{\rm grok}$ (steps)",
          title=f"p = {omega_p}, {omega_batch_text}")
 ax_w.set_xticks(omegas, [f"{w:g}" for w in omegas], minor=False)
 ax_w.set_xticks([], minor=True)
@@ -247,9 +247,13 @@ if fit_p is not None:
 above = pp[pp > paper_p_crit * 1.01]
 ax_p.plot(above, grok_time(above, paper_Omega / p_weight_decay, paper_p_crit), color="0.5", ls="--",
           label=r"paper's fit, $\Omega/\omega$")
-ax_p.set(yscale="log", xlabel="modulus $p$", ylabel=r"$\tau_{\rm grok}$ (steps)",
+ax_p.set(xlabel="modulus $p$", ylabel=r"$\tau_{\rm grok}$ (steps)",
          title=fr"$\omega$ = {p_weight_decay:g}, {p_batch_text}")
-for ax in (ax_w, ax_p):
+for ax, table in [(ax_w, table_omega), (ax_p, table_p)]:
+    if table["delay"].gt(0).any():
+        ax.set_yscale("log")
+    else:  # e.g. a short run: say so instead of drawing an empty log axis
+        ax.text(0.5, 0.5, "no seed grokked before the cap", transform=ax.transAxes, ha="center")
     ax.legend(fontsize=8)
 glue("fig_sweeps", fig, display=False)
 plt.close(fig)
