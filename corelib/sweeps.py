@@ -269,6 +269,17 @@ def _accuracy(params: dict[str, torch.Tensor], which: torch.Tensor, data: Prefix
     return (correct.double() / len(data)).tolist()
 
 
+def _mark_first_pass(times: dict[int, int | None], check: _ThresholdTest, params: dict[str, torch.Tensor],
+                     seeds: Sequence[int], step: int) -> None:
+    """Set ``times[seed] = step`` for every seed without a time yet that passes ``check`` now."""
+    pending = [j for j, s in enumerate(seeds) if times[s] is None]
+    if pending:
+        device = next(iter(params.values())).device
+        for j, good in zip(pending, check.passes(params, torch.tensor(pending, device=device)).tolist()):
+            if good:
+                times[seeds[j]] = step
+
+
 def _subset(stack: SeedStack, opt: StackOptimizer, keep: list[int], lr: float, decay: float
             ) -> tuple[SeedStack, StackOptimizer]:
     """The stack and AdamW state restricted to seeds at positions ``keep`` (moments are elementwise)."""
@@ -382,18 +393,8 @@ def train_condition(
                     if t_mem[s] is None and correct[j] >= train_test.need:
                         t_mem[s] = step - 1
             if not full_batch:
-                pending = [j for j, s in enumerate(stack.seeds) if t_mem[s] is None]
-                if pending:
-                    ok = train_test.passes(params, torch.tensor(pending, device=device)).tolist()
-                    for j, good in zip(pending, ok):
-                        if good:
-                            t_mem[stack.seeds[j]] = step
-            pending = [j for j, s in enumerate(stack.seeds) if t_gen[s] is None]
-            if pending:
-                ok = test_test.passes(params, torch.tensor(pending, device=device)).tolist()
-                for j, good in zip(pending, ok):
-                    if good:
-                        t_gen[stack.seeds[j]] = step
+                _mark_first_pass(t_mem, train_test, params, stack.seeds, step)
+            _mark_first_pass(t_gen, test_test, params, stack.seeds, step)
             done = [j for j, s in enumerate(stack.seeds)
                     if t_gen[s] is not None and step - t_gen[s] >= patience]
             if step >= cap:
