@@ -63,11 +63,10 @@ import joblib
 import numpy as np
 import pandas as pd
 import torch
-from torch import nn
 from torch.func import functional_call, vmap
 from tqdm.auto import tqdm
 
-from .engine import PrefixData, SeedStack, StackOptimizer
+from .engine import PrefixData, SeedStack, StackOptimizer, _LastLogits
 from .models import Transformer, TransformerConfig, default_device
 from .results import load_json, params_key, results_root, run_dir, save_json
 from .tasks.modular import modular_addition_split
@@ -193,20 +192,9 @@ def min_correct(n: int, threshold: float) -> int:
 # --------------------------------------------------------------------------- exact early-exit evaluation
 
 
-class _Readout(nn.Module):
-    """Adapter so ``functional_call`` can run :meth:`Transformer.last_logits`."""
-
-    def __init__(self, model: Transformer):
-        super().__init__()
-        self.model = model
-
-    def forward(self, last, prefixes, index):
-        return self.model.last_logits(last, prefixes, index)
-
-
 def _shared_input_logits(model_cfg: TransformerConfig) -> Callable:
     """``f(params, last, index, prefixes) -> (S, B, vocab)``: every seed on the same rows."""
-    wrapper = _Readout(Transformer(model_cfg).to("meta"))
+    wrapper = _LastLogits(Transformer(model_cfg).to("meta"))
     return vmap(lambda p, last, index, prefixes: functional_call(
         wrapper, {f"model.{k}": v for k, v in p.items()}, (last, prefixes, index)),
         in_dims=(0, None, None, None))
