@@ -226,7 +226,9 @@ class StackOptimizer:
         decay = torch.as_tensor(weight_decay, dtype=torch.float64).expand(len(stack))
         for v in stack.params.values():
             v.requires_grad_(True)
-        self.opt = torch.optim.AdamW(list(stack.params.values()), lr=lr, weight_decay=0.0)
+        # The fused kernel does the whole update in one pass per tensor (several times faster than
+        # the default per-op loop on a CPU); same algorithm, so results agree to float rounding.
+        self.opt = torch.optim.AdamW(list(stack.params.values()), lr=lr, weight_decay=0.0, fused=True)
         self.shrink = {k: (1.0 - lr * decay).to(v.dtype).to(v.device).view(-1, *[1] * (v.ndim - 1))
                        for k, v in stack.params.items()}
 

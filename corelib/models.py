@@ -33,6 +33,16 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def _rows(t: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``t[index]`` along the first dimension, by an embedding lookup.
+
+    Same values as indexing, but its backward (a dense scatter-add) is several times faster than
+    the backward of advanced indexing, which matters in the training step of
+    :meth:`Transformer.last_logits` (and stays fast under ``vmap``).
+    """
+    return F.embedding(index, t.flatten(1)).view(*index.shape, *t.shape[1:])
+
+
 def resid_hook(layer: int) -> str:
     """Name of the hook point at the output of block ``layer``."""
     return f"blocks.{layer}.hook_resid_post"
@@ -208,7 +218,7 @@ class Transformer(HookedRootModule):
         p, x = self.drop(p), self.drop(x)
         for i, block in enumerate(self.blocks):
             _, k, v = block.attn.project(block.attn_input(p))
-            x = block(x, past=(k[prefix_index], v[prefix_index]))
+            x = block(x, past=(_rows(k, prefix_index), _rows(v, prefix_index)))
             if i + 1 < len(self.blocks):
                 p = block(p)
         return self.unembed(self.ln_final(x))[:, 0]
