@@ -44,17 +44,7 @@ from corelib.sweeps import Condition, SweepConfig, SweepStats, flops_per_row, tr
 from corelib.tasks.modular import modular_addition_split  # noqa: E402
 from corelib.training import epoch_order  # noqa: E402
 
-
-def matmul_gflops(n: int = 2048, repeats: int = 5) -> float:
-    """Measured fp32 matmul throughput of this machine (best of ``repeats`` n x n products)."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    a @ b  # warm-up
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n**3 / best / 1e9
+from _machine import matmul_gflops  # noqa: E402
 
 
 def plain_loop(cfg: SweepConfig, cond: Condition, seeds: list[int], steps: int) -> tuple[float, float]:
