@@ -381,13 +381,53 @@ def _execute(job: _Job, root: Path) -> Path:
         else:
             os.environ["ACE_PROFILE"] = previous_profile
     nb = nbformat.read(running, as_version=4)
+    seconds = round(time.perf_counter() - start, 2)
     nb.metadata[METADATA_KEY] = {
         "cache_key": job.key, "profile": job.profile, "parameters": job.parameters,
-        "source": f"notebooks/{job.name}.py", "seconds": round(time.perf_counter() - start, 2)}
+        "source": f"notebooks/{job.name}.py", "seconds": seconds}
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, running)
     os.replace(running, target)
+    _record_run_time(job, seconds)
     return target
+
+
+RUN_TIMES = "run_times"  # folder of the results root: how long each chapter's last execution took
+
+
+def _record_run_time(job: _Job, seconds: float) -> None:
+    from .results import results_root, save_json
+
+    folder = results_root() / RUN_TIMES
+    folder.mkdir(parents=True, exist_ok=True)
+    save_json(folder / f"{job.name}.json",
+              {"chapter": job.name, "profile": job.profile, "seconds": seconds,
+               "threads": _threads(), "finished": time.strftime("%Y-%m-%d %H:%M", time.localtime())})
+
+
+def _threads() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def recorded_run_times(folder: str | os.PathLike | None = None) -> list[dict[str, Any]]:
+    """The wall time of each chapter's last execution by the runner, in chapter order.
+
+    One record per chapter that has been executed (``chapter``, ``profile``, ``seconds``, the
+    number of CPUs the process could use and when it finished), read from ``run_times/`` of the
+    results root, which :func:`run_notebook` and ``build`` write after every successful run.
+    """
+    from .results import load_json, results_root
+
+    base = Path(folder) if folder is not None else results_root() / RUN_TIMES
+    records = [load_json(p) for p in sorted(base.glob("*.json"))] if base.is_dir() else []
+    try:
+        order = {name: i for i, name in enumerate(chapters())}
+    except (OSError, RunnerError):
+        order = {}
+    return sorted(records, key=lambda r: (order.get(r["chapter"], len(order)), r["chapter"]))
 
 
 def _run_jobs(jobs: list[_Job], root: Path, force: bool) -> dict[str, dict[str, Any]]:

@@ -1,6 +1,6 @@
 # ---
 # jupyter:
-#   corelib_inputs: [claims]
+#   corelib_inputs: [claims, run_times]
 #   jupytext:
 #     formats: py:percent
 #     text_representation:
@@ -91,3 +91,29 @@ for chapter, rows in table.groupby("chapter", sort=False):
 # - To add a claim, register it in `corelib/claims.py` with the paper's value and a tolerance,
 #   and record the measured value in the chapter that measures it; `tests/test_claims.py` checks
 #   that every recorded claim appears on this page.
+
+# %% [markdown]
+# ## What this build cost
+#
+# The runner times every chapter it executes. The table lists, for each chapter, the wall time
+# of its last execution, the profile it ran with and how many CPUs it could use: the cost of
+# reproducing these values on a machine like the one that built this page. A chapter that was
+# taken from the runner's cache keeps the time of the run that produced it.
+
+# %%
+from corelib.runner import recorded_run_times
+
+run_times = pd.DataFrame([r for r in recorded_run_times() if r["chapter"] != "claims"])  # not this page
+if run_times.empty:
+    glue("build_minutes", "n/a", display=False)
+    print("No chapter has been executed by the runner yet.")
+else:
+    run_times["minutes"] = (run_times["seconds"] / 60).round(1)
+    glue("build_minutes", f"{run_times['seconds'].sum() / 60:.1f}", display=False)
+    display(run_times[["chapter", "profile", "minutes", "threads", "finished"]].style.hide(axis="index"))
+
+# %% [markdown]
+# Executing the chapters took {glue:text}`build_minutes` minutes in total. The chapters that
+# train models dominate; see
+# [Rerun it yourself](../rerun.md) for what each profile costs and what a GPU changes.
+

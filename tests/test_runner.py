@@ -295,3 +295,17 @@ def test_declared_inputs_must_be_folder_names(project: Path) -> None:
     write(project / "notebooks" / "reader.py", READER.replace("[inbox]", "[../elsewhere]"))
     with pytest.raises(ConfigError, match="corelib_inputs must be a list of folder names"):
         runner.run_notebook("reader", "smoke", root=project)
+
+
+def test_each_execution_records_its_run_time_and_a_cached_run_keeps_it(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(project / "results"))
+    runner.run_notebook("alpha", "smoke", root=project)
+    first = runner.recorded_run_times(project / "results" / runner.RUN_TIMES)
+    assert [(r["chapter"], r["profile"]) for r in first] == [("alpha", "smoke")]
+    executed = json.loads((project / "book" / "chapters" / "alpha.ipynb").read_text())
+    assert first[0]["seconds"] == executed["metadata"]["corelib_runner"]["seconds"] > 0
+    runner.run_notebook("alpha", "smoke", root=project)  # cached: the record is the run's, unchanged
+    assert runner.recorded_run_times(project / "results" / runner.RUN_TIMES) == first
+    runner.run_notebook("alpha", "book", root=project)
+    assert [r["profile"] for r in runner.recorded_run_times(project / "results" / runner.RUN_TIMES)] == ["book"]
