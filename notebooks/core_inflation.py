@@ -25,7 +25,7 @@
 #   {glue:text}`branch_epoch`, continued with weight decay 0 and a fresh optimizer.
 #
 # The book runs a shorter horizon than the paper (parameter `long_epochs`; the `paper` profile
-# runs the full 20 000 epochs, about an hour and a half on a laptop CPU) and reports where the
+# runs the full 20 000 epochs of both arms, many hours on a laptop CPU) and reports where the
 # trend stands at its end.
 
 # %% tags=["parameters"]

@@ -30,8 +30,9 @@
 # The next chapter follows the same models for much longer and watches the core inflate.
 #
 # Three two-block transformers train together in one vectorised model (see
-# `corelib.engine`). The default parameters are the paper's; training for 2 000 epochs takes a few
-# minutes on a laptop CPU. Try another modulus with
+# `corelib.engine`). The default parameters are the paper's; training for 2 000 epochs takes
+# tens of minutes on a two-core laptop CPU (the last section of the claims page lists how long
+# this build's chapters took), much less on a GPU. Try another modulus with
 # `python -m corelib.runner run modular_addition -p p 59`.
 
 # %% tags=["parameters"]
