@@ -48,7 +48,8 @@ eps = 1e-8               # relative jitter of the ACE square-root factors
 max_new_tokens = 50      # tokens generated per steering prompt (the paper: 50)
 control_new_tokens = 20  # tokens generated per control prompt
 n_display = 3            # steering prompts also continued by sampling, shown side by side
-gate = 0.1               # steer a token only if is/are/was/were hold this much probability
+gate = 0.2               # steer a token only if is/are/was/were hold this much probability
+gate_grid = [0.1, 0.2, 0.3, 0.5]  # gates also measured for the table that justifies `gate`
 probe = 0.25             # strength of the probing pass that measures the local gain
 epsilon = 6.0            # margin buffer of the flip (logits; the paper does not give its value)
 cap = 8.0                # largest steering strength |s|
@@ -221,26 +222,62 @@ glue("spearman_min", min((p["spearman"] for p in pairs), default=float("nan")), 
 # core's layer is reflected by a per-token strength $s$,
 # $\tilde{\mathbf h} = \mathbf h - 2s\,[(\mathbf h - \boldsymbol\mu)^\top\mathbf q]\,\mathbf q$
 # (`corelib.steering`): a clean pass *gates* (no steering unless is/are/was/were hold at least
-# a share {glue:text}`gate_value` of the next-token probability), a *probe* at a small strength
-# measures how fast the margin $m = \log\sum_{are,were} e^{\ell} - \log\sum_{is,was} e^{\ell}$
-# moves with $s$, and the step uses the strength that moves $m$ just across zero, to
+# a share $\gamma$ of the next-token probability), a *probe* at a small strength measures how
+# fast the margin $m = \log\sum_{are,were} e^{\ell} - \log\sum_{is,was} e^{\ell}$ moves with
+# $s$, and the step uses the strength that moves $m$ just across zero, to
 # $-\operatorname{sign}(m_0)\,\varepsilon$, capped at $|s| \le$ {glue:text}`cap_value`.
 #
 # We count, over greedy continuations of {glue:text}`n_steer` fixed prompts, the *agreement
-# decisions*: steered steps at which the unmodified model would have written one of the four
-# verbs, or the steered model wrote one. A decision is *inverted* when the written verb has the
-# number that the unmodified model disfavoured at that step (the sign of its margin). The
+# decisions*: steps at which the unmodified model would have written one of the four verbs, or
+# the steered model wrote one, whether or not the gate opened (a verb the gate let through
+# unsteered is a decision steering missed). A decision is *inverted* when the written verb has
+# the number that the unmodified model disfavoured at that step (the sign of its margin). The
 # stricter rate counts only the decisions where the unmodified model would have written a verb:
 # there steering must both flip the number and keep a verb the most likely token. As a control,
-# {glue:text}`n_control` prompts with no agreement decision in sight (counting, days of the
-# week, ...): a continuation whose unsteered text contains none of the four verbs must come out
-# unchanged.
+# {glue:text}`n_control` prompts with no agreement decision in sight (counting, lists of days,
+# colours, planets, a line of code, ...): a continuation whose unsteered text contains none of
+# the four verbs must come out unchanged.
+#
+# ### The gate threshold
+#
+# The paper does not give $\gamma$. It trades the two criteria against each other: a low gate
+# also fires where a verb is merely possible, such as at the end of a list, which may become the
+# subject of a sentence ("Monday, Tuesday, Wednesday, and Thursday ..."); a high gate lets verbs
+# through unsteered. We therefore ran every prompt at each threshold of a grid; the table gives,
+# per model and threshold, the inversion rate and the decision-free control continuations that
+# came out unchanged.
 
 # %%
 glue("gate_value", gate, display=False)
 glue("cap_value", cap, display=False)
 glue("n_steer", len(params.steering_prompts), display=False)
 glue("n_control", len(params.control_prompts), display=False)
+gate_rows = {m["model"]: pd.DataFrame(sva.gate_table(m["steering"])).set_index("gate") for m in results}
+gate_df = pd.concat(gate_rows, names=["model", "gate"])
+display(gate_df)
+passing = [g for g in params.gates if all(gate_rows[name].loc[g, "both criteria"] for name in names)]
+glue("gates_passing", ", ".join(f"{g:g}" for g in passing) or "none", display=False)
+glue("gate_grid_text", ", ".join(f"{g:g}" for g in params.gates), display=False)
+if not passing:
+    gate_verdict = "No threshold of the grid meets both criteria for every model."
+elif gate == passing[0]:
+    gate_verdict = (f"The chapter uses γ = {gate:g}, the smallest threshold of the grid that meets "
+                    "both criteria for every model.")
+elif gate in passing:
+    gate_verdict = f"The chapter uses γ = {gate:g}, which meets both criteria for every model."
+else:
+    gate_verdict = (f"The chapter uses γ = {gate:g}, which does not meet both criteria for every "
+                    "model; the table shows which thresholds do.")
+glue("gate_verdict", gate_verdict, display=False)
+
+# %% [markdown]
+# Thresholds of the grid ({glue:text}`gate_grid_text`) at which every model inverts at least
+# half of its agreement decisions and leaves every decision-free control unchanged:
+# {glue:text}`gates_passing`. {glue:text}`gate_verdict` The threshold was chosen with this table,
+# on these prompts, so the controls at that threshold are not an independent test of it; the
+# rows of the other thresholds show how sensitive the result is.
+
+# %%
 steer_rows = []
 for m in results:
     s = m["steering"]
@@ -249,6 +286,7 @@ for m in results:
                        "inversion rate": s["inversion"]["rate"],
                        "clean-verb decisions": s["inversion"]["clean_verb_decisions"],
                        "clean-verb rate": s["inversion"]["rate_clean_verbs"],
+                       "decisions not steered": s["inversion"]["ungated_decisions"],
                        "steered steps": s["inversion"]["steered_steps"],
                        "control unchanged": f"{s['control_unchanged']}/{s['n_control']}",
                        "control steered steps": s["control_steered_steps"]})
@@ -260,21 +298,24 @@ glue("decisions_total", int(steer_table["decisions"].sum()), display=False)
 strict = [r["clean-verb rate"] for r in steer_rows if r["clean-verb rate"] is not None]
 glue("strict_min", min(strict) if strict else float("nan"), display=False)
 controls = {m["model"]: sva.control_summary(m["steering"]) for m in results}
-glue("control_text", ", ".join(f"{c['decision_free_unchanged']} of {c['decision_free']} ({name})"
-                               for name, c in controls.items()), display=False)
-glue("control_changed", sum(c["n"] - c["unchanged"] for c in controls.values()), display=False)
+glue("control_text", ", ".join(f"{sva.controls_text(c)} ({name})" for name, c in controls.items()),
+     display=False)
+changed = [r for c in controls.values() for r in c["rows"] if not r["unchanged"]]
+glue("control_changed", len(changed), display=False)
+glue("control_changed_verbs", sum(r["verbs in base text"] for r in changed), display=False)
 control_table = pd.concat({name: pd.DataFrame(c["rows"]) for name, c in controls.items()})
 display(control_table)
 
 # %% [markdown]
-# Over {glue:text}`decisions_total` agreement decisions, steering inverted at least
-# {glue:text}`inv_min:.0%` per model ({glue:text}`strict_min:.0%` by the stricter count). Control
-# continuations without agreement decisions that came out unchanged: {glue:text}`control_text`.
-# The {glue:text}`control_changed` control continuations that changed wandered into text with
-# a verb decision of their own; the table shows the text up to the token where the gate first
-# fired. Below, sampled continuations (temperature {glue:text}`temperature_value`, top-{glue:text}`top_k_value`, the
-# same random draws for both columns), in the style of the paper's Figure 6: agreement verbs in
-# bold, verbs whose number steering inverted highlighted.
+# At γ = {glue:text}`gate_value`, over {glue:text}`decisions_total` agreement decisions,
+# steering inverted at least {glue:text}`inv_min:.0%` per model ({glue:text}`strict_min:.0%` by
+# the stricter count). Control continuations without agreement decisions that came out
+# unchanged: {glue:text}`control_text`. Of the {glue:text}`control_changed` control
+# continuations that changed, {glue:text}`control_changed_verbs` had a verb decision of their
+# own in the unsteered text; the table shows the text up to the token where the gate first
+# fired. Below, sampled continuations (temperature {glue:text}`temperature_value`,
+# top-{glue:text}`top_k_value`, the same random draws for both columns), in the style of the
+# paper's Figure 6: agreement verbs in bold, verbs whose number steering inverted highlighted.
 
 # %%
 glue("temperature_value", temperature, display=False)

@@ -15,7 +15,8 @@ from corelib.ace import Core
 from corelib.experiments import sva
 from corelib.interventions import intervention_hook
 from corelib.lm import OFFLINE_MODELS, load_model, resid_hook
-from corelib.steering import Generation, SteeringConfig, generate, inversion_stats, steer_hook
+from corelib.steering import (Generation, SteeringConfig, generate, generate_batch, generation_margin,
+                              inversion_stats, steer_hook)
 from corelib.tasks.sva import ATTRACTORS, HEADS, TEMPLATES, make_dataset, make_prompt
 from test_exercises import run_solution
 
@@ -279,17 +280,80 @@ def test_inversion_stats_known_answer():
     # step 2: clean prefers singular; steered wrote a singular verb (not inverted)
     # step 3: clean prefers plural, greedy token no verb; steered wrote "is" (inverted)
     # step 4: clean prefers plural and would write it; steered wrote no verb (not inverted)
-    # step 5: not steered (ignored)
-    g = Generation("p", tokens=[1, 2, 3, 4, 5], pieces=["a"] * 5,
-                   gated=[True, True, True, True, False], strength=[1, 1, 1, 1, 0],
-                   clean_margin=[-1.0, -2.0, 0.5, 3.0, -1.0], margin=[0] * 5,
-                   clean_token=[1, 2, 3, 4, 5], verb=["plural", "singular", "singular", None, "plural"],
-                   clean_verb=["singular", "singular", None, "plural", "singular"])
+    # step 5: not steered, the model wrote the singular verb it preferred (a missed decision)
+    # step 6: not steered, no verb (no decision)
+    g = Generation("p", tokens=[1, 2, 3, 4, 5, 6], pieces=["a"] * 6,
+                   gated=[True, True, True, True, False, False], strength=[1, 1, 1, 1, 0, 0],
+                   clean_margin=[-1.0, -2.0, 0.5, 3.0, -1.0, 2.0], margin=[0] * 6,
+                   clean_token=[1, 2, 3, 4, 5, 6],
+                   verb=["plural", "singular", "singular", None, "singular", None],
+                   clean_verb=["singular", "singular", None, "plural", "singular", None])
     stats = inversion_stats([g, g])
-    assert stats == {"decisions": 8, "inverted": 4, "steered_steps": 8, "rate": 0.5,
-                     "clean_verb_decisions": 6, "clean_verbs_inverted": 2,
-                     "rate_clean_verbs": pytest.approx(1 / 3)}
+    assert stats == {"decisions": 10, "inverted": 4, "ungated_decisions": 2, "steered_steps": 8,
+                     "rate": 0.4, "clean_verb_decisions": 8, "clean_verbs_inverted": 2,
+                     "rate_clean_verbs": 0.25}
     assert inversion_stats([])["rate"] is None
+
+
+def _full_pass_margins(lm, core, layer, gen):
+    """Generation margins of a steered continuation recomputed without any cache: the whole
+    sequence in one pass, each position moved by the strength used when it was the last token."""
+    ids = lm.encode(gen.prompt) + gen.tokens[:-1]
+    start = len(lm.encode(gen.prompt)) - 1
+    strength = torch.zeros(len(ids))
+    strength[start:] = torch.tensor(gen.strength)
+
+    def fn(act, hook=None):
+        return act + strength[None, :, None] * (core.flip(act, centered=True) - act)
+
+    with torch.no_grad():
+        logits = lm.run_with_hooks(torch.tensor([ids]), fwd_hooks=[(resid_hook(layer), fn)])
+    return generation_margin(logits[0, start:], lm.verb_ids)
+
+
+def test_batched_steering_matches_single_rows_and_a_cache_free_pass(tiny, prompts):
+    # layer 0: its steered state feeds the keys and values of layer 1 (those of the last layer
+    # would reach only the logits, and a wrong cache would go unnoticed)
+    core = sva.layer_cores(tiny, prompts, [0], batch_size=6, progress=False)[0]
+    rows = ["The keys to the cabinet", "1, 2, 3", "In the past, the man behind the old desks", "The key"]
+    configs = [None, SteeringConfig(gate=0.0, epsilon=0.5, cap=None), SteeringConfig(gate=0.001),
+               SteeringConfig(gate=0.0, cap=2.0)]
+    budget, greedy = [6, 4, 7, 5], [True, True, False, True]
+    batch = generate_batch(tiny, rows, core=core, layer=0, configs=configs, max_new_tokens=budget,
+                           greedy=greedy, seed=3)
+    for prompt, cfg, n, g, got in zip(rows, configs, budget, greedy, batch):
+        alone = generate(tiny, prompt, core=core if cfg else None, layer=0, config=cfg or SteeringConfig(),
+                         max_new_tokens=n, greedy=g, seed=3)
+        assert got.tokens == alone.tokens and len(got.tokens) == n
+        assert got.gated == alone.gated
+        np.testing.assert_allclose(got.strength, alone.strength, rtol=1e-3, atol=1e-4)
+        np.testing.assert_allclose(got.margin, alone.margin, atol=1e-4)
+        # the cache of every row holds its own steered keys and values
+        np.testing.assert_allclose(_full_pass_margins(tiny, core, 0, got), got.margin, atol=1e-4)
+    assert sum(batch[1].gated) == 4 and not any(batch[0].gated)
+    with torch.no_grad():  # the gate's verb mass at the first step, from an uncached pass
+        first = torch.softmax(tiny(torch.tensor([tiny.encode(rows[1])]))[0, -1], -1)
+    assert batch[1].verb_mass[0] == pytest.approx(float(first[list(tiny.verb_ids.values())].sum()), abs=1e-5)
+    # requests of one prompt share a row until their gates disagree: a gate between the verb
+    # masses of the plain continuation makes that row fork mid-way
+    prompt = rows[0]
+    mass = sorted(generate(tiny, prompt, max_new_tokens=6).verb_mass)
+    middle = (mass[2] + mass[3]) / 2
+    shared = [(None, True), (SteeringConfig(gate=0.0), True), (SteeringConfig(gate=middle), True),
+              (SteeringConfig(gate=1.0), True), (None, False), (SteeringConfig(gate=middle), False)]
+    got = generate_batch(tiny, [prompt] * len(shared), core=core, layer=0, configs=[c for c, _ in shared],
+                         greedy=[g for _, g in shared], max_new_tokens=[6, 6, 6, 6, 5, 6], seed=3)
+    for (cfg, g), out in zip(shared, got):
+        alone = generate(tiny, prompt, core=core if cfg else None, layer=0, config=cfg or SteeringConfig(),
+                         max_new_tokens=len(out.tokens), greedy=g, seed=3)
+        assert out.tokens == alone.tokens and out.gated == alone.gated
+        np.testing.assert_allclose(out.margin, alone.margin, atol=1e-4)
+        np.testing.assert_allclose(_full_pass_margins(tiny, core, 0, out), out.margin, atol=1e-4)
+    assert 0 < sum(got[2].gated) < 6 and got[3].tokens == got[0].tokens and len(got[4].tokens) == 5
+    with pytest.raises(ValueError, match="configs has 1 entries for 4 prompts"):
+        generate_batch(tiny, rows, core=core, layer=0, configs=[None])
+    with pytest.raises(ValueError, match="core and its layer"):
+        generate_batch(tiny, rows[:1], configs=[SteeringConfig()])
 
 
 # --------------------------------------------------------------------------- experiment
@@ -301,6 +365,9 @@ def test_params_validation():
         sva.SVAParams(models=())
     with pytest.raises(ValueError, match="layer_stride"):
         sva.SVAParams(layer_stride=0)
+    with pytest.raises(ValueError, match="gate"):
+        sva.SVAParams(gate_grid=(0.1, 1.5))
+    assert sva.SVAParams(gate=0.25, gate_grid=[0.5, 0.1, 0.1]).gates == (0.1, 0.25, 0.5)
 
 
 def test_run_on_the_tiny_model(tmp_path, monkeypatch):
@@ -308,7 +375,7 @@ def test_run_on_the_tiny_model(tmp_path, monkeypatch):
     p = sva.SVAParams(models=("tiny-random-llama",), n_per_number=15, sweep_modes=("flip",),
                       steering_prompts=("The keys to the cabinet", "The key to the doors"),
                       control_prompts=("1 , 2 , 3",), max_new_tokens=4, control_new_tokens=3,
-                      n_display=1)
+                      n_display=1, gate=0.0, gate_grid=(1.0, 0.5))
     summary = sva.run(p, progress=False)
     (m,) = summary["models"]
     assert m["layers"] == [0, 1] and m["chosen_layer"] in (0, 1) and m["rank"] == 1
@@ -316,7 +383,19 @@ def test_run_on_the_tiny_model(tmp_path, monkeypatch):
     assert len(m["coords"]) == summary["n_test"] == 15
     # coordinates are oriented towards "plural": positively correlated with the margin
     assert np.corrcoef(m["coords"], m["margins"]["baseline"])[0, 1] > 0
-    assert len(m["steering"]["greedy"]) == 2 and len(m["steering"]["sampled"]) == 1
+    s = m["steering"]
+    assert len(s["greedy"]) == 2 and len(s["sampled"]) == 1 and len(s["control"]) == 1
+    # every gate of the grid and the chosen one were run; the chosen one's pairs are its rows
+    assert p.gates == (0.0, 0.5, 1.0) and set(s["gate_sweep"]) == {"0.0", "0.5", "1.0"}
+    assert [pair["steered"] for pair in s["greedy"]] == s["gate_sweep"]["0.0"]["greedy"]
+    assert all(pair["steered"]["gated"] == [True] * 4 for pair in s["greedy"])  # gate 0: every step
+    rows = {r["gate"]: r for r in sva.gate_table(s)}
+    assert list(rows) == [0.0, 0.5, 1.0]
+    assert rows[0.0]["inversion rate"] == s["inversion"]["rate"]
+    # gate 1 never opens: the steered continuations are the base ones
+    never = s["gate_sweep"]["1.0"]
+    assert [g["tokens"] for g in never["greedy"]] == [pair["base"]["tokens"] for pair in s["greedy"]]
+    assert rows[1.0]["steered steps"] == 0 and rows[1.0]["controls unchanged"] == "1/1"
     tables = sva.tables(summary)
     assert list(tables["A7"].index) == ["tiny-random-llama"] and tables["A5"].empty
     rows = sva.checks(summary)
@@ -343,6 +422,35 @@ def test_control_summary_known_answer():
     assert (c["n"], c["decision_free"], c["decision_free_unchanged"], c["unchanged"]) == (3, 2, 1, 1)
     assert c["rows"][1]["first steered step"] == 1 and c["rows"][1]["base text up to it"] == " 3 9"
     assert c["rows"][0]["first steered step"] is None
+
+
+def test_gate_table_and_criteria_known_answer():
+    def gen(verbs, clean_verbs, gated, tokens=None):
+        n = len(verbs)
+        return Generation("p", tokens=tokens or list(range(n)), pieces=["x"] * n, gated=gated,
+                          strength=[1.0] * n, clean_margin=[-1.0] * n, margin=[0.0] * n,
+                          clean_token=list(range(n)), verb=verbs, clean_verb=clean_verbs).to_dict()
+    base_greedy = gen(["singular", None], ["singular", None], [False, False])
+    base_control = gen([None, None], [None, None], [False, False])
+    steering = {"greedy": [{"base": base_greedy, "steered": base_greedy}],
+                "control": [{"base": base_control, "steered": base_control}],
+                "gate_sweep": {
+                    # inverts its one decision, but changes the decision-free control
+                    "0.1": {"greedy": [gen(["plural", None], ["singular", None], [True, False])],
+                            "control": [gen([None, "singular"], [None, None], [False, True], [0, 7])]},
+                    # inverts it and leaves the control alone
+                    "0.3": {"greedy": [gen(["plural", None], ["singular", None], [True, False])],
+                            "control": [base_control]},
+                    # lets the verb through unsteered: a decision, not inverted
+                    "0.5": {"greedy": [base_greedy], "control": [base_control]}}}
+    rows = sva.gate_table(steering)
+    assert [r["gate"] for r in rows] == [0.1, 0.3, 0.5]
+    assert [r["inversion rate"] for r in rows] == [1.0, 1.0, 0.0]
+    assert [r["controls without verbs"] for r in rows] == ["0/1", "1/1", "1/1"]
+    assert [r["decisions not steered"] for r in rows] == [0, 0, 1]
+    assert [r["both criteria"] for r in rows] == [False, True, False]
+    assert not sva.meets_criteria({"rate": None}, {"decision_free": 1, "decision_free_unchanged": 1})
+    assert not sva.meets_criteria({"rate": 0.9}, {"decision_free": 0, "decision_free_unchanged": 0})
 
 
 def test_alignment_pairs_are_formed(tmp_path, monkeypatch):

@@ -37,7 +37,7 @@ from ..ace import Core, MomentAccumulator
 from ..interventions import MODES, intervention_hook
 from ..lm import Batch, LanguageModel, load_model, resid_hook
 from ..results import load_json, run_dir, save_json
-from ..steering import Generation, SteeringConfig, generate, inversion_stats
+from ..steering import Generation, SteeringConfig, generate_batch, inversion_stats
 from ..tasks.sva import SVADataset, make_dataset
 
 __all__ = [
@@ -50,6 +50,8 @@ __all__ = [
     "checks",
     "claim_values",
     "control_summary",
+    "gate_table",
+    "meets_criteria",
     "intervened_margins",
     "layer_cores",
     "run",
@@ -78,7 +80,14 @@ CONTROL_PROMPTS = (
     "a, b, c, d, e,",
     "10, 20, 30, 40,",
     "red, orange, yellow, green,",
+    "2, 4, 6, 8,",
+    "one, two, three, four,",
+    "Mercury, Venus, Earth, Mars,",
+    "apple, banana, cherry,",
+    "Paris, London, Berlin,",
+    "import numpy as np\nimport",
 )
+GATE_GRID = (0.1, 0.2, 0.3, 0.5)
 
 
 @dataclass(frozen=True)
@@ -97,7 +106,8 @@ class SVAParams:
     max_new_tokens: int = 50
     control_new_tokens: int = 20
     n_display: int = 3              # steering prompts also continued by sampling (Figure 6)
-    gate: float = 0.1
+    gate: float = 0.2
+    gate_grid: tuple[float, ...] = GATE_GRID  # gates also measured, for the gate table
     probe: float = 0.25
     epsilon: float = 6.0
     cap: float | None = 8.0
@@ -106,7 +116,7 @@ class SVAParams:
     generation_seed: int = 0
 
     def __post_init__(self):
-        for name in ("models", "sweep_modes", "steering_prompts", "control_prompts"):
+        for name in ("models", "sweep_modes", "steering_prompts", "control_prompts", "gate_grid"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         if not self.models:
             raise ValueError("models is empty: name at least one model (see corelib.lm.available_models())")
@@ -120,6 +130,9 @@ class SVAParams:
             raise ValueError(f"layer_stride must be a positive integer, got {self.layer_stride}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {self.batch_size}")
+        object.__setattr__(self, "gate_grid", tuple(sorted({float(g) for g in self.gate_grid})))
+        for g in (self.gate, *self.gate_grid):
+            SteeringConfig(gate=g)  # a clear error for a gate outside [0, 1]
 
     @classmethod
     def from_namespace(cls, namespace: dict) -> "SVAParams":
@@ -128,7 +141,16 @@ class SVAParams:
 
     @property
     def steering(self) -> SteeringConfig:
-        return SteeringConfig(gate=self.gate, probe=self.probe, epsilon=self.epsilon, cap=self.cap)
+        return self.steering_at(self.gate)
+
+    def steering_at(self, gate: float) -> SteeringConfig:
+        """The steering settings with the gate threshold ``gate``."""
+        return SteeringConfig(gate=gate, probe=self.probe, epsilon=self.epsilon, cap=self.cap)
+
+    @property
+    def gates(self) -> tuple[float, ...]:
+        """The measured gates: ``gate_grid`` and ``gate``, ascending."""
+        return tuple(sorted({*self.gate_grid, float(self.gate)}))
 
     def sweep_part(self) -> dict:
         """The parameters that determine one model's layer sweep (its run-folder key)."""
@@ -137,7 +159,7 @@ class SVAParams:
 
     def steering_part(self) -> dict:
         keys = ("steering_prompts", "control_prompts", "max_new_tokens", "control_new_tokens", "n_display",
-                "gate", "probe", "epsilon", "cap", "temperature", "top_k", "generation_seed")
+                "gate", "gate_grid", "probe", "epsilon", "cap", "temperature", "top_k", "generation_seed")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -325,18 +347,37 @@ def core_of(analysis: dict) -> Core:
 
 
 def steering_run(lm: LanguageModel, analysis: dict, p: SVAParams, *, progress: bool = True) -> dict:
-    """Base and steered generations (greedy and sampled) of the steering and control prompts."""
+    """Base and steered generations of the steering and control prompts, at every gate.
+
+    Greedy continuations of the steering and control prompts are generated unsteered (once) and
+    steered at every gate of ``p.gates``; the first ``n_display`` steering prompts are also
+    continued by sampling, unsteered and steered at ``p.gate``. All run as one batch
+    (:func:`corelib.steering.generate_batch`; the requests of a prompt share a row until their
+    gates disagree). The pairs of ``p.gate`` are stored under
+    ``greedy``, ``sampled`` and ``control``; the steered texts of every gate under ``gate_sweep``.
+    """
     core, layer = core_of(analysis), analysis["chosen_layer"]
-    common = dict(config=p.steering, temperature=p.temperature, top_k=p.top_k, seed=p.generation_seed)
-    out = {"greedy": [], "sampled": [], "control": []}
-    jobs = [(prompt, "greedy", p.max_new_tokens) for prompt in p.steering_prompts]
-    jobs += [(prompt, "sampled", p.max_new_tokens) for prompt in p.steering_prompts[:p.n_display]]
-    jobs += [(prompt, "control", p.control_new_tokens) for prompt in p.control_prompts]
-    for prompt, kind, n in tqdm(jobs, desc=f"{lm.name}: generation", disable=not progress, leave=False):
-        greedy = kind != "sampled"
-        base = generate(lm, prompt, max_new_tokens=n, greedy=greedy, **common)
-        steered = generate(lm, prompt, core=core, layer=layer, max_new_tokens=n, greedy=greedy, **common)
-        out[kind].append({"base": base.to_dict(), "steered": steered.to_dict()})
+    greedy_jobs = [(q, "greedy", p.max_new_tokens) for q in p.steering_prompts]
+    greedy_jobs += [(q, "control", p.control_new_tokens) for q in p.control_prompts]
+    sampled = list(p.steering_prompts[:p.n_display])
+    rows = [(q, None, n, True) for q, _, n in greedy_jobs]
+    rows += [(q, p.steering_at(g), n, True) for g in p.gates for q, _, n in greedy_jobs]
+    rows += [(q, cfg, p.max_new_tokens, False) for cfg in (None, p.steering) for q in sampled]
+    gens = generate_batch(lm, [r[0] for r in rows], core=core, layer=layer,
+                          configs=[r[1] for r in rows], max_new_tokens=[r[2] for r in rows],
+                          greedy=[r[3] for r in rows], temperature=p.temperature, top_k=p.top_k,
+                          seed=p.generation_seed, progress=progress)
+    gens = [g.to_dict() for g in gens]
+    n = len(greedy_jobs)
+    base, by_gate = gens[:n], {g: gens[n * (k + 1):n * (k + 2)] for k, g in enumerate(p.gates)}
+    base_s, steered_s = gens[n * (len(p.gates) + 1):][:len(sampled)], gens[n * (len(p.gates) + 1):][len(sampled):]
+    out = {"gate": float(p.gate), "greedy": [], "control": [],
+           "sampled": [{"base": b, "steered": s} for b, s in zip(base_s, steered_s)],
+           "gate_sweep": {str(g): {"greedy": [], "control": []} for g in p.gates}}
+    for k, (_, kind, _) in enumerate(greedy_jobs):
+        out[kind].append({"base": base[k], "steered": by_gate[float(p.gate)][k]})
+        for g in p.gates:
+            out["gate_sweep"][str(g)][kind].append(by_gate[g][k])
     greedy_steered = [Generation(**g["steered"]) for g in out["greedy"]]
     control_steered = [Generation(**g["steered"]) for g in out["control"]]
     out["inversion"] = inversion_stats(greedy_steered)
@@ -344,6 +385,38 @@ def steering_run(lm: LanguageModel, analysis: dict, p: SVAParams, *, progress: b
     out["control_steered_steps"] = inversion_stats(control_steered)["steered_steps"]
     out["n_control"] = len(out["control"])
     return out
+
+
+def meets_criteria(inversion: dict, controls: dict) -> bool:
+    """The steering acceptance criteria: at least half of the agreement decisions inverted, and
+    every control continuation without agreement decisions (at least one) unchanged."""
+    rate = inversion["rate"]
+    return (rate is not None and rate >= 0.5 and controls["decision_free"] > 0
+            and controls["decision_free_unchanged"] == controls["decision_free"])
+
+
+def gate_table(steering: dict) -> list[dict]:
+    """Per gate threshold: agreement decisions and inversions on the steering prompts, and the
+    control continuations left unchanged (:func:`control_summary`), with whether both steering
+    criteria hold (:func:`meets_criteria`)."""
+    rows = []
+    for gate, steered in sorted(steering["gate_sweep"].items(), key=lambda kv: float(kv[0])):
+        inv = inversion_stats([Generation(**g) for g in steered["greedy"]])
+        ctl = control_summary({"control": [{"base": pair["base"], "steered": s}
+                                           for pair, s in zip(steering["control"], steered["control"])]})
+        rows.append({"gate": float(gate), "decisions": inv["decisions"], "inverted": inv["inverted"],
+                     "inversion rate": inv["rate"], "clean-verb rate": inv["rate_clean_verbs"],
+                     "decisions not steered": inv["ungated_decisions"],
+                     "steered steps": inv["steered_steps"],
+                     "controls without verbs": controls_text(ctl),
+                     "controls unchanged": f"{ctl['unchanged']}/{ctl['n']}",
+                     "both criteria": meets_criteria(inv, ctl)})
+    return rows
+
+
+def controls_text(controls: dict) -> str:
+    """``"unchanged/decision-free"`` of a :func:`control_summary`."""
+    return f"{controls['decision_free_unchanged']}/{controls['decision_free']}"
 
 
 def control_summary(steering: dict) -> dict:
@@ -448,8 +521,7 @@ def checks(summary: dict) -> list[dict]:
             None if rate is None else round(rate, 3), "≥ 0.5", rate is not None and rate >= 0.5)
         c = control_summary(s)
         add("steering: control generations without agreement decisions unchanged", m["model"],
-            f"{c['decision_free_unchanged']}/{c['decision_free']}", "all",
-            c["decision_free"] > 0 and c["decision_free_unchanged"] == c["decision_free"])
+            controls_text(c), "all", c["decision_free"] > 0 and c["decision_free_unchanged"] == c["decision_free"])
     for pair in summary["pairs"]:
         add("core alignment (Pearson)", " × ".join(pair["pair"]), round(pair["pearson"], 3), "≥ 0.6",
             pair["pearson"] >= 0.6)
