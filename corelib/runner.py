@@ -241,18 +241,23 @@ class _Job:
     def refresh_key(self) -> None:
         """Fold the current contents of the declared input folders into the cache key."""
         if self.inputs:
-            self.key = cache_key(self.key, {"inputs": _inputs_digest(self.inputs)}, "")
+            # its own run-time record changes with every run of it: not an input of it
+            own = f"{RUN_TIMES}/{self.name}.json"
+            self.key = cache_key(self.key, {"inputs": _inputs_digest(self.inputs, skip=own)}, "")
 
 
-def _inputs_digest(inputs: tuple[str, ...]) -> str:
-    """sha256 over the files of the folders ``inputs`` of the results root (missing = empty)."""
+def _inputs_digest(inputs: tuple[str, ...], skip: str | None = None) -> str:
+    """sha256 over the files of the folders ``inputs`` of the results root (missing = empty).
+
+    ``skip``: one file (``folder/name``, relative to the results root) left out.
+    """
     from .results import results_root
 
     digest = hashlib.sha256()
     for name in inputs:
         base = results_root() / name
         for path in sorted(base.rglob("*")) if base.is_dir() else []:
-            if path.is_file():
+            if path.is_file() and f"{name}/{path.relative_to(base).as_posix()}" != skip:
                 digest.update(f"{name}/{path.relative_to(base).as_posix()}".encode() + b"\0")
                 digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()

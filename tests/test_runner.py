@@ -309,3 +309,15 @@ def test_each_execution_records_its_run_time_and_a_cached_run_keeps_it(
     assert runner.recorded_run_times(project / "results" / runner.RUN_TIMES) == first
     runner.run_notebook("alpha", "book", root=project)
     assert [r["profile"] for r in runner.recorded_run_times(project / "results" / runner.RUN_TIMES)] == ["book"]
+
+
+def test_a_reader_of_run_times_is_not_invalidated_by_its_own_run_time(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(project / "results"))
+    write(project / "notebooks" / "reader.py", READER.replace("[inbox]", f"[{runner.RUN_TIMES}]"))
+    runner.run_notebook("reader", "smoke", root=project)
+    runner.run_notebook("reader", "smoke", root=project)
+    assert len(runs(project)) == 1  # its own record is not an input of it
+    runner.run_notebook("alpha", "smoke", root=project)  # alpha ran: that is news for the reader
+    runner.run_notebook("reader", "smoke", root=project)
+    assert len(runs(project)) == 3
