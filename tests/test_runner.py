@@ -76,6 +76,12 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def _own_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run records and claims of the mini project go to its own results folder, not the checkout's."""
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "results"))
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A mini project: _toc.yml, profiles.yml, three notebooks and a fake corelib."""
