@@ -87,9 +87,7 @@ def steer_hook(core: Core, strength):
 
 def generation_margin(logits: torch.Tensor, verb_ids: dict[str, int]) -> torch.Tensor:
     """``logsumexp(are, were) - logsumexp(is, was)`` of next-token logits (..., vocab)."""
-    plural = torch.stack([logits[..., verb_ids[v]] for v in AGREEMENT_VERBS["plural"]], -1)
-    singular = torch.stack([logits[..., verb_ids[v]] for v in AGREEMENT_VERBS["singular"]], -1)
-    return torch.logsumexp(plural, -1) - torch.logsumexp(singular, -1)
+    return _verb_margin({v: logits[..., i] for v, i in verb_ids.items()})
 
 
 @dataclass

@@ -50,6 +50,7 @@ __all__ = [
     "checks",
     "claim_values",
     "control_summary",
+    "controls_hold",
     "gate_table",
     "meets_criteria",
     "intervened_margins",
@@ -391,8 +392,12 @@ def meets_criteria(inversion: dict, controls: dict) -> bool:
     """The steering acceptance criteria: at least half of the agreement decisions inverted, and
     every control continuation without agreement decisions (at least one) unchanged."""
     rate = inversion["rate"]
-    return (rate is not None and rate >= 0.5 and controls["decision_free"] > 0
-            and controls["decision_free_unchanged"] == controls["decision_free"])
+    return rate is not None and rate >= 0.5 and controls_hold(controls)
+
+
+def controls_hold(controls: dict) -> bool:
+    """Every control continuation without agreement decisions (at least one) came out unchanged."""
+    return controls["decision_free"] > 0 and controls["decision_free_unchanged"] == controls["decision_free"]
 
 
 def gate_table(steering: dict) -> list[dict]:
@@ -521,7 +526,7 @@ def checks(summary: dict) -> list[dict]:
             None if rate is None else round(rate, 3), "≥ 0.5", rate is not None and rate >= 0.5)
         c = control_summary(s)
         add("steering: control generations without agreement decisions unchanged", m["model"],
-            controls_text(c), "all", c["decision_free"] > 0 and c["decision_free_unchanged"] == c["decision_free"])
+            controls_text(c), "all", controls_hold(c))
     for pair in summary["pairs"]:
         add("core alignment (Pearson)", " × ".join(pair["pair"]), round(pair["pearson"], 3), "≥ 0.6",
             pair["pearson"] >= 0.6)
