@@ -258,9 +258,13 @@ def _accuracy(params: dict[str, torch.Tensor], which: torch.Tensor, data: Prefix
 
 
 def _mark_first_pass(times: dict[int, int | None], check: _ThresholdTest, params: dict[str, torch.Tensor],
-                     seeds: Sequence[int], step: int) -> None:
-    """Set ``times[seed] = step`` for every seed without a time yet that passes ``check`` now."""
-    pending = [j for j, s in enumerate(seeds) if times[s] is None]
+                     seeds: Sequence[int], step: int, positions: Sequence[int] | None = None) -> None:
+    """Set ``times[seed] = step`` for every seed without a time yet that passes ``check`` now.
+
+    ``positions``: only the seeds at these positions of the stack (default: all of them).
+    """
+    candidates = range(len(seeds)) if positions is None else positions
+    pending = [j for j in candidates if times[seeds[j]] is None]
     if pending:
         device = next(iter(params.values())).device
         for j, good in zip(pending, check.passes(params, torch.tensor(pending, device=device)).tolist()):
@@ -344,12 +348,7 @@ def train_condition(
         which = torch.tensor(positions, device=device)
         params = {k: v.detach() for k, v in stack.params.items()}
         if full_batch:  # the training forward of the next step would have given this for free
-            pending = [j for j in positions if t_mem[stack.seeds[j]] is None]
-            if pending:
-                ok = train_test.passes(params, torch.tensor(pending, device=device))
-                for j, good in zip(pending, ok.tolist()):
-                    if good:
-                        t_mem[stack.seeds[j]] = step
+            _mark_first_pass(t_mem, train_test, params, stack.seeds, step, positions)
         acc_train = _accuracy(params, which, train, fn)
         acc_test = _accuracy(params, which, test, fn)
         for j, a_tr, a_te in zip(positions, acc_train, acc_test):
