@@ -225,6 +225,21 @@ def test_interventions_with_a_full_rank_core(tiny, prompts):
     assert m["acts"][1].shape == (len(prompts), tiny.d_model)
 
 
+def test_reused_prefix_batches_give_the_same_margins(tiny, prompts):
+    core = sva.layer_cores(tiny, prompts, [0], batch_size=6, progress=False)[0]
+    fresh = sva.intervened_margins(tiny, prompts, {0: core}, {0: ("remove", "flip")}, batch_size=6,
+                                   progress=False)
+    batches = sva.prefix_batches(tiny, prompts, batch_size=6, progress=False)
+    for modes in (("remove", "flip"), ("flip",)):  # the caches survive a first use unchanged
+        reused = sva.intervened_margins(tiny, prompts, {0: core}, {0: modes}, batch_size=6,
+                                        batches=batches, progress=False)
+        for key in ("baseline", *[(0, m) for m in modes]):
+            assert np.array_equal(reused[key], fresh[key])
+    with pytest.raises(ValueError, match="prefix_batches"):
+        sva.intervened_margins(tiny, prompts[:-1], {0: core}, {0: ("flip",)}, batches=batches,
+                               progress=False)
+
+
 def test_steer_hook_is_a_scaled_core_flip():
     rng = np.random.default_rng(1)
     q, _ = np.linalg.qr(rng.normal(size=(8, 1)))

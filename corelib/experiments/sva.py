@@ -54,6 +54,7 @@ __all__ = [
     "gate_table",
     "meets_criteria",
     "intervened_margins",
+    "prefix_batches",
     "layer_cores",
     "run",
     "sweep_layers",
@@ -249,6 +250,19 @@ def _batches(lm: LanguageModel, prompts: list[str], size: int):
         yield idx, batch, lm.prefix_cache(batch)
 
 
+def prefix_batches(lm: LanguageModel, prompts: list[str], *, batch_size: int = 200,
+                   progress: bool = True) -> list:
+    """The batches of ``prompts`` with their prefix caches, computed once to be reused.
+
+    The prefix forward pass is the dominant cost of the interventions; a second
+    :func:`intervened_margins` on the same prompts (e.g. for the modes left out of the sweep)
+    reuses these instead of recomputing them. The caches are small: two vectors per layer,
+    key-value head and prefix position.
+    """
+    return list(tqdm(_batches(lm, prompts, batch_size), total=-(-len(prompts) // batch_size),
+                     desc=f"{lm.name}: prefixes", disable=not progress, leave=False))
+
+
 def layer_cores(lm: LanguageModel, prompts: list[str], layers: list[int], *, batch_size: int = 200,
                 eps: float = 1e-8, progress: bool = True) -> dict[int, Core]:
     """Rank-1 cores of the margin at ``layers`` from activations and Jacobians on ``prompts``."""
@@ -265,18 +279,24 @@ def layer_cores(lm: LanguageModel, prompts: list[str], layers: list[int], *, bat
 @torch.no_grad()
 def intervened_margins(lm: LanguageModel, prompts: list[str], cores: dict[int, Core],
                        modes_at: dict[int, tuple[str, ...]], *, batch_size: int = 200,
-                       progress: bool = True) -> dict:
+                       batches: list | None = None, progress: bool = True) -> dict:
     """Test-prompt margins: clean, and under each ``mode`` of ``modes_at[layer]`` at that layer.
 
     Returns ``{"baseline": (N,), "acts": {layer: (N, D)}, (layer, mode): (N,)}``; the
     interventions are centred (on each core's training mean) at the last token only.
+    ``batches`` are the prompts' :func:`prefix_batches` if already computed.
     """
+    if batches is None:
+        batches = _batches(lm, prompts, batch_size)
+    elif sum(len(idx) for idx, _, _ in batches) != len(prompts):
+        raise ValueError(f"batches hold {sum(len(idx) for idx, _, _ in batches)} prompts, not the "
+                         f"{len(prompts)} given: pass prefix_batches() of the same prompts")
     out: dict = {"baseline": [], "acts": {layer: [] for layer in cores}}
     jobs = [(layer, mode) for layer, modes in modes_at.items() for mode in modes]
     for key in jobs:
         out[key] = []
     order = []
-    for idx, batch, cache in tqdm(_batches(lm, prompts, batch_size), total=-(-len(prompts) // batch_size),
+    for idx, batch, cache in tqdm(batches, total=-(-len(prompts) // batch_size),
                                 desc=f"{lm.name}: interventions", disable=not progress, leave=False):
         order.append(idx)
         names = [resid_hook(layer) for layer in cores]
@@ -307,8 +327,9 @@ def analyse_model(lm: LanguageModel, ds: SVADataset, p: SVAParams, *, progress: 
     layers = sweep_layers(lm.n_layers, p.layer_stride)
     cores = layer_cores(lm, train_prompts, layers, batch_size=p.batch_size, eps=p.eps,
                         progress=progress)
+    test_batches = prefix_batches(lm, test_prompts, batch_size=p.batch_size, progress=progress)
     m = intervened_margins(lm, test_prompts, cores, {layer: p.sweep_modes for layer in layers},
-                           batch_size=p.batch_size, progress=progress)
+                           batch_size=p.batch_size, batches=test_batches, progress=progress)
     baseline = auc(m["baseline"], plural)
     sweep = {mode: [auc(m[(layer, mode)], plural) for layer in layers] for mode in p.sweep_modes}
     effect = [baseline - a for a in sweep["flip"]]
@@ -316,7 +337,8 @@ def analyse_model(lm: LanguageModel, ds: SVADataset, p: SVAParams, *, progress: 
     missing = tuple(mode for mode in MODES if mode not in p.sweep_modes)
     if missing:
         m.update(intervened_margins(lm, test_prompts, {chosen: cores[chosen]}, {chosen: missing},
-                                    batch_size=p.batch_size, progress=progress))
+                                    batch_size=p.batch_size, batches=test_batches,
+                                    progress=progress))
     core = cores[chosen]
     coords = core.coords(m["acts"][chosen])[:, 0]
     sign = 1.0 if np.corrcoef(coords, m["baseline"])[0, 1] >= 0 else -1.0
