@@ -29,8 +29,8 @@ of decoder layer ``l``), so ``run_with_hooks(fwd_hooks=[(name, fn)])`` and
 intervention functions (:func:`corelib.interventions.intervention_hook`) are used. We do not run
 the experiments through ``TransformerBridge`` because they need three things it does not expose:
 a key/value cache of the prompt prefix (every intervention changes only the last token, so the
-prefix is computed once and each intervention re-runs one token: the layer sweep becomes about
-ten times cheaper), left padding with an attention mask for batches of prompts, and a read-out of
+prefix is computed once and each intervention re-runs one token, through the layers after it
+only (``start_at_layer``): the layer sweep becomes about ten times cheaper), left padding with an attention mask for batches of prompts, and a read-out of
 only the four verb logits (Gemma's vocabulary has 262 144 entries). :meth:`LanguageModel.bridge`
 still boots the bridge on the same weights, and the tests check that its logits and its
 ``blocks.{l}.hook_resid_post`` activations equal ours.
@@ -338,6 +338,41 @@ def _layers_and_norm(hf) -> tuple[nn.ModuleList, nn.Module]:
                      "layers and final norm (expected .layers/.norm or .h/.ln_f)")
 
 
+def _cache_lengths(cache) -> list[int] | None:
+    if cache is None:
+        return None
+    return [layer.get_seq_length() for layer in cache.layers]
+
+
+def _crop_new_positions(cache, before: list[int] | None) -> None:
+    """Remove what a forward pass appended to ``cache`` (layers that did not run are unchanged)."""
+    if cache is None:
+        return
+    for layer, length in zip(cache.layers, before):
+        grown = layer.get_seq_length() - length
+        if grown:
+            layer.crop(-grown)  # negative: remove the newest positions
+
+
+class _NotRun(nn.Module):
+    """Stands in for a decoder layer that :meth:`LanguageModel.last_token` skips.
+
+    It returns its input unchanged, except the last skipped layer, which returns the given
+    residual stream through that layer's ``hook_resid_post`` (so hooks there still fire).
+    """
+
+    def __init__(self, layer: nn.Module, output: torch.Tensor | None = None, hook: HookPoint | None = None):
+        super().__init__()
+        if hasattr(layer, "attention_type"):  # some models read it to pick the layer's mask
+            self.attention_type = layer.attention_type
+        self.output, self.hook = output, hook
+
+    def forward(self, hidden_states, *args, **kwargs):
+        if self.output is None:
+            return hidden_states
+        return self.hook(self.output.to(hidden_states.device, hidden_states.dtype))
+
+
 class LanguageModel(HookedRootModule):
     """A Hugging Face causal LM with hook points ``blocks.{l}.hook_resid_post``.
 
@@ -475,19 +510,51 @@ class LanguageModel(HookedRootModule):
                 use_cache=True)
         return out.past_key_values
 
-    def last_token(self, batch: Batch, cache, *, fwd_hooks=(), return_type: str = "margin"):
+    def last_token(self, batch: Batch, cache, *, fwd_hooks=(), return_type: str = "margin",
+                   start_at_layer: int | None = None, resid: torch.Tensor | None = None):
         """Run only the last position of ``batch`` on top of its prefix ``cache``, with hooks.
 
         The cache is restored afterwards, so it can be reused for many interventions. Hooks see
         activations of shape (N, 1, D).
+
+        With ``start_at_layer=l`` (as in TransformerLens) only decoder layers ``l, l+1, ...`` run:
+        ``resid`` (N, 1, D) is the last-token residual stream entering layer ``l``, i.e. the
+        value of ``blocks.{l-1}.hook_resid_post``, where hooks still fire (``l = n_layers``
+        leaves only the final norm and read-out). An intervention at layer ``l - 1`` then costs
+        only the layers after it. Hooks on earlier layers would never fire and are refused.
         """
+        if (start_at_layer is None) != (resid is None):
+            raise ValueError("start_at_layer and resid go together: resid is the residual stream "
+                             "entering layer start_at_layer")
+        swapped = {}
+        if start_at_layer is not None:
+            start = int(start_at_layer)
+            if not 1 <= start <= self.n_layers:
+                raise ValueError(f"start_at_layer must be in [1, {self.n_layers}] (the residual entering "
+                                 f"layer l is the output of layer l - 1), got {start_at_layer}")
+            n = batch.input_ids.shape[0]
+            if tuple(resid.shape) != (n, 1, self.d_model):
+                raise ValueError(f"resid must have shape ({n}, 1, {self.d_model}) (the last position "
+                                 f"of every prompt), got {tuple(resid.shape)}")
+            earlier = [name for name, _ in fwd_hooks if name in
+                       {resid_hook(layer) for layer in range(start - 1)}]
+            if earlier:
+                raise ValueError(f"hooks {earlier} are on layers that do not run with "
+                                 f"start_at_layer={start}")
+            swapped = {i: self.layers[i] for i in range(start)}
+            for i, layer in swapped.items():
+                last = i == start - 1
+                self.layers[i] = _NotRun(layer, resid if last else None,
+                                         self.blocks[i].hook_resid_post if last else None)
+        before = _cache_lengths(cache)
         try:
             return self.run_with_hooks(batch.input_ids[:, -1:], batch.attention_mask,
                                        past_key_values=cache, use_cache=cache is not None,
                                        return_type=return_type, fwd_hooks=list(fwd_hooks))
         finally:
-            if cache is not None:
-                cache.crop(-1)  # negative: remove the new position (same meaning in all versions)
+            for i, layer in swapped.items():
+                self.layers[i] = layer
+            _crop_new_positions(cache, before)
 
     # ---- TransformerLens bridge on the same weights
     def bridge(self):

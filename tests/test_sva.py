@@ -135,6 +135,49 @@ def test_cached_last_token_equals_full_forward_and_restores_the_cache(tiny, prom
     assert torch.allclose(first, full, atol=1e-5) and torch.equal(first, second)
 
 
+def _shift(act, hook):
+    out = act.clone()
+    out[:, -1] += 0.5
+    return out
+
+
+def test_start_at_layer_equals_the_full_pass_and_restores_the_cache(tiny, prompts):
+    batch = tiny.tokenize(prompts)
+    cache = tiny.prefix_cache(batch)
+    lengths = [layer.get_seq_length() for layer in cache.layers]
+    store = {}
+
+    def grab(act, hook):
+        store[hook.name] = act.detach()
+        return act
+
+    with torch.no_grad():
+        clean = tiny.last_token(batch, cache, fwd_hooks=[(resid_hook(l), grab) for l in (0, 1)])
+        for layer in (0, 1):
+            full = tiny.last_token(batch, cache, fwd_hooks=[(resid_hook(layer), _shift)])
+            rest = tiny.last_token(batch, cache, fwd_hooks=[(resid_hook(layer), _shift)],
+                                   start_at_layer=layer + 1, resid=store[resid_hook(layer)])
+            assert torch.allclose(rest, full, atol=1e-5) and not torch.allclose(rest, clean, atol=1e-3)
+            unhooked = tiny.last_token(batch, cache, start_at_layer=layer + 1, resid=store[resid_hook(layer)])
+            assert torch.allclose(unhooked, clean, atol=1e-5)
+    assert [layer.get_seq_length() for layer in cache.layers] == lengths
+    assert all(isinstance(m, torch.nn.Module) and type(m).__name__ != "_NotRun" for m in tiny.layers)
+
+
+def test_start_at_layer_errors(tiny, prompts):
+    batch = tiny.tokenize(prompts[:3])
+    cache = tiny.prefix_cache(batch)
+    h = torch.zeros(3, 1, tiny.d_model)
+    with pytest.raises(ValueError, match="go together"):
+        tiny.last_token(batch, cache, start_at_layer=1)
+    with pytest.raises(ValueError, match=r"start_at_layer must be in \[1, 2\]"):
+        tiny.last_token(batch, cache, start_at_layer=0, resid=h)
+    with pytest.raises(ValueError, match="resid must have shape"):
+        tiny.last_token(batch, cache, start_at_layer=1, resid=h[:2])
+    with pytest.raises(ValueError, match="do not run"):
+        tiny.last_token(batch, cache, start_at_layer=2, resid=h, fwd_hooks=[(resid_hook(0), _shift)])
+
+
 def test_hook_names_follow_transformer_lens(tiny, prompts):
     batch = tiny.tokenize(prompts[:3])
     _, cache = tiny.run_with_cache(batch.input_ids, batch.attention_mask, names_filter=resid_hook(1))

@@ -78,3 +78,29 @@ def test_gemma3_needs_and_gets_its_bos():
     with torch.no_grad():
         margin = lm(batch.input_ids, batch.attention_mask, return_type="margin").numpy()
     assert (np.sign(margin) == np.where([y for _, y in CLEAR], 1, -1)).all(), margin
+
+
+@needs_gemma3
+def test_gemma3_start_at_layer_equals_the_full_pass():
+    """Gemma-3 mixes sliding-window and global layers: skipping layers must keep each its mask."""
+    lm = load_model("gemma3-270m", "cpu", verbose=False)
+    batch = lm.tokenize([p for p, _ in CLEAR])
+    cache = lm.prefix_cache(batch)
+    layer = 6  # layers 7.. run: sliding-window ones (7-10) and global ones (11, 17)
+    store = {}
+
+    def grab(act, hook):
+        store[hook.name] = act.detach()
+        return act
+
+    def push(act, hook):
+        out = act.clone()
+        out[:, -1] *= 1.5
+        return out
+
+    with torch.no_grad():
+        lm.last_token(batch, cache, fwd_hooks=[(resid_hook(layer), grab)])
+        full = lm.last_token(batch, cache, fwd_hooks=[(resid_hook(layer), push)])
+        rest = lm.last_token(batch, cache, fwd_hooks=[(resid_hook(layer), push)], start_at_layer=layer + 1,
+                             resid=store[resid_hook(layer)])
+    assert torch.allclose(rest, full, atol=1e-3), (rest - full).abs().max()
