@@ -29,6 +29,7 @@ import hashlib
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -42,7 +43,7 @@ from .training import epoch_order
 
 __all__ = [
     "PrefixData", "StackConfig", "SeedStack", "StackOptimizer", "CheckpointError", "train_stack", "load_snapshot",
-    "snapshot_epochs", "load_history",
+    "snapshot_epochs", "load_history", "stacked_last_logits",
 ]
 
 
@@ -150,6 +151,20 @@ class _LastLogits(nn.Module):
         return self.model.last_logits(last, prefixes, index)
 
 
+def stacked_last_logits(model_cfg: TransformerConfig, *, shared_rows: bool) -> Callable:
+    """``f(params, last, index, prefixes) -> (S, B, vocab)``: last-position logits of S stacked seeds.
+
+    ``params`` are weights stacked along a first seed dimension (:class:`SeedStack`). With
+    ``shared_rows`` every seed runs on the same rows (``last`` and ``index`` of shape (B,), as in
+    an evaluation); otherwise each seed on its own rows (shape (S, B), as in training).
+    """
+    wrapper = _LastLogits(Transformer(model_cfg).to("meta"))
+    rows = None if shared_rows else 0
+    return vmap(lambda p, last, index, prefixes: functional_call(
+        wrapper, {f"model.{k}": v for k, v in p.items()}, (last, prefixes, index)),
+        in_dims=(0, rows, rows, None))
+
+
 class SeedStack:
     """S transformers of one architecture with their weights stacked along a seed dimension."""
 
@@ -165,9 +180,7 @@ class SeedStack:
         if expected != got or any(v.shape[0] != len(self.seeds) for v in params.values()):
             raise CheckpointError("stacked weights do not match the architecture and seeds "
                                   f"({len(self.seeds)} seeds, {model_cfg}).")
-        self._fn = vmap(lambda p, last, idx, prefixes: functional_call(
-            _LastLogits(template), {f"model.{k}": v for k, v in p.items()}, (last, prefixes, idx)),
-            in_dims=(0, 0, 0, None))
+        self._fn = stacked_last_logits(model_cfg, shared_rows=False)
 
     @classmethod
     def initialise(cls, model_cfg: TransformerConfig, seeds, device=None) -> "SeedStack":

@@ -63,10 +63,9 @@ import joblib
 import numpy as np
 import pandas as pd
 import torch
-from torch.func import functional_call, vmap
 from tqdm.auto import tqdm
 
-from .engine import PrefixData, SeedStack, StackOptimizer, _LastLogits
+from .engine import PrefixData, SeedStack, StackOptimizer, stacked_last_logits
 from .models import Transformer, TransformerConfig, default_device
 from .results import load_json, params_key, results_root, run_dir, save_json
 from .tasks.modular import modular_addition_split
@@ -190,14 +189,6 @@ def min_correct(n: int, threshold: float) -> int:
 
 
 # --------------------------------------------------------------------------- exact early-exit evaluation
-
-
-def _shared_input_logits(model_cfg: TransformerConfig) -> Callable:
-    """``f(params, last, index, prefixes) -> (S, B, vocab)``: every seed on the same rows."""
-    wrapper = _LastLogits(Transformer(model_cfg).to("meta"))
-    return vmap(lambda p, last, index, prefixes: functional_call(
-        wrapper, {f"model.{k}": v for k, v in p.items()}, (last, prefixes, index)),
-        in_dims=(0, None, None, None))
 
 
 class _ThresholdTest:
@@ -338,7 +329,7 @@ def train_condition(
 
     stack = SeedStack.initialise(model_cfg, seeds, device)
     opt = StackOptimizer(stack, cfg.lr, [cond.weight_decay] * len(seeds))
-    fn = _shared_input_logits(model_cfg)
+    fn = stacked_last_logits(model_cfg, shared_rows=True)
     train_test, test_test = _ThresholdTest(train, cfg.threshold, fn), _ThresholdTest(test, cfg.threshold, fn)
     t_mem: dict[int, int | None] = dict.fromkeys(seeds)
     t_gen: dict[int, int | None] = dict.fromkeys(seeds)
