@@ -20,7 +20,8 @@ it stops) is removed by timing a 1-step run and a ``--steps`` run and taking the
 is printed separately.
 
 The achieved GFLOP/s count the matmuls each side actually performs (:func:`corelib.sweeps.flops_per_row`:
-training = 3 x forward; the plain loop computes 2 positions per example) and are compared with
+training = 3 x forward; the plain loop computes 2 positions per example, the engine 1, without the
+first block's query/key/value projection, which it does once per token) and are compared with
 this machine's fp32 matmul throughput, measured here with a large matmul. Run from the project
 root::
 
@@ -109,8 +110,10 @@ def main() -> None:
     t_long, long_ = timed(args.steps)
     elapsed = t_long - t_short
     sweep_rate = (long_.seed_steps - short.seed_steps) / elapsed
-    sweep_gflops = ((long_.train_rows - short.train_rows) * flops_per_row(model_cfg, training=True)
-                    + (long_.eval_rows - short.eval_rows) * flops_per_row(model_cfg, training=False)) / elapsed / 1e9
+    # The engine projects the first block's queries, keys and values once per token.
+    sweep_gflops = ((long_.train_rows - short.train_rows) * flops_per_row(model_cfg, True, per_token_qkv=True)
+                    + (long_.eval_rows - short.eval_rows) * flops_per_row(model_cfg, False, per_token_qkv=True)
+                    ) / elapsed / 1e9
     eval_per_seed_step = (long_.eval_rows - short.eval_rows) / (long_.seed_steps - short.seed_steps)
     print(f"sweep engine fixed cost per condition: {t_short:.2f} s (one step included)")
     plain_gflops = plain_rate * plain_flops / 1e9

@@ -94,8 +94,13 @@ class Attention(nn.Module):
         With ``past`` (each (batch, t_past, head, d_head)), ``x`` holds the positions that follow
         them, which may attend to all of ``past`` and causally among themselves.
         """
-        b, t, d = x.shape
-        q, k, v = self.project(x)
+        return self.attend(*self.project(x), past)
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               past: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """The attention output for given queries, keys and values (from :meth:`project`)."""
+        b, t, _, _ = q.shape
+        d = self.n_heads * self.d_head
         if past is not None:
             k, v = torch.cat([past[0], k], dim=1), torch.cat([past[1], v], dim=1)
         tk = k.shape[1]
@@ -105,7 +110,7 @@ class Attention(nn.Module):
             scores = (q[:, :, None] * k[:, None]).sum(-1).permute(0, 3, 1, 2)
         else:
             scores = torch.einsum("bqhd,bkhd->bhqk", q, k)
-        causal = torch.ones(t, tk, dtype=torch.bool, device=x.device).triu(tk - t + 1)
+        causal = torch.ones(t, tk, dtype=torch.bool, device=q.device).triu(tk - t + 1)
         scores = scores / math.sqrt(self.d_head)
         pattern = self.dropout(self.hook_pattern(scores.masked_fill(causal, float("-inf")).softmax(dim=-1)))
         if t * tk <= _SMALL_ATTENTION:
@@ -135,10 +140,17 @@ class Block(nn.Module):
         """What the attention layer reads from the block input (normalised first if pre-norm)."""
         return x if self.post else self.ln1(x)
 
-    def forward(self, x: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-        """Block output for the positions of ``x`` (``past``: keys/values of earlier positions)."""
+    def forward(self, x: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None = None,
+                qkv: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """Block output for the positions of ``x`` (``past``: keys/values of earlier positions).
+
+        ``qkv``: the queries, keys and values of ``x`` if already known (they depend on ``x``
+        alone), to skip their projection.
+        """
         x = self.hook_resid_pre(x)
-        attn = self.drop1(self.hook_attn_out(self.attn(self.attn_input(x), past)))
+        if qkv is None:
+            qkv = self.attn.project(self.attn_input(x))
+        attn = self.drop1(self.hook_attn_out(self.attn.attend(*qkv, past)))
         if self.post:
             x = self.hook_resid_mid(self.ln1(x + attn))
             x = self.ln2(x + self.drop2(self.hook_mlp_out(self.mlp(x))))
@@ -202,8 +214,12 @@ class Transformer(HookedRootModule):
         never see the last token, so their keys and values depend only on the prefix. When many
         examples share few prefixes (modular addition: 53 first tokens for 1 404 pairs), running
         the prefixes once and only the last position per example halves the work of a training
-        step. Training uses this path; the analysis uses :meth:`forward` and its hooks (which
-        here also fire, on the prefix pass and on the last position separately).
+        step. The first block's queries, keys and values at the last position depend on the last
+        token alone, so for batches larger than the vocabulary they are projected once per
+        vocabulary entry and gathered (unless dropout is active). Training uses this path; the
+        analysis uses :meth:`forward` and its hooks (hooks here fire on the prefix pass and on
+        the last position separately; ``hook_embed`` not on the last position when the
+        per-vocabulary projection is used).
 
         Args:
             last_tokens: (batch,) the last token of each example.
@@ -213,12 +229,19 @@ class Transformer(HookedRootModule):
         n_prefix = prefixes.shape[1]
         if n_prefix + 1 > self.cfg.n_ctx:
             raise ValueError(f"sequence length {n_prefix + 1} exceeds n_ctx={self.cfg.n_ctx}.")
-        p = self.hook_embed(self.embed(prefixes)) + self.pos_embed[:n_prefix]
-        x = self.hook_embed(self.embed(last_tokens[:, None])) + self.pos_embed[n_prefix]
-        p, x = self.drop(p), self.drop(x)
+        p = self.drop(self.hook_embed(self.embed(prefixes)) + self.pos_embed[:n_prefix])
+        qkv = None
+        if self.cfg.dropout and self.training or len(last_tokens) <= self.cfg.vocab_size:
+            x = self.drop(self.hook_embed(self.embed(last_tokens[:, None])) + self.pos_embed[n_prefix])
+        else:
+            # The first block's input at the last position depends on its token alone: project
+            # the queries, keys and values once per vocabulary entry, not once per example.
+            table = (self.embed.weight + self.pos_embed[n_prefix])[:, None]
+            x = _rows(table, last_tokens)
+            qkv = tuple(_rows(t, last_tokens) for t in self.blocks[0].attn.project(self.blocks[0].attn_input(table)))
         for i, block in enumerate(self.blocks):
             _, k, v = block.attn.project(block.attn_input(p))
-            x = block(x, past=(_rows(k, prefix_index), _rows(v, prefix_index)))
+            x = block(x, past=(_rows(k, prefix_index), _rows(v, prefix_index)), qkv=qkv if i == 0 else None)
             if i + 1 < len(self.blocks):
                 p = block(p)
         return self.unembed(self.ln_final(x))[:, 0]

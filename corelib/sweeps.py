@@ -627,13 +627,15 @@ def bootstrap_fit(
     return pd.DataFrame(rows).set_index("constant")
 
 
-def flops_per_row(model_cfg: TransformerConfig, training: bool) -> float:
+def flops_per_row(model_cfg: TransformerConfig, training: bool, *, per_token_qkv: bool = False) -> float:
     """Matmul FLOPs of one example at the last position (training counts forward + backward = 3x).
 
     Counts the position-wise layers of the last token (attention projections, MLP, unembedding);
-    the attention scores over a two-token context and the shared prefix pass are negligible. Used
-    to express throughput in GFLOP/s.
+    the attention scores over a two-token context and the shared prefix pass are negligible. With
+    ``per_token_qkv`` the first block's query/key/value projection is not counted: the engine's
+    :meth:`~corelib.models.Transformer.last_logits` does it once per vocabulary entry, not per
+    example. Used to express throughput in GFLOP/s.
     """
     d, f, v, layers = model_cfg.d_model, model_cfg.d_ff, model_cfg.vocab_size, model_cfg.n_layers
-    forward = 2 * (layers * (3 * d * d + d * d + 2 * d * f) + d * v)
+    forward = 2 * (layers * (3 * d * d + d * d + 2 * d * f) + d * v - (3 * d * d if per_token_qkv else 0))
     return float(3 * forward if training else forward)
