@@ -215,8 +215,8 @@ class Transformer(HookedRootModule):
         examples share few prefixes (modular addition: 53 first tokens for 1 404 pairs), running
         the prefixes once and only the last position per example halves the work of a training
         step. The first block's queries, keys and values at the last position depend on the last
-        token alone, so for batches larger than the vocabulary they are projected once per
-        vocabulary entry and gathered (unless dropout is active). Training uses this path; the
+        token alone, so they are projected once per vocabulary entry and gathered (unless dropout
+        is active; the toy vocabularies have at most a hundred tokens). Training uses this path; the
         analysis uses :meth:`forward` and its hooks (hooks here fire on the prefix pass and on
         the last position separately; ``hook_embed`` not on the last position when the
         per-vocabulary projection is used).
@@ -231,7 +231,7 @@ class Transformer(HookedRootModule):
             raise ValueError(f"sequence length {n_prefix + 1} exceeds n_ctx={self.cfg.n_ctx}.")
         p = self.drop(self.hook_embed(self.embed(prefixes)) + self.pos_embed[:n_prefix])
         qkv = None
-        if self.cfg.dropout and self.training or len(last_tokens) <= self.cfg.vocab_size:
+        if self.cfg.dropout and self.training:
             x = self.drop(self.hook_embed(self.embed(last_tokens[:, None])) + self.pos_embed[n_prefix])
         else:
             # The first block's input at the last position depends on its token alone: project

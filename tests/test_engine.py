@@ -51,9 +51,9 @@ def test_last_logits_equal_the_full_forward(norm):
     x = torch.randint(0, 9, (50, 4))
     data = PrefixData.from_tokens(x, x)
     assert len(data.prefixes) < len(x)  # some prefixes are shared
-    got = model.last_logits(data.last, data.prefixes, data.index)  # 50 rows > 9 tokens: per-token projection
+    got = model.last_logits(data.last, data.prefixes, data.index)
     torch.testing.assert_close(got, model(x)[:, -1], rtol=1e-5, atol=1e-6)
-    few = model.last_logits(data.last[:5], data.prefixes, data.index[:5])  # 5 rows: per-row projection
+    few = model.last_logits(data.last[:5], data.prefixes, data.index[:5])  # fewer rows than tokens
     torch.testing.assert_close(few, model(x[:5])[:, -1], rtol=1e-5, atol=1e-6)
 
 
