@@ -47,6 +47,16 @@ TINY = dict(p=11, seeds=(1, 2), epochs=6, long_epochs=8, branch_epoch=4, batch_s
             n_jacobians=4)
 
 
+def test_branch_epoch_must_be_a_snapshot_of_the_first_arm():
+    paper = modular.ModularParams()  # snapshots every 100 epochs up to 2000, then every 500
+    assert paper.branch_epoch == 900
+    modular.ModularParams(branch_epoch=2000)
+    modular.ModularParams(branch_epoch=2500)
+    for bad in (2100, 950):
+        with pytest.raises(ValueError, match=rf"branch_epoch \({bad}\) is not a snapshot.*every 500"):
+            modular.ModularParams(branch_epoch=bad)
+
+
 def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
     p = modular.ModularParams(**TINY)

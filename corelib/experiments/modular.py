@@ -73,6 +73,11 @@ class ModularParams:
             raise ValueError("need at least one seed.")
         if not 0 < self.branch_epoch <= self.long_epochs:
             raise ValueError(f"branch_epoch ({self.branch_epoch}) must lie in (0, long_epochs={self.long_epochs}].")
+        if not self.stack_config("wd", self.long_epochs).is_snapshot(self.branch_epoch):
+            # Checked here, not when branching: that happens after hours of training the first arm.
+            raise ValueError(f"branch_epoch ({self.branch_epoch}) is not a snapshot of the weight-decay run "
+                             f"(every {self.snapshot_every} epochs up to epoch {self.late_after}, then every "
+                             f"{self.snapshot_every_late}): choose one of those epochs.")
 
     @classmethod
     def from_namespace(cls, namespace: dict) -> "ModularParams":
