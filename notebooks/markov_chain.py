@@ -28,7 +28,9 @@
 # 3. the cores **encode the chain's dynamics**: a linear operator fitted to consecutive core
 #    coordinates has the chain's non-trivial eigenvalues.
 #
-# The parameters below are the paper's settings (they are cheap: a few minutes on a laptop CPU).
+# The parameters below are the paper's settings: three small models trained one after another,
+# minutes rather than hours on a laptop CPU (the last section of the claims page lists how long
+# this build's chapters took).
 # Rerun the chapter with your own values, e.g.
 # `python -m corelib.runner run markov_chain -p alpha 0.6 -p beta 0.4`.
 
