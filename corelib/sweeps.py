@@ -66,7 +66,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .engine import PrefixData, SeedStack, StackOptimizer, stacked_last_logits
-from .models import Transformer, TransformerConfig, default_device
+from .models import TransformerConfig, default_device
 from .results import load_json, params_key, results_root, run_dir, save_json
 from .tasks.modular import modular_addition_split
 from .theory import fit_grok_time, fit_power_law
