@@ -59,7 +59,7 @@ from myst_nb import glue
 
 from corelib import claims
 from corelib.experiments import modular
-from corelib.plots import ARM_COLORS, panel_band, panel_operator
+from corelib.plots import ARM_COLORS, panel_band, panel_operator, panel_training_loss
 from corelib.plots.modular import ARM_LABELS
 
 params = modular.ModularParams.from_namespace(globals())
@@ -191,6 +191,59 @@ glue("verdict_gap", "widened, as in the paper" if gap_end > gap_start else "did 
 # the arm without weight decay starts with a fresh optimizer, whose first AdamW steps move every
 # weight by about the learning rate; whether that transient is what spreads its cores here is
 # a question the `paper` profile, with its long horizon, can answer.
+#
+# ## Loss spikes
+#
+# The means above hide how uneven long training with weight decay is. Time and again a model
+# that fits its training set perfectly loses it within a few steps, its training loss jumping to
+# about chance level, and then learns it again. Such spikes are known
+# for Adam-type optimizers late in training, when gradients are tiny and the optimizer's running
+# estimate of their size has decayed, so that one step is far too large. A snapshot that falls
+# inside a spike analyses a model that, for the moment, does not do the task. The figure shows
+# the training loss of every model; `modular.training_collapses` lists the episodes in which a
+# model's training accuracy fell below 0.9 after it had first reached it.
+
+# %%
+histories = {arm: modular.history(params, arm) for arm in modular.ARMS}
+collapses = {arm: [[c for c in seed if c[0] > branch_epoch] for seed in modular.training_collapses(h)]
+             for arm, h in histories.items()}
+after_branch = summary["end"] - branch_epoch
+for arm, short in (("wd", "wd"), ("no_wd", "no")):
+    episodes = [c for seed in collapses[arm] for c in seed]
+    glue(f"{short}_collapses_per_model", len(episodes) / len(seeds), display=False)
+    glue(f"{short}_collapsed_percent",
+         100 * sum(b - a + 1 for a, b in episodes) / (len(seeds) * max(after_branch, 1)), display=False)
+    glue(f"{short}_longest_collapse", max((b - a + 1 for a, b in episodes), default=0), display=False)
+glue("n_models", len(seeds), display=False)
+
+fig, ax = plt.subplots(figsize=(9, 3.2), layout="constrained")
+panel_training_loss(ax, histories)
+ax.axvline(branch_epoch, color="0.6", linestyle=":", linewidth=1)
+ax.legend(fontsize=8, loc="upper right")
+glue("fig_spikes", fig, display=False)
+plt.close(fig)
+
+# %% [markdown]
+# ```{glue:figure} fig_spikes
+# :name: fig-inflation-spikes
+#
+# **Training loss of each model in both arms** (log scale). Black: weight decay kept; purple:
+# weight decay removed at the dotted epoch, with a fresh optimizer.
+# ```
+#
+# Between the branch at epoch {glue:text}`branch_epoch` and epoch {glue:text}`end`, each model
+# with weight decay lost its training fit {glue:text}`wd_collapses_per_model:.1f` times on
+# average and spent {glue:text}`wd_collapsed_percent:.0f` % of those epochs in a collapse; the
+# longest lasted {glue:text}`wd_longest_collapse` epochs. Without weight decay the models
+# collapsed {glue:text}`no_collapses_per_model:.1f` times each. (The fresh optimizer's first
+# steps also knock those models off at the branch itself, the spike at the dotted line; a model
+# that has not yet refitted its training set is learning, not collapsing, and is not counted.)
+# At epoch {glue:text}`end`, {glue:text}`wd_n_working_end` of the {glue:text}`n_models`
+# weight-decay models do the task (test accuracy at least 0.99); over those alone, their cores
+# have {glue:text}`wd_core_dim_end_working:.1f` dimensions and
+# {glue:text}`wd_modes_end_working:.1f` rotational modes, against
+# {glue:text}`no_core_dim_end_working:.1f` and {glue:text}`no_modes_end_working:.1f` without
+# weight decay. The paper reports means over all models, and so do panels A–C and the checks.
 #
 # ## Checks
 

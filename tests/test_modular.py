@@ -86,3 +86,38 @@ def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
     assert {c["criterion"] for c in modular.emergence_checks(p, e)}
     with pytest.raises(ValueError, match="unknown arm"):
         modular.analyse_arm(p, "sgd", 4, progress=False)
+
+
+def test_training_collapses_are_episodes_after_the_fit():
+    acc = np.array([[0.1, 0.5], [0.95, 0.6], [0.2, 0.95], [0.3, 0.96], [0.97, 0.4], [0.99, 0.97]])
+    hist = {"epoch": list(range(11, 17)), "train_acc": acc.tolist()}
+    # Seed 0 is fitted at 12, collapses during 13-14; seed 1 is fitted at 13 and collapses at 15.
+    # Low accuracy before the first fit (seed 0 at 11, seed 1 at 11-12) is learning, not a collapse.
+    assert modular.training_collapses(hist) == [[(13, 14)], [(15, 15)]]
+    assert modular.training_collapses(hist, threshold=0.99) == [[], []]  # seed 1 never reaches 0.99
+    assert modular.training_collapses({"epoch": [1, 2], "train_acc": [[0.1], [0.2]]}) == [[]]
+    acc[-1] = 0.0  # a collapse still going on at the last epoch ends there
+    assert modular.training_collapses({"epoch": list(range(6)), "train_acc": acc.tolist()})[0] == [(2, 3), (5, 5)]
+    with pytest.raises(ValueError, match="threshold"):
+        modular.training_collapses(hist, threshold=0.0)
+    with pytest.raises(ValueError, match="train_acc must be"):
+        modular.training_collapses({"epoch": [1, 2, 3], "train_acc": [[1.0], [1.0]]})
+
+
+def test_inflation_summary_separates_models_that_lost_the_task():
+    def rec(epoch, accs, dims):
+        return {"epoch": epoch, "models": [
+            {"test_acc": a, "core_dim": d, "necessary_rank": d, "sufficient_rank": 1, "modes": [1] * (d // 4)}
+            for a, d in zip(accs, dims)]}
+
+    p = modular.ModularParams(**TINY)
+    wd = [rec(2, [0.5, 0.5], [4, 4]), rec(4, [1.0, 1.0], [8, 12]), rec(6, [1.0, 0.2], [16, 4])]
+    no_wd = [rec(4, [1.0, 1.0], [8, 12]), rec(6, [1.0, 1.0], [8, 8]), rec(8, [1.0, 1.0], [8, 8])]
+    s = modular.inflation_summary(p, wd, no_wd)
+    assert (s["start"], s["end"]) == (4, 6)  # the last epoch both arms have
+    assert s["wd"]["core_dim_start"] == 10 and s["wd"]["core_dim_end"] == 10  # mean over both models
+    assert s["wd"]["core_dim_end_working"] == 16 and s["wd"]["n_working_end"] == 1  # the collapsed one left out
+    assert s["wd"]["modes_end_working"] == 4 and s["wd"]["modes_end"] == 2.5
+    assert s["no_wd"]["n_working_end"] == 2 and s["no_wd"]["core_dim_end_working"] == 8
+    wd[-1]["models"][0]["test_acc"] = 0.1  # no model does the task: the working mean is undefined
+    assert np.isnan(modular.inflation_summary(p, wd, no_wd)["wd"]["core_dim_end_working"])

@@ -31,7 +31,7 @@ from ..tasks.modular import modular_addition_split
 __all__ = ["ModularParams", "ARMS", "train_arm", "analyse_model", "analyse_arm", "grokking_epoch",
            "model_grokking_epochs", "phase_epochs", "emergence_summary", "emergence_checks",
            "inflation_summary", "inflation_checks", "series", "epochs_of", "history", "make_data",
-           "emergence_claim_values", "inflation_claim_values"]
+           "emergence_claim_values", "inflation_claim_values", "training_collapses"]
 
 ARMS = ("wd", "no_wd")
 
@@ -232,6 +232,33 @@ def history(p: ModularParams, arm: str) -> dict:
     return load_history(_arm_dir(p, arm))
 
 
+def training_collapses(hist: dict, threshold: float = 0.9) -> list[list[tuple[int, int]]]:
+    """Per seed, the episodes in which a model that had fitted its training set lost it again.
+
+    An episode is a maximal run of consecutive epochs whose training accuracy is below
+    ``threshold``, after the epoch at which the seed first reached ``threshold``; it is returned as
+    ``(first_epoch, last_epoch)``. Long AdamW runs with strong weight decay show such loss spikes:
+    a snapshot taken inside one analyses a model that does not currently do the task.
+    ``hist`` is :func:`history`'s output.
+    """
+    if not 0.0 < threshold <= 1.0:
+        raise ValueError(f"threshold must lie in (0, 1]; got {threshold}.")
+    epochs = np.asarray(hist["epoch"])
+    acc = np.asarray(hist["train_acc"], dtype=float)
+    if acc.ndim != 2 or len(acc) != len(epochs):
+        raise ValueError(f"train_acc must be (epochs, seeds) matching {len(epochs)} epochs; got {acc.shape}.")
+    out = []
+    for seed_acc in acc.T:
+        fitted = np.flatnonzero(seed_acc >= threshold)
+        below = np.zeros(len(epochs), dtype=bool)
+        if len(fitted):
+            below[fitted[0]:] = seed_acc[fitted[0]:] < threshold
+        # Episode boundaries: where "below" switches on or off.
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], below.astype(int), [0]])))
+        out.append([(int(epochs[a]), int(epochs[b - 1])) for a, b in zip(edges[::2], edges[1::2])])
+    return out
+
+
 def grokking_epoch(records: list[dict], threshold: float = 0.99) -> int | None:
     """First analysed epoch at which every model's test accuracy reaches ``threshold``."""
     for r in records:
@@ -329,17 +356,21 @@ def emergence_checks(p: ModularParams, s: dict) -> list[dict]:
     return [{"criterion": c, "measured": v, "holds": bool(ok)} for c, v, ok in rows]
 
 
-def _mean_at(records: list[dict], epoch: int, key: str) -> float:
+def _mean_at(records: list[dict], epoch: int, key: str, min_acc: float = 0.0) -> float:
+    """Mean of ``key`` over the models at ``epoch`` whose test accuracy is at least ``min_acc``."""
     r = next(r for r in records if r["epoch"] == epoch)
-    vals = [len(m[key]) if isinstance(m[key], list) else m[key] for m in r["models"]]
-    return float(np.mean([np.nan if v is None else v for v in vals]))
+    vals = [len(m[key]) if isinstance(m[key], list) else m[key] for m in r["models"] if m["test_acc"] >= min_acc]
+    return float(np.mean([np.nan if v is None else v for v in vals])) if vals else float("nan")
 
 
 def inflation_summary(p: ModularParams, wd: list[dict], no_wd: list[dict]) -> dict:
     """The numbers of Figure 3: core dimension and mode counts of both arms, start vs end.
 
     "Start" is the first snapshot of the no-weight-decay arm (the branch epoch), where the arms
-    are still one model; "end" is the last snapshot both arms have.
+    are still one model; "end" is the last snapshot both arms have. Means are over all models, as
+    in the paper; ``*_end_working`` are over the models that do the task at the end (test accuracy
+    at least ``p.grok_threshold``; ``n_working_end`` of them), which leaves out a model caught in
+    a loss spike (see :func:`training_collapses`).
     """
     start = no_wd[0]["epoch"]
     end = min(wd[-1]["epoch"], no_wd[-1]["epoch"])
@@ -350,6 +381,10 @@ def inflation_summary(p: ModularParams, wd: list[dict], no_wd: list[dict]) -> di
             for key in ("core_dim", "necessary_rank", "sufficient_rank", "modes", "test_acc")
             for when, e in (("start", start), ("end", end))
         }
+        out[arm].update({f"{key}_end_working": _mean_at(recs, end, key, p.grok_threshold)
+                         for key in ("core_dim", "modes")})
+        last = next(r for r in recs if r["epoch"] == end)
+        out[arm]["n_working_end"] = sum(m["test_acc"] >= p.grok_threshold for m in last["models"])
     return out
 
 

@@ -5,7 +5,7 @@ import numpy as np
 
 __all__ = [
     "mean_sem", "panel_band", "panel_grokking", "panel_ablation_bars", "panel_eigenvalues",
-    "panel_operator", "ARM_COLORS", "SEED_COLORS",
+    "panel_operator", "panel_training_loss", "ARM_COLORS", "SEED_COLORS",
 ]
 
 ARM_COLORS = {"wd": "black", "no_wd": "#7b3fa0"}
@@ -92,3 +92,21 @@ def panel_operator(ax, operator: np.ndarray, *, title: str, vmax: float | None =
     ax.set_xlabel("component")
     ax.set_ylabel("component")
     return im
+
+
+def panel_training_loss(ax, histories: dict[str, dict], *, since: int = 0):
+    """Training loss of every seed in each arm (log scale): the loss spikes of long runs.
+
+    ``histories`` maps an arm (a key of ``ARM_COLORS``) to its per-epoch history
+    (``corelib.experiments.modular.history``); epochs before ``since`` are left out.
+    """
+    for arm, hist in histories.items():
+        epochs = np.asarray(hist["epoch"])
+        loss = np.asarray(hist["loss"], dtype=float)
+        keep = epochs >= since
+        for i in range(loss.shape[1]):
+            ax.plot(epochs[keep], loss[keep, i], color=ARM_COLORS[arm], linewidth=0.6, alpha=0.55,
+                    label=ARM_LABELS[arm] if i == 0 else None)
+    ax.set_yscale("log")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("training loss (per seed)")
