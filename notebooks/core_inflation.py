@@ -202,9 +202,8 @@ glue("verdict_gap", "widened, as in the paper" if gap_end > gap_start else "did 
 # The means above hide how uneven long training with weight decay is. Time and again a model
 # that fits its training set perfectly loses it within a few steps, its training loss jumping to
 # about chance level, and then learns it again. Such cycles of adaptive optimizers (Adam, AdamW)
-# late in training, once the loss is tiny, were described as the *slingshot mechanism*
-# {cite:p}`thilak2022slingshot`, who found them damped by a larger $\epsilon$ in Adam; the
-# book keeps AdamW's default $\epsilon = 10^{-8}$. A snapshot that falls
+# once the training loss is tiny were described as the *slingshot mechanism*
+# {cite:p}`thilak2022slingshot`. A snapshot that falls
 # inside a spike analyses a model that, for the moment, does not do the task. The figure shows
 # the training loss of every model; `modular.training_collapses` lists the episodes in which a
 # model's training accuracy fell below 0.9 after it had first reached it.
