@@ -364,7 +364,7 @@ def _execute(job: _Job, root: Path) -> Path:
     running = root / "_build" / "runner" / f"{job.name}.ipynb"
     for stale in (target, failed, running, claims_dir() / f"{job.name}.json"):
         stale.unlink(missing_ok=True)  # never leave an old result looking current
-    start = time.perf_counter()
+    start, started = time.perf_counter(), time.time()
     previous_profile = os.environ.get("ACE_PROFILE")
     os.environ["ACE_PROFILE"] = job.profile  # inherited by the kernel
     try:
@@ -393,21 +393,43 @@ def _execute(job: _Job, root: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, running)
     os.replace(running, target)
-    _record_run_time(job, seconds)
+    _record_run_time(job, seconds, computed=_results_written_since(started))
     return target
 
 
 RUN_TIMES = "run_times"  # folder of the results root: how long each chapter's last execution took
 
 
-def _record_run_time(job: _Job, seconds: float) -> None:
-    from .results import results_root, save_json
+def _results_written_since(started: float) -> bool:
+    """Whether a chapter's execution stored results: a file under the results root, other than
+    the run times and the recorded claims, modified at or after ``started`` (a ``time.time()``)."""
+    from .claims import claims_dir
+    from .results import results_root
+
+    skip = {results_root() / RUN_TIMES, claims_dir()}
+    for folder, dirs, files in os.walk(results_root()):
+        dirs[:] = [d for d in dirs if Path(folder, d) not in skip]
+        if any(Path(folder, f).stat().st_mtime >= started for f in files):
+            return True
+    return False
+
+
+def _record_run_time(job: _Job, seconds: float, *, computed: bool) -> None:
+    """Record a chapter's wall time, unless it only read back results a recorded run computed.
+
+    A chapter run again on stored results takes a fraction of the time of the run that computed
+    them; the record, read by the claims page as the cost of reproducing the book, keeps that
+    run's time (for the same profile).
+    """
+    from .results import load_json, results_root, save_json
 
     folder = results_root() / RUN_TIMES
+    path = folder / f"{job.name}.json"
+    if not computed and path.exists() and load_json(path).get("profile") == job.profile:
+        return
     folder.mkdir(parents=True, exist_ok=True)
-    save_json(folder / f"{job.name}.json",
-              {"chapter": job.name, "profile": job.profile, "seconds": seconds,
-               "threads": _threads(), "finished": time.strftime("%Y-%m-%d %H:%M", time.localtime())})
+    save_json(path, {"chapter": job.name, "profile": job.profile, "seconds": seconds, "computed": computed,
+                     "threads": _threads(), "finished": time.strftime("%Y-%m-%d %H:%M", time.localtime())})
 
 
 def _threads() -> int:
@@ -421,7 +443,8 @@ def recorded_run_times(folder: str | os.PathLike | None = None) -> list[dict[str
     """The wall time of each chapter's last execution by the runner, in chapter order.
 
     One record per chapter that has been executed (``chapter``, ``profile``, ``seconds``, the
-    number of CPUs the process could use and when it finished), read from ``run_times/`` of the
+    number of CPUs the process could use, when it finished, and ``computed``: whether the run
+    stored results, rather than only reading back stored ones), read from ``run_times/`` of the
     results root, which :func:`run_notebook` and ``build`` write after every successful run.
     """
     from .results import load_json, results_root

@@ -96,9 +96,11 @@ for chapter, rows in table.groupby("chapter", sort=False):
 # ## What this build cost
 #
 # The runner times every chapter it executes. The table lists, for each chapter, the wall time
-# of its last execution, the profile it ran with and how many CPUs it could use: the cost of
-# reproducing these values on a machine like the one that built this page. A chapter that was
-# taken from the runner's cache keeps the time of the run that produced it.
+# of its last execution that computed its results, the profile it ran with and how many CPUs it
+# could use: the cost of reproducing these values on a machine like the one that built this page.
+# A chapter taken from the runner's cache, or run again on results already stored under
+# `results/`, keeps the time of the run that computed them; "read back" marks a chapter whose
+# only recorded run found its results already stored.
 
 # %%
 from corelib.runner import recorded_run_times
@@ -109,8 +111,10 @@ if run_times.empty:
     print("No chapter has been executed by the runner yet.")
 else:
     run_times["minutes"] = (run_times["seconds"] / 60).round(1)
+    computed = run_times.get("computed", pd.Series(index=run_times.index, dtype=object))
+    run_times["results"] = computed.map({True: "computed", False: "read back"}).fillna("")
     glue("build_minutes", f"{run_times['seconds'].sum() / 60:.1f}", display=False)
-    display(run_times[["chapter", "profile", "minutes", "threads", "finished"]].style.hide(axis="index"))
+    display(run_times[["chapter", "profile", "minutes", "threads", "results", "finished"]].style.hide(axis="index"))
 
 # %% [markdown]
 # Executing the chapters took {glue:text}`build_minutes` minutes in total. The chapters that

@@ -317,6 +317,43 @@ def test_each_execution_records_its_run_time_and_a_cached_run_keeps_it(
     assert [r["profile"] for r in runner.recorded_run_times(project / "results" / runner.RUN_TIMES)] == ["book"]
 
 
+# Stores a result the first time; later runs read it back (as a chapter over its results/ cache).
+STORE = '''\
+# %% tags=["parameters"]
+n = 1
+
+# %%
+import os, time
+from pathlib import Path
+path = Path(os.environ["ACE_RESULTS_DIR"]) / "store" / f"{n}.txt"
+if not path.exists():
+    time.sleep(0.5)  # the "computation"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("done")
+'''
+
+
+def test_a_run_on_stored_results_keeps_the_time_of_the_run_that_computed_them(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(project / "results"))
+    write(project / "notebooks" / "store.py", STORE)
+    times = project / "results" / runner.RUN_TIMES
+    runner.run_notebook("store", "smoke", root=project)
+    [first] = runner.recorded_run_times(times)
+    assert first["computed"] is True and first["seconds"] >= 0.5
+    runner.run_notebook("store", "smoke", root=project, force=True)  # reads back what it stored
+    assert runner.recorded_run_times(times) == [first]
+    runner.run_notebook("store", "smoke", root=project, force=True, overrides={"n": 2})  # new result
+    [again] = runner.recorded_run_times(times)
+    assert again["computed"] is True and again["finished"] >= first["finished"] and again != first
+    runner.run_notebook("store", "book", root=project)  # another profile: recorded even if read back
+    [book] = runner.recorded_run_times(times)
+    assert (book["profile"], book["computed"]) == ("book", False)
+    (times / "store.json").unlink()
+    runner.run_notebook("store", "book", root=project, force=True)  # no record yet: written, flagged
+    assert [r["computed"] for r in runner.recorded_run_times(times)] == [False]
+
+
 def test_a_reader_of_run_times_is_not_invalidated_by_its_own_run_time(
         project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ACE_RESULTS_DIR", str(project / "results"))
