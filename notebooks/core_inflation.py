@@ -209,7 +209,7 @@ glue("verdict_gap", "widened, as in the paper" if gap_end > gap_start else "did 
 # model's training accuracy fell below 0.9 after it had first reached it.
 
 # %%
-histories = {arm: modular.history(params, arm) for arm in modular.ARMS}
+histories = {arm: modular.history(params, arm, until=long_epochs) for arm in modular.ARMS}
 collapses = {arm: [[c for c in seed if c[0] > branch_epoch] for seed in modular.training_collapses(h)]
              for arm, h in histories.items()}
 after_branch = summary["end"] - branch_epoch

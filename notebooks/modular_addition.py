@@ -108,7 +108,7 @@ print(f"p = {p}: {len(data['train'][0])} training pairs, {len(data['test'][0])} 
 glue("snapshot_every", snapshot_every, display=False)
 glue("energy_pct", round(100 * energy), display=False)
 records = modular.analyse_arm(params, "wd", epochs)
-hist = modular.history(params, "wd")
+hist = modular.history(params, "wd", until=epochs)
 summary = modular.emergence_summary(params, records)
 claims.record("modular_addition", modular.emergence_claim_values(summary))  # for the claims page
 grok = summary["grok_epoch"]
@@ -119,8 +119,8 @@ phases = summary["phases"]
 
 # %%
 core_epochs = modular.epochs_of(records)
-acc_epochs = np.array([e for e, a in zip(hist["epoch"], hist["test_acc"]) if a is not None and e <= epochs])
-test_acc = np.array([a for e, a in zip(hist["epoch"], hist["test_acc"]) if a is not None and e <= epochs])
+acc_epochs = np.array([e for e, a in zip(hist["epoch"], hist["test_acc"]) if a is not None])
+test_acc = np.array([a for e, a in zip(hist["epoch"], hist["test_acc"]) if a is not None])
 final = records[-1]["models"]
 
 fig = plt.figure(figsize=(11, 6.4), layout="constrained")

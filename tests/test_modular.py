@@ -79,6 +79,9 @@ def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
     assert branch[0] == next(r for r in recs if r["epoch"] == 4)  # same weights at the branch point
     wd = modular.analyse_arm(p, "wd", p.long_epochs, progress=False)
     assert wd[: len(recs)] == recs  # extending the run kept the earlier snapshots
+    full, cut = modular.history(p, "wd"), modular.history(p, "wd", until=p.epochs)
+    assert full["epoch"][-1] == p.long_epochs and cut["epoch"][-1] == p.epochs  # a chapter keeps its horizon
+    assert all(cut[k] == full[k][: len(cut["epoch"])] for k in full)
     s = modular.inflation_summary(p, wd, branch)
     assert s["start"] == 4 and s["end"] == 8
     assert len(modular.inflation_checks(s)) == 6

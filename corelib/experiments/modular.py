@@ -227,9 +227,17 @@ def analyse_arm(p: ModularParams, arm: str, epochs: int, *, progress: bool = Tru
     return records
 
 
-def history(p: ModularParams, arm: str) -> dict:
-    """Per-epoch loss and accuracies of an arm's seeds (from its latest checkpoint)."""
-    return load_history(_arm_dir(p, arm))
+def history(p: ModularParams, arm: str, until: int | None = None) -> dict:
+    """Per-epoch loss and accuracies of an arm's seeds, up to epoch ``until`` (default: all).
+
+    Read from the arm's latest checkpoint, which may lie beyond the horizon a chapter asked for
+    when a longer run was trained before: ``until`` keeps the chapter to its own horizon.
+    """
+    hist = load_history(_arm_dir(p, arm))
+    if until is None:
+        return hist
+    n = sum(e <= until for e in hist["epoch"])
+    return {k: list(v[:n]) for k, v in hist.items()}
 
 
 def training_collapses(hist: dict, threshold: float = 0.9) -> list[list[tuple[int, int]]]:
