@@ -174,8 +174,9 @@ glue("verdict_gap", "widened, as in the paper" if gap_end > gap_start else "did 
 # **(A) Inflation.** At epoch {glue:text}`start`, where the arms split, the cores have
 # {glue:text}`wd_core_dim_start:.1f` dimensions on average. By epoch {glue:text}`end` the cores
 # trained with weight decay have {glue:text}`wd_core_dim_end:.1f`; the cores trained without it
-# have {glue:text}`no_core_dim_end:.1f`. Both arms keep their test accuracy
-# ({glue:text}`wd_test_acc_end:.3f` and {glue:text}`no_test_acc_end:.3f`).
+# have {glue:text}`no_core_dim_end:.1f`. Their mean test accuracies at that epoch are
+# {glue:text}`wd_test_acc_end:.3f` and {glue:text}`no_test_acc_end:.3f` (a mean below 0.99
+# means that some model is not doing the task at that snapshot; see the section on loss spikes).
 # {glue:text}`verdict_dim`
 #
 # **(B) Redundancy, not need.** The paper finds that under weight decay the sufficient
