@@ -397,7 +397,7 @@ def _execute(job: _Job, root: Path) -> Path:
     return target
 
 
-RUN_TIMES = "run_times"  # folder of the results root: how long each chapter's last execution took
+RUN_TIMES = "run_times"  # folder of the results root: how long each chapter's results took to compute
 
 
 def _results_written_since(started: float) -> bool:
@@ -406,10 +406,16 @@ def _results_written_since(started: float) -> bool:
     from .claims import claims_dir
     from .results import results_root
 
+    def modified(path: Path) -> float:
+        try:
+            return path.stat().st_mtime
+        except FileNotFoundError:  # replaced by an atomic write while we looked
+            return started
+
     skip = {results_root() / RUN_TIMES, claims_dir()}
     for folder, dirs, files in os.walk(results_root()):
         dirs[:] = [d for d in dirs if Path(folder, d) not in skip]
-        if any(Path(folder, f).stat().st_mtime >= started for f in files):
+        if any(modified(Path(folder, f)) >= started for f in files):
             return True
     return False
 
@@ -440,12 +446,13 @@ def _threads() -> int:
 
 
 def recorded_run_times(folder: str | os.PathLike | None = None) -> list[dict[str, Any]]:
-    """The wall time of each chapter's last execution by the runner, in chapter order.
+    """The wall time of each chapter's last execution that computed its results, in chapter order.
 
     One record per chapter that has been executed (``chapter``, ``profile``, ``seconds``, the
     number of CPUs the process could use, when it finished, and ``computed``: whether the run
     stored results, rather than only reading back stored ones), read from ``run_times/`` of the
-    results root, which :func:`run_notebook` and ``build`` write after every successful run.
+    results root, which :func:`run_notebook` and ``build`` write after a successful run (one that
+    only read back stored results keeps an earlier record of the same profile).
     """
     from .results import load_json, results_root
 

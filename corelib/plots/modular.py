@@ -94,18 +94,17 @@ def panel_operator(ax, operator: np.ndarray, *, title: str, vmax: float | None =
     return im
 
 
-def panel_training_loss(ax, histories: dict[str, dict], *, since: int = 0):
+def panel_training_loss(ax, histories: dict[str, dict]):
     """Training loss of every seed in each arm (log scale): the loss spikes of long runs.
 
     ``histories`` maps an arm (a key of ``ARM_COLORS``) to its per-epoch history
-    (``corelib.experiments.modular.history``); epochs before ``since`` are left out.
+    (``corelib.experiments.modular.history``).
     """
     for arm, hist in histories.items():
         epochs = np.asarray(hist["epoch"])
         loss = np.asarray(hist["loss"], dtype=float)
-        keep = epochs >= since
         for i in range(loss.shape[1]):
-            ax.plot(epochs[keep], loss[keep, i], color=ARM_COLORS[arm], linewidth=0.6, alpha=0.55,
+            ax.plot(epochs, loss[:, i], color=ARM_COLORS[arm], linewidth=0.6, alpha=0.55,
                     label=ARM_LABELS[arm] if i == 0 else None)
     ax.set_yscale("log")
     ax.set_xlabel("epoch")
