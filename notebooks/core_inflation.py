@@ -85,7 +85,8 @@ if summary["end"] < 20000:
 if summary["wd"]["n_working_end"] < len(seeds):
     notes["inflation.arm_dim_gap"] = notes["inflation.arm_mode_gap"] = (
         f"at epoch {summary['end']} only {summary['wd']['n_working_end']} of {len(seeds)} weight-decay models "
-        "reach test accuracy 0.99 (long runs with weight decay have loss spikes; the chapter shows them)")
+        f"reach test accuracy {params.grok_threshold} (long runs with weight decay have loss spikes; "
+        "the chapter shows them)")
 claims.record("core_inflation", modular.inflation_claim_values(summary), notes=notes)
 
 # %% [markdown]
@@ -150,6 +151,7 @@ for arm, d in (("wd", wd), ("no", no)):
     for k, v in d.items():
         glue(f"{arm}_{k}", v, display=False)
 glue("start", summary["start"], display=False)
+glue("grok_threshold", params.grok_threshold, display=False)
 glue("end", summary["end"], display=False)
 
 
@@ -175,8 +177,9 @@ glue("verdict_gap", "widened, as in the paper" if gap_end > gap_start else "did 
 # {glue:text}`wd_core_dim_start:.1f` dimensions on average. By epoch {glue:text}`end` the cores
 # trained with weight decay have {glue:text}`wd_core_dim_end:.1f`; the cores trained without it
 # have {glue:text}`no_core_dim_end:.1f`. Their mean test accuracies at that epoch are
-# {glue:text}`wd_test_acc_end:.3f` and {glue:text}`no_test_acc_end:.3f` (a mean below 0.99
-# means that some model is not doing the task at that snapshot; see the section on loss spikes).
+# {glue:text}`wd_test_acc_end:.3f` and {glue:text}`no_test_acc_end:.3f` (a mean below
+# {glue:text}`grok_threshold` means that some model is not doing the task at that snapshot; see
+# the section on loss spikes).
 # {glue:text}`verdict_dim`
 #
 # **(B) Redundancy, not need.** The paper finds that under weight decay the sufficient
@@ -207,20 +210,19 @@ glue("verdict_gap", "widened, as in the paper" if gap_end > gap_start else "did 
 # {cite:p}`thilak2022slingshot`. A snapshot that falls
 # inside a spike analyses a model that, for the moment, does not do the task. The figure shows
 # the training loss of every model; `modular.training_collapses` lists the episodes in which a
-# model's training accuracy fell below 0.9 after it had first reached it.
+# model's training accuracy fell below {glue:text}`collapse_threshold` after it had first reached
+# it, and `modular.collapse_summary` counts them.
 
 # %%
-histories = {arm: modular.history(params, arm, until=long_epochs) for arm in modular.ARMS}
-collapses = {arm: [[c for c in seed if c[0] > branch_epoch] for seed in modular.training_collapses(h)]
-             for arm, h in histories.items()}
-after_branch = summary["end"] - branch_epoch
+collapse_threshold = 0.9
+histories = {arm: modular.history(params, arm, until=summary["end"]) for arm in modular.ARMS}
 for arm, short in (("wd", "wd"), ("no_wd", "no")):
-    episodes = [c for seed in collapses[arm] for c in seed]
-    glue(f"{short}_collapses_per_model", len(episodes) / len(seeds), display=False)
-    glue(f"{short}_collapsed_percent",
-         100 * sum(b - a + 1 for a, b in episodes) / (len(seeds) * max(after_branch, 1)), display=False)
-    glue(f"{short}_longest_collapse", max((b - a + 1 for a, b in episodes), default=0), display=False)
+    stats = modular.collapse_summary(histories[arm], summary["start"], summary["end"], collapse_threshold)
+    glue(f"{short}_collapses_per_model", stats["per_model"], display=False)
+    glue(f"{short}_collapsed_percent", stats["percent"], display=False)
+    glue(f"{short}_longest_collapse", stats["longest"], display=False)
 glue("n_models", len(seeds), display=False)
+glue("collapse_threshold", collapse_threshold, display=False)
 
 fig, ax = plt.subplots(figsize=(9, 3.2), layout="constrained")
 panel_training_loss(ax, histories)
@@ -245,7 +247,8 @@ plt.close(fig)
 # steps also knock those models off at the branch itself, the spike at the dotted line; a model
 # that has not yet refitted its training set is learning, not collapsing, and is not counted.)
 # At epoch {glue:text}`end`, {glue:text}`wd_n_working_end` of the {glue:text}`n_models`
-# weight-decay models do the task (test accuracy at least 0.99); over those alone, their cores
+# weight-decay models do the task (test accuracy at least {glue:text}`grok_threshold`); over
+# those alone, their cores
 # have {glue:text}`wd_core_dim_end_working:.1f` dimensions and
 # {glue:text}`wd_modes_end_working:.1f` rotational modes, against
 # {glue:text}`no_core_dim_end_working:.1f` and {glue:text}`no_modes_end_working:.1f` without

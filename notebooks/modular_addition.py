@@ -119,8 +119,8 @@ phases = summary["phases"]
 
 # %%
 core_epochs = modular.epochs_of(records)
-acc_epochs = np.array([e for e, a in zip(hist["epoch"], hist["test_acc"]) if a is not None])
-test_acc = np.array([a for e, a in zip(hist["epoch"], hist["test_acc"]) if a is not None])
+evaluated = [(e, a) for e, a in zip(hist["epoch"], hist["test_acc"]) if a is not None]  # every eval_every
+acc_epochs, test_acc = (np.array(column) for column in zip(*evaluated))
 final = records[-1]["models"]
 
 fig = plt.figure(figsize=(11, 6.4), layout="constrained")

@@ -101,6 +101,12 @@ def test_training_collapses_are_episodes_after_the_fit():
     assert modular.training_collapses({"epoch": [1, 2], "train_acc": [[0.1], [0.2]]}) == [[]]
     acc[-1] = 0.0  # a collapse still going on at the last epoch ends there
     assert modular.training_collapses({"epoch": list(range(6)), "train_acc": acc.tolist()})[0] == [(2, 3), (5, 5)]
+    # After epoch 12 (window 13..16, 2 seeds x 4 epochs): episodes (13, 14) and (15, 15); after 13
+    # (window 14..16) only (15, 15) begins inside it.
+    assert modular.collapse_summary(hist, 12, 16) == {"per_model": 1.0, "percent": 37.5, "longest": 2}
+    assert modular.collapse_summary(hist, 13, 16) == {"per_model": 0.5, "percent": pytest.approx(100 / 6), "longest": 1}
+    with pytest.raises(ValueError, match="must come after"):
+        modular.collapse_summary(hist, 16, 16)
     with pytest.raises(ValueError, match="threshold"):
         modular.training_collapses(hist, threshold=0.0)
     with pytest.raises(ValueError, match="train_acc must be"):

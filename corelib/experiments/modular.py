@@ -31,7 +31,8 @@ from ..tasks.modular import modular_addition_split
 __all__ = ["ModularParams", "ARMS", "train_arm", "analyse_model", "analyse_arm", "grokking_epoch",
            "model_grokking_epochs", "phase_epochs", "emergence_summary", "emergence_checks",
            "inflation_summary", "inflation_checks", "series", "epochs_of", "history", "make_data",
-           "emergence_claim_values", "inflation_claim_values", "training_collapses"]
+           "emergence_claim_values", "inflation_claim_values", "training_collapses",
+           "collapse_summary"]
 
 ARMS = ("wd", "no_wd")
 
@@ -265,6 +266,22 @@ def training_collapses(hist: dict, threshold: float = 0.9) -> list[list[tuple[in
         edges = np.flatnonzero(np.diff(np.concatenate([[0], below.astype(int), [0]])))
         out.append([(int(epochs[a]), int(epochs[b - 1])) for a, b in zip(edges[::2], edges[1::2])])
     return out
+
+
+def collapse_summary(hist: dict, start: int, end: int, threshold: float = 0.9) -> dict:
+    """How much of epochs ``start+1 .. end`` the models spent in collapses (:func:`training_collapses`).
+
+    Counts the episodes that begin after ``start`` in ``hist`` (cropped to ``end``, e.g. with
+    :func:`history`'s ``until``): ``per_model`` is their mean number per seed, ``percent`` the
+    share of the seeds' epochs in that window spent inside one, ``longest`` the longest in epochs.
+    """
+    if end <= start:
+        raise ValueError(f"end ({end}) must come after start ({start}).")
+    per_seed = [[c for c in seed if c[0] > start] for seed in training_collapses(hist, threshold)]
+    lengths = [b - a + 1 for seed in per_seed for a, b in seed]
+    return {"per_model": len(lengths) / len(per_seed),
+            "percent": 100.0 * sum(lengths) / (len(per_seed) * (end - start)),
+            "longest": max(lengths, default=0)}
 
 
 def grokking_epoch(records: list[dict], threshold: float = 0.99) -> int | None:
