@@ -234,6 +234,7 @@ class _Job:
     key: str
     profile: str
     inputs: tuple[str, ...] = ()
+    library_hash: str = ""
 
     def cached(self, root: Path) -> bool:
         return _stored_key(output_path(self.name, root)) == self.key
@@ -279,7 +280,7 @@ def _plan(name: str, profile: str, overrides: Mapping[str, Any], root: Path, lib
     _check_parameters(name, overrides, declared, "from the overrides")
     params.update(overrides)
     key = cache_key(source_path(name, root).read_text(), params, library_hash)
-    return _Job(name, converted, params, key, profile, _declared_inputs(name, converted))
+    return _Job(name, converted, params, key, profile, _declared_inputs(name, converted), library_hash)
 
 
 def _declared_inputs(name: str, converted: Path) -> tuple[str, ...]:
@@ -393,7 +394,7 @@ def _execute(job: _Job, root: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, running)
     os.replace(running, target)
-    _record_run_time(job, seconds, computed=_results_written_since(started))
+    _record_run_time(job, root, seconds, computed=_results_written_since(started))
     return target
 
 
@@ -420,12 +421,14 @@ def _results_written_since(started: float) -> bool:
     return False
 
 
-def _record_run_time(job: _Job, seconds: float, *, computed: bool) -> None:
-    """Record a chapter's wall time, unless it only read back results a recorded run computed.
+def _record_run_time(job: _Job, root: Path, seconds: float, *, computed: bool) -> None:
+    """Record a chapter's wall time and code version, unless it only read back results a recorded
+    run computed.
 
     A chapter run again on stored results takes a fraction of the time of the run that computed
     them; the record, read by the claims page as the cost of reproducing the book, keeps that
-    run's time (for the same profile).
+    run's time and code version (for the same profile). Stored results are keyed by parameters,
+    not by code, so the code version is how a reader learns which code computed them.
     """
     from .results import load_json, results_root, save_json
 
@@ -435,7 +438,25 @@ def _record_run_time(job: _Job, seconds: float, *, computed: bool) -> None:
         return
     folder.mkdir(parents=True, exist_ok=True)
     save_json(path, {"chapter": job.name, "profile": job.profile, "seconds": seconds, "computed": computed,
-                     "threads": _threads(), "finished": time.strftime("%Y-%m-%d %H:%M", time.localtime())})
+                     "threads": _threads(), "finished": time.strftime("%Y-%m-%d %H:%M", time.localtime()),
+                     "corelib": job.library_hash[:CODE_DIGITS], "commit": git_commit(root)})
+
+
+CODE_DIGITS = 12  # of the corelib hash kept in a run-time record: enough to tell versions apart
+
+
+def git_commit(root: str | os.PathLike | None = None) -> str | None:
+    """Short commit of the checkout ``root``, with ``+modified`` when ``corelib/`` or ``notebooks/``
+    differ from it; None outside a git checkout (or without git)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(_root(root)), *args], capture_output=True, text=True,
+                              check=True, timeout=30).stdout.strip()
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        modified = git("status", "--porcelain", "--", "corelib", "notebooks")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("+modified" if modified else "")
 
 
 def _threads() -> int:
@@ -445,24 +466,41 @@ def _threads() -> int:
         return os.cpu_count() or 1
 
 
-def recorded_run_times(folder: str | os.PathLike | None = None) -> list[dict[str, Any]]:
+def recorded_run_times(folder: str | os.PathLike | None = None,
+                       root: str | os.PathLike | None = None) -> list[dict[str, Any]]:
     """The wall time of each chapter's last execution that computed its results, in chapter order.
 
     One record per chapter that has been executed (``chapter``, ``profile``, ``seconds``, the
-    number of CPUs the process could use, when it finished, and ``computed``: whether the run
-    stored results, rather than only reading back stored ones), read from ``run_times/`` of the
-    results root, which :func:`run_notebook` and ``build`` write after a successful run (one that
-    only read back stored results keeps an earlier record of the same profile).
+    number of CPUs the process could use, when it finished, ``computed``: whether the run
+    stored results, rather than only reading back stored ones, and the code that ran: ``corelib``,
+    the start of its :func:`corelib_hash`, and ``commit``, see :func:`git_commit`), read from
+    ``run_times/`` of the results root, which :func:`run_notebook` and ``build`` write after a
+    successful run (one that only read back stored results keeps an earlier record of the same
+    profile). Each record also gets ``same_code``: whether its ``corelib`` matches the checkout
+    ``root`` now (None for a record written before code versions were recorded).
     """
     from .results import load_json, results_root
 
     base = Path(folder) if folder is not None else results_root() / RUN_TIMES
     records = [load_json(p) for p in sorted(base.glob("*.json"))] if base.is_dir() else []
+    current = corelib_hash(root)[:CODE_DIGITS]
+    for record in records:
+        record["same_code"] = record["corelib"] == current if "corelib" in record else None
     try:
-        order = {name: i for i, name in enumerate(chapters())}
+        order = {name: i for i, name in enumerate(chapters(root))}
     except (OSError, RunnerError):
         order = {}
     return sorted(records, key=lambda r: (order.get(r["chapter"], len(order)), r["chapter"]))
+
+
+def code_label(record: Mapping[str, Any]) -> str:
+    """How a run-time record names the code that ran: its commit (else the corelib hash), marked
+    "(other corelib)" when that corelib differs from the checkout's now; "not recorded" for a
+    record from before code versions were kept."""
+    if "corelib" not in record:
+        return "not recorded"
+    label = record.get("commit") or f"corelib {record['corelib']}"
+    return label if record.get("same_code", True) else f"{label} (other corelib)"
 
 
 def _run_jobs(jobs: list[_Job], root: Path, force: bool) -> dict[str, dict[str, Any]]:

@@ -103,21 +103,34 @@ for chapter, rows in table.groupby("chapter", sort=False):
 # only recorded run found its results already stored.
 
 # %%
-from corelib.runner import recorded_run_times
+from corelib.runner import code_label, recorded_run_times
 
-run_times = pd.DataFrame([r for r in recorded_run_times() if r["chapter"] != "claims"])  # not this page
+records = [r for r in recorded_run_times() if r["chapter"] != "claims"]  # not this page
+run_times = pd.DataFrame(records)
 if run_times.empty:
     glue("build_minutes", "n/a", display=False)
+    glue("other_code_chapters", "0", display=False)
     print("No chapter has been executed by the runner yet.")
 else:
     run_times["minutes"] = (run_times["seconds"] / 60).round(1)
     computed = run_times.get("computed", pd.Series(index=run_times.index, dtype=object))
     run_times["results"] = computed.map({True: "computed", False: "read back"}).fillna("")
+    run_times["code"] = [code_label(r) for r in records]
     glue("build_minutes", f"{run_times['seconds'].sum() / 60:.1f}", display=False)
-    display(run_times[["chapter", "profile", "minutes", "threads", "results", "finished"]].style.hide(axis="index"))
+    glue("other_code_chapters", str(sum(r["same_code"] is False for r in records)), display=False)
+    display(run_times[["chapter", "profile", "minutes", "threads", "results", "code", "finished"]]
+            .style.hide(axis="index"))
 
 # %% [markdown]
 # Executing the chapters took {glue:text}`build_minutes` minutes in total. The chapters that
 # train models dominate; see
 # [Rerun it yourself](../rerun.md) for what each profile costs and what a GPU changes.
+#
+# The "code" column says which code computed each chapter's results: the git commit of the
+# checkout (`+modified` if `corelib/` or `notebooks/` had uncommitted changes). Stored results
+# are keyed by their parameters, not by the code, so a chapter can show results that an earlier
+# version of `corelib` computed; such a chapter is marked "(other corelib)", and there are
+# {glue:text}`other_code_chapters` of them on this page ("not recorded": the run came before
+# the runner kept code versions). The difference may lie only in comments or documentation. To recompute a chapter with the current code, delete its folder under
+# `results/` (or point `ACE_RESULTS_DIR` to an empty folder) and run it again with `--force`.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -352,6 +353,43 @@ def test_a_run_on_stored_results_keeps_the_time_of_the_run_that_computed_them(
     (times / "store.json").unlink()
     runner.run_notebook("store", "book", root=project, force=True)  # no record yet: written, flagged
     assert [r["computed"] for r in runner.recorded_run_times(times)] == [False]
+
+
+def test_a_run_time_record_names_the_code_that_ran(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(project / "results"))
+    times = project / "results" / runner.RUN_TIMES
+    runner.run_notebook("alpha", "smoke", root=project)
+    [record] = runner.recorded_run_times(times, root=project)
+    assert record["corelib"] == runner.corelib_hash(project)[:runner.CODE_DIGITS]
+    assert record["commit"] is None  # the mini project is not a git checkout
+    assert record["same_code"] is True and runner.code_label(record) == f"corelib {record['corelib']}"
+    write(project / "corelib" / "__init__.py", "VALUE = 2\n")  # the code moves on; results stay
+    [record] = runner.recorded_run_times(times, root=project)
+    assert record["same_code"] is False
+    assert runner.code_label(record) == f"corelib {record['corelib']} (other corelib)"
+    legacy = {k: v for k, v in record.items() if k not in ("corelib", "commit", "same_code")}
+    (times / "alpha.json").write_text(json.dumps(legacy))  # written before code versions were kept
+    [record] = runner.recorded_run_times(times, root=project)
+    assert record["same_code"] is None and runner.code_label(record) == "not recorded"
+
+
+def test_git_commit_names_the_checkout_and_flags_changed_code(project: Path) -> None:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    assert runner.git_commit(project) is None
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "mini")
+    head = git("rev-parse", "--short", "HEAD")
+    assert runner.git_commit(project) == head
+    write(project / "book" / "intro.md", "# Edited\n")  # prose only: the code is unchanged
+    assert runner.git_commit(project) == head
+    write(project / "notebooks" / "alpha.py", ALPHA + "\n# edited\n")
+    assert runner.git_commit(project) == f"{head}+modified"
+    git("checkout", "-q", "--", "notebooks")
+    write(project / "corelib" / "extra.py", "X = 1\n")  # an untracked module counts too
+    assert runner.git_commit(project) == f"{head}+modified"
 
 
 def test_a_reader_of_run_times_is_not_invalidated_by_its_own_run_time(
