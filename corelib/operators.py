@@ -6,6 +6,7 @@ the eigenvalues of ``A``: for a Markov chain they should match the chain's non-t
 For modular addition the "dynamics" is the cycle of answer classes: the class centroids
 ``r_c`` of the core coordinates are fitted by a shift operator ``r_{c+1 mod p} ~ A r_c``, and its
 eigenvalues near the unit circle are read as rotational (Fourier) modes of frequency ``k``.
+``cycle_spectrum`` reads the same frequencies straight from the centroids, without a fit.
 """
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ from .tasks.markov import stationary_distribution
 __all__ = [
     "ShiftFit",
     "class_centroids",
+    "cycle_spectrum",
     "fit_dynamics",
     "fit_shift_operator",
+    "frequency_count",
     "holdout_block",
     "mode_count",
     "near_unit_circle",
@@ -370,3 +373,51 @@ def rotational_modes(eigenvalues, p: int) -> np.ndarray:
 def mode_count(eigenvalues, p: int) -> int:
     """Number of occupied non-zero frequency bins (``len(rotational_modes(eigenvalues, p))``)."""
     return int(rotational_modes(eigenvalues, p).size)
+
+
+def cycle_spectrum(centroids) -> np.ndarray:
+    """Share of the class centroids' variance at each frequency ``k = 1..p // 2`` of the class cycle.
+
+    An operator-free look at the same Fourier structure the shift operator finds: the centred
+    centroids ``r_c`` (rows, classes in cycle order) are Fourier-transformed along c, and the power
+    ``sum_d |F_k[d]|^2`` of frequencies k and p - k (the same oscillation) is pooled. A
+    representation built from ``cos(2 pi k c / p)``, ``sin(2 pi k c / p)`` features puts all its
+    power at those k. The result does not change under a rotation of the feature space or a
+    relabelling ``c -> c + s`` of the cycle.
+
+    Args:
+        centroids: (p, r) centroid of class c in row c (p >= 2), e.g. from ``class_centroids``.
+
+    Returns:
+        (p // 2,) non-negative shares that sum to 1; entry ``k - 1`` is frequency k.
+    """
+    r = as_matrix(centroids, "centroids")
+    p = r.shape[0]
+    if p < 2:
+        raise ValueError(f"a cycle needs at least 2 classes (rows of centroids), got {p}.")
+    power = (np.abs(np.fft.fft(r - r.mean(axis=0), axis=0)) ** 2).sum(axis=1)  # (p,), power[0] = 0
+    k = np.arange(1, p // 2 + 1)
+    pooled = power[k] + np.where(2 * k == p, 0.0, power[(p - k) % p])  # p/2 (even p) is its own pair
+    total = pooled.sum()
+    if not total > 0.0:
+        raise ValueError("all centroids are identical (no spread); there is no frequency content to measure.")
+    return pooled / total
+
+
+def frequency_count(shares, share: float = 0.9) -> int:
+    """Fewest frequencies that together hold at least ``share`` of the power (see ``cycle_spectrum``).
+
+    Args:
+        shares: non-negative shares per frequency that sum to 1, as ``cycle_spectrum`` returns.
+        share: the fraction of the power to cover, in (0, 1].
+    """
+    s = np.asarray(shares, dtype=float)
+    if s.ndim != 1 or s.size == 0:
+        raise ValueError(f"shares must be a non-empty 1-D array, got shape {s.shape}.")
+    if not np.all(np.isfinite(s)) or np.any(s < 0) or not np.isclose(s.sum(), 1.0, rtol=0, atol=1e-9):
+        raise ValueError("shares must be finite, non-negative and sum to 1; pass cycle_spectrum(centroids).")
+    share = float(share)
+    if not 0.0 < share <= 1.0:
+        raise ValueError(f"share must be in (0, 1], got {share}.")
+    covered = np.cumsum(np.sort(s)[::-1])
+    return int(min(np.searchsorted(covered, share - 1e-12) + 1, s.size))

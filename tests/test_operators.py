@@ -144,7 +144,9 @@ def test_fit_dynamics_on_one_hot_chain_reaches_oracle_and_chain_spectrum(t):
 
 from corelib.operators import (  # noqa: E402
     class_centroids,
+    cycle_spectrum,
     fit_shift_operator,
+    frequency_count,
     holdout_block,
     mode_count,
     near_unit_circle,
@@ -448,3 +450,63 @@ def test_shift_operator_and_spectrum_helpers_reject_bad_input():
         rotational_modes([1.0, np.nan], 53)
     with pytest.raises(ValueError, match="p must be an integer"):
         near_unit_circle([1.0], 1)
+
+
+# --------------------------------------------------------------------------- cycle spectrum
+
+
+def _projection_shares(r: np.ndarray) -> np.ndarray:
+    """Shares by direct projection onto the real Fourier basis {cos, sin}(2 pi k c / p) of each k."""
+    p = r.shape[0]
+    rc = r - r.mean(axis=0)
+    c = np.arange(p)
+    out = []
+    for k in range(1, p // 2 + 1):
+        basis = np.stack([np.cos(2 * np.pi * k * c / p), np.sin(2 * np.pi * k * c / p)], axis=1)
+        q, _ = np.linalg.qr(basis[:, : 1 if 2 * k == p else 2])  # sin vanishes at k = p/2
+        out.append(((q.T @ rc) ** 2).sum())
+    return np.array(out) / (rc**2).sum()
+
+
+@pytest.mark.parametrize("p", [53, 12, 2, 3])
+def test_cycle_spectrum_equals_projection_onto_the_fourier_basis(p):
+    r = np.random.default_rng(p).standard_normal((p, 7))
+    shares = cycle_spectrum(r)
+    assert shares.shape == (p // 2,)
+    np.testing.assert_allclose(shares, _projection_shares(r), rtol=0, atol=1e-12)
+    assert shares.sum() == pytest.approx(1.0, abs=1e-12)
+
+
+def test_cycle_spectrum_of_planted_features_is_their_squared_amplitudes():
+    ks, amps = [3, 11, _P - 20], np.array([1.0, 2.0, 0.5])  # 53 - 20 folds to frequency 20
+    rng = np.random.default_rng(1)
+    f = np.concatenate([_fourier_features(_P, ks, amps), np.zeros((_P, 4))], axis=1) + 5.0  # an offset
+    q, _ = np.linalg.qr(rng.standard_normal((f.shape[1], f.shape[1])))
+    expected = np.zeros(_P // 2)
+    expected[[2, 10, 19]] = amps**2 / (amps**2).sum()
+    for r in (f, f @ q.T, np.roll(f @ q.T, 17, axis=0)):  # a rotation and a relabelling change nothing
+        np.testing.assert_allclose(cycle_spectrum(r), expected, rtol=0, atol=1e-12)
+    mixed = _planted_centroids(_P, ks, amps=amps)  # a non-orthogonal mix moves power between the ks only
+    assert cycle_spectrum(mixed)[[2, 10, 19]].sum() == pytest.approx(1.0, abs=1e-12)
+    assert frequency_count(cycle_spectrum(mixed), 0.999) == 3
+    assert [frequency_count(cycle_spectrum(f), s) for s in (0.75, 0.95, 0.96)] == [1, 2, 3]  # 0.76, 0.95, 1
+
+
+def test_frequency_count_known_answers_and_errors():
+    shares = [0.2, 0.5, 0.3]
+    assert [frequency_count(shares, s) for s in (0.4, 0.5, 0.8, 0.81, 1.0)] == [1, 1, 2, 3, 3]
+    assert frequency_count(shares) == 3
+    with pytest.raises(ValueError, match="sum to 1"):
+        frequency_count([0.2, 0.5], 0.5)
+    with pytest.raises(ValueError, match="non-negative"):
+        frequency_count([1.5, -0.5], 0.5)
+    with pytest.raises(ValueError, match=r"share must be in \(0, 1\]"):
+        frequency_count(shares, 0.0)
+    with pytest.raises(ValueError, match="non-empty 1-D"):
+        frequency_count([], 0.5)
+    with pytest.raises(ValueError, match="no spread"):
+        cycle_spectrum(np.ones((5, 3)))
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        cycle_spectrum(np.ones((1, 3)))
+    with pytest.raises(ValueError, match="NaN/Inf"):
+        cycle_spectrum(np.array([[0.0, 1.0], [np.nan, 0.0], [1.0, 1.0]]))
