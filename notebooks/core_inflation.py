@@ -59,7 +59,7 @@ from myst_nb import glue
 
 from corelib import claims
 from corelib.experiments import modular
-from corelib.plots import ARM_COLORS, panel_band, panel_operator, panel_training_loss
+from corelib.plots import ARM_COLORS, panel_band, panel_frequency_shares, panel_operator, panel_training_loss
 from corelib.plots.modular import ARM_LABELS
 
 params = modular.ModularParams.from_namespace(globals())
@@ -253,6 +253,78 @@ plt.close(fig)
 # {glue:text}`wd_modes_end_working:.1f` rotational modes, against
 # {glue:text}`no_core_dim_end_working:.1f` and {glue:text}`no_modes_end_working:.1f` without
 # weight decay. The paper reports means over all models, and so do panels A–C and the checks.
+#
+# ## How many frequencies?
+#
+# The mode count of panel C depends on two choices: the core the operator lives in, and a linear
+# fit that must explain the whole cycle. A second count needs neither. Take the class centroids of
+# the block's *whole* output (the mean activation over the test examples with answer $c$) and
+# Fourier-transform them along the cycle $c = 0, \dots, p - 1$: a representation that computes
+# with the frequencies $k$ puts its variance across answers at those $k$
+# (`operators.cycle_spectrum`). `operators.frequency_count` is the fewest frequencies that hold a
+# share {glue:text}`frequency_share` of that variance, and `modular.centroid_spectra` does this for
+# every snapshot of an arm. Each frequency takes two dimensions, a cosine and a sine, so this
+# count also bounds how small a core that keeps the representation can be.
+
+# %%
+frequency_share = 0.9
+spectra = {arm: modular.centroid_spectra(params, arm, summary["end"], share=frequency_share)
+           for arm in modular.ARMS}
+glue("frequency_share", frequency_share, display=False)
+for arm, short in (("wd", "wd"), ("no_wd", "no")):
+    sp = spectra[arm]
+    for when in ("start", "end"):
+        row = int(np.flatnonzero(sp["epoch"] == summary[when])[0])
+        glue(f"{short}_frequencies_{when}", float(sp["count"][row].mean()), display=False)
+glue("frequencies_init", float(spectra["wd"]["count"][0].mean()), display=False)
+glue("frequencies_max", p // 2, display=False)
+more = spectra["no_wd"]["count"][-1].mean() > spectra["wd"]["count"][-1].mean()
+glue("frequency_verdict", "more frequencies in the representation than keeping it, the opposite of the "
+     "direction of the paper's mode count" if more else
+     "no more frequencies in the representation than keeping it, as the paper's mode count would suggest",
+     display=False)
+
+fig, (ax_n, ax_s) = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained", width_ratios=[1, 1.4])
+for arm, sp in spectra.items():
+    panel_band(ax_n, sp["epoch"], sp["count"].astype(float), color=ARM_COLORS[arm], label=ARM_LABELS[arm],
+               marker="o", markersize=2.5)
+ax_n.axvline(branch_epoch, color="0.6", linestyle=":", linewidth=1)
+ax_n.set_xlabel("epoch")
+ax_n.set_ylabel(f"frequencies holding {frequency_share:.0%}")
+ax_n.legend(fontsize=8)
+ax_n.set_title("A  frequencies in use", loc="left", fontsize=10)
+panel_frequency_shares(ax_s, {arm: sp["shares"][-1] for arm, sp in spectra.items()}, share=frequency_share)
+ax_s.legend(fontsize=8, loc="lower right")
+ax_s.set_title(f"B  the largest frequencies at epoch {summary['end']}", loc="left", fontsize=10)
+glue("fig_frequencies", fig, display=False)
+plt.close(fig)
+
+# %% [markdown]
+# ```{glue:figure} fig_frequencies
+# :name: fig-inflation-frequencies
+#
+# **Fourier content of the class centroids of the block's output.** (A) The fewest frequencies
+# that hold {glue:text}`frequency_share` of the variance across answers, mean ± sem over
+# models, with weight decay kept (black) and removed at the dotted epoch (purple). (B) At the
+# last epoch, the share of that variance held by each model's $n$ largest frequencies; a curve
+# crosses the dashed line at that model's count.
+# ```
+#
+# Panel A first retells the previous chapter in these terms. At initialisation the centroids
+# spread over {glue:text}`frequencies_init:.1f` of the {glue:text}`frequencies_max` frequencies
+# on average; as the models grok, that falls to a handful. At the branch the models use
+# {glue:text}`wd_frequencies_start:.1f` frequencies on average. At
+# epoch {glue:text}`end` the models trained with weight decay use
+# {glue:text}`wd_frequencies_end:.1f` and those trained without it
+# {glue:text}`no_frequencies_end:.1f`: removing weight decay leaves
+# {glue:text}`frequency_verdict`. In the grokking literature weight decay is what prunes a
+# representation down to a few Fourier features {cite:p}`nanda2023progress`: without it nothing
+# removes the features the model already has, and training keeps growing the margin with all of
+# them. Every frequency takes two dimensions, so a representation that uses more of them needs a
+# larger core. In the paper, weight decay adds rotational modes instead; the two counts measure
+# different things (frequencies of the whole representation here, rotations of a linear operator
+# inside the core there), and only the `paper` profile's long horizon can say whether the
+# paper's trend appears later.
 #
 # ## Checks
 

@@ -5,7 +5,10 @@ import numpy as np
 import pytest
 import torch
 
+from corelib import operators
+from corelib.engine import load_snapshot
 from corelib.experiments import modular
+from corelib.models import resid_hook
 from corelib.tasks.modular import all_pairs, modular_addition_split
 
 
@@ -82,6 +85,18 @@ def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
     full, cut = modular.history(p, "wd"), modular.history(p, "wd", until=p.epochs)
     assert full["epoch"][-1] == p.long_epochs and cut["epoch"][-1] == p.epochs  # a chapter keeps its horizon
     assert all(cut[k] == full[k][: len(cut["epoch"])] for k in full)
+    spectra = modular.centroid_spectra(p, "wd", p.epochs, share=0.5, progress=False)
+    assert spectra["epoch"].tolist() == [0, 2, 4, 6]
+    assert spectra["shares"].shape == (4, len(p.seeds), p.p // 2)
+    np.testing.assert_allclose(spectra["shares"].sum(axis=-1), 1.0, atol=1e-12)
+    assert np.all(spectra["count"] <= modular.centroid_spectra(p, "wd", p.epochs, progress=False)["count"])
+    model = load_snapshot(modular._arm_dir(p, "wd"), 4, "cpu").model(1)  # by hand: model 2 at epoch 4
+    x, y = modular.make_data(p)["test"]
+    _, cache = model.run_with_cache(x, names_filter=resid_hook(p.n_layers - 1))
+    h = cache[resid_hook(p.n_layers - 1)][:, -1].double()
+    means = torch.zeros(p.p, h.shape[1], dtype=torch.float64).index_add_(0, y[:, -1], h)
+    means /= torch.bincount(y[:, -1], minlength=p.p)[:, None]
+    np.testing.assert_allclose(spectra["shares"][2, 1], operators.cycle_spectrum(means.numpy()), atol=1e-9)
     s = modular.inflation_summary(p, wd, branch)
     assert s["start"] == 4 and s["end"] == 8
     assert len(modular.inflation_checks(s)) == 6

@@ -5,6 +5,7 @@ snapshot each model is analysed on the test set: ACE on the last-position output
 block (target = logits), the energy rank, the necessary and sufficient ranks (ablation
 bisection), core-only / core-removed accuracy, and a shift operator ``r_{c+1} = A r_c`` fitted to
 the class centroids in core coordinates, with its eigenvalues and rotational modes.
+:func:`centroid_spectra` reads the frequencies straight from the centroids of the whole output.
 
 Two arms share the first ``branch_epoch`` epochs: ``"wd"`` keeps weight decay for the whole run,
 ``"no_wd"`` is branched from the ``"wd"`` snapshot at ``branch_epoch`` and continues without
@@ -32,7 +33,7 @@ __all__ = ["ModularParams", "ARMS", "train_arm", "analyse_model", "analyse_arm",
            "model_grokking_epochs", "phase_epochs", "emergence_summary", "emergence_checks",
            "inflation_summary", "inflation_checks", "series", "epochs_of", "history", "make_data",
            "emergence_claim_values", "inflation_claim_values", "training_collapses",
-           "collapse_summary"]
+           "collapse_summary", "centroid_spectra"]
 
 ARMS = ("wd", "no_wd")
 
@@ -199,6 +200,34 @@ def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p
         "operator": fit.A.tolist(),
         "singular_values": full.singular_values.tolist(),
     }
+
+
+def centroid_spectra(p: ModularParams, arm: str, epochs: int, *, share: float = 0.9,
+                     progress: bool = True) -> dict[str, np.ndarray]:
+    """Fourier content of each model's answer-class centroids at every snapshot of an arm.
+
+    The centroids are those of the last block's whole last-position output (no core, no fitted
+    operator), read with :func:`corelib.operators.cycle_spectrum`: how the representation's
+    variance across answers c spreads over the frequencies k of the cycle. Reads the snapshots
+    (training the arm first if it has not reached ``epochs``); cheap, so not cached.
+
+    Returns:
+        ``epoch`` (E,), ``shares`` (E, models, p // 2) and ``count`` (E, models): the fewest
+        frequencies holding ``share`` of the variance.
+    """
+    folder = train_arm(p, arm, epochs, progress=progress)
+    x, y = make_data(p)["test"]
+    wanted = [e for e in snapshot_epochs(folder) if e <= epochs]
+    shares = []
+    for e in tqdm(wanted, desc=f"centroid spectra {arm}", disable=not progress, leave=False):
+        stack = load_snapshot(folder, e, default_device())
+        shares.append([
+            operators.cycle_spectrum(operators.class_centroids(
+                last_position_output(stack.model(i), x).double().cpu().numpy(), y[:, -1].numpy(), p.p))
+            for i in range(len(stack))])
+    shares = np.array(shares)
+    count = np.array([[operators.frequency_count(s, share) for s in row] for row in shares])
+    return {"epoch": np.array(wanted), "shares": shares, "count": count}
 
 
 def _analysis_path(p: ModularParams, arm: str, epoch: int) -> Path:

@@ -5,7 +5,7 @@ import numpy as np
 
 __all__ = [
     "mean_sem", "panel_band", "panel_grokking", "panel_ablation_bars", "panel_eigenvalues",
-    "panel_operator", "panel_training_loss", "ARM_COLORS", "SEED_COLORS",
+    "panel_operator", "panel_training_loss", "panel_frequency_shares", "ARM_COLORS", "SEED_COLORS",
 ]
 
 ARM_COLORS = {"wd": "black", "no_wd": "#7b3fa0"}
@@ -109,3 +109,23 @@ def panel_training_loss(ax, histories: dict[str, dict]):
     ax.set_yscale("log")
     ax.set_xlabel("epoch")
     ax.set_ylabel("training loss (per seed)")
+
+
+def panel_frequency_shares(ax, shares: dict[str, np.ndarray], *, share: float):
+    """Cumulative share of the class centroids' variance held by the n largest frequencies.
+
+    ``shares`` maps an arm to its (models, p // 2) shares at one epoch
+    (``corelib.experiments.modular.centroid_spectra``). Each model's frequencies are ranked
+    before averaging, since models use different frequencies; where a curve crosses the dashed
+    line ``share`` is that arm's frequency count.
+    """
+    for arm, s in shares.items():
+        ranked = np.cumsum(np.sort(s, axis=1)[:, ::-1], axis=1)
+        n = np.arange(1, s.shape[1] + 1)
+        for i, row in enumerate(ranked):
+            ax.plot(n, row, color=ARM_COLORS[arm], linewidth=0.8, alpha=0.4,
+                    label=f"{ARM_LABELS[arm]} (each model)" if i == 0 else None)
+    ax.axhline(share, color="0.6", linestyle="--", linewidth=1)
+    ax.set_xlabel("number of largest frequencies n")
+    ax.set_ylabel("share of centroid variance held")
+    ax.set_ylim(0, 1.02)
