@@ -73,6 +73,15 @@ def test_redundant_copies_raise_the_necessary_rank_only():
     assert [ns["redundancy_ranks"](m) for m in range(1, 6)] == [(m, 1) for m in range(1, 6)]
 
 
+def test_a_rectified_rotation_needs_its_first_harmonic_too():
+    ns = run_solution("core_inflation", "ex-inflation-harmonics")
+    assert ns["n"] == 2 and ns["largest"].tolist() == [3, 6]
+    var = 0.5 - 2 / math.pi**2  # sum of the squared Fourier coefficients of max(0, cos), without the mean
+    assert ns["shares"][2] == pytest.approx(0.25 / var, abs=2e-3)  # the sampling aliases a little
+    assert ns["shares"][5] == pytest.approx((2 / (3 * math.pi)) ** 2 / var, abs=2e-3)
+    assert ns["rectified_spectrum"](k=5, p=61).argmax() + 1 == 5
+
+
 def test_power_law_exponent_of_the_ode_curve():
     ns = run_solution("grokking_theory", "grok-ex-exponent")
     # local slope -(1 + x/2 + ...): steeper than -1 near p_crit, -1 far from it
