@@ -12,13 +12,13 @@
 # ---
 
 # %% [markdown]
-# # Core inflation: weight decay keeps adding rotations
+# # Core inflation: does weight decay keep adding rotations?
 #
 # The previous chapter stopped shortly after grokking, when the cores were compact. What happens
 # if training simply continues? The paper trained the same three models for 20 000 epochs and
 # found that, under weight decay, the cores keep **growing**, from about 15 to about 60
 # dimensions, while the number of dimensions the models actually *need* stays put. This chapter
-# reproduces that experiment (the paper's Figure 3) with a controlled comparison:
+# repeats that experiment (the paper's Figure 3) with a controlled comparison:
 #
 # - the **weight decay kept** arm continues the run of the previous chapter;
 # - the **weight decay removed** arm is a copy of the same models at epoch
@@ -26,7 +26,8 @@
 #
 # The book runs a shorter horizon than the paper (parameter `long_epochs`; the `paper` profile
 # runs the full 20 000 epochs of both arms, many hours on a laptop CPU) and reports where the
-# trend stands at its end.
+# trend stands at its end. It also counts the frequencies the models use without fitting an
+# operator, which shows which arm's representation actually spreads.
 
 # %% tags=["parameters"]
 p = 53
