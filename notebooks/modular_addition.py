@@ -27,12 +27,16 @@
 # 3. a linear operator fitted to the "add one" shift in core coordinates has eigenvalues that
 #    **snap onto the unit circle** at grokking: a rotation, found by least squares alone.
 #
-# The next chapter follows the same models for much longer and watches the core inflate.
+# The next chapter follows the same models for much longer, to see whether the core inflates.
 #
 # Three two-block transformers train together in one vectorised model (see
-# `corelib.engine`). The default parameters are the paper's; training for 2 000 epochs takes
-# tens of minutes on a two-core laptop CPU (the last section of the claims page lists how long
-# this build's chapters took), much less on a GPU. Try another modulus with
+# `corelib.engine`). The default parameters are the paper's. Where the paper is silent, the
+# model follows the reference implementation's Markov model, PyTorch's post-norm encoder layer,
+# with one exception: that layer applies dropout 0.1 by default, and the vectorised engine
+# trains without dropout, so these models have none while the paper's may have had it.
+# Training for 2 000 epochs takes tens of minutes on a two-core laptop CPU (the last section of
+# the claims page lists how long this build's chapters took), much less on a GPU. Try another
+# modulus with
 # `python -m corelib.runner run modular_addition -p p 59`.
 
 # %% tags=["parameters"]
