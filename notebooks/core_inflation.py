@@ -327,8 +327,9 @@ plt.close(fig)
 # them. Every frequency takes two dimensions, so a representation that uses more of them needs a
 # larger core. In the paper, weight decay adds rotational modes instead; the two counts measure
 # different things (frequencies of the whole representation here, rotations of a linear operator
-# inside the core there), and only the `paper` profile's long horizon can say whether the
-# paper's trend appears later.
+# inside the core there). Two things this build cannot settle: whether the paper's trend
+# appears over its longer horizon (the `paper` profile), and what dropout, a regulariser these
+# models train without (see the previous chapter), does to both arms.
 #
 # ## Checks
 
