@@ -233,8 +233,8 @@ class _Job:
     parameters: dict[str, Any]
     key: str
     profile: str
+    library_hash: str  # corelib_hash of the code that runs it
     inputs: tuple[str, ...] = ()
-    library_hash: str = ""
 
     def cached(self, root: Path) -> bool:
         return _stored_key(output_path(self.name, root)) == self.key
@@ -280,7 +280,7 @@ def _plan(name: str, profile: str, overrides: Mapping[str, Any], root: Path, lib
     _check_parameters(name, overrides, declared, "from the overrides")
     params.update(overrides)
     key = cache_key(source_path(name, root).read_text(), params, library_hash)
-    return _Job(name, converted, params, key, profile, _declared_inputs(name, converted), library_hash)
+    return _Job(name, converted, params, key, profile, library_hash, _declared_inputs(name, converted))
 
 
 def _declared_inputs(name: str, converted: Path) -> tuple[str, ...]:

@@ -131,6 +131,7 @@ else:
 # are keyed by their parameters, not by the code, so a chapter can show results that an earlier
 # version of `corelib` computed; such a chapter is marked "(other corelib)", and there are
 # {glue:text}`other_code_chapters` of them on this page ("not recorded": the run came before
-# the runner kept code versions). The difference may lie only in comments or documentation. To recompute a chapter with the current code, delete its folder under
-# `results/` (or point `ACE_RESULTS_DIR` to an empty folder) and run it again with `--force`.
+# the runner kept code versions). The difference may lie only in comments or documentation. To
+# recompute a chapter with the current code, delete its folder under `results/` (or point
+# `ACE_RESULTS_DIR` to an empty folder) and run it again with `--force`.
 

@@ -275,14 +275,13 @@ frequency_share = 0.9
 spectra = {arm: modular.centroid_spectra(params, arm, summary["end"], share=frequency_share)
            for arm in modular.ARMS}
 glue("frequency_share", frequency_share, display=False)
-for arm, short in (("wd", "wd"), ("no_wd", "no")):
-    sp = spectra[arm]
-    for when in ("start", "end"):
-        row = int(np.flatnonzero(sp["epoch"] == summary[when])[0])
-        glue(f"{short}_frequencies_{when}", float(sp["count"][row].mean()), display=False)
+frequencies = {(arm, when): float(sp["count"][sp["epoch"] == summary[when]].mean())
+               for arm, sp in spectra.items() for when in ("start", "end")}
+for (arm, when), n in frequencies.items():
+    glue(f"{'wd' if arm == 'wd' else 'no'}_frequencies_{when}", n, display=False)
 glue("frequencies_init", float(spectra["wd"]["count"][0].mean()), display=False)
 glue("frequencies_max", p // 2, display=False)
-more = spectra["no_wd"]["count"][-1].mean() > spectra["wd"]["count"][-1].mean()
+more = frequencies[("no_wd", "end")] > frequencies[("wd", "end")]
 glue("frequency_verdict", "more frequencies in the representation than keeping it, the opposite of the "
      "direction of the paper's mode count" if more else
      "no more frequencies in the representation than keeping it, as the paper's mode count would suggest",

@@ -202,6 +202,12 @@ def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p
     }
 
 
+def _arm_snapshots(p: ModularParams, arm: str, epochs: int, progress: bool) -> tuple[Path, list[int]]:
+    """An arm's run folder and its snapshot epochs up to ``epochs`` (training the arm first if needed)."""
+    folder = train_arm(p, arm, epochs, progress=progress)
+    return folder, [e for e in snapshot_epochs(folder) if e <= epochs]
+
+
 def centroid_spectra(p: ModularParams, arm: str, epochs: int, *, share: float = 0.9,
                      progress: bool = True) -> dict[str, np.ndarray]:
     """Fourier content of each model's answer-class centroids at every snapshot of an arm.
@@ -215,9 +221,8 @@ def centroid_spectra(p: ModularParams, arm: str, epochs: int, *, share: float = 
         ``epoch`` (E,), ``shares`` (E, models, p // 2) and ``count`` (E, models): the fewest
         frequencies holding ``share`` of the variance.
     """
-    folder = train_arm(p, arm, epochs, progress=progress)
+    folder, wanted = _arm_snapshots(p, arm, epochs, progress)
     x, y = make_data(p)["test"]
-    wanted = [e for e in snapshot_epochs(folder) if e <= epochs]
     shares = []
     for e in tqdm(wanted, desc=f"centroid spectra {arm}", disable=not progress, leave=False):
         stack = load_snapshot(folder, e, default_device())
@@ -239,9 +244,8 @@ def analyse_arm(p: ModularParams, arm: str, epochs: int, *, progress: bool = Tru
 
     A record is ``{"epoch": e, "models": [analysis of each seed]}``.
     """
-    folder = train_arm(p, arm, epochs, progress=progress)
+    folder, wanted = _arm_snapshots(p, arm, epochs, progress)
     test = make_data(p)["test"]
-    wanted = [e for e in snapshot_epochs(folder) if e <= epochs]
     records = []
     device = default_device()
     for e in tqdm(wanted, desc=f"analyse {arm}", disable=not progress, leave=False):

@@ -115,9 +115,9 @@ def panel_frequency_shares(ax, shares: dict[str, np.ndarray], *, share: float):
     """Cumulative share of the class centroids' variance held by the n largest frequencies.
 
     ``shares`` maps an arm to its (models, p // 2) shares at one epoch
-    (``corelib.experiments.modular.centroid_spectra``). Each model's frequencies are ranked
-    before averaging, since models use different frequencies; where a curve crosses the dashed
-    line ``share`` is that arm's frequency count.
+    (``corelib.experiments.modular.centroid_spectra``). One curve per model, its frequencies
+    ranked by share (models use different frequencies, so they are not averaged); where a curve
+    crosses the dashed line ``share`` is that model's frequency count.
     """
     for arm, s in shares.items():
         ranked = np.cumsum(np.sort(s, axis=1)[:, ::-1], axis=1)
