@@ -9,15 +9,22 @@ decay. A seed therefore gets exactly the updates it would get trained alone; a t
 against the plain loop of :mod:`corelib.training`.
 
 Two things make a step cheaper than the plain loop, without changing what is computed:
-the loss only reads the last position, so training runs
+the loss only reads the last position, so training without dropout runs
 :meth:`~corelib.models.Transformer.last_logits` (shared prefixes computed once), and the
 per-op overhead of a small model is paid once for all seeds.
+
+Dropout is random, and random operations under ``vmap`` draw from one stream for all seeds. So
+the engine draws the masks itself (:class:`DropoutStreams`): seed ``s`` has its own generator,
+seeded ``s + 1`` as :func:`corelib.training.train` seeds its dropout stream, and its masks are
+drawn in the order and shapes in which ``nn.Dropout`` would draw them in a full forward pass. A
+seed trained with dropout in a stack therefore also gets exactly the updates of ``train``.
 
 A run lives in a folder:
 
 - ``run.json``: what is trained (architecture, optimiser, seeds, data fingerprint, origin);
 - ``snapshots/epoch_XXXXXX.pt``: the stacked weights at the analysis epochs;
-- ``state_XXXXXX.pt``: the latest resumable state (weights, AdamW state, RNG, history);
+- ``state_XXXXXX.pt``: the latest resumable state (weights, AdamW state, RNG and dropout
+  streams, history);
 - ``manifest.json``: the current state file and a SHA-256 of every file, written last, so a run
   killed at any moment resumes from its last complete checkpoint and a damaged file is refused.
 
@@ -37,13 +44,13 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
-from .models import Transformer, TransformerConfig, default_device
+from .models import Transformer, TransformerConfig, default_device, dropout_mask_shapes, supplied_dropout_masks
 from .results import load_json, params_key, save_json
 from .training import epoch_order
 
 __all__ = [
-    "PrefixData", "StackConfig", "SeedStack", "StackOptimizer", "CheckpointError", "train_stack", "load_snapshot",
-    "snapshot_epochs", "load_history", "stacked_last_logits",
+    "PrefixData", "StackConfig", "SeedStack", "StackOptimizer", "DropoutStreams", "CheckpointError", "train_stack", "load_snapshot",
+    "snapshot_epochs", "load_history", "stacked_last_logits", "stacked_train_logits", "dropout_seed",
 ]
 
 
@@ -158,20 +165,78 @@ def stacked_last_logits(model_cfg: TransformerConfig, *, shared_rows: bool) -> C
     ``shared_rows`` every seed runs on the same rows (``last`` and ``index`` of shape (B,), as in
     an evaluation); otherwise each seed on its own rows (shape (S, B), as in training).
     """
-    wrapper = _LastLogits(Transformer(model_cfg).to("meta"))
+    wrapper = _LastLogits(Transformer(model_cfg).to("meta")).eval()  # no dropout: training with it uses stacked_train_logits
     rows = None if shared_rows else 0
     return vmap(lambda p, last, index, prefixes: functional_call(
         wrapper, {f"model.{k}": v for k, v in p.items()}, (last, prefixes, index)),
         in_dims=(0, rows, rows, None))
 
 
+def stacked_train_logits(model_cfg: TransformerConfig) -> Callable:
+    """``f(params, tokens, masks) -> (S, B, vocab)``: last-position logits of S seeds in training mode.
+
+    A full forward pass of each seed on its own tokens (S, B, T) with its own dropout ``masks``
+    (a list, each (S, *shape), as drawn by :class:`DropoutStreams`). Used for training with
+    dropout, where the masks of the earlier positions make the shared-prefix shortcut of
+    :meth:`~corelib.models.Transformer.last_logits` inexact.
+    """
+    model = Transformer(model_cfg).to("meta").train()
+
+    def one_seed(p, tokens, masks):
+        with supplied_dropout_masks(masks):
+            return functional_call(model, p, (tokens,))[:, -1]
+
+    return vmap(one_seed, in_dims=(0, 0, 0))
+
+
+def dropout_seed(seed: int, start_epoch: int) -> int:
+    """Seed of seed ``seed``'s dropout stream in a run that starts at ``start_epoch``.
+
+    ``seed + 1`` for a fresh run, as in :func:`corelib.training.train`; a branch (a run started
+    from a snapshot) gets a stream of its own, so it does not replay the masks of epoch 0.
+    """
+    return seed + 1 if start_epoch == 0 else (seed + 1) * 100_003 + start_epoch
+
+
+class DropoutStreams:
+    """One dropout random stream per seed, drawn on the CPU as ``nn.Dropout`` would draw it.
+
+    Each mask is ``bernoulli(1 - p) / (1 - p)``, drawn with ``bernoulli_`` into a fresh tensor of
+    the activation's shape, which is what ``F.dropout`` multiplies by on a CPU. Drawing on the CPU
+    keeps the masks (and so the results) the same on a GPU.
+    """
+
+    def __init__(self, p: float, seeds, start_epoch: int = 0) -> None:
+        if not 0 < p < 1:
+            raise ValueError(f"dropout probability must lie in (0, 1), got {p}.")
+        self.p = float(p)
+        self.generators = [torch.Generator().manual_seed(dropout_seed(int(s), start_epoch)) for s in seeds]
+        self._shapes: dict[tuple[int, int], list[torch.Size]] = {}
+
+    def draw(self, model_cfg: TransformerConfig, batch: int, length: int, device) -> list[torch.Tensor]:
+        """The masks of one training step on (batch, length) tokens: a list of (S, *shape) tensors."""
+        if (batch, length) not in self._shapes:
+            self._shapes[batch, length] = dropout_mask_shapes(model_cfg, batch, length)
+        keep = 1.0 - self.p
+        per_seed = [[torch.empty(shape).bernoulli_(keep, generator=g).div_(keep)
+                     for shape in self._shapes[batch, length]] for g in self.generators]
+        return [torch.stack(masks).to(device) for masks in zip(*per_seed)]
+
+    def state(self) -> torch.Tensor:
+        """The generators' states, stacked (S, n) (uint8), for a checkpoint."""
+        return torch.stack([g.get_state() for g in self.generators])
+
+    def load_state(self, state: torch.Tensor) -> None:
+        if state.shape[0] != len(self.generators):
+            raise CheckpointError(f"dropout state for {state.shape[0]} seeds, run has {len(self.generators)}.")
+        for g, st in zip(self.generators, state):
+            g.set_state(st.cpu().clone())  # a row of a stacked tensor: set_state needs its own storage
+
+
 class SeedStack:
     """S transformers of one architecture with their weights stacked along a seed dimension."""
 
     def __init__(self, model_cfg: TransformerConfig, seeds, params: dict[str, torch.Tensor]):
-        if model_cfg.dropout:
-            raise ValueError("the vectorised engine trains without dropout (set dropout 0); "
-                             "use corelib.training.train for a model with dropout.")
         self.cfg, self.seeds = model_cfg, tuple(int(s) for s in seeds)
         self.params = params
         template = Transformer(model_cfg).to("meta")
@@ -181,6 +246,7 @@ class SeedStack:
             raise CheckpointError("stacked weights do not match the architecture and seeds "
                                   f"({len(self.seeds)} seeds, {model_cfg}).")
         self._fn = stacked_last_logits(model_cfg, shared_rows=False)
+        self._train_fn = stacked_train_logits(model_cfg) if model_cfg.dropout else None
 
     @classmethod
     def initialise(cls, model_cfg: TransformerConfig, seeds, device=None) -> "SeedStack":
@@ -216,6 +282,13 @@ class SeedStack:
             idx = torch.arange(len(data), device=data.last.device).expand(len(self), -1)
         return self._fn(self.params, data.last[idx], data.index[idx], data.prefixes)
 
+    def train_logits(self, data: PrefixData, idx: torch.Tensor, masks: list[torch.Tensor]) -> torch.Tensor:
+        """Last-position logits (S, B, vocab) in training mode, with the given dropout masks."""
+        if self._train_fn is None:
+            raise ValueError("this architecture has no dropout; use last_logits.")
+        tokens = torch.cat([data.prefixes[data.index[idx]], data.last[idx][..., None]], dim=-1)
+        return self._train_fn(self.params, tokens, masks)
+
     @torch.no_grad()
     def accuracy(self, data: PrefixData, batch_size: int = 4096) -> torch.Tensor:
         """Last-position accuracy of each seed on ``data``: (S,)."""
@@ -245,9 +318,16 @@ class StackOptimizer:
         self.shrink = {k: (1.0 - lr * decay).to(v.dtype).to(v.device).view(-1, *[1] * (v.ndim - 1))
                        for k, v in stack.params.items()}
 
-    def step(self, stack: SeedStack, data: PrefixData, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """One update of every seed on its rows ``idx`` (S, B); returns losses (S,) and logits."""
-        logits = stack.last_logits(data, idx)
+    def step(self, stack: SeedStack, data: PrefixData, idx: torch.Tensor,
+             masks: list[torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """One update of every seed on its rows ``idx`` (S, B); returns losses (S,) and logits.
+
+        ``masks``: the step's dropout masks (:class:`DropoutStreams`), for a model with dropout.
+        """
+        if (masks is None) != (not stack.cfg.dropout):
+            raise ValueError("a model with dropout needs the step's masks (DropoutStreams.draw) and one "
+                             f"without takes none; dropout is {stack.cfg.dropout}.")
+        logits = stack.last_logits(data, idx) if masks is None else stack.train_logits(data, idx, masks)
         losses = F.cross_entropy(logits.flatten(0, 1), data.targets[idx].flatten(), reduction="none")
         losses = losses.view(len(stack), -1).mean(dim=1)
         self.opt.zero_grad(set_to_none=True)
@@ -385,6 +465,8 @@ def train_stack(
     test_data = None if test_data is None else test_data.to(device)
 
     manifest = _manifest(run)
+    streams = DropoutStreams(model_cfg.dropout, seeds, 0 if start is None else int(start[1])) \
+        if model_cfg.dropout else None
     if manifest["state"] is not None:
         state = _read(run, manifest["state"], manifest, device)
         if state["run_key"] != key:
@@ -395,6 +477,8 @@ def train_stack(
         stack = SeedStack(model_cfg, seeds, state["params"])
         epoch, history = state["epoch"], state["history"]
         torch.set_rng_state(state["rng"].cpu())
+        if streams is not None:
+            streams.load_state(state["dropout_rng"])
     else:
         if start is None:
             stack, epoch = SeedStack.initialise(model_cfg, seeds, device), 0
@@ -419,7 +503,8 @@ def train_stack(
         rel, old = f"state_{e:06d}.pt", manifest["state"]
         manifest["files"][rel] = _write(run / rel, {
             "params": {k: v.detach() for k, v in params.items()}, "optimizer": opt.state_dict(),
-            "epoch": e, "rng": torch.get_rng_state(), "history": history, "run_key": key})
+            "epoch": e, "rng": torch.get_rng_state(), "history": history, "run_key": key,
+            **({} if streams is None else {"dropout_rng": streams.state()})})
         manifest["state"] = rel
         save_json(run / "manifest.json", manifest)
         if old and old != rel:
@@ -429,7 +514,7 @@ def train_stack(
 
     if epoch not in manifest["snapshots"] and cfg.is_snapshot(epoch):
         save_snapshot(epoch)
-    n, s = len(train_data), len(seeds)
+    n, s, length = len(train_data), len(seeds), train_data.prefixes.shape[1] + 1
     bar = tqdm(range(epoch, cfg.epochs), desc=f"train {s} seeds", disable=not progress,
                initial=epoch, total=cfg.epochs, leave=False)
     for e in bar:
@@ -437,7 +522,8 @@ def train_stack(
         total, correct = torch.zeros(s, device=device), torch.zeros(s, device=device)
         for i in range(0, n, cfg.batch_size):
             idx = order[:, i : i + cfg.batch_size]
-            losses, logits = opt.step(stack, train_data, idx)
+            masks = None if streams is None else streams.draw(model_cfg, idx.shape[1], length, device)
+            losses, logits = opt.step(stack, train_data, idx, masks)
             total += losses * idx.shape[1]
             correct += (logits.argmax(-1) == train_data.targets[idx]).sum(dim=1)
         history["epoch"].append(e + 1)

@@ -15,7 +15,10 @@ LayerNorm before the unembedding).
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass
+from typing import Callable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -23,7 +26,8 @@ from torch import nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-__all__ = ["TransformerConfig", "Transformer", "default_device", "resid_hook"]
+__all__ = ["TransformerConfig", "Transformer", "Dropout", "supplied_dropout_masks", "dropout_mask_shapes",
+           "default_device", "resid_hook"]
 
 _SMALL_ATTENTION = 16  # query x key pairs up to which attention avoids batched matmuls
 
@@ -41,6 +45,75 @@ def _rows(t: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     :meth:`Transformer.last_logits` (and stays fast under ``vmap``).
     """
     return F.embedding(index, t.flatten(1)).view(*index.shape, *t.shape[1:])
+
+
+_MASK_FEED: ContextVar[Callable[[torch.Tensor], torch.Tensor] | None] = ContextVar("dropout_masks", default=None)
+
+
+class Dropout(nn.Dropout):
+    """``nn.Dropout`` that can take its masks from outside (:func:`supplied_dropout_masks`).
+
+    Without supplied masks it is exactly ``nn.Dropout``. The vectorised engine supplies masks it
+    drew itself, one random stream per seed, because random operations under ``vmap`` cannot give
+    each seed the stream it would have trained with alone.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        feed = _MASK_FEED.get()
+        if feed is None or not self.training or self.p == 0:
+            return super().forward(x)
+        return feed(x)
+
+
+@contextmanager
+def supplied_dropout_masks(masks: Sequence[torch.Tensor]) -> Iterator[None]:
+    """Within this block, active :class:`Dropout` layers multiply by ``masks`` in call order.
+
+    Each mask is what ``F.dropout`` would multiply by: 0 or ``1 / (1 - p)``. The forward pass must
+    use every mask, in order and with matching shapes; anything else is an error, so a mask list
+    drawn for another architecture or batch size is never applied out of place.
+    """
+    queue = list(masks)
+
+    def feed(x: torch.Tensor) -> torch.Tensor:
+        if not queue:
+            raise RuntimeError(f"dropout layers ran more often than the {len(masks)} supplied masks; "
+                               "draw the masks with dropout_mask_shapes for this model and batch.")
+        mask = queue.pop(0)
+        if mask.shape != x.shape:
+            raise ValueError(f"dropout mask of shape {tuple(mask.shape)} for an activation of shape "
+                             f"{tuple(x.shape)}; draw the masks with dropout_mask_shapes for this batch.")
+        return x * mask
+
+    token = _MASK_FEED.set(feed)
+    try:
+        yield
+    finally:
+        _MASK_FEED.reset(token)
+    if queue:
+        raise RuntimeError(f"{len(queue)} of {len(masks)} supplied dropout masks were not used.")
+
+
+def dropout_mask_shapes(cfg: "TransformerConfig", batch: int, length: int) -> list[torch.Size]:
+    """The shapes of the dropout masks one training forward pass on (batch, length) tokens draws, in order.
+
+    Found by running the model on the meta device (no computation), so it follows the model's
+    code rather than a hand-kept list.
+    """
+    shapes: list[torch.Size] = []
+
+    def record(x: torch.Tensor) -> torch.Tensor:
+        shapes.append(x.shape)
+        return x
+
+    model = Transformer(cfg).to("meta").train()
+    token = _MASK_FEED.set(record)
+    try:
+        with torch.no_grad():
+            model(torch.zeros(batch, length, dtype=torch.long, device="meta"))
+    finally:
+        _MASK_FEED.reset(token)
+    return shapes
 
 
 def resid_hook(layer: int) -> str:
@@ -65,6 +138,8 @@ class TransformerConfig:
     def __post_init__(self):
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}.")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must lie in [0, 1), got {self.dropout}.")
         if self.norm not in ("post", "pre"):
             raise ValueError(f"norm must be 'post' or 'pre', got {self.norm!r}.")
 
@@ -80,7 +155,7 @@ class Attention(nn.Module):
         self.n_heads, self.d_head = cfg.n_heads, cfg.d_model // cfg.n_heads
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
         self.out = nn.Linear(cfg.d_model, cfg.d_model)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         self.hook_pattern = HookPoint()
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -128,11 +203,11 @@ class Block(nn.Module):
         self.post = cfg.norm == "post"
         self.attn = Attention(cfg)
         self.mlp = nn.Sequential(
-            nn.Linear(cfg.d_model, cfg.d_ff), nn.ReLU(), nn.Dropout(cfg.dropout),
+            nn.Linear(cfg.d_model, cfg.d_ff), nn.ReLU(), Dropout(cfg.dropout),
             nn.Linear(cfg.d_ff, cfg.d_model),
         )
         self.ln1, self.ln2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
-        self.drop1, self.drop2 = nn.Dropout(cfg.dropout), nn.Dropout(cfg.dropout)
+        self.drop1, self.drop2 = Dropout(cfg.dropout), Dropout(cfg.dropout)
         for name in ("resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post"):
             setattr(self, f"hook_{name}", HookPoint())
 
@@ -168,7 +243,7 @@ class Transformer(HookedRootModule):
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos_embed = nn.Parameter(torch.randn(cfg.n_ctx, cfg.d_model) * 0.02)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.hook_embed, self.hook_pos_embed = HookPoint(), HookPoint()
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_final = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
@@ -215,11 +290,11 @@ class Transformer(HookedRootModule):
         examples share few prefixes (modular addition: 53 first tokens for 1 404 pairs), running
         the prefixes once and only the last position per example halves the work of a training
         step. The first block's queries, keys and values at the last position depend on the last
-        token alone, so they are projected once per vocabulary entry and gathered (unless dropout
-        is active; the toy vocabularies have at most a hundred tokens). Training uses this path; the
-        analysis uses :meth:`forward` and its hooks (hooks here fire on the prefix pass and on
-        the last position separately; ``hook_embed`` not on the last position when the
-        per-vocabulary projection is used).
+        token alone, so they are projected once per vocabulary entry and gathered (the toy
+        vocabularies have at most a hundred tokens). Training without dropout uses this path; the
+        analysis uses :meth:`forward` and its hooks (hooks here fire on the prefix pass and on the
+        per-vocabulary table, not per example). With dropout active the shortcut would share one
+        mask among all examples of a prefix, so it is refused: use :meth:`forward` to train.
 
         Args:
             last_tokens: (batch,) the last token of each example.
@@ -229,16 +304,15 @@ class Transformer(HookedRootModule):
         n_prefix = prefixes.shape[1]
         if n_prefix + 1 > self.cfg.n_ctx:
             raise ValueError(f"sequence length {n_prefix + 1} exceeds n_ctx={self.cfg.n_ctx}.")
-        p = self.drop(self.hook_embed(self.embed(prefixes)) + self.pos_embed[:n_prefix])
-        qkv = None
         if self.cfg.dropout and self.training:
-            x = self.drop(self.hook_embed(self.embed(last_tokens[:, None])) + self.pos_embed[n_prefix])
-        else:
-            # The first block's input at the last position depends on its token alone: project
-            # the queries, keys and values once per vocabulary entry, not once per example.
-            table = (self.embed.weight + self.pos_embed[n_prefix])[:, None]
-            x = _rows(table, last_tokens)
-            qkv = tuple(_rows(t, last_tokens) for t in self.blocks[0].attn.project(self.blocks[0].attn_input(table)))
+            raise ValueError("last_logits shares each prefix's dropout mask among its examples; call "
+                             "model.eval() first, or train through forward (as corelib.training does).")
+        p = self.hook_embed(self.embed(prefixes)) + self.pos_embed[:n_prefix]
+        # The first block's input at the last position depends on its token alone: project
+        # the queries, keys and values once per vocabulary entry, not once per example.
+        table = (self.embed.weight + self.pos_embed[n_prefix])[:, None]
+        x = _rows(table, last_tokens)
+        qkv = tuple(_rows(t, last_tokens) for t in self.blocks[0].attn.project(self.blocks[0].attn_input(table)))
         for i, block in enumerate(self.blocks):
             _, k, v = block.attn.project(block.attn_input(p))
             x = block(x, past=(_rows(k, prefix_index), _rows(v, prefix_index)), qkv=qkv if i == 0 else None)

@@ -12,17 +12,20 @@ from pathlib import Path
 import pytest
 import torch
 
+from dataclasses import replace
+
 from corelib.engine import (
-    CheckpointError, PrefixData, SeedStack, StackConfig, load_history, load_snapshot, snapshot_epochs,
-    train_stack,
+    CheckpointError, DropoutStreams, PrefixData, SeedStack, StackConfig, StackOptimizer, load_history, load_snapshot,
+    snapshot_epochs, train_stack,
 )
-from corelib.models import Transformer, TransformerConfig
+from corelib.models import Transformer, TransformerConfig, dropout_mask_shapes, supplied_dropout_masks
 from corelib.tasks.modular import modular_addition_split
 from corelib.training import TrainConfig, train_model
 
 P = 11
 CFG = TransformerConfig(vocab_size=P, d_model=32, n_heads=4, d_ff=64, n_layers=2, n_ctx=2)
 SEEDS = (3, 4, 5)
+DROP = replace(CFG, dropout=0.1)
 
 
 def _data():
@@ -57,13 +60,16 @@ def test_last_logits_equal_the_full_forward(norm):
     torch.testing.assert_close(few, model(x[:5])[:, -1], rtol=1e-5, atol=1e-6)
 
 
-def test_stacked_seeds_get_the_updates_of_separate_runs(tmp_path):
+@pytest.mark.parametrize("model_cfg", [CFG, DROP], ids=["no dropout", "dropout"])
+def test_stacked_seeds_get_the_updates_of_separate_runs(tmp_path, model_cfg):
+    # With dropout, each seed must also see the masks nn.Dropout draws in train() from its stream.
     (x, y), (xt, yt) = _data()
     decays = (1.0, 0.5, 0.0)  # one weight decay per seed
     cfg = StackConfig(epochs=4, batch_size=16, weight_decay=decays, snapshot_every=2, checkpoint_every=2)
-    stack, hist = train_stack(CFG, cfg, SEEDS, *_prefix_data(), tmp_path / "run", progress=False)
+    stack, hist = train_stack(model_cfg, cfg, SEEDS, *_prefix_data(), tmp_path / "run", progress=False)
     for i, (seed, wd) in enumerate(zip(SEEDS, decays)):
-        alone, h = train_model(CFG, TrainConfig(epochs=4, batch_size=16, weight_decay=wd, score_positions="last"),
+        alone, h = train_model(model_cfg, TrainConfig(epochs=4, batch_size=16, weight_decay=wd,
+                                                      score_positions="last"),
                                (x, y), seed=seed, test_data=(xt, yt), progress=False)
         ref, got = alone.state_dict(), stack.model(i).state_dict()
         for name in ref:
@@ -166,24 +172,71 @@ def test_branch_starts_from_the_snapshot_with_a_fresh_optimizer(tmp_path):
     assert load_history(tmp_path / "no_wd")["epoch"] == [4, 5, 6]
 
 
-def test_extending_a_run_continues_it_and_shorter_requests_reuse_snapshots(tmp_path):
+@pytest.mark.parametrize("model_cfg", [CFG, DROP], ids=["no dropout", "dropout"])
+def test_extending_a_run_continues_it_and_shorter_requests_reuse_snapshots(tmp_path, model_cfg):
+    # With dropout this also checks that the dropout streams are checkpointed and restored.
     train, test = _prefix_data()
-    short, _ = train_stack(CFG, StackConfig(epochs=2, batch_size=16, snapshot_every=1), SEEDS, train, test,
+    short, _ = train_stack(model_cfg, StackConfig(epochs=2, batch_size=16, snapshot_every=1), SEEDS, train, test,
                            tmp_path / "a", progress=False)
-    long_, hist = train_stack(CFG, StackConfig(epochs=4, batch_size=16, snapshot_every=1), SEEDS, train, test,
-                              tmp_path / "a", progress=False)
-    direct, _ = train_stack(CFG, StackConfig(epochs=4, batch_size=16, snapshot_every=1), SEEDS, train, test,
+    long_, hist = train_stack(model_cfg, StackConfig(epochs=4, batch_size=16, snapshot_every=1), SEEDS, train,
+                              test, tmp_path / "a", progress=False)
+    direct, _ = train_stack(model_cfg, StackConfig(epochs=4, batch_size=16, snapshot_every=1), SEEDS, train, test,
                             tmp_path / "b", progress=False)
     assert all(torch.equal(long_.params[k], direct.params[k]) for k in direct.params)
-    again, hist2 = train_stack(CFG, StackConfig(epochs=2, batch_size=16, snapshot_every=1), SEEDS, train, test,
-                               tmp_path / "a", progress=False)
+    again, hist2 = train_stack(model_cfg, StackConfig(epochs=2, batch_size=16, snapshot_every=1), SEEDS, train,
+                               test, tmp_path / "a", progress=False)
     assert all(torch.equal(again.params[k], short.params[k]) for k in short.params)
     assert hist2["epoch"] == [1, 2] and hist["epoch"] == [1, 2, 3, 4]
 
 
+def test_dropout_masks_have_the_rate_and_scale_of_nn_dropout_and_a_stream_per_seed():
+    streams = DropoutStreams(0.25, SEEDS)
+    masks = streams.draw(DROP, 64, 2, "cpu")
+    assert [m.shape[1:] for m in masks] == dropout_mask_shapes(DROP, 64, 2)
+    flat = torch.cat([m.flatten(1) for m in masks], dim=1)  # (seeds, values)
+    torch.testing.assert_close(flat.unique(), torch.tensor([0.0, 1 / 0.75]))  # dropped, or scaled by 1/(1-p)
+    dropped = (flat == 0).double().mean(dim=1)
+    # ~26 000 draws per seed: the standard error of the dropped share is 0.003.
+    torch.testing.assert_close(dropped, torch.full((3,), 0.25, dtype=torch.float64), atol=0.015, rtol=0)
+    assert not torch.equal(flat[0], flat[1])
+    # The same seed's stream replays after a restore; a branch (another start epoch) does not replay it.
+    again = DropoutStreams(0.25, SEEDS)
+    again.load_state(DropoutStreams(0.25, SEEDS).state())
+    assert torch.equal(torch.cat([m.flatten(1) for m in again.draw(DROP, 64, 2, "cpu")], dim=1), flat)
+    branch = DropoutStreams(0.25, SEEDS, start_epoch=900).draw(DROP, 64, 2, "cpu")
+    assert not torch.equal(torch.cat([m.flatten(1) for m in branch], dim=1), flat)
+
+
+def test_dropout_masks_must_match_the_forward_pass():
+    torch.manual_seed(0)
+    model = Transformer(DROP).train()
+    x = torch.randint(0, P, (8, 2))
+    shapes = dropout_mask_shapes(DROP, 8, 2)
+    ones = [torch.ones(s) for s in shapes]
+    with supplied_dropout_masks(ones):  # all-ones masks: the eval-mode output
+        out = model(x)
+    torch.testing.assert_close(out, model.eval()(x))
+    model.train()
+    with pytest.raises(RuntimeError, match="more often than the 8 supplied"):
+        with supplied_dropout_masks(ones[:-1]):
+            model(x)
+    with pytest.raises(ValueError, match="mask of shape"):
+        with supplied_dropout_masks([torch.ones(3)] + ones[1:]):
+            model(x)
+    with pytest.raises(RuntimeError, match="1 of 10 supplied dropout masks were not used"):
+        with supplied_dropout_masks(ones + [torch.ones(1)]):
+            model(x)
+    with pytest.raises(ValueError, match="shares each prefix's dropout mask"):
+        data = PrefixData.from_tokens(x, x)
+        model.last_logits(data.last, data.prefixes, data.index)
+
+
 def test_bad_settings_are_refused_with_clear_errors():
-    with pytest.raises(ValueError, match="without dropout"):
-        SeedStack.initialise(TransformerConfig(vocab_size=5, d_model=8, n_heads=2, dropout=0.1), [0])
+    with pytest.raises(ValueError, match=r"dropout must lie in \[0, 1\)"):
+        TransformerConfig(vocab_size=5, d_model=8, n_heads=2, dropout=1.0)
+    with pytest.raises(ValueError, match="needs the step's masks"):
+        stack = SeedStack.initialise(DROP, [0])
+        StackOptimizer(stack, 1e-3, 0.0).step(stack, _prefix_data()[0], torch.zeros(1, 4, dtype=torch.long))
     with pytest.raises(ValueError, match="3 weight decays for 2 seeds"):
         StackConfig(epochs=1, weight_decay=(1.0, 0.5, 0.0)).decay(2)
     with pytest.raises(ValueError, match="T >= 2"):
