@@ -1,13 +1,15 @@
 """Epochs per second: 3 seeds trained together (corelib.engine) vs one after another (plain loop).
 
-Both sides train the paper's modular-addition model (two blocks, d_model 128, p = 53, batch 512,
-AdamW, weight decay 1) on the same data and record the same history every epoch: training loss,
-training accuracy and test accuracy of each seed. The plain loop is
+Both sides train the book's modular-addition model (two blocks, d_model 128, p = 53, batch 512,
+AdamW, weight decay 1, dropout 0.1 unless ``--dropout`` says otherwise) on the same data and
+record the same history every epoch: training loss, training accuracy and test accuracy of each
+seed. The plain loop is
 :func:`corelib.training.train`, an ordinary PyTorch loop over one model (full forward, loss at the
 last position). Run from the project root::
 
     python benchmarks/train_throughput.py            # 20 epochs per side
     python benchmarks/train_throughput.py --epochs 5 # quicker
+    python benchmarks/train_throughput.py --dropout 0  # the engine's shared-prefix path
 
 It also prints the matmul FLOPs each side performs per second, as a fraction of this machine's
 measured fp32 matmul peak, and what the book profile's training for the two modular-addition
@@ -50,12 +52,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--seeds", type=int, nargs="+", default=[1031, 1032, 1033])
+    ap.add_argument("--dropout", type=float, default=ModularParams.dropout)
     args = ap.parse_args()
-    p = ModularParams(seeds=tuple(args.seeds))
+    p = ModularParams(seeds=tuple(args.seeds), dropout=args.dropout)
     (x_tr, y_tr), (x_te, y_te) = modular_addition_split(p.p, p.train_fraction, p.split_seed)
     model_cfg = p.model_config()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {len(args.seeds)} seeds, "
-          f"{args.epochs} epochs, {len(x_tr)} training pairs, batch {p.batch_size}")
+          f"{args.epochs} epochs, {len(x_tr)} training pairs, batch {p.batch_size}, dropout {p.dropout}")
 
     t0 = time.perf_counter()
     for seed in args.seeds:
@@ -75,15 +78,20 @@ def main() -> None:
         stacked = len(args.seeds) * args.epochs / (time.perf_counter() - t0)
 
     # Matmul work per seed-epoch: the plain loop runs both positions of every training and test
-    # example; the engine runs the last position only (the 53 shared prefixes are negligible),
-    # with the first block's query/key/value projection done once per token.
+    # example. The engine evaluates the last position only (the 53 shared prefixes are
+    # negligible), with the first block's query/key/value projection done once per token; it
+    # trains that way too without dropout, and on both positions with it (each example's prefix
+    # has its own dropout masks).
     n_tr, n_te = len(x_tr), len(x_te)
+    last_only = flops_per_row(model_cfg, False, per_token_qkv=True)
+    both = 2 * flops_per_row(model_cfg, False)
 
-    def epoch_flops(eval_every: int = 1, **how) -> float:
-        return n_tr * flops_per_row(model_cfg, True, **how) + n_te * flops_per_row(model_cfg, False, **how) / eval_every
+    def epoch_flops(train_forward: float, test_forward: float, eval_every: int = 1) -> float:
+        return n_tr * 3 * train_forward + n_te * test_forward / eval_every  # backward = 2 forwards
 
-    engine_flops = epoch_flops(per_token_qkv=True)
-    plain_flops = 2 * epoch_flops()
+    engine_train = both if p.dropout else last_only
+    engine_flops = epoch_flops(engine_train, last_only)
+    plain_flops = epoch_flops(both, both)
     peak = matmul_gflops()
     for name, rate, flops in (("plain loop, one seed after another", plain, plain_flops),
                               ("vectorised engine, seeds together ", stacked, engine_flops)):
@@ -93,7 +101,7 @@ def main() -> None:
     print(f"speed-up: {stacked / plain:.2f}x  (target >= 2.5x)")
     # The book profile evaluates the test set every eval_every epochs, not every epoch.
     p_book = ModularParams(**profile_parameters("modular_addition", "book"))
-    book_flops = epoch_flops(p_book.eval_every, per_token_qkv=True)
+    book_flops = epoch_flops(both if p_book.dropout else last_only, last_only, p_book.eval_every)
     n = book_seed_epochs()
     print(f"book profile, modular addition + core inflation: {n} seed-epochs of training; "
           f"{n / stacked / 60:.1f} min at the engine's rate, >= {n * book_flops / peak / 1e9 / 60:.1f} min "

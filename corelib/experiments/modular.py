@@ -58,6 +58,7 @@ class ModularParams:
     d_ff: int = 512
     n_layers: int = 2
     norm: str = "post"
+    dropout: float = 0.1        # the reference's encoder layer (PyTorch's default); the paper is silent
     snapshot_every: int = 100
     snapshot_every_late: int = 500
     late_after: int = 2000
@@ -93,7 +94,8 @@ class ModularParams:
 
     def model_config(self) -> TransformerConfig:
         return TransformerConfig(vocab_size=self.p, d_model=self.d_model, n_heads=self.n_heads,
-                                 d_ff=self.d_ff, n_layers=self.n_layers, n_ctx=2, norm=self.norm)
+                                 d_ff=self.d_ff, n_layers=self.n_layers, n_ctx=2, norm=self.norm,
+                                 dropout=self.dropout)
 
     def stack_config(self, arm: str, epochs: int) -> StackConfig:
         wd = self.weight_decay if arm == "wd" else self.branch_weight_decay
@@ -105,7 +107,7 @@ class ModularParams:
     def training_identity(self) -> dict:
         """What determines the trained weights (not the horizons, not the analysis settings)."""
         keep = ("p", "train_fraction", "split_seed", "seeds", "batch_size", "lr", "weight_decay",
-                "d_model", "n_heads", "d_ff", "n_layers", "norm", "snapshot_every",
+                "d_model", "n_heads", "d_ff", "n_layers", "norm", "dropout", "snapshot_every",
                 "snapshot_every_late", "late_after")
         return {k: getattr(self, k) for k in keep}
 
