@@ -44,6 +44,7 @@ d_model = 128
 n_heads = 4
 d_ff = 512
 n_layers = 2
+dropout = 0.1          # during training only (PyTorch's encoder-layer default)
 snapshot_every = 100     # analysis interval up to late_after
 snapshot_every_late = 500  # analysis interval after late_after
 late_after = 2000
@@ -200,31 +201,36 @@ glue("verdict_gap", "widened, as in the paper" if gap_end > gap_start else "did 
 # and is {glue:text}`no_modes_end:.1f` at the end without it. {glue:text}`verdict_modes` The
 # chapter "Grokking theory" explains the paper's long-run trend: with many equivalent Fourier
 # modes available, weight decay lowers the weight norm by spreading the same margin over as many
-# of them as possible, a slow drift that needs the paper's 20 000 epochs. Over a short horizon
-# the arm without weight decay starts with a fresh optimizer, whose first AdamW steps move every
-# weight by about the learning rate; whether that transient is what spreads its cores here is
-# a question the `paper` profile, with its long horizon, can answer.
+# of them as possible; without weight decay nothing rewards the spreading. The drift is slow:
+# the paper followed it for 20 000 epochs, and the `paper` profile does the same.
 #
 # ## Loss spikes
 #
-# The means above hide how uneven long training with weight decay is. Time and again a model
-# that fits its training set perfectly loses it within a few steps, its training loss jumping to
-# about chance level, and then learns it again. Such cycles of adaptive optimizers (Adam, AdamW)
-# once the training loss is tiny were described as the *slingshot mechanism*
-# {cite:p}`thilak2022slingshot`. A snapshot that falls
-# inside a spike analyses a model that, for the moment, does not do the task. The figure shows
-# the training loss of every model; `modular.training_collapses` lists the episodes in which a
-# model's training accuracy fell below {glue:text}`collapse_threshold` after it had first reached
-# it, and `modular.collapse_summary` counts them.
+# Means over three models can hide an uneven run. Adaptive optimizers (Adam, AdamW) can throw a
+# model that fits its training set perfectly off it within a few steps once its training loss is
+# tiny: the loss jumps to about chance level and the model learns the set again, the *slingshot
+# mechanism* {cite:p}`thilak2022slingshot`. A snapshot that falls inside such a spike analyses a
+# model that, for the moment, does not do the task. The figure shows the training loss of every
+# model; `modular.training_collapses` lists the episodes in which a model's training accuracy
+# fell below {glue:text}`collapse_threshold` after it had first reached it, and
+# `modular.collapse_summary` counts them.
 
 # %%
 collapse_threshold = 0.9
 histories = {arm: modular.history(params, arm, until=summary["end"]) for arm in modular.ARMS}
-for arm, short in (("wd", "wd"), ("no_wd", "no")):
+
+
+def collapse_sentence(stats: dict, who: str) -> str:
+    """What the collapse counts of one arm say, for the prose below."""
+    if stats["per_model"] == 0:
+        return f"no model {who} lost its training fit"
+    return (f"each model {who} lost its training fit {stats['per_model']:.1f} times on average and spent "
+            f"{stats['percent']:.0f} % of those epochs in a collapse (the longest lasted {stats['longest']} epochs)")
+
+
+for arm, short, who in (("wd", "wd", "with weight decay"), ("no_wd", "no", "without weight decay")):
     stats = modular.collapse_summary(histories[arm], summary["start"], summary["end"], collapse_threshold)
-    glue(f"{short}_collapses_per_model", stats["per_model"], display=False)
-    glue(f"{short}_collapsed_percent", stats["percent"], display=False)
-    glue(f"{short}_longest_collapse", stats["longest"], display=False)
+    glue(f"{short}_collapse_sentence", collapse_sentence(stats, who), display=False)
 glue("n_models", len(seeds), display=False)
 glue("collapse_threshold", collapse_threshold, display=False)
 
@@ -243,20 +249,16 @@ plt.close(fig)
 # weight decay removed at the dotted epoch, with a fresh optimizer.
 # ```
 #
-# Between the branch at epoch {glue:text}`branch_epoch` and epoch {glue:text}`end`, each model
-# with weight decay lost its training fit {glue:text}`wd_collapses_per_model:.1f` times on
-# average and spent {glue:text}`wd_collapsed_percent:.0f` % of those epochs in a collapse; the
-# longest lasted {glue:text}`wd_longest_collapse` epochs. Without weight decay the models
-# collapsed {glue:text}`no_collapses_per_model:.1f` times each. (The fresh optimizer's first
-# steps also knock those models off at the branch itself, the spike at the dotted line; a model
-# that has not yet refitted its training set is learning, not collapsing, and is not counted.)
-# At epoch {glue:text}`end`, {glue:text}`wd_n_working_end` of the {glue:text}`n_models`
-# weight-decay models do the task (test accuracy at least {glue:text}`grok_threshold`); over
-# those alone, their cores
-# have {glue:text}`wd_core_dim_end_working:.1f` dimensions and
-# {glue:text}`wd_modes_end_working:.1f` rotational modes, against
-# {glue:text}`no_core_dim_end_working:.1f` and {glue:text}`no_modes_end_working:.1f` without
-# weight decay. The paper reports means over all models, and so do panels A–C and the checks.
+# Between the branch at epoch {glue:text}`branch_epoch` and epoch {glue:text}`end`,
+# {glue:text}`wd_collapse_sentence`, and {glue:text}`no_collapse_sentence`. (A model that has
+# not yet refitted its training set after the fresh optimizer's first steps at the branch is
+# learning, not collapsing, and is not counted.) At epoch {glue:text}`end`,
+# {glue:text}`wd_n_working_end` of the {glue:text}`n_models` weight-decay models do the task
+# (test accuracy at least {glue:text}`grok_threshold`); over those alone, their cores have
+# {glue:text}`wd_core_dim_end_working:.1f` dimensions and {glue:text}`wd_modes_end_working:.1f`
+# rotational modes, against {glue:text}`no_core_dim_end_working:.1f` and
+# {glue:text}`no_modes_end_working:.1f` without weight decay. The paper reports means over all
+# models, and so do panels A–C and the checks.
 #
 # ## How many frequencies?
 #
@@ -326,9 +328,8 @@ plt.close(fig)
 # them. Every frequency takes two dimensions, so a representation that uses more of them needs a
 # larger core. In the paper, weight decay adds rotational modes instead; the two counts measure
 # different things (frequencies of the whole representation here, rotations of a linear operator
-# inside the core there). Two things this build cannot settle: whether the paper's trend
-# appears over its longer horizon (the `paper` profile), and what dropout, a regulariser these
-# models train without (see the previous chapter), does to both arms.
+# inside the core there). What this build cannot settle is how both counts move over the
+# paper's longer horizon (the `paper` profile).
 #
 # ## Checks
 
@@ -457,4 +458,29 @@ display(pd.DataFrame(modular.inflation_checks(summary)).set_index("criterion"))
 # holds $\frac{4/(9\pi^2)}{1/2 - 2/\pi^2} \approx 0.15$ (the sine does the same). A model that
 # sharpens a feature adds harmonics of a frequency it already uses: a higher frequency count
 # need not mean new rotations.
+# ````
+#
+# ```{exercise}
+# :label: ex-inflation-dropout
+#
+# These models train with dropout 0.1, the default of the PyTorch encoder layer the paper's
+# reference implementation used; the paper itself does not state it. Rerun the previous chapter
+# and this one without it (`python -m corelib.runner run modular_addition -p dropout 0`, then the
+# same for `core_inflation`) and compare the grokking epochs, the training-loss figure and panels
+# A and C. Before you run: which of them do you expect to change, and why could a regulariser that
+# only adds noise to the training passes matter for the loss spikes?
+# ```
+#
+# ````{solution} ex-inflation-dropout
+# :class: dropdown
+#
+# Without dropout the models grok later, and under weight decay their training loss spikes again
+# and again after they fit the training set: the slingshot cycles described above, so that
+# some snapshots catch a model that has lost the task, and the weight-decay arm's means no longer
+# describe working models. A plausible reason, which this book does not test further: once the
+# training loss is tiny, the gradients and AdamW's running estimate of their squared size shrink
+# together, and the next larger gradient is divided by that small estimate, a step far larger than
+# the learning rate. Dropout keeps every training pass noisy, so the loss and the gradients never
+# become that small. Compare the cores, too: the inflation of panel A needs working models to
+# mean anything, and the `training_collapses` counts tell you how many you have.
 # ````
