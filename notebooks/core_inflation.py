@@ -322,14 +322,14 @@ plt.close(fig)
 # epoch {glue:text}`end` the models trained with weight decay use
 # {glue:text}`wd_frequencies_end:.1f` and those trained without it
 # {glue:text}`no_frequencies_end:.1f`: removing weight decay leaves
-# {glue:text}`frequency_verdict`. In the grokking literature weight decay is what prunes a
-# representation down to a few Fourier features {cite:p}`nanda2023progress`: without it nothing
-# removes the features the model already has, and training keeps growing the margin with all of
-# them. Every frequency takes two dimensions, so a representation that uses more of them needs a
-# larger core. In the paper, weight decay adds rotational modes instead; the two counts measure
-# different things (frequencies of the whole representation here, rotations of a linear operator
-# inside the core there). What this build cannot settle is how both counts move over the
-# paper's longer horizon (the `paper` profile).
+# {glue:text}`frequency_verdict`. Two forces pull in opposite directions here. In the grokking
+# literature weight decay is what prunes a representation down to a few Fourier features
+# {cite:p}`nanda2023progress`, so without it nothing removes features the model already has; in
+# the paper, weight decay instead spreads the margin over more rotational modes. Every frequency
+# takes two dimensions, so a representation that uses more of them needs a larger core. The two
+# counts measure different things (frequencies of the whole representation here, rotations of a
+# linear operator inside the core there). What this build cannot settle is how both counts move
+# over the paper's longer horizon (the `paper` profile).
 #
 # ## Checks
 
