@@ -97,16 +97,18 @@ def ablation_accuracy(
 
 
 def _first_true(lo: int, hi: int, pred: Callable[[int], bool]) -> int | None:
-    """Smallest r in [lo, hi] with pred(r), for a predicate monotone in r; None if none."""
-    if lo > hi or not pred(hi):
-        return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if pred(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    """Smallest r in [lo, hi] with pred(r), scanning upward; None if there is none.
+
+    A scan, not a bisection: the ablation criteria are not monotone in r. Once a removal has
+    destroyed the answer, accuracy fluctuates around chance, so "≤ 2/p" flips back and forth for
+    larger r and a bisection can land on a later crossing (a modular model whose removal
+    criterion first holds at r = 16 read 73 by bisection). The scan also stops early: the ranks
+    sought lie close to where it starts.
+    """
+    for r in range(lo, hi + 1):
+        if pred(r):
+            return r
+    return None
 
 
 def refine_rank(
@@ -118,7 +120,7 @@ def refine_rank(
     start_rank: int = 1,
     tolerance: float = 0.001,
 ) -> tuple[int | None, int | None]:
-    """Necessary and sufficient core ranks by bisection.
+    """Necessary and sufficient core ranks: the smallest ranks meeting each criterion (linear scans).
 
     Args:
         full_core: a core whose leading r columns are the rank-r core (e.g. ``rank=D``).

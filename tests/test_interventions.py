@@ -86,20 +86,38 @@ def test_hook_and_core_come_together(model_and_data):
         ablation_accuracy(model, x, y, hook_name=resid_hook(0))
 
 
-def test_refine_rank_finds_known_thresholds_by_bisection():
+def test_refine_rank_finds_known_thresholds():
     d = 40
     core = _core(d=d, r=d)
     calls = []
 
     def accuracy(c, mode):
-        calls.append(mode)
+        calls.append((mode, c.rank))
         r = c.rank
         return min(1.0, r / 13) if mode == "keep" else max(0.0, 1.0 - r / 16)
 
     necessary, sufficient = refine_rank(core, accuracy, baseline=1.0, chance_level=0.25, start_rank=3)
     assert sufficient == 13          # first r with r/13 >= 0.999
     assert necessary == 12           # first r with 1 - r/16 <= 0.25
-    assert len(calls) <= 2 * (int(np.ceil(np.log2(d))) + 2)
+    # The scans stop at the answer: removal is tried on 3..12 only, core-only on 1..13 only.
+    assert sorted(r for m, r in calls if m == "remove") == list(range(3, 13))
+    assert sorted(r for m, r in calls if m == "keep") == list(range(1, 14))
+
+
+def test_refine_rank_takes_the_first_crossing_of_a_criterion_that_is_not_monotone():
+    # What a trained model does: once removal has destroyed the answer, accuracy hovers around
+    # the chance threshold, so the criterion holds at r = 16 but fails again at some larger r.
+    # A bisection over [14, 64] probes 39 and 52 first and would report a later crossing.
+    core = _core(d=64, r=64)
+    removed = {r: (0.03 if r >= 16 and not 30 <= r <= 60 else 0.05) for r in range(1, 65)}
+    kept = {r: (1.0 if r == 9 or r >= 12 else 0.9) for r in range(1, 65)}
+
+    def accuracy(c, mode):
+        return removed[c.rank] if mode == "remove" else kept[c.rank]
+
+    necessary, sufficient = refine_rank(core, accuracy, baseline=1.0, chance_level=2 / 53, start_rank=14)
+    assert necessary == 16
+    assert sufficient == 9
 
 
 def test_refine_rank_returns_none_when_unreachable():

@@ -2,9 +2,9 @@
 
 Three two-block transformers learn ``a + b mod p`` under weight decay and grok. At every
 snapshot each model is analysed on the test set: ACE on the last-position output of the last
-block (target = logits), the energy rank, the necessary and sufficient ranks (ablation
-bisection), core-only / core-removed accuracy, and a shift operator ``r_{c+1} = A r_c`` fitted to
-the class centroids in core coordinates, with its eigenvalues and rotational modes.
+block (target = logits), the energy rank, the necessary and sufficient ranks (the smallest
+ranks meeting the ablation criteria), core-only / core-removed accuracy, and a shift operator
+``r_{c+1} = A r_c`` fitted to the class centroids in core coordinates, with its eigenvalues and rotational modes.
 :func:`centroid_spectra` reads the frequencies straight from the centroids of the whole output.
 
 Two arms share the first ``branch_epoch`` epochs: ``"wd"`` keeps weight decay for the whole run,
@@ -113,7 +113,8 @@ class ModularParams:
 
     def analysis_identity(self) -> dict:
         keep = ("n_jacobians", "energy", "jacobian_seed", "holdout_fraction", "ridge")
-        return {k: getattr(self, k) for k in keep}
+        # "rank_search" marks analyses whose ranks come from linear scans; earlier ones bisected.
+        return {**{k: getattr(self, k) for k in keep}, "rank_search": "scan"}
 
 
 def make_data(p: ModularParams) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
