@@ -44,7 +44,8 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
-from .models import Transformer, TransformerConfig, default_device, dropout_mask_shapes, supplied_dropout_masks
+from .models import (Transformer, TransformerConfig, default_device, dropout_mask_shapes, supplied_dropout_masks,
+                     trailing_part)
 from .results import load_json, params_key, save_json
 from .training import epoch_order
 
@@ -147,15 +148,15 @@ class StackConfig:
         return d
 
 
-class _LastLogits(nn.Module):
-    """Adapter so ``functional_call`` can run :meth:`Transformer.last_logits`."""
+class _Method(nn.Module):
+    """Adapter so ``functional_call`` can run a method of a :class:`Transformer` other than ``forward``."""
 
-    def __init__(self, model: Transformer):
+    def __init__(self, model: Transformer, method: str):
         super().__init__()
-        self.model = model
+        self.model, self.method = model, method
 
-    def forward(self, last, prefixes, index):
-        return self.model.last_logits(last, prefixes, index)
+    def forward(self, *args):
+        return getattr(self.model, self.method)(*args)
 
 
 def stacked_last_logits(model_cfg: TransformerConfig, *, shared_rows: bool) -> Callable:
@@ -165,7 +166,8 @@ def stacked_last_logits(model_cfg: TransformerConfig, *, shared_rows: bool) -> C
     ``shared_rows`` every seed runs on the same rows (``last`` and ``index`` of shape (B,), as in
     an evaluation); otherwise each seed on its own rows (shape (S, B), as in training).
     """
-    wrapper = _LastLogits(Transformer(model_cfg).to("meta")).eval()  # no dropout: training with it uses stacked_train_logits
+    # In eval mode: training with dropout goes through stacked_train_logits.
+    wrapper = _Method(Transformer(model_cfg).to("meta"), "last_logits").eval()
     rows = None if shared_rows else 0
     return vmap(lambda p, last, index, prefixes: functional_call(
         wrapper, {f"model.{k}": v for k, v in p.items()}, (last, prefixes, index)),
@@ -175,16 +177,16 @@ def stacked_last_logits(model_cfg: TransformerConfig, *, shared_rows: bool) -> C
 def stacked_train_logits(model_cfg: TransformerConfig) -> Callable:
     """``f(params, tokens, masks) -> (S, B, vocab)``: last-position logits of S seeds in training mode.
 
-    A full forward pass of each seed on its own tokens (S, B, T) with its own dropout ``masks``
-    (a list, each (S, *shape), as drawn by :class:`DropoutStreams`). Used for training with
-    dropout, where the masks of the earlier positions make the shared-prefix shortcut of
-    :meth:`~corelib.models.Transformer.last_logits` inexact.
+    :meth:`~corelib.models.Transformer.forward_last` of each seed on its own tokens (S, B, T)
+    with its own dropout ``masks`` (a list, each (S, *shape), as drawn by :class:`DropoutStreams`).
+    Used for training with dropout, where the masks of the earlier positions make the
+    shared-prefix shortcut of :meth:`~corelib.models.Transformer.last_logits` inexact.
     """
-    model = Transformer(model_cfg).to("meta").train()
+    model = _Method(Transformer(model_cfg).to("meta"), "forward_last").train()
 
     def one_seed(p, tokens, masks):
         with supplied_dropout_masks(masks):
-            return functional_call(model, p, (tokens,))[:, -1]
+            return functional_call(model, {f"model.{k}": v for k, v in p.items()}, (tokens,))
 
     return vmap(one_seed, in_dims=(0, 0, 0))
 
@@ -214,12 +216,18 @@ class DropoutStreams:
         self._shapes: dict[tuple[int, int], list[torch.Size]] = {}
 
     def draw(self, model_cfg: TransformerConfig, batch: int, length: int, device) -> list[torch.Tensor]:
-        """The masks of one training step on (batch, length) tokens: a list of (S, *shape) tensors."""
+        """The masks of one training step on (batch, length) tokens: a list of (S, *shape) tensors.
+
+        Each mask is drawn whole, as a full forward pass would draw it, so the streams advance
+        exactly as ``nn.Dropout``'s would, then cut to what
+        :meth:`~corelib.models.Transformer.forward_last` uses.
+        """
         if (batch, length) not in self._shapes:
-            self._shapes[batch, length] = dropout_mask_shapes(model_cfg, batch, length)
+            self._shapes[batch, length] = list(zip(dropout_mask_shapes(model_cfg, batch, length),
+                                                   dropout_mask_shapes(model_cfg, batch, length, last_only=True)))
         keep = 1.0 - self.p
-        per_seed = [[torch.empty(shape).bernoulli_(keep, generator=g).div_(keep)
-                     for shape in self._shapes[batch, length]] for g in self.generators]
+        per_seed = [[trailing_part(torch.empty(drawn).bernoulli_(keep, generator=g), used).div(keep)
+                     for drawn, used in self._shapes[batch, length]] for g in self.generators]
         return [torch.stack(masks).to(device) for masks in zip(*per_seed)]
 
     def state(self) -> torch.Tensor:

@@ -27,7 +27,7 @@ from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
 __all__ = ["TransformerConfig", "Transformer", "Dropout", "supplied_dropout_masks", "dropout_mask_shapes",
-           "default_device", "resid_hook"]
+           "trailing_part", "default_device", "resid_hook"]
 
 _SMALL_ATTENTION = 16  # query x key pairs up to which attention avoids batched matmuls
 
@@ -94,11 +94,13 @@ def supplied_dropout_masks(masks: Sequence[torch.Tensor]) -> Iterator[None]:
         raise RuntimeError(f"{len(queue)} of {len(masks)} supplied dropout masks were not used.")
 
 
-def dropout_mask_shapes(cfg: "TransformerConfig", batch: int, length: int) -> list[torch.Size]:
+def dropout_mask_shapes(cfg: "TransformerConfig", batch: int, length: int, *,
+                        last_only: bool = False) -> list[torch.Size]:
     """The shapes of the dropout masks one training forward pass on (batch, length) tokens draws, in order.
 
-    Found by running the model on the meta device (no computation), so it follows the model's
-    code rather than a hand-kept list.
+    With ``last_only``, the shapes :meth:`Transformer.forward_last` multiplies by: the same masks,
+    in the last block cut to the last position. Found by running the model on the meta device
+    (no computation), so it follows the model's code rather than a hand-kept list.
     """
     shapes: list[torch.Size] = []
 
@@ -107,13 +109,25 @@ def dropout_mask_shapes(cfg: "TransformerConfig", batch: int, length: int) -> li
         return x
 
     model = Transformer(cfg).to("meta").train()
+    tokens = torch.zeros(batch, length, dtype=torch.long, device="meta")
     token = _MASK_FEED.set(record)
     try:
         with torch.no_grad():
-            model(torch.zeros(batch, length, dtype=torch.long, device="meta"))
+            model.forward_last(tokens) if last_only else model(tokens)
     finally:
         _MASK_FEED.reset(token)
     return shapes
+
+
+def trailing_part(t: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+    """The last ``shape[i]`` entries of ``t`` along every dimension i (a view).
+
+    Cuts a dropout mask drawn for a full forward pass down to the positions
+    :meth:`Transformer.forward_last` computes, which are the last ones along each cut dimension.
+    """
+    if t.ndim != len(shape) or any(n > m for n, m in zip(shape, t.shape)):
+        raise ValueError(f"cannot cut a tensor of shape {tuple(t.shape)} down to {tuple(shape)}.")
+    return t[tuple(slice(m - n, None) for n, m in zip(shape, t.shape))]
 
 
 def resid_hook(layer: int) -> str:
@@ -278,6 +292,21 @@ class Transformer(HookedRootModule):
         if stop_at_layer is not None:
             return x
         return self.unembed(self.ln_final(x))
+
+    def forward_last(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits at the last position only, (batch, vocab): ``self(x)[:, -1]`` with less work.
+
+        Every block but the last runs on all positions, since later positions read them; the last
+        block needs only the keys and values of the earlier positions and the whole computation at
+        the last one. In training mode its dropout layers draw (or take, under
+        :func:`supplied_dropout_masks`) masks of the last position only. Unlike
+        :meth:`last_logits` each example has its own earlier positions, so this is the path that
+        trains with dropout; it saves a fifth of the work of a two-token, two-block model.
+        """
+        resid = self(x, stop_at_layer=self.cfg.n_layers - 1)
+        block = self.blocks[-1]
+        _, k, v = block.attn.project(block.attn_input(resid[:, :-1]))
+        return self.unembed(self.ln_final(block(resid[:, -1:], past=(k, v))))[:, 0]
 
     def last_logits(
         self, last_tokens: torch.Tensor, prefixes: torch.Tensor, prefix_index: torch.Tensor

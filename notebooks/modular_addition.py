@@ -102,7 +102,10 @@ print(f"p = {p}: {len(data['train'][0])} training pairs, {len(data['test'][0])} 
 # - **causal refinement** of that rank: the *necessary* rank is the smallest rank (at least the
 #   energy rank) whose removal $\mathbf h - \mathbf P\mathbf h$ drops test accuracy to $2/p$, the
 #   *sufficient* rank the smallest whose core-only model $\mathbf P\mathbf h$ keeps the model's
-#   accuracy. The **core dimension** is the necessary rank;
+#   accuracy. The **core dimension** is the necessary rank. Both are found by trying ranks in
+#   increasing order (`interventions.refine_rank`), not by bisection: once the removal has taken
+#   the answer out, accuracy hovers around chance and can cross $2/p$ again at larger ranks, and a
+#   bisection may land on such a later crossing;
 # - a **shift operator**: the mean core coordinate $\bar{\mathbf r}_c$ of the test examples with
 #   answer $c$, and the least-squares operator with
 #   $\bar{\mathbf r}_{(c+1) \bmod p} \approx \mathbf A \bar{\mathbf r}_c$. If the core adds by
