@@ -305,8 +305,11 @@ class Transformer(HookedRootModule):
         """
         resid = self(x, stop_at_layer=self.cfg.n_layers - 1)
         block = self.blocks[-1]
-        _, k, v = block.attn.project(block.attn_input(resid[:, :-1]))
-        return self.unembed(self.ln_final(block(resid[:, -1:], past=(k, v))))[:, 0]
+        # Contiguous slices: under vmap a strided one turns each linear layer into a batched
+        # matmul against a copy of the weights per example (five times slower).
+        earlier, last = resid[:, :-1].contiguous(), resid[:, -1:].contiguous()
+        _, k, v = block.attn.project(block.attn_input(earlier))
+        return self.unembed(self.ln_final(block(last, past=(k, v))))[:, 0]
 
     def last_logits(
         self, last_tokens: torch.Tensor, prefixes: torch.Tensor, prefix_index: torch.Tensor
