@@ -10,13 +10,14 @@ same way: a small pure hook function ``fn(act, hook)`` passed to
 """
 from __future__ import annotations
 
-from typing import Callable, Literal
+from typing import Callable, Literal, Sequence
 
+import numpy as np
 import torch
 
 from .ace import Core
 
-__all__ = ["MODES", "ablation_accuracy", "intervention_hook", "refine_rank"]
+__all__ = ["MODES", "ablation_accuracy", "ablation_curve", "intervention_hook", "refine_rank"]
 
 MODES = ("keep", "remove", "flip")
 Positions = Literal["all", "last"] | torch.Tensor
@@ -139,3 +140,20 @@ def refine_rank(
     necessary = _first_true(start_rank, d, lambda r: accuracy(full_core.truncate(r), "remove") <= chance_level)
     sufficient = _first_true(1, d, lambda r: accuracy(full_core.truncate(r), "keep") >= baseline - tolerance)
     return necessary, sufficient
+
+
+def ablation_curve(full_core: Core, accuracy: Callable[[Core, str], float], mode: str,
+                   ranks: Sequence[int] | None = None) -> np.ndarray:
+    """``accuracy(full_core.truncate(r), mode)`` for every r in ``ranks`` (default 1..rank).
+
+    The whole curve that :func:`refine_rank` scans until its criterion first holds: with
+    ``mode="remove"`` it shows how far accuracy falls as more core directions are taken out,
+    and whether it stays below the chance threshold once it has got there.
+    """
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {MODES}.")
+    ranks = range(1, full_core.rank + 1) if ranks is None else ranks
+    bad = [r for r in ranks if not 1 <= r <= full_core.rank]
+    if bad:
+        raise ValueError(f"ranks {bad} lie outside 1..{full_core.rank}, the ranks of this core.")
+    return np.array([accuracy(full_core.truncate(r), mode) for r in ranks])

@@ -61,7 +61,8 @@ from myst_nb import glue
 
 from corelib import claims
 from corelib.experiments import modular
-from corelib.plots import ARM_COLORS, panel_band, panel_frequency_shares, panel_operator, panel_training_loss
+from corelib.plots import (ARM_COLORS, panel_band, panel_frequency_shares, panel_operator, panel_removal_curves,
+                           panel_training_loss)
 from corelib.plots.modular import ARM_LABELS
 
 params = modular.ModularParams.from_namespace(globals())
@@ -260,6 +261,85 @@ plt.close(fig)
 # {glue:text}`no_modes_end_working:.1f` without weight decay. The paper reports means over all
 # models, and so do panels A–C and the checks.
 #
+# ## What the necessary rank counts
+#
+# The core dimension of panel A is the necessary rank: the smallest rank $r$, at least the energy
+# rank, whose removal drops test accuracy to $2/p$. That is a threshold on a curve, and the curve
+# is worth seeing. `modular.removal_curves(params, arm, epoch)` removes the leading $r$
+# directions of each model's full-rank core, for every $r$, and records the accuracy that is
+# left. The figure shows these curves at epoch {glue:text}`end` in both arms, with a dot where the
+# rank search stopped. To separate the bulk of a core from a thin residue, the code also reads
+# off where each curve first falls to a looser level, {glue:text}`loose_level`.
+
+# %%
+loose_level = 0.1
+curves = {arm: modular.removal_curves(params, arm, summary["end"]) for arm in modular.ARMS}
+last_records = {arm: next(r for r in recs if r["epoch"] == summary["end"]) for arm, recs in arms.items()}
+
+
+def first_rank_at_or_below(c: dict, level: float) -> list[int | None]:
+    """Per model: the first rank, at least the energy rank, whose removal leaves accuracy <= level."""
+    out = []
+    for row, r_energy in zip(c["remove"], c["energy_rank"]):
+        hit = c["rank"][(row <= level) & (c["rank"] >= r_energy)]
+        out.append(int(hit[0]) if hit.size else None)
+    return out
+
+
+def ranks_text(ranks: list[int | None]) -> str:
+    return ", ".join("none" if r is None else str(r) for r in ranks)
+
+
+for arm, short in (("wd", "wd"), ("no_wd", "no")):
+    glue(f"{short}_necessary_end_list", ranks_text([m["necessary_rank"] for m in last_records[arm]["models"]]),
+         display=False)
+    glue(f"{short}_loose_end_list", ranks_text(first_rank_at_or_below(curves[arm], loose_level)), display=False)
+glue("loose_level", loose_level, display=False)
+glue("chance_level", params.chance_level, display=False)
+
+
+def mean_rank(ranks: list[int | None]) -> float:
+    return float(np.mean([np.nan if r is None else r for r in ranks]))
+
+
+glue("threshold_comparison", "; ".join(
+    f"at {level:.3g} the mean core dimension is {mean_rank(first_rank_at_or_below(curves['wd'], level)):.1f} "
+    f"with weight decay and {mean_rank(first_rank_at_or_below(curves['no_wd'], level)):.1f} without"
+    for level in (params.chance_level, 0.05, loose_level)), display=False)
+
+fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained", sharey=True)
+for ax, arm in zip(axes, modular.ARMS):
+    panel_removal_curves(ax, curves[arm], chance=params.chance_level, max_rank=64,
+                         necessary=[m["necessary_rank"] for m in last_records[arm]["models"]],
+                         title=f"{'AB'[modular.ARMS.index(arm)]}  {ARM_LABELS[arm]}, epoch {summary['end']}")
+    ax.axhline(loose_level, color="0.7", linestyle=":", linewidth=1)
+axes[0].legend(fontsize=8)
+axes[1].set_ylabel("")
+glue("fig_removal", fig, display=False)
+plt.close(fig)
+
+# %% [markdown]
+# ```{glue:figure} fig_removal
+# :name: fig-inflation-removal
+#
+# **How accuracy falls as the core is removed**, at the last epoch, for each model with weight
+# decay kept (A) and removed (B). Dashed: the threshold $2/p$ of the necessary rank; dotted: the
+# looser level {glue:text}`loose_level`; dots: the necessary rank found by the chapter's search
+# (log scale).
+# ```
+#
+# With weight decay kept, the necessary ranks at epoch {glue:text}`end` are
+# {glue:text}`wd_necessary_end_list`, and removal first leaves at most {glue:text}`loose_level` at
+# ranks {glue:text}`wd_loose_end_list`. With weight decay removed, the necessary ranks are
+# {glue:text}`no_necessary_end_list` and the looser level is reached at ranks
+# {glue:text}`no_loose_end_list`. Compare the two readings arm by arm: a model whose curve
+# drops to the looser level early but then lingers a few points above $2/p =$
+# {glue:text}`chance_level:.3f` keeps a thin residue of the answer spread over many weak
+# directions, and that residue, not the bulk of its core, sets its necessary rank. The next
+# section finds the same spreading from another side: without weight decay the representation
+# keeps more frequencies, each carrying a little of the answer. The paper's threshold is $2/p$,
+# and panel A uses it; the exercise below asks how the comparison of the arms depends on it.
+#
 # ## How many frequencies?
 #
 # The mode count of panel C depends on two choices: the core the operator lives in, and a linear
@@ -422,6 +502,31 @@ display(pd.DataFrame(modular.inflation_checks(summary)).set_index("criterion"))
 # mean gap goes from {glue:text}`wd_gap_start:.1f` at epoch {glue:text}`start` to
 # {glue:text}`wd_gap_end:.1f` at epoch {glue:text}`end` with weight decay, and to
 # {glue:text}`no_gap_end:.1f` without it.
+# ````
+#
+# ```{exercise}
+# :label: ex-inflation-threshold
+#
+# The necessary rank depends on its threshold. Using `curves` and `first_rank_at_or_below` from
+# the section "What the necessary rank counts", compute the mean core dimension of each arm at
+# the last epoch for the thresholds $2/p$, 0.05 and {glue:text}`loose_level`. Does the arm
+# without weight decay have the smaller core at every threshold?
+# ```
+#
+# ````{solution} ex-inflation-threshold
+# :class: dropdown
+#
+# ```python
+# for level in (params.chance_level, 0.05, loose_level):
+#     means = {arm: np.nanmean([np.nan if r is None else r for r in first_rank_at_or_below(c, level)])
+#              for arm, c in curves.items()}
+#     print(f"threshold {level:.3f}: " + ", ".join(f"{arm} {m:.1f}" for arm, m in means.items()))
+# ```
+#
+# In this build, {glue:text}`threshold_comparison`. A threshold close to chance counts every
+# direction that still carries a trace of the answer; a higher one counts the directions that
+# carry most of it. Where the two arms swap order, their difference lies in the residue, not in
+# the bulk of the core.
 # ````
 #
 # ```{exercise}

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from corelib.ace import Core
-from corelib.interventions import ablation_accuracy, intervention_hook, refine_rank
+from corelib.interventions import ablation_accuracy, ablation_curve, intervention_hook, refine_rank
 from corelib.models import Transformer, TransformerConfig, resid_hook
 
 
@@ -124,3 +124,20 @@ def test_refine_rank_returns_none_when_unreachable():
     core = _core(d=8, r=8)
     necessary, sufficient = refine_rank(core, lambda c, m: 0.5, baseline=1.0, chance_level=0.1)
     assert necessary is None and sufficient is None
+
+
+def test_ablation_curve_is_the_accuracy_at_every_rank_and_refuses_ranks_outside_the_core():
+    core = _core(d=10, r=10)
+    seen = []
+
+    def accuracy(c, mode):
+        seen.append(mode)
+        return 1.0 / c.rank
+
+    np.testing.assert_allclose(ablation_curve(core, accuracy, "remove"), 1.0 / np.arange(1, 11))
+    np.testing.assert_allclose(ablation_curve(core, accuracy, "keep", ranks=[3, 5]), [1 / 3, 1 / 5])
+    assert set(seen) == {"remove", "keep"} and len(seen) == 12
+    with pytest.raises(ValueError, match=r"ranks \[0, 11\] lie outside 1..10"):
+        ablation_curve(core, accuracy, "remove", ranks=[0, 5, 11])
+    with pytest.raises(ValueError, match="unknown mode 'drop'"):
+        ablation_curve(core, accuracy, "drop")

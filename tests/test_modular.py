@@ -102,6 +102,22 @@ def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
     assert len(modular.inflation_checks(s)) == 6
     e = modular.emergence_summary(p, recs)
     assert {c["criterion"] for c in modular.emergence_checks(p, e)}
+    curves = modular.removal_curves(p, "wd", 6, progress=False)
+    assert curves["remove"].shape == curves["keep"].shape == (len(p.seeds), p.d_model)
+    assert curves["rank"].tolist() == list(range(1, p.d_model + 1))
+    for i, m in enumerate(recs[-1]["models"]):  # epoch 6: the analysis' ranks are the curves' first crossings
+        assert curves["energy_rank"][i] == m["energy_rank"]
+        down = curves["rank"][(curves["remove"][i] <= p.chance_level) & (curves["rank"] >= m["energy_rank"])]
+        assert m["necessary_rank"] == (int(down[0]) if down.size else None)
+        up = curves["rank"][curves["keep"][i] >= m["test_acc"] - 0.001]
+        assert m["sufficient_rank"] == (int(up[0]) if up.size else None)
+    monkeypatch.setattr(modular, "ablation_curve", lambda *a, **k: pytest.fail("recomputed"))
+    again = modular.removal_curves(p, "wd", 6, progress=False)
+    assert all(np.array_equal(again[k], curves[k]) for k in curves)
+    monkeypatch.undo()
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
+    with pytest.raises(ValueError, match=r"epoch 5 is not a snapshot \(every 2 epochs up to epoch 4, then every 2\)"):
+        modular.removal_curves(p, "wd", 5, progress=False)
     with pytest.raises(ValueError, match="unknown arm"):
         modular.analyse_arm(p, "sgd", 4, progress=False)
 

@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from .. import ace, operators
 from ..engine import PrefixData, SeedStack, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
-from ..interventions import ablation_accuracy, refine_rank
+from ..interventions import ablation_accuracy, ablation_curve, refine_rank
 from ..models import Transformer, TransformerConfig, default_device, resid_hook
 from ..results import load_json, params_key, run_dir, save_json
 from ..tasks.modular import modular_addition_split
@@ -33,7 +33,7 @@ __all__ = ["ModularParams", "ARMS", "train_arm", "analyse_model", "analyse_arm",
            "model_grokking_epochs", "phase_epochs", "emergence_summary", "emergence_checks",
            "inflation_summary", "inflation_checks", "series", "epochs_of", "history", "make_data",
            "emergence_claim_values", "inflation_claim_values", "training_collapses",
-           "collapse_summary", "centroid_spectra"]
+           "collapse_summary", "centroid_spectra", "removal_curves"]
 
 ARMS = ("wd", "no_wd")
 
@@ -157,6 +157,27 @@ def last_position_output(model: Transformer, x: torch.Tensor) -> torch.Tensor:
     return cache[name][:, -1]
 
 
+def _model_core(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p: ModularParams):
+    """ACE of one model at full rank, its energy rank, and its accuracy under an intervention.
+
+    Returns ``(h, full, r_energy, accuracy)``: the last-position outputs (N, D) in float64, the
+    full-rank core, the energy rank, and ``accuracy(core, mode)`` (``core=None``: the plain
+    model) on the test set, as the rank searches need it.
+    """
+    x, y = test
+    layer = model.cfg.n_layers - 1
+    h = last_position_output(model, x)
+    jac = ace.jacobians(model.readout(layer), h, n_samples=p.n_jacobians, seed=p.jacobian_seed)
+    hd = h.double().cpu()
+    full = ace.extract(hd, jac, rank=h.shape[1])
+
+    def accuracy(core, mode="full"):
+        return ablation_accuracy(model, x, y, hook_name=None if core is None else resid_hook(layer),
+                                 core=core, mode=mode, positions="last", score_positions="last")
+
+    return hd, full, ace.energy_rank(full.singular_values, p.energy), accuracy
+
+
 def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p: ModularParams) -> dict:
     """Everything Figures 2 and 3 need about one model at one snapshot.
 
@@ -166,18 +187,8 @@ def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p
     R²_h, operator, eigenvalues), the fraction of eigenvalues near the unit circle and the
     occupied rotational frequency bins.
     """
-    x, y = test
-    layer = model.cfg.n_layers - 1
-    h = last_position_output(model, x)
-    jac = ace.jacobians(model.readout(layer), h, n_samples=p.n_jacobians, seed=p.jacobian_seed)
-    hd = h.double().cpu()
-    full = ace.extract(hd, jac, rank=h.shape[1])
-    r_energy = ace.energy_rank(full.singular_values, p.energy)
-
-    def accuracy(core, mode="full"):
-        return ablation_accuracy(model, x, y, hook_name=None if core is None else resid_hook(layer),
-                                 core=core, mode=mode, positions="last", score_positions="last")
-
+    y = test[1]
+    hd, full, r_energy, accuracy = _model_core(model, test, p)
     baseline = accuracy(None)
     necessary, sufficient = refine_rank(full, accuracy, baseline=baseline, chance_level=p.chance_level,
                                         start_rank=r_energy)
@@ -236,6 +247,38 @@ def centroid_spectra(p: ModularParams, arm: str, epochs: int, *, share: float = 
     shares = np.array(shares)
     count = np.array([[operators.frequency_count(s, share) for s in row] for row in shares])
     return {"epoch": np.array(wanted), "shares": shares, "count": count}
+
+
+def removal_curves(p: ModularParams, arm: str, epoch: int, *, progress: bool = True) -> dict[str, np.ndarray]:
+    """Core-removed and core-only test accuracy at every rank, for each model at one snapshot.
+
+    What the rank searches of :func:`analyse_model` scan, computed for every rank 1..d_model:
+    the necessary rank is where ``remove`` first falls to ``p.chance_level``, the sufficient rank
+    where ``keep`` first reaches the baseline. Cached next to the snapshot's analysis.
+
+    Returns:
+        ``rank`` (d_model,), ``remove`` and ``keep`` (models, d_model), ``energy_rank`` (models,).
+    """
+    path = _analysis_path(p, arm, epoch).with_name(f"removal_curves_{epoch:06d}.json")
+    # Checked before any training it would start; the chapters' horizons are snapshots too.
+    if not any(p.stack_config(arm, horizon).is_snapshot(epoch) for horizon in (p.epochs, p.long_epochs)):
+        raise ValueError(f"epoch {epoch} is not a snapshot (every {p.snapshot_every} epochs up to epoch "
+                         f"{p.late_after}, then every {p.snapshot_every_late}): choose one of those epochs.")
+    if not path.exists():
+        folder, _ = _arm_snapshots(p, arm, epoch, progress)
+        stack = load_snapshot(folder, epoch, default_device())
+        test = make_data(p)["test"]
+        out = {"remove": [], "keep": [], "energy_rank": []}
+        for i in tqdm(range(len(stack)), desc=f"removal curves {arm} {epoch}", disable=not progress, leave=False):
+            _, full, r_energy, accuracy = _model_core(stack.model(i), test, p)
+            for mode in ("remove", "keep"):
+                out[mode].append(ablation_curve(full, accuracy, mode).tolist())
+            out["energy_rank"].append(r_energy)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_json(path, out)
+    out = {k: np.array(v) for k, v in load_json(path).items()}
+    out["rank"] = np.arange(1, out["remove"].shape[1] + 1)
+    return out
 
 
 def _analysis_path(p: ModularParams, arm: str, epoch: int) -> Path:

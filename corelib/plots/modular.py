@@ -5,7 +5,8 @@ import numpy as np
 
 __all__ = [
     "mean_sem", "panel_band", "panel_grokking", "panel_ablation_bars", "panel_eigenvalues",
-    "panel_operator", "panel_training_loss", "panel_frequency_shares", "ARM_COLORS", "SEED_COLORS",
+    "panel_operator", "panel_training_loss", "panel_frequency_shares", "panel_removal_curves", "ARM_COLORS",
+    "SEED_COLORS",
 ]
 
 ARM_COLORS = {"wd": "black", "no_wd": "#7b3fa0"}
@@ -129,3 +130,27 @@ def panel_frequency_shares(ax, shares: dict[str, np.ndarray], *, share: float):
     ax.set_xlabel("number of largest frequencies n")
     ax.set_ylabel("share of centroid variance held")
     ax.set_ylim(0, 1.02)
+
+
+def panel_removal_curves(ax, curves: dict, *, chance: float, necessary=None, max_rank: int | None = None,
+                         title: str | None = None):
+    """Core-removed accuracy against the number of core directions removed, one line per model.
+
+    ``curves`` is :func:`corelib.experiments.modular.removal_curves` at one snapshot. The dashed
+    line is the chance threshold of the necessary rank; ``necessary`` (one rank per model, or
+    None) marks where each curve first reaches it, at or above the energy rank.
+    """
+    ranks, remove = curves["rank"], np.asarray(curves["remove"])
+    keep = ranks <= (max_rank or ranks[-1])
+    for i, row in enumerate(remove):
+        color = SEED_COLORS[i % len(SEED_COLORS)]
+        ax.plot(ranks[keep], row[keep], color=color, linewidth=1, label=f"model {i + 1}")
+        if necessary is not None and necessary[i] is not None:
+            ax.plot(necessary[i], row[necessary[i] - 1], "o", color=color, markersize=5)
+    ax.axhline(chance, color="0.4", linestyle="--", linewidth=1)
+    ax.text(ranks[keep][-1], chance, "2/p ", ha="right", va="bottom", fontsize=7, color="0.3")
+    ax.set_yscale("log")
+    ax.set_xlabel("core directions removed (rank r)")
+    ax.set_ylabel("core-removed test accuracy")
+    if title:
+        ax.set_title(title, loc="left", fontsize=10)
