@@ -90,7 +90,6 @@ if summary["wd"]["n_working_end"] < len(seeds):
         f"at epoch {summary['end']} only {summary['wd']['n_working_end']} of {len(seeds)} weight-decay models "
         f"reach test accuracy {params.grok_threshold} (long runs with weight decay have loss spikes; "
         "the chapter shows them)")
-claims.record("core_inflation", modular.inflation_claim_values(summary), notes=notes)
 
 # %% [markdown]
 # ## The figure
@@ -186,7 +185,8 @@ glue("verdict_gap", "widened, as in the paper" if gap_end > gap_start else "did 
 # {glue:text}`wd_test_acc_end:.3f` and {glue:text}`no_test_acc_end:.3f` (a mean below
 # {glue:text}`grok_threshold` means that some model is not doing the task at that snapshot; see
 # the section on loss spikes).
-# {glue:text}`verdict_dim`
+# {glue:text}`verdict_dim` The section "What the necessary rank counts" below shows what sets
+# these numbers at the end of the run.
 #
 # **(B) Redundancy, not need.** The paper finds that under weight decay the sufficient
 # dimension, what the model needs to keep its accuracy, stays put while the necessary dimension,
@@ -306,6 +306,13 @@ glue("threshold_comparison", "; ".join(
     f"at {level:.3g} the mean core dimension is {mean_rank(first_rank_at_or_below(curves['wd'], level)):.1f} "
     f"with weight decay and {mean_rank(first_rank_at_or_below(curves['no_wd'], level)):.1f} without"
     for level in (params.chance_level, 0.05, loose_level)), display=False)
+loose_means = {arm: mean_rank(first_rank_at_or_below(c, loose_level)) for arm, c in curves.items()}
+if summary["no_wd"]["core_dim_end"] >= summary["wd"]["core_dim_end"] and loose_means["no_wd"] < loose_means["wd"]:
+    notes.setdefault("inflation.arm_dim_gap", (
+        f"at the threshold 2/p a residue of the answer just above it sets the no-weight-decay ranks; at "
+        f"{loose_level} the cores are {loose_means['wd']:.1f} (kept) and {loose_means['no_wd']:.1f} (removed): "
+        "see 'What the necessary rank counts'"))
+claims.record("core_inflation", modular.inflation_claim_values(summary), notes=notes)  # notes are complete here
 
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained", sharey=True)
 for ax, arm in zip(axes, modular.ARMS):
@@ -335,10 +342,9 @@ plt.close(fig)
 # {glue:text}`no_loose_end_list`. Compare the two readings arm by arm: a model whose curve
 # drops to the looser level early but then lingers a few points above $2/p =$
 # {glue:text}`chance_level:.3f` keeps a thin residue of the answer spread over many weak
-# directions, and that residue, not the bulk of its core, sets its necessary rank. The next
-# section finds the same spreading from another side: without weight decay the representation
-# keeps more frequencies, each carrying a little of the answer. The paper's threshold is $2/p$,
-# and panel A uses it; the exercise below asks how the comparison of the arms depends on it.
+# directions, and that residue, not the bulk of its core, sets its necessary rank. The paper's
+# threshold is $2/p$, and panel A uses it; the exercise below asks how the comparison of the arms
+# depends on it.
 #
 # ## How many frequencies?
 #
