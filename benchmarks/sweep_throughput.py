@@ -63,10 +63,12 @@ def plain_loop(cfg: SweepConfig, cond: Condition, seeds: list[int], steps: int) 
             order = epoch_order(n, seed, epoch)
             for i in range(0, n, batch):
                 idx = order[i : i + batch]
+                model.train()  # dropout on for the step, off for the accuracies
                 loss = F.cross_entropy(model(x[idx])[:, -1], y[idx, -1])
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
+                model.eval()
                 with torch.no_grad():
                     train_acc = (model(x)[:, -1].argmax(-1) == y[:, -1]).float().mean().item()
                     test_acc = (model(xt)[:, -1].argmax(-1) == yt[:, -1]).float().mean().item()

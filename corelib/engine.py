@@ -230,6 +230,13 @@ class DropoutStreams:
                      for drawn, used in self._shapes[batch, length]] for g in self.generators]
         return [torch.stack(masks).to(device) for masks in zip(*per_seed)]
 
+    def subset(self, keep: list[int]) -> "DropoutStreams":
+        """The streams of the seeds at positions ``keep``, continuing where they are (not copies)."""
+        new = DropoutStreams.__new__(DropoutStreams)
+        new.p, new._shapes = self.p, self._shapes
+        new.generators = [self.generators[j] for j in keep]
+        return new
+
     def state(self) -> torch.Tensor:
         """The generators' states, stacked (S, n) (uint8), for a checkpoint."""
         return torch.stack([g.get_state() for g in self.generators])

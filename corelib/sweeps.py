@@ -65,7 +65,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from .engine import PrefixData, SeedStack, StackOptimizer, stacked_last_logits
+from .engine import DropoutStreams, PrefixData, SeedStack, StackOptimizer, stacked_last_logits
 from .models import TransformerConfig, default_device
 from .results import load_json, params_key, results_root, run_dir, save_json
 from .tasks.modular import modular_addition_split
@@ -96,7 +96,8 @@ class SweepConfig:
 
     Defaults are the paper's: one post-norm block, width 128, 4 heads, MLP 512, AdamW lr 1e-3,
     half of the ``p^2`` pairs for training (split seed 42), threshold 0.99, stop 100 epochs after
-    generalisation, at most 30 000 epochs.
+    generalisation, at most 30 000 epochs; dropout 0.1 during training, the default of the
+    PyTorch encoder layer of the paper's reference code (accuracies are measured without it).
     """
 
     d_model: int = 128
@@ -110,6 +111,7 @@ class SweepConfig:
     threshold: float = 0.99
     patience_epochs: int = 100
     max_epochs: int = 30000
+    dropout: float = 0.1  # the reference's encoder layer (PyTorch's default); the paper is silent
 
     def __post_init__(self):
         if not 0.0 < self.threshold <= 1.0:
@@ -125,7 +127,7 @@ class SweepConfig:
     def model_config(self, p: int) -> TransformerConfig:
         """The transformer for modulus ``p`` (vocabulary ``p``, two-token context)."""
         return TransformerConfig(vocab_size=p, d_model=self.d_model, n_heads=self.n_heads, d_ff=self.d_ff,
-                                 n_layers=self.n_layers, n_ctx=2, norm=self.norm)
+                                 n_layers=self.n_layers, n_ctx=2, norm=self.norm, dropout=self.dropout)
 
 
 @dataclass(frozen=True)
@@ -265,7 +267,10 @@ def _mark_first_pass(times: dict[int, int | None], check: _ThresholdTest, params
 
 def _subset(stack: SeedStack, opt: StackOptimizer, keep: list[int], lr: float, decay: float
             ) -> tuple[SeedStack, StackOptimizer]:
-    """The stack and AdamW state restricted to seeds at positions ``keep`` (moments are elementwise)."""
+    """The stack and AdamW state restricted to seeds at positions ``keep`` (moments are elementwise).
+
+    The dropout streams are restricted separately (:meth:`DropoutStreams.subset`).
+    """
     index = torch.tensor(keep, device=stack.device)
     params = {k: v.detach()[index].clone() for k, v in stack.params.items()}
     new = SeedStack(stack.cfg, [stack.seeds[i] for i in keep], params)
@@ -329,6 +334,11 @@ def train_condition(
 
     stack = SeedStack.initialise(model_cfg, seeds, device)
     opt = StackOptimizer(stack, cfg.lr, [cond.weight_decay] * len(seeds))
+    streams = DropoutStreams(model_cfg.dropout, seeds) if model_cfg.dropout else None
+    # A full batch's training forward gives the training accuracy of the weights before the
+    # step for free, but only without dropout: with it, that forward is a noisy model's.
+    free_train_acc = full_batch and streams is None
+    length = train.prefixes.shape[1] + 1
     fn = stacked_last_logits(model_cfg, shared_rows=True)
     train_test, test_test = _ThresholdTest(train, cfg.threshold, fn), _ThresholdTest(test, cfg.threshold, fn)
     t_mem: dict[int, int | None] = dict.fromkeys(seeds)
@@ -338,7 +348,7 @@ def train_condition(
     def finish(positions: list[int], step: int, reason: str) -> None:
         which = torch.tensor(positions, device=device)
         params = {k: v.detach() for k, v in stack.params.items()}
-        if full_batch:  # the training forward of the next step would have given this for free
+        if free_train_acc:  # the training forward of the next step would have given this for free
             _mark_first_pass(t_mem, train_test, params, stack.seeds, step, positions)
         acc_train = _accuracy(params, which, train, fn)
         acc_test = _accuracy(params, which, test, fn)
@@ -359,18 +369,19 @@ def train_condition(
         order = torch.stack([epoch_order(n, s, epoch) for s in stack.seeds]).to(device)
         for i in range(0, n, batch):
             idx = order[:, i : i + batch]
-            _, logits = opt.step(stack, train, idx)
+            masks = None if streams is None else streams.draw(model_cfg, idx.shape[1], length, device)
+            _, logits = opt.step(stack, train, idx, masks)
             step += 1
             stats.steps += 1
             stats.seed_steps += len(stack)
             stats.train_rows += idx.numel()
             params = {k: v.detach() for k, v in stack.params.items()}
-            if full_batch and step > 1:  # logits of the weights after step - 1, on every training row
+            if free_train_acc and step > 1:  # logits of the weights after step - 1, on every training row
                 correct = (logits.argmax(-1) == train.targets[idx]).sum(dim=1).tolist()
                 for j, s in enumerate(stack.seeds):
                     if t_mem[s] is None and correct[j] >= train_test.need:
                         t_mem[s] = step - 1
-            if not full_batch:
+            if not free_train_acc:
                 _mark_first_pass(t_mem, train_test, params, stack.seeds, step)
             _mark_first_pass(t_gen, test_test, params, stack.seeds, step)
             done = [j for j, s in enumerate(stack.seeds)
@@ -391,6 +402,8 @@ def train_condition(
                     break
                 order = order[torch.tensor(keep, device=device)]
                 stack, opt = _subset(stack, opt, keep, cfg.lr, cond.weight_decay)
+                if streams is not None:
+                    streams = streams.subset(keep)
             if progress and step % 50 == 0:
                 bar.update(step - bar.n)
                 bar.set_postfix(running=len(stack), memorised=sum(v is not None for v in t_mem.values()),
@@ -406,7 +419,10 @@ def train_condition(
 
 
 def _condition_params(cond: Condition, cfg: SweepConfig) -> dict:
-    return {"kind": "grokking_sweep", "condition": asdict(cond), "config": asdict(cfg)}
+    config = asdict(cfg)
+    if not cfg.dropout:  # the identity of a run without dropout is the one it had before the option existed
+        config.pop("dropout")
+    return {"kind": "grokking_sweep", "condition": asdict(cond), "config": config}
 
 
 def condition_dir(cond: Condition, cfg: SweepConfig, root: Path | str | None = None) -> Path:

@@ -47,6 +47,7 @@ n_heads = 4
 d_ff = 512
 n_layers = 1
 lr = 1e-3
+dropout = 0.1  # during training only (PyTorch's encoder-layer default); 0 trains without it
 train_fraction = 0.5  # share of the p^2 pairs used for training
 split_seed = 42  # permutation of the pairs before the split
 threshold = 0.99  # accuracy that counts as memorised (train) or generalised (test)
@@ -72,7 +73,7 @@ from corelib.sweeps import (
 from corelib.theory import grok_time
 
 seeds = [42 + s for s in range(n_seeds)]
-common = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, n_layers=n_layers, lr=lr,
+common = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, n_layers=n_layers, lr=lr, dropout=dropout,
               train_fraction=train_fraction, split_seed=split_seed, threshold=threshold,
               patience_epochs=patience_epochs)
 cfg_omega = SweepConfig(**common, max_epochs=omega_max_epochs)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from corelib import sweeps
-from corelib.engine import PrefixData, SeedStack, StackOptimizer
+from corelib.engine import DropoutStreams, PrefixData, SeedStack, StackOptimizer
 from corelib.tasks.modular import modular_addition_split
 from corelib.theory import grok_time
 from corelib.sweeps import (
@@ -48,14 +48,17 @@ def naive_times(cond: Condition, seeds, cfg: SweepConfig, steps: int, data) -> d
     train, test = data
     n = len(train)
     batch = min(cond.batch_size or n, n)
-    stack = SeedStack.initialise(cfg.model_config(cond.p), seeds, "cpu")
+    model_cfg = cfg.model_config(cond.p)
+    stack = SeedStack.initialise(model_cfg, seeds, "cpu")
     opt = StackOptimizer(stack, cfg.lr, [cond.weight_decay] * len(seeds))
+    streams = DropoutStreams(cfg.dropout, seeds) if cfg.dropout else None  # every seed draws every step
     t_mem, t_gen = [None] * len(seeds), [None] * len(seeds)
     step, epoch = 0, 0
     while step < steps:
         order = torch.stack([epoch_order(n, s, epoch) for s in seeds])
         for i in range(0, n, batch):
-            opt.step(stack, train, order[:, i : i + batch])
+            idx = order[:, i : i + batch]
+            opt.step(stack, train, idx, None if streams is None else streams.draw(model_cfg, idx.shape[1], 2, "cpu"))
             step += 1
             acc_tr, acc_te = exact_accuracy(stack, train), exact_accuracy(stack, test)  # after `step`
             for j in range(len(seeds)):
@@ -77,9 +80,12 @@ def test_min_correct_agrees_with_the_float_comparison():
     assert min_correct(1404, 0.99) == 1390  # 14 errors allowed on the paper's training set
 
 
+@pytest.mark.parametrize("dropout", [0.0, 0.1], ids=["no dropout", "dropout"])
 @pytest.mark.parametrize("batch_size", [32, None], ids=["minibatch", "full-batch"])
-def test_times_equal_a_naive_full_evaluation_after_every_step(batch_size):
-    cfg = SweepConfig(**TINY, threshold=0.9, patience_epochs=1, max_epochs=80 if batch_size else 100)
+def test_times_equal_a_naive_full_evaluation_after_every_step(batch_size, dropout):
+    # With dropout this also checks that a seed that stops leaves the others' mask streams intact.
+    max_epochs = 300 if dropout else (80 if batch_size else 100)  # dropout slows the tiny models down
+    cfg = SweepConfig(**TINY, threshold=0.9, patience_epochs=1, max_epochs=max_epochs, dropout=dropout)
     cond = Condition(p=11, weight_decay=1.0, batch_size=batch_size)
     seeds, data = (1, 2, 3), overlap_data(cond, cfg)
     recs = train_condition(cond, seeds, cfg, device="cpu", progress=False, data=data)
@@ -94,8 +100,9 @@ def test_times_equal_a_naive_full_evaluation_after_every_step(batch_size):
     assert len({r["t_mem"] for r in recs}) > 1
 
 
-def test_a_seed_gets_the_same_result_alone_or_with_others():
-    cfg = SweepConfig(**TINY, threshold=0.12, patience_epochs=1, max_epochs=40)
+@pytest.mark.parametrize("dropout", [0.0, 0.1], ids=["no dropout", "dropout"])
+def test_a_seed_gets_the_same_result_alone_or_with_others(dropout):
+    cfg = SweepConfig(**TINY, threshold=0.12, patience_epochs=1, max_epochs=40, dropout=dropout)
     cond = Condition(p=11, weight_decay=0.5, batch_size=16)
     together = train_condition(cond, (4, 5, 6), cfg, device="cpu", progress=False)
     alone = train_condition(cond, (5,), cfg, device="cpu", progress=False)
