@@ -277,15 +277,6 @@ curves = {arm: modular.removal_curves(params, arm, summary["end"]) for arm in mo
 last_records = {arm: next(r for r in recs if r["epoch"] == summary["end"]) for arm, recs in arms.items()}
 
 
-def first_rank_at_or_below(c: dict, level: float) -> list[int | None]:
-    """Per model: the first rank, at least the energy rank, whose removal leaves accuracy <= level."""
-    out = []
-    for row, r_energy in zip(c["remove"], c["energy_rank"]):
-        hit = c["rank"][(row <= level) & (c["rank"] >= r_energy)]
-        out.append(int(hit[0]) if hit.size else None)
-    return out
-
-
 def ranks_text(ranks: list[int | None]) -> str:
     return ", ".join("none" if r is None else str(r) for r in ranks)
 
@@ -293,20 +284,21 @@ def ranks_text(ranks: list[int | None]) -> str:
 for arm, short in (("wd", "wd"), ("no_wd", "no")):
     glue(f"{short}_necessary_end_list", ranks_text([m["necessary_rank"] for m in last_records[arm]["models"]]),
          display=False)
-    glue(f"{short}_loose_end_list", ranks_text(first_rank_at_or_below(curves[arm], loose_level)), display=False)
+    glue(f"{short}_loose_end_list", ranks_text(modular.first_rank_at_or_below(curves[arm], loose_level)),
+         display=False)
 glue("loose_level", loose_level, display=False)
 glue("chance_level", params.chance_level, display=False)
 
 
-def mean_rank(ranks: list[int | None]) -> float:
-    return float(np.mean([np.nan if r is None else r for r in ranks]))
+def mean_core_at(arm: str, level: float) -> float:
+    return modular.mean_rank(modular.first_rank_at_or_below(curves[arm], level))
 
 
 glue("threshold_comparison", "; ".join(
-    f"at {level:.3g} the mean core dimension is {mean_rank(first_rank_at_or_below(curves['wd'], level)):.1f} "
-    f"with weight decay and {mean_rank(first_rank_at_or_below(curves['no_wd'], level)):.1f} without"
+    f"at {level:.3g} the mean core dimension is {mean_core_at('wd', level):.1f} "
+    f"with weight decay and {mean_core_at('no_wd', level):.1f} without"
     for level in (params.chance_level, 0.05, loose_level)), display=False)
-loose_means = {arm: mean_rank(first_rank_at_or_below(c, loose_level)) for arm, c in curves.items()}
+loose_means = {arm: mean_core_at(arm, loose_level) for arm in curves}
 if summary["no_wd"]["core_dim_end"] >= summary["wd"]["core_dim_end"] and loose_means["no_wd"] < loose_means["wd"]:
     notes.setdefault("inflation.arm_dim_gap", (
         f"at the threshold 2/p a residue of the answer just above it sets the no-weight-decay ranks; at "
@@ -513,10 +505,11 @@ display(pd.DataFrame(modular.inflation_checks(summary)).set_index("criterion"))
 # ```{exercise}
 # :label: ex-inflation-threshold
 #
-# The necessary rank depends on its threshold. Using `curves` and `first_rank_at_or_below` from
-# the section "What the necessary rank counts", compute the mean core dimension of each arm at
-# the last epoch for the thresholds $2/p$, 0.05 and {glue:text}`loose_level`. Does the arm
-# without weight decay have the smaller core at every threshold?
+# The necessary rank depends on its threshold. Using `curves`, `modular.first_rank_at_or_below`
+# and `modular.mean_rank` from the section "What the necessary rank counts", compute the mean
+# core dimension of each arm at the last epoch for the thresholds $2/p$, 0.05 and
+# {glue:text}`loose_level`. Does the arm without weight decay have the smaller core at every
+# threshold?
 # ```
 #
 # ````{solution} ex-inflation-threshold
@@ -524,8 +517,7 @@ display(pd.DataFrame(modular.inflation_checks(summary)).set_index("criterion"))
 #
 # ```python
 # for level in (params.chance_level, 0.05, loose_level):
-#     means = {arm: np.nanmean([np.nan if r is None else r for r in first_rank_at_or_below(c, level)])
-#              for arm, c in curves.items()}
+#     means = {arm: modular.mean_rank(modular.first_rank_at_or_below(c, level)) for arm, c in curves.items()}
 #     print(f"threshold {level:.3f}: " + ", ".join(f"{arm} {m:.1f}" for arm, m in means.items()))
 # ```
 #

@@ -95,6 +95,7 @@ for name, value in [("n_seeds", n_seeds), ("omega_p", omega_p), ("d_model", d_mo
                     ("omega_batch_text", omega_batch_text),
                     ("p_omega", f"{p_weight_decay:g}"), ("threshold_pct", f"{100 * threshold:g}"),
                     ("patience", patience_epochs), ("n_boot", n_boot), ("lr", f"{lr:g}"),
+                    ("dropout_text", f"{dropout:g} during training" if dropout else "off"),
                     ("omegas_text", ", ".join(f"{w:g}" for w in omegas)),
                     ("moduli_text", ", ".join(str(q) for q in moduli)),
                     ("omega_cap", omega_max_epochs), ("p_cap", p_max_epochs),
@@ -109,7 +110,8 @@ for name, value in [("n_seeds", n_seeds), ("omega_p", omega_p), ("d_model", d_mo
 # ## Measuring the two times exactly
 #
 # Every model is a single post-norm transformer block (width {glue:text}`d_model`, MLP
-# {glue:text}`d_ff`) trained with AdamW (learning rate {glue:text}`lr`) on half of the $p^2$ pairs
+# {glue:text}`d_ff`) trained with AdamW (learning rate {glue:text}`lr`; dropout
+# {glue:text}`dropout_text`) on half of the $p^2$ pairs
 # $(a, b)$, scored on $(a + b) \bmod p$ at the last position. For each seed,
 #
 # - $\tau_{\rm mem}$ is the first optimizer step after which the accuracy on the **whole**
@@ -124,12 +126,13 @@ for name, value in [("n_seeds", n_seeds), ("omega_p", omega_p), ("d_model", d_mo
 # pairs), so `corelib.sweeps` visits the examples in a fixed random order and stops as soon as a
 # model has made one error too many. A model that passes is checked on every example, so the
 # answer is exact either way. Seeds that have memorised skip the training check, seeds that have
-# generalised the test check, and with full batches the training step's own forward pass already
-# is the training-set check of the previous step's weights. All seeds of a condition train
-# together as one vectorised model (`corelib.engine`), each with its own initialisation, data
-# order and optimizer state; a seed stops {glue:text}`patience` epochs after it generalised (or at
-# the cap) and leaves the stack. A test (`tests/test_sweeps.py`) checks that the steps found are
-# those of a naive full evaluation after every step.
+# generalised the test check, and with full batches and no dropout the training step's own
+# forward pass already is the training-set check of the previous step's weights. All seeds of a
+# condition train together as one vectorised model (`corelib.engine`), each with its own
+# initialisation, data order, dropout stream and optimizer state; a seed stops
+# {glue:text}`patience` epochs after it generalised (or at the cap) and leaves the stack. A test
+# (`tests/test_sweeps.py`) checks that the steps found are those of a naive full evaluation
+# after every step.
 #
 # Each (condition, seed) result is stored as soon as the seed stops, so an interrupted sweep
 # resumes with the missing seeds and a finished one is read from disk. Conditions are independent
@@ -351,10 +354,13 @@ plt.close(fig)
 # ```{exercise}
 # :label: sweeps-ex-offbyone
 #
-# In full-batch training the forward pass of step $t$ sees every training example. Whose
-# training accuracy does it give: that of the weights before or after update $t$? Why must a
-# seed that is about to stop get one explicit training-set check, and what would go wrong if the
-# forward pass's accuracy were recorded as "after step $t$"?
+# Without dropout (`dropout = 0`), the forward pass of step $t$ in full-batch training sees every
+# training example, and `corelib.sweeps.train_condition` reads the training accuracy from it
+# instead of evaluating it again. (With dropout, the default, that forward pass is a noisy
+# model's, so the engine evaluates the training set instead.) Whose training accuracy does that
+# forward pass give: that of the weights before or after update $t$? Why must a seed that is about
+# to stop get one explicit training-set check, and what would go wrong if the forward pass's
+# accuracy were recorded as "after step $t$"?
 # ```
 #
 # ````{solution} sweeps-ex-offbyone

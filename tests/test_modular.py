@@ -105,6 +105,8 @@ def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
     curves = modular.removal_curves(p, "wd", 6, progress=False)
     assert curves["remove"].shape == curves["keep"].shape == (len(p.seeds), p.d_model)
     assert curves["rank"].tolist() == list(range(1, p.d_model + 1))
+    # At the chance level the first crossing read off the curves is the analysis' necessary rank.
+    assert modular.first_rank_at_or_below(curves, p.chance_level) == [m["necessary_rank"] for m in recs[-1]["models"]]
     for i, m in enumerate(recs[-1]["models"]):  # epoch 6: the analysis' ranks are the curves' first crossings
         assert curves["energy_rank"][i] == m["energy_rank"]
         down = curves["rank"][(curves["remove"][i] <= p.chance_level) & (curves["rank"] >= m["energy_rank"])]
@@ -120,6 +122,21 @@ def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
         modular.removal_curves(p, "wd", 5, progress=False)
     with pytest.raises(ValueError, match="unknown arm"):
         modular.analyse_arm(p, "sgd", 4, progress=False)
+
+
+def test_first_rank_at_or_below_reads_the_first_crossing_above_the_energy_rank():
+    curves = {"rank": np.arange(1, 7), "energy_rank": np.array([2, 1, 1]),
+              "remove": np.array([[0.01, 0.5, 0.04, 0.02, 0.06, 0.01],    # rank 1 is below the energy rank
+                                  [0.9, 0.3, 0.06, 0.04, 0.07, 0.02],    # crosses 0.05 at 4, then bounces
+                                  [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]])}     # never gets there
+    assert modular.first_rank_at_or_below(curves, 0.05) == [3, 4, None]
+    assert modular.first_rank_at_or_below(curves, 0.5) == [2, 2, 5]
+    assert modular.first_rank_at_or_below(curves, 1.0) == [2, 1, 1]
+    assert modular.mean_rank([3, 4, 5]) == 4.0
+    assert np.isnan(modular.mean_rank([3, 4, None]))
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="level is an accuracy and must lie in"):
+            modular.first_rank_at_or_below(curves, bad)
 
 
 def test_training_collapses_are_episodes_after_the_fit():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -279,6 +280,28 @@ def removal_curves(p: ModularParams, arm: str, epoch: int, *, progress: bool = T
     out = {k: np.array(v) for k, v in load_json(path).items()}
     out["rank"] = np.arange(1, out["remove"].shape[1] + 1)
     return out
+
+
+def first_rank_at_or_below(curves: dict[str, np.ndarray], level: float) -> list[int | None]:
+    """Per model: the first rank, at least the energy rank, whose removal leaves accuracy <= ``level``.
+
+    The necessary rank of :func:`analyse_model` read off the curves of :func:`removal_curves` at a
+    threshold of one's choosing: at ``level = p.chance_level`` it is the analysis' own necessary
+    rank; a looser level separates the bulk of a core from a thin residue of the answer that
+    lingers just above chance. ``None`` for a model whose curve never gets that low.
+    """
+    if not 0.0 <= level <= 1.0:
+        raise ValueError(f"level is an accuracy and must lie in [0, 1], got {level}.")
+    out = []
+    for row, r_energy in zip(curves["remove"], curves["energy_rank"]):
+        hit = curves["rank"][(row <= level) & (curves["rank"] >= r_energy)]
+        out.append(int(hit[0]) if hit.size else None)
+    return out
+
+
+def mean_rank(ranks: Sequence[int | None]) -> float:
+    """Mean of per-model ranks; NaN if any model has none (a mean over the rest would flatter it)."""
+    return float(np.mean([np.nan if r is None else r for r in ranks]))
 
 
 def _analysis_path(p: ModularParams, arm: str, epoch: int) -> Path:
