@@ -213,7 +213,6 @@ class DropoutStreams:
             raise ValueError(f"dropout probability must lie in (0, 1), got {p}.")
         self.p = float(p)
         self.generators = [torch.Generator().manual_seed(dropout_seed(int(s), start_epoch)) for s in seeds]
-        self._shapes: dict[tuple[int, int], list[torch.Size]] = {}
 
     def draw(self, model_cfg: TransformerConfig, batch: int, length: int, device) -> list[torch.Tensor]:
         """The masks of one training step on (batch, length) tokens: a list of (S, *shape) tensors.
@@ -222,18 +221,17 @@ class DropoutStreams:
         exactly as ``nn.Dropout``'s would, then cut to what
         :meth:`~corelib.models.Transformer.forward_last` uses.
         """
-        if (batch, length) not in self._shapes:
-            self._shapes[batch, length] = list(zip(dropout_mask_shapes(model_cfg, batch, length),
-                                                   dropout_mask_shapes(model_cfg, batch, length, last_only=True)))
+        shapes = list(zip(dropout_mask_shapes(model_cfg, batch, length),
+                          dropout_mask_shapes(model_cfg, batch, length, last_only=True)))
         keep = 1.0 - self.p
         per_seed = [[trailing_part(torch.empty(drawn).bernoulli_(keep, generator=g), used).div(keep)
-                     for drawn, used in self._shapes[batch, length]] for g in self.generators]
+                     for drawn, used in shapes] for g in self.generators]
         return [torch.stack(masks).to(device) for masks in zip(*per_seed)]
 
     def subset(self, keep: list[int]) -> "DropoutStreams":
         """The streams of the seeds at positions ``keep``, continuing where they are (not copies)."""
         new = DropoutStreams.__new__(DropoutStreams)
-        new.p, new._shapes = self.p, self._shapes
+        new.p = self.p
         new.generators = [self.generators[j] for j in keep]
         return new
 

@@ -14,6 +14,8 @@ LayerNorm before the unembedding).
 """
 from __future__ import annotations
 
+import functools
+
 import math
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -100,8 +102,14 @@ def dropout_mask_shapes(cfg: "TransformerConfig", batch: int, length: int, *,
 
     With ``last_only``, the shapes :meth:`Transformer.forward_last` multiplies by: the same masks,
     in the last block cut to the last position. Found by running the model on the meta device
-    (no computation), so it follows the model's code rather than a hand-kept list.
+    (no computation), so it follows the model's code rather than a hand-kept list; remembered
+    per argument, since a training loop asks for the same shapes at every step.
     """
+    return list(_mask_shapes(cfg, batch, length, last_only))
+
+
+@functools.lru_cache(maxsize=64)
+def _mask_shapes(cfg: "TransformerConfig", batch: int, length: int, last_only: bool) -> tuple[torch.Size, ...]:
     shapes: list[torch.Size] = []
 
     def record(x: torch.Tensor) -> torch.Tensor:
@@ -116,7 +124,7 @@ def dropout_mask_shapes(cfg: "TransformerConfig", batch: int, length: int, *,
             model.forward_last(tokens) if last_only else model(tokens)
     finally:
         _MASK_FEED.reset(token)
-    return shapes
+    return tuple(shapes)
 
 
 def trailing_part(t: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
