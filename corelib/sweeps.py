@@ -75,7 +75,7 @@ from .training import epoch_order
 __all__ = [
     "SweepConfig", "Condition", "SweepStats", "RECORD_FIELDS", "condition_data", "min_correct", "train_condition",
     "condition_dir", "record_problems", "load_record", "run_condition", "run_sweep", "summarise",
-    "bootstrap_fit", "power_law_constants", "grok_time_constants", "flops_per_row",
+    "bootstrap_fit", "power_law_constants", "grok_time_constants",
 ]
 
 RECORD_FIELDS = {
@@ -641,17 +641,3 @@ def bootstrap_fit(
         rows.append({"constant": name, "estimate": value, "sd": float(s.std(ddof=1)) if s.size > 1 else np.nan,
                      "ci_low": float(lo), "ci_high": float(hi), "n_failed": failed})
     return pd.DataFrame(rows).set_index("constant")
-
-
-def flops_per_row(model_cfg: TransformerConfig, training: bool, *, per_token_qkv: bool = False) -> float:
-    """Matmul FLOPs of one example at the last position (training counts forward + backward = 3x).
-
-    Counts the position-wise layers of the last token (attention projections, MLP, unembedding);
-    the attention scores over a two-token context and the shared prefix pass are negligible. With
-    ``per_token_qkv`` the first block's query/key/value projection is not counted: the engine's
-    :meth:`~corelib.models.Transformer.last_logits` does it once per vocabulary entry, not per
-    example. Used to express throughput in GFLOP/s.
-    """
-    d, f, v, layers = model_cfg.d_model, model_cfg.d_ff, model_cfg.vocab_size, model_cfg.n_layers
-    forward = 2 * (layers * (3 * d * d + d * d + 2 * d * f) + d * v - (3 * d * d if per_token_qkv else 0))
-    return float(3 * forward if training else forward)
