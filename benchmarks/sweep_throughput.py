@@ -45,7 +45,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from corelib.models import Transformer  # noqa: E402
-from corelib.sweeps import Condition, SweepConfig, SweepStats, train_condition  # noqa: E402
+from corelib.sweeps import Condition, SweepConfig, SweepStats, condition_data, train_condition  # noqa: E402
 from corelib.tasks.modular import modular_addition_split  # noqa: E402
 from corelib.training import epoch_order  # noqa: E402
 
@@ -128,7 +128,8 @@ def main() -> None:
     sweep_flops = ((counted_flops(lambda: run(n_count)) - counted_flops(lambda: run(1)))
                    / ((n_count - 1) * len(seeds)))
     plain_flops = counted_flops(lambda: plain_loop(cfg, cond, seeds[:1], 1))
-    masks = (mask_seconds(model_cfg, seeds, [cond.batch_size], 2) / len(seeds) if cfg.dropout else 0.0)
+    length = condition_data(cond, cfg)[0].prefixes.shape[1] + 1
+    masks = (mask_seconds(model_cfg, seeds, [cond.batch_size], length) / len(seeds) if cfg.dropout else 0.0)
     for name, rate, flops in (("plain loop, one seed at a time, full evaluation", plain_rate, plain_flops),
                               (f"sweep engine, {args.seeds} seeds together, early exit", sweep_rate, sweep_flops)):
         gflops = rate * flops / 1e9

@@ -11,8 +11,8 @@ last position). Run from the project root::
     python benchmarks/train_throughput.py --epochs 5 # quicker
     python benchmarks/train_throughput.py --dropout 0  # the engine's shared-prefix path
 
-It also prints the FLOPs each side performs per second (counted by torch's FlopCounterMode on
-one epoch of each side, apart from the timed runs), as a fraction of this machine's measured fp32
+It also prints the FLOPs each side performs per second (counted on the operations each side dispatches
+in one epoch, apart from the timed runs), as a fraction of this machine's measured fp32
 matmul peak; the time the dropout masks take to draw; the engine's ceiling on this machine (its
 counted FLOPs at 100 % of the matmul peak, plus the masks), which bounds the speed-up any tuning
 of the engine could reach; and what the book profile's training for the two modular-addition

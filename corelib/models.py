@@ -15,7 +15,6 @@ LayerNorm before the unembedding).
 from __future__ import annotations
 
 import functools
-
 import math
 from contextlib import contextmanager
 from contextvars import ContextVar

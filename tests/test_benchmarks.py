@@ -9,6 +9,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import _machine  # noqa: E402
 from _machine import counted_flops, mask_seconds  # noqa: E402
 
 from corelib.models import TransformerConfig  # noqa: E402
@@ -25,9 +26,18 @@ def test_counted_flops_are_those_of_the_matmuls_run_also_under_vmap():
     assert counted_flops(lambda: (a @ w.T).sum().backward()) == 2 * (2 * 6 * 5 * 3)
 
 
-def test_mask_seconds_times_the_draws_of_every_batch():
+def test_mask_seconds_times_the_draws_of_every_batch_for_all_seeds(monkeypatch):
     cfg = TransformerConfig(vocab_size=11, d_model=8, n_heads=2, d_ff=16, n_layers=1, dropout=0.1)
-    assert 0 < mask_seconds(cfg, [1, 2], [16, 4], 3, repeats=1) < 5
+    drawn = []
+    real_draw = _machine.DropoutStreams.draw
+
+    def draw(self, model_cfg, batch, length, device):
+        drawn.append((len(self.generators), batch, length))
+        return real_draw(self, model_cfg, batch, length, device)
+
+    monkeypatch.setattr(_machine.DropoutStreams, "draw", draw)
+    assert mask_seconds(cfg, [1, 2], [16, 4], 3, repeats=2) > 0
+    assert drawn == [(2, 16, 3), (2, 4, 3)] * 2
 
 
 @pytest.mark.parametrize("script, args, expect", [
