@@ -54,7 +54,7 @@ from _machine import counted_flops, mask_seconds, matmul_gflops  # noqa: E402
 
 def plain_loop(cfg: SweepConfig, cond: Condition, seeds: list[int], steps: int) -> float:
     """Seed-steps per second of the plain loop with full evaluations."""
-    (x, y), (xt, yt) = modular_addition_split(cond.p, cfg.train_fraction, cfg.split_seed)
+    (x, y), (xt, yt) = modular_addition_split(cond.p, cfg.train_fraction, cfg.split_seed, cfg.split_permutation)
     model_cfg = cfg.model_config(cond.p)
     n, batch = len(x), cond.batch_size
     t0 = time.perf_counter()

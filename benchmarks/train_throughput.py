@@ -57,7 +57,7 @@ def main() -> None:
     ap.add_argument("--dropout", type=float, default=ModularParams.dropout)
     args = ap.parse_args()
     p = ModularParams(seeds=tuple(args.seeds), dropout=args.dropout)
-    (x_tr, y_tr), (x_te, y_te) = modular_addition_split(p.p, p.train_fraction, p.split_seed)
+    (x_tr, y_tr), (x_te, y_te) = modular_addition_split(p.p, p.train_fraction, p.split_seed, p.split_permutation)
     model_cfg = p.model_config()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {len(args.seeds)} seeds, "
           f"{args.epochs} epochs, {len(x_tr)} training pairs, batch {p.batch_size}, dropout {p.dropout}")

@@ -28,7 +28,11 @@ from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
 __all__ = ["TransformerConfig", "Transformer", "Dropout", "supplied_dropout_masks", "dropout_mask_shapes",
-           "trailing_part", "default_device", "resid_hook"]
+           "trailing_part", "default_device", "resid_hook", "MODEL_REVISION"]
+
+# Part of every stored run's identity: a change to how models are built or initialised must
+# change it, so results trained by another construction are never reused.
+MODEL_REVISION = "torch-encoder-layer"
 
 _SMALL_ATTENTION = 16  # query x key pairs up to which attention avoids batched matmuls
 
@@ -151,7 +155,7 @@ class TransformerConfig:
     n_heads: int = 4
     d_ff: int = 256
     n_layers: int = 1
-    n_ctx: int = 32
+    n_ctx: int = 64  # rows of the position table: the reference's 64 in every experiment
     dropout: float = 0.0
     norm: str = "post"
     unembed_bias: bool = True
@@ -174,8 +178,14 @@ class Attention(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.n_heads, self.d_head = cfg.n_heads, cfg.d_model // cfg.n_heads
-        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
+        # Initialised as nn.MultiheadAttention initialises itself, in the same order of random
+        # draws: the output projection as an nn.Linear, then the joint (3d x d) input projection
+        # by Xavier-uniform; both biases zero.
         self.out = nn.Linear(cfg.d_model, cfg.d_model)
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, device="meta").to_empty(device="cpu")
+        nn.init.xavier_uniform_(self.qkv.weight)
+        nn.init.zeros_(self.qkv.bias)
+        nn.init.zeros_(self.out.bias)
         self.dropout = Dropout(cfg.dropout)
         self.hook_pattern = HookPoint()
 
@@ -262,9 +272,10 @@ class Transformer(HookedRootModule):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.cfg = cfg
+        # Token and position tables N(0, 1), as nn.Embedding initialises them; no dropout on
+        # their sum (the encoder layer's four sites are inside the blocks).
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos_embed = nn.Parameter(torch.randn(cfg.n_ctx, cfg.d_model) * 0.02)
-        self.drop = Dropout(cfg.dropout)
+        self.pos_embed = nn.Parameter(torch.empty(cfg.n_ctx, cfg.d_model).normal_())
         self.hook_embed, self.hook_pos_embed = HookPoint(), HookPoint()
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_final = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
@@ -290,7 +301,7 @@ class Transformer(HookedRootModule):
             if x.shape[-1] > self.cfg.n_ctx:
                 raise ValueError(f"sequence length {x.shape[-1]} exceeds n_ctx={self.cfg.n_ctx}.")
             pos = self.hook_pos_embed(self.pos_embed[: x.shape[-1]])
-            x = self.drop(self.hook_embed(self.embed(x)) + pos)
+            x = self.hook_embed(self.embed(x)) + pos
             start_at_layer = 0
         elif x.shape[-1] != self.cfg.d_model:
             raise ValueError(f"residual input must end in d_model={self.cfg.d_model}, got {tuple(x.shape)}.")

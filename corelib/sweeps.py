@@ -26,6 +26,11 @@ Evaluating every step is made cheap without approximation:
   the weights after step ``t`` on every training example: it gives the training accuracy after
   step ``t`` for free (a seed that stops first gets an explicit evaluation instead).
 
+Minibatches follow the reference: each seed draws a fresh permutation of the training set
+whenever the next batch would run past the end of the current one, so a permutation gives
+``n // B`` steps and its last ``n mod B`` examples are skipped (``keep_partial_batch`` keeps them);
+caps and patience count epochs of ``ceil(n / B)`` steps, as the reference does.
+
 A seed stops ``patience_epochs`` epochs after it generalised, or at the step cap
 (``max_epochs``); it is then dropped from the stack (its weights and AdamW moments are removed),
 which does not change the other seeds' updates.
@@ -66,7 +71,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .engine import DropoutStreams, PrefixData, SeedStack, StackOptimizer, stacked_last_logits
-from .models import TransformerConfig, default_device
+from .models import MODEL_REVISION, TransformerConfig, default_device
 from .results import load_json, params_key, results_root, run_dir, save_json
 from .tasks.modular import modular_addition_split
 from .theory import fit_grok_time, fit_power_law
@@ -112,6 +117,11 @@ class SweepConfig:
     patience_epochs: int = 100
     max_epochs: int = 30000
     dropout: float = 0.1  # the reference's encoder layer (PyTorch's default); the paper is silent
+    split_permutation: str = "torch"  # the reference sweep's torch.randperm (its modular experiment: "numpy")
+    # The reference draws a fresh permutation whenever the next minibatch would run past its end,
+    # so the last n mod B examples of each permutation are skipped (2 steps per permutation at
+    # p = 53, B = 512). True keeps that partial batch instead (3 steps).
+    keep_partial_batch: bool = False
 
     def __post_init__(self):
         if not 0.0 < self.threshold <= 1.0:
@@ -127,7 +137,7 @@ class SweepConfig:
     def model_config(self, p: int) -> TransformerConfig:
         """The transformer for modulus ``p`` (vocabulary ``p``, two-token context)."""
         return TransformerConfig(vocab_size=p, d_model=self.d_model, n_heads=self.n_heads, d_ff=self.d_ff,
-                                 n_layers=self.n_layers, n_ctx=2, norm=self.norm, dropout=self.dropout)
+                                 n_layers=self.n_layers, norm=self.norm, dropout=self.dropout)
 
 
 @dataclass(frozen=True)
@@ -170,7 +180,7 @@ def _check_seeds(seeds: Iterable[int]) -> tuple[int, ...]:
 
 def condition_data(cond: Condition, cfg: SweepConfig) -> tuple[PrefixData, PrefixData]:
     """Training and test sets of a condition (the fixed split of all ``p^2`` pairs)."""
-    (x, y), (xt, yt) = modular_addition_split(cond.p, cfg.train_fraction, cfg.split_seed)
+    (x, y), (xt, yt) = modular_addition_split(cond.p, cfg.train_fraction, cfg.split_seed, cfg.split_permutation)
     return PrefixData.from_tokens(x, y), PrefixData.from_tokens(xt, yt)
 
 
@@ -324,7 +334,8 @@ def train_condition(
     n = len(train)
     batch = min(cond.batch_size or n, n)
     full_batch = batch == n
-    per_epoch = -(-n // batch)
+    per_epoch = -(-n // batch)  # the unit of the caps and the patience, as the reference counts epochs
+    end = n if cfg.keep_partial_batch else n - n % batch  # last start of a minibatch in a permutation
     cap = cfg.max_epochs * per_epoch if max_steps is None else int(max_steps)
     if cap < 1:
         raise ValueError(f"max_steps must be >= 1, got {max_steps}.")
@@ -367,7 +378,7 @@ def train_condition(
     step, epoch, running = 0, 0, True
     while running:
         order = torch.stack([epoch_order(n, s, epoch) for s in stack.seeds]).to(device)
-        for i in range(0, n, batch):
+        for i in range(0, end, batch):
             idx = order[:, i : i + batch]
             masks = None if streams is None else streams.draw(model_cfg, idx.shape[1], length, device)
             _, logits = opt.step(stack, train, idx, masks)
@@ -422,7 +433,7 @@ def _condition_params(cond: Condition, cfg: SweepConfig) -> dict:
     config = asdict(cfg)
     if not cfg.dropout:  # the identity of a run without dropout is the one it had before the option existed
         config.pop("dropout")
-    return {"kind": "grokking_sweep", "condition": asdict(cond), "config": config}
+    return {"kind": "grokking_sweep", "condition": asdict(cond), "config": config, "model": MODEL_REVISION}
 
 
 def condition_dir(cond: Condition, cfg: SweepConfig, root: Path | str | None = None) -> Path:

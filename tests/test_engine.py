@@ -212,8 +212,8 @@ def test_forward_last_is_the_last_position_of_forward_with_the_same_masks():
     model = Transformer(replace(DROP, n_ctx=3)).train()
     x = torch.randint(0, P, (8, 3))
     full, last = dropout_mask_shapes(model.cfg, 8, 3), dropout_mask_shapes(model.cfg, 8, 3, last_only=True)
-    assert len(full) == len(last) == 9 and full[:5] == last[:5]  # embedding and first block: all positions
-    assert [tuple(s) for s in last[5:]] == [(8, 4, 1, 3), (8, 1, 32), (8, 1, 64), (8, 1, 32)]
+    assert len(full) == len(last) == 8 and full[:4] == last[:4]  # first block: all positions
+    assert [tuple(s) for s in last[4:]] == [(8, 4, 1, 3), (8, 1, 32), (8, 1, 64), (8, 1, 32)]
     masks = [torch.empty(s).bernoulli_(0.9).div_(0.9) for s in full]
     with supplied_dropout_masks(masks):
         reference = model(x)[:, -1]
@@ -236,13 +236,13 @@ def test_dropout_masks_must_match_the_forward_pass():
         out = model(x)
     torch.testing.assert_close(out, model.eval()(x))
     model.train()
-    with pytest.raises(RuntimeError, match="more often than the 8 supplied"):
+    with pytest.raises(RuntimeError, match="more often than the 7 supplied"):
         with supplied_dropout_masks(ones[:-1]):
             model(x)
     with pytest.raises(ValueError, match="mask of shape"):
         with supplied_dropout_masks([torch.ones(3)] + ones[1:]):
             model(x)
-    with pytest.raises(RuntimeError, match="1 of 10 supplied dropout masks were not used"):
+    with pytest.raises(RuntimeError, match="1 of 9 supplied dropout masks were not used"):
         with supplied_dropout_masks(ones + [torch.ones(1)]):
             model(x)
     with pytest.raises(ValueError, match="shares each prefix's dropout mask"):

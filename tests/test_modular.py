@@ -26,6 +26,25 @@ def test_pairs_and_split():
         modular_addition_split(7, 1.0)
     with pytest.raises(ValueError, match="modulus"):
         all_pairs(1)
+    with pytest.raises(ValueError, match="permutation must be 'numpy' or 'torch'"):
+        modular_addition_split(7, permutation="random")
+
+
+@pytest.mark.parametrize("permutation", ["numpy", "torch"])
+def test_split_is_the_references(permutation):
+    """Triples listed a outer / b inner, permuted by the named generator seeded 42, first half train."""
+    p = 11
+    triples = np.array([[a, b, (a + b) % p] for a in range(p) for b in range(p)])
+    if permutation == "numpy":
+        perm = np.random.RandomState(42).permutation(len(triples))
+    else:
+        perm = torch.randperm(len(triples), generator=torch.Generator().manual_seed(42)).numpy()
+    train, test = triples[perm[: len(triples) // 2]], triples[perm[len(triples) // 2:]]
+    (x, y), (xt, yt) = modular_addition_split(p, 0.5, 42, permutation)
+    np.testing.assert_array_equal(x.numpy(), train[:, :2])
+    np.testing.assert_array_equal(y.numpy(), train[:, 1:])
+    np.testing.assert_array_equal(xt.numpy(), test[:, :2])
+    np.testing.assert_array_equal(yt.numpy(), test[:, 1:])
 
 
 def _records(test_accs, modes=None):

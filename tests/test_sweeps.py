@@ -28,7 +28,7 @@ def overlap_data(cond: Condition, cfg: SweepConfig) -> tuple[PrefixData, PrefixD
     crosses a high threshold. On this set it does, once the 40 pairs are memorised, and at 0.9
     the error budget is 4: the early exit is exercised with a small budget on both sets.
     """
-    (x, y), (xt, yt) = modular_addition_split(cond.p, cfg.train_fraction, cfg.split_seed)
+    (x, y), (xt, yt) = modular_addition_split(cond.p, cfg.train_fraction, cfg.split_seed, cfg.split_permutation)
     test = PrefixData.from_tokens(torch.cat([x[:40], xt[:4]]), torch.cat([y[:40], yt[:4]]))
     return PrefixData.from_tokens(x, y), test
 
@@ -53,22 +53,21 @@ def naive_times(cond: Condition, seeds, cfg: SweepConfig, steps: int, data) -> d
     opt = StackOptimizer(stack, cfg.lr, [cond.weight_decay] * len(seeds))
     streams = DropoutStreams(cfg.dropout, seeds) if cfg.dropout else None  # every seed draws every step
     t_mem, t_gen = [None] * len(seeds), [None] * len(seeds)
-    step, epoch = 0, 0
+    step, permutations, pos = 0, 0, n
     while step < steps:
-        order = torch.stack([epoch_order(n, s, epoch) for s in seeds])
-        for i in range(0, n, batch):
-            idx = order[:, i : i + batch]
-            opt.step(stack, train, idx, None if streams is None else streams.draw(model_cfg, idx.shape[1], 2, "cpu"))
-            step += 1
-            acc_tr, acc_te = exact_accuracy(stack, train), exact_accuracy(stack, test)  # after `step`
-            for j in range(len(seeds)):
-                if t_mem[j] is None and acc_tr[j] >= cfg.threshold:
-                    t_mem[j] = step
-                if t_gen[j] is None and acc_te[j] >= cfg.threshold:
-                    t_gen[j] = step
-            if step == steps:
-                break
-        epoch += 1
+        if pos + batch > n:  # the next batch would run past the end: a fresh permutation
+            order = torch.stack([epoch_order(n, s, permutations) for s in seeds])
+            permutations, pos = permutations + 1, 0
+        idx = order[:, pos : pos + batch]
+        pos += batch
+        opt.step(stack, train, idx, None if streams is None else streams.draw(model_cfg, idx.shape[1], 2, "cpu"))
+        step += 1
+        acc_tr, acc_te = exact_accuracy(stack, train), exact_accuracy(stack, test)  # after `step`
+        for j in range(len(seeds)):
+            if t_mem[j] is None and acc_tr[j] >= cfg.threshold:
+                t_mem[j] = step
+            if t_gen[j] is None and acc_te[j] >= cfg.threshold:
+                t_gen[j] = step
     return {s: (t_mem[j], t_gen[j]) for j, s in enumerate(seeds)}
 
 

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from .. import ace, compare, operators
 from ..interventions import ablation_accuracy
-from ..models import Transformer, TransformerConfig, default_device, resid_hook
+from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
 from ..results import load_json, run_dir, save_json
 from ..tasks import markov
 from ..training import TrainConfig, train_model
@@ -67,7 +67,7 @@ class MarkovParams:
     def model_config(self) -> TransformerConfig:
         return TransformerConfig(
             vocab_size=self.n_states, d_model=self.d_model, n_heads=self.n_heads, d_ff=self.d_ff,
-            n_layers=1, n_ctx=self.seq_len - 1, dropout=self.dropout, norm="post",
+            n_layers=1, dropout=self.dropout, norm="post",
         )
 
     def train_config(self) -> TrainConfig:
@@ -158,7 +158,7 @@ def _summary(p: MarkovParams, analyses: list[dict], pairs: list[dict], histories
 def run(p: MarkovParams | None = None, *, progress: bool = True) -> dict:
     """Train (or reuse) the models, analyse them, and return the summary saved in the run folder."""
     p = p or MarkovParams()
-    folder = run_dir("markov", asdict(p))
+    folder = run_dir("markov", {**asdict(p), "model": MODEL_REVISION})
     summary_path = folder / "summary.json"
     if summary_path.exists():
         return load_json(summary_path)

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from .. import ace, operators
 from ..engine import PrefixData, SeedStack, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
 from ..interventions import ablation_accuracy, ablation_curve, refine_rank
-from ..models import Transformer, TransformerConfig, default_device, resid_hook
+from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
 from ..results import load_json, params_key, run_dir, save_json
 from ..tasks.modular import modular_addition_split
 
@@ -46,6 +46,7 @@ class ModularParams:
     p: int = 53
     train_fraction: float = 0.5
     split_seed: int = 42
+    split_permutation: str = "numpy"  # the reference's RandomState(42).permutation (sweeps: "torch")
     seeds: tuple[int, ...] = (1031, 1032, 1033)
     epochs: int = 2000          # horizon of Figure 2
     long_epochs: int = 20000    # horizon of Figure 3 (core inflation)
@@ -95,7 +96,7 @@ class ModularParams:
 
     def model_config(self) -> TransformerConfig:
         return TransformerConfig(vocab_size=self.p, d_model=self.d_model, n_heads=self.n_heads,
-                                 d_ff=self.d_ff, n_layers=self.n_layers, n_ctx=2, norm=self.norm,
+                                 d_ff=self.d_ff, n_layers=self.n_layers, norm=self.norm,
                                  dropout=self.dropout)
 
     def stack_config(self, arm: str, epochs: int) -> StackConfig:
@@ -107,10 +108,11 @@ class ModularParams:
 
     def training_identity(self) -> dict:
         """What determines the trained weights (not the horizons, not the analysis settings)."""
-        keep = ("p", "train_fraction", "split_seed", "seeds", "batch_size", "lr", "weight_decay",
-                "d_model", "n_heads", "d_ff", "n_layers", "norm", "dropout", "snapshot_every",
+        keep = ("p", "train_fraction", "split_seed", "split_permutation", "seeds", "batch_size", "lr",
+                "weight_decay", "d_model", "n_heads", "d_ff", "n_layers", "norm", "dropout", "snapshot_every",
                 "snapshot_every_late", "late_after")
-        return {k: getattr(self, k) for k in keep}
+        # "model" names the construction (torch encoder layer's initialisation, 64 positions).
+        return {**{k: getattr(self, k) for k in keep}, "model": MODEL_REVISION}
 
     def analysis_identity(self) -> dict:
         keep = ("n_jacobians", "energy", "jacobian_seed", "holdout_fraction", "ridge")
@@ -119,7 +121,8 @@ class ModularParams:
 
 
 def make_data(p: ModularParams) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    (x_tr, y_tr), (x_te, y_te) = modular_addition_split(p.p, p.train_fraction, p.split_seed)
+    (x_tr, y_tr), (x_te, y_te) = modular_addition_split(p.p, p.train_fraction, p.split_seed,
+                                                            p.split_permutation)
     return {"train": (x_tr, y_tr), "test": (x_te, y_te)}
 
 
