@@ -157,12 +157,10 @@ class ShiftFit:
         A: (k, k) operator in the reduced coordinates ``x = basis^T (r - center)``.
         eigenvalues: (k,) eigenvalues of ``A``, by descending modulus, then ascending angle.
         r2: R^2 on the transitions used for the fit (all p of them without a holdout).
-        basis: (r, k) orthonormal SVD directions of the centred centroids of the fitting classes.
+        basis: (r, k) orthonormal SVD directions of the centred inputs of the fitting transitions.
         r2_heldout: R^2 on the transitions inside the held-out block, or None without a holdout.
-        center: (r,) mean of the fitting classes' centroids, subtracted before the SVD.
-        offset: (k,) intercept b of the fit ``x_{c+1} ~ A x_c + b``; zero (to rounding) without a
-            holdout, because then inputs and targets are the same set of classes.
-        singular_values: all singular values of the centred fitting centroids (the kept ones first).
+        center: (r,) mean of the inputs of the fitting transitions, subtracted from every centroid.
+        singular_values: all singular values of the centred fitting inputs (the kept ones first).
     """
 
     A: np.ndarray
@@ -171,7 +169,6 @@ class ShiftFit:
     basis: np.ndarray
     r2_heldout: float | None
     center: np.ndarray
-    offset: np.ndarray
     singular_values: np.ndarray
 
     @property
@@ -180,22 +177,23 @@ class ShiftFit:
         return int(self.A.shape[0])
 
 
-def holdout_block(p: int, fraction: float = 0.075, start: int = 0) -> tuple[int, int]:
-    """Held-out block ``(start, size)`` for ``fit_shift_operator``: about ``fraction`` of p classes.
+def holdout_block(p: int, fraction: float = 0.075, seed: int = 0) -> tuple[int, int]:
+    """Held-out block ``(start, size)`` for ``fit_shift_operator``, as the reference draws it.
 
-    ``size = max(2, round(fraction * p))`` (Python rounding), so that the block contains at least
-    one transition to score; for p = 53 and the default 7.5 % this is 4 classes (3 transitions).
+    ``size = round(fraction * p)`` (Python rounding; 4 classes, so 3 transitions, for p = 53 and
+    the default 7.5 %), raised to 3 so that the block holds the 2 transitions an R^2 against
+    their own mean needs; ``start = RandomState(seed).randint(p)``.
     """
     p = _check_int(p, "p", 3)
     if not (0.0 < float(fraction) < 1.0):
         raise ValueError(f"fraction must be in (0, 1), got {fraction}.")
-    size = max(2, int(round(float(fraction) * p)))
-    return int(start) % p, size
+    size = max(3, int(round(float(fraction) * p)))
+    return int(np.random.RandomState(int(seed)).randint(p)), size
 
 
-def _r2(y: np.ndarray, pred: np.ndarray, baseline: np.ndarray) -> float:
-    """Pooled R^2: 1 - sum of squared residuals / sum of squared deviations from ``baseline``."""
-    ss_tot = float(((y - baseline) ** 2).sum())
+def _r2(y: np.ndarray, pred: np.ndarray) -> float:
+    """Pooled R^2 against the targets' own mean: 1 - SS_res / SS_tot, sums over rows and columns."""
+    ss_tot = float(((y - y.mean(axis=0)) ** 2).sum())
     ss_res = float(((y - pred) ** 2).sum())
     if ss_tot == 0.0:
         return 1.0 if ss_res == 0.0 else float("-inf")
@@ -214,28 +212,21 @@ def fit_shift_operator(
 
     This is the modular-addition operator analysis: if the core represents the answer c by
     Fourier features of frequencies k, the shift acts on them as rotations and ``A`` has
-    eigenvalues ``exp(+-2 pi i k / p)``.
+    eigenvalues ``exp(+-2 pi i k / p)``. The conventions are the reference code's:
 
-    Steps:
-      1. Fitting classes: all p classes, or those outside the held-out block. Fitting transitions:
-         the c -> c+1 (mod p) whose both endpoints are fitting classes (all p without a holdout).
-      2. Centre the centroids by the mean over the fitting classes and take the SVD of the
-         centred fitting centroids; keep the directions with singular value > ``rel_tol * s_max``,
-         at most ``max_components`` (default p - 1) and at most (number of fitting classes - 1),
-         the rank of a centred set. Coordinates ``x_c = basis^T (r_c - center)``.
-      3. Least squares ``x_{c+1} ~ A x_c + b`` over the fitting transitions, solved as
-         ``(X^T X + ridge I) coef = X^T Y`` with X, Y the inputs and targets centred by their own
-         means over the fitting transitions (``A = coef^T``, the intercept b is not penalised).
-         Without a holdout both means are zero, so this is exactly the plain fit of the centred
-         centroids and ``b = 0``; with a holdout the intercept removes the offset that a
-         fitting-class mean leaves between the inputs and the targets, so an exactly cyclic
-         representation is still fitted exactly.
+      1. Fitting transitions: the c -> c+1 (mod p) whose both endpoints lie outside the held-out
+         block (all p without a holdout); held-out transitions: both endpoints inside it.
+      2. Centre every centroid by one vector, the mean of the fitting transitions' inputs, and
+         take the SVD of the centred fitting inputs; keep the directions with singular value
+         ``>= rel_tol * s_max``, at most ``max_components`` (default p - 1). Coordinates
+         ``x_c = basis^T (r_c - center)``.
+      3. Least squares without intercept, ``x_{c+1} ~ A x_c`` over the fitting transitions,
+         solved as ``(X^T X + ridge I) coef = X^T Y`` (``A = coef^T``).
 
     R^2 (both ``r2`` and ``r2_heldout``) is pooled over the k reduced coordinates,
-    ``1 - SS_res / SS_tot`` with sums over transitions and components, and ``SS_tot`` measured
-    from the mean target of the fitting transitions (the prediction of the constant model).
-    ``r2`` scores the fitting transitions (descriptive, in-sample); ``r2_heldout`` scores the
-    transitions whose both endpoints lie in the held-out block (out-of-sample; can be negative).
+    ``1 - SS_res / SS_tot`` with sums over transitions and components and ``SS_tot`` measured
+    from the mean of the scored targets themselves. ``r2`` scores the fitting transitions
+    (descriptive, in-sample); ``r2_heldout`` the held-out ones (out-of-sample; can be negative).
 
     Args:
         centroids: (p, r) centroid of class c in row c, classes in cycle order (p >= 3).
@@ -243,7 +234,7 @@ def fit_shift_operator(
         rel_tol: relative singular-value cut-off in [0, 1).
         max_components: upper bound on the number k of SVD directions kept.
         holdout: ``(start, size)``: classes start..start+size-1 (mod p) form the held-out block;
-            see ``holdout_block``. ``size`` must be >= 2 (at least one transition to score).
+            see ``holdout_block``. ``size`` must be >= 3 (two transitions to score).
 
     Returns:
         A ``ShiftFit``.
@@ -271,9 +262,9 @@ def fit_shift_operator(
             raise ValueError(f"holdout start must be an integer class index, got {start!r}.")
         start = int(start) % p
         size = _check_int(size, "holdout size", 0)
-        if size < 2:
+        if size < 3:
             raise ValueError(
-                f"holdout size must be >= 2 so that the block contains a transition to score, "
+                f"holdout size must be >= 3 so that the block contains two transitions to score, "
                 f"got {size}; use holdout_block(p) for the default block."
             )
         if p - size < 3:
@@ -283,44 +274,36 @@ def fit_shift_operator(
             )
         in_block[(start + np.arange(size)) % p] = True
     nxt = (classes + 1) % p
-    fit_cls = classes[~in_block]
     fit_src = classes[~in_block & ~in_block[nxt]]
 
-    center = r_all[fit_cls].mean(axis=0)
-    _, s, vt = np.linalg.svd(r_all[fit_cls] - center, full_matrices=False)
+    center = r_all[fit_src].mean(axis=0)
+    _, s, vt = np.linalg.svd(r_all[fit_src] - center, full_matrices=False)
     if s[0] == 0.0:
         raise ValueError(
             "all fitting centroids are identical (no spread); the core does not separate the "
             "classes, so there is no shift to fit."
         )
-    k = int(np.sum(s > rel_tol * s[0]))
-    k = max(1, min(k, max_k, len(fit_cls) - 1))
+    k = max(1, min(int(np.sum(s >= rel_tol * s[0])), max_k))
     basis = vt[:k].T
     coords = (r_all - center) @ basis  # (p, k)
 
     x, y = coords[fit_src], coords[nxt[fit_src]]
-    x_mean, y_mean = x.mean(axis=0), y.mean(axis=0)
-    xc, yc = x - x_mean, y - y_mean
     if ridge == 0.0:
-        coef, *_ = np.linalg.lstsq(xc, yc, rcond=None)
+        coef, *_ = np.linalg.lstsq(x, y, rcond=None)
     else:
-        coef = np.linalg.solve(xc.T @ xc + ridge * np.eye(k), xc.T @ yc)
+        coef = np.linalg.solve(x.T @ x + ridge * np.eye(k), x.T @ y)
     a = coef.T
-    offset = y_mean - a @ x_mean
 
-    r2 = _r2(y, x @ coef + offset, y_mean)
+    r2 = _r2(y, x @ coef)
     r2_heldout = None
     if holdout is not None:
         ev_src = classes[in_block & in_block[nxt]]
-        xe, ye = coords[ev_src], coords[nxt[ev_src]]
-        r2_heldout = _r2(ye, xe @ coef + offset, y_mean)
+        r2_heldout = _r2(coords[nxt[ev_src]], coords[ev_src] @ coef)
 
     eig = np.linalg.eigvals(a)
     eig = eig[np.lexsort((np.angle(eig), -np.round(np.abs(eig), 12)))]
-    return ShiftFit(
-        A=a, eigenvalues=eig, r2=r2, basis=basis, r2_heldout=r2_heldout,
-        center=center, offset=offset, singular_values=s,
-    )
+    return ShiftFit(A=a, eigenvalues=eig, r2=r2, basis=basis, r2_heldout=r2_heldout,
+                    center=center, singular_values=s)
 
 
 def _as_eigenvalues(eigenvalues) -> np.ndarray:

@@ -80,7 +80,7 @@ from .training import epoch_order
 __all__ = [
     "SweepConfig", "Condition", "SweepStats", "RECORD_FIELDS", "condition_data", "min_correct", "train_condition",
     "condition_dir", "record_problems", "load_record", "run_condition", "run_sweep", "summarise",
-    "bootstrap_fit", "power_law_constants", "grok_time_constants",
+    "usable_delays", "bootstrap_fit", "power_law_constants", "grok_time_constants",
 ]
 
 RECORD_FIELDS = {
@@ -579,18 +579,32 @@ def run_sweep(
 # --------------------------------------------------------------------------- summaries and fits
 
 
-def summarise(table: pd.DataFrame, by: str) -> pd.DataFrame:
-    """Per value of ``by`` (``"weight_decay"`` or ``"p"``): seeds, grokked seeds, mean and sd of the times.
+def usable_delays(table: pd.DataFrame) -> pd.Series:
+    """Which rows have a delay the fits may use: both times measured and ``t_gen > t_mem``.
 
-    Seeds that did not both memorise and generalise before the cap are counted but left out of
-    the means (their delay is unknown).
+    As in the reference, a seed that never memorised or never generalised before the cap has no
+    delay, and one that generalised no later than it memorised (``t_gen <= t_mem``) has none
+    either; such seeds are counted (:func:`summarise`) but never averaged.
+    """
+    delay = pd.to_numeric(table["delay"], errors="coerce")
+    return delay.notna() & (delay > 0)
+
+
+def summarise(table: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Per value of ``by`` (``"weight_decay"`` or ``"p"``): seed counts, and mean and sd of the times.
+
+    ``n_grokked`` seeds have a usable delay (:func:`usable_delays`); ``n_missing`` did not both
+    memorise and generalise before the cap; ``n_nonpositive`` generalised no later than they
+    memorised. The means and the sd are over the ``n_grokked`` seeds only.
     """
     if by not in table.columns:
         raise ValueError(f"cannot group by {by!r}; the table has columns {list(table.columns)}.")
     rows = []
     for value, g in table.groupby(by, sort=True):
-        ok = g.dropna(subset=["delay"])
-        rows.append({by: value, "n_seeds": len(g), "n_grokked": len(ok),
+        ok = g[usable_delays(g)]
+        missing = int(g["delay"].isna().sum())
+        rows.append({by: value, "n_seeds": len(g), "n_grokked": len(ok), "n_missing": missing,
+                     "n_nonpositive": len(g) - len(ok) - missing,
                      "t_mem_mean": ok["t_mem"].mean(), "t_gen_mean": ok["t_gen"].mean(),
                      "delay_mean": ok["delay"].mean(),
                      "delay_sd": ok["delay"].std(ddof=1) if len(ok) > 1 else float("nan")})
@@ -618,29 +632,31 @@ def bootstrap_fit(
     n_boot: int = 1000,
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Fit ``fit(x, delay)`` to every grokked seed, with bootstrap uncertainties over seeds.
+    """Fit ``fit(x, mean delay)`` to the condition means, with bootstrap uncertainties over seeds.
 
-    The fit sees one point per grokked seed (``x`` = the value of ``by``, repeated per seed). Each
-    bootstrap replicate resamples, independently for every condition, its grokked seeds with
-    replacement and refits. Returns one row per constant with the estimate (fit to the actual
-    seeds), the bootstrap standard deviation, a 95 % percentile interval and the number of
+    As the paper and its reference code do, the fit sees one point per condition: ``x`` = the
+    value of ``by``, ``y`` = the mean delay of its seeds with a usable delay
+    (:func:`usable_delays`; conditions without one are left out). Seeds enter only through the
+    uncertainty: each bootstrap replicate resamples, independently for every condition, its
+    seeds with replacement, recomputes the means and refits. Returns one row per constant with
+    the estimate, the bootstrap standard deviation, a 95 % percentile interval and the number of
     replicates in which the fit failed (those are left out).
     """
     if n_boot < 2:
         raise ValueError(f"n_boot must be >= 2 to estimate a spread, got {n_boot}.")
     if by not in table.columns or "delay" not in table.columns:
         raise ValueError(f"the table needs columns {by!r} and 'delay', got {list(table.columns)}.")
-    groups = {v: g["delay"].dropna().to_numpy(dtype=float) for v, g in table.groupby(by, sort=True)}
-    groups = {v: d for v, d in groups.items() if d.size}
+    ok = table[usable_delays(table)]
+    groups = {v: g["delay"].to_numpy(dtype=float) for v, g in ok.groupby(by, sort=True)}
     if len(groups) < 2:
         raise ValueError(f"need grokked seeds at >= 2 values of {by!r} to fit, got {len(groups)}; "
                          "run more conditions or raise max_epochs.")
-    x = np.concatenate([np.full(d.size, v, dtype=float) for v, d in groups.items()])
-    estimate = fit(x, np.concatenate(list(groups.values())))
+    x = np.array(list(groups), dtype=float)
+    estimate = fit(x, np.array([d.mean() for d in groups.values()]))
     rng = np.random.default_rng(seed)
     samples, failed = [], 0
     for _ in range(n_boot):
-        y = np.concatenate([rng.choice(d, size=d.size, replace=True) for d in groups.values()])
+        y = np.array([rng.choice(d, size=d.size, replace=True).mean() for d in groups.values()])
         try:
             samples.append(fit(x, y))
         except (ValueError, RuntimeError):

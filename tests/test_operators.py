@@ -228,7 +228,6 @@ def test_planted_fourier_centroids_give_exact_roots_of_unity(ks, modes):
     np.testing.assert_allclose(np.abs(fit.eigenvalues), 1.0, atol=1e-8)
     assert fit.r2 == pytest.approx(1.0, abs=1e-10)
     assert fit.r2_heldout is None
-    np.testing.assert_allclose(fit.offset, 0.0, atol=1e-10)
     assert rotational_modes(fit.eigenvalues, _P).tolist() == modes
     assert mode_count(fit.eigenvalues, _P) == len(modes)
     assert unit_circle_fraction(fit.eigenvalues, _P) == 1.0
@@ -240,13 +239,13 @@ def test_planted_fourier_centroids_give_exact_roots_of_unity(ks, modes):
     full_map = fit.basis @ fit.A.T @ fit.basis.T  # row-vector convention: r_{c+1} = r_c @ full_map
     np.testing.assert_allclose(np.roll(cc, -1, axis=0), cc @ full_map, atol=1e-9)
 
-    # Held-out evaluation: a contiguous block (here wrapping round 0) is predicted from the rest.
-    for block in [holdout_block(_P), holdout_block(_P, 0.15, start=50)]:
+    # Held-out evaluation: a contiguous block (here also one wrapping round 0) is predicted from
+    # the rest. Without an intercept (the reference's fit), centring on the fitting inputs' mean
+    # leaves a small offset that a linear map cannot absorb: close to, not exactly, a perfect fit.
+    for block in [holdout_block(_P), (50, 8)]:
         held = fit_shift_operator(cents, holdout=block)
-        assert held.r2_heldout == pytest.approx(1.0, abs=1e-8)
-        assert held.r2 == pytest.approx(1.0, abs=1e-10)
-        assert spectrum_distance(held.eigenvalues, _roots(_P, ks)) < 1e-8
-        assert rotational_modes(held.eigenvalues, _P).tolist() == modes
+        assert 0.9 < held.r2_heldout < 1.0 and 0.9 < held.r2 < 1.0
+        assert spectrum_distance(held.eigenvalues, _roots(_P, ks)) < 0.1
 
 
 def test_fit_matches_full_space_min_norm_lstsq():
@@ -275,20 +274,21 @@ def test_holdout_matches_hand_computation_and_ignores_heldout_centroids():
     block = (20, 4)  # classes 20, 21, 22, 0 (wraps around)
     fit = fit_shift_operator(cents, holdout=block, rel_tol=1e-12)
     assert fit.n_components == r
-    # By hand: fit on 1->2, ..., 18->19 with an intercept; score 20->21, 21->22, 22->0.
+    # By hand, the reference's way: centre everything on the mean of the fitting inputs
+    # (transitions 1->2, ..., 18->19), fit without intercept, score 20->21, 21->22, 22->0 with an
+    # R^2 against the held-out targets' own mean.
     src = np.arange(1, 19)
-    x, y = cents[src], cents[src + 1]
-    aug = np.column_stack([x, np.ones(len(src))])
-    sol, *_ = scipy.linalg.lstsq(aug, y)
+    mu = cents[src].mean(axis=0)
+    x, y = cents[src] - mu, cents[src + 1] - mu
+    w, *_ = scipy.linalg.lstsq(x, y)
     ev = np.array([20, 21, 22])
-    xe, ye = cents[ev], cents[(ev + 1) % p]
-    pred_e = np.column_stack([xe, np.ones(3)]) @ sol
-    r2_h = 1.0 - ((ye - pred_e) ** 2).sum() / ((ye - y.mean(axis=0)) ** 2).sum()
-    r2_in = 1.0 - ((y - aug @ sol) ** 2).sum() / ((y - y.mean(axis=0)) ** 2).sum()
+    xe, ye = cents[ev] - mu, cents[(ev + 1) % p] - mu
+    r2_h = 1.0 - ((ye - xe @ w) ** 2).sum() / ((ye - ye.mean(axis=0)) ** 2).sum()
+    r2_in = 1.0 - ((y - x @ w) ** 2).sum() / ((y - y.mean(axis=0)) ** 2).sum()
     assert fit.r2_heldout == pytest.approx(r2_h, abs=1e-10)
     assert fit.r2 == pytest.approx(r2_in, abs=1e-10)
-    np.testing.assert_allclose(fit.center, cents[np.arange(1, 20)].mean(axis=0), atol=1e-12)
-    assert spectrum_distance(fit.eigenvalues, np.linalg.eigvals(sol[:r].T)) < 1e-10
+    np.testing.assert_allclose(fit.center, mu, atol=1e-12)
+    assert spectrum_distance(fit.eigenvalues, np.linalg.eigvals(w.T)) < 1e-10
     # Changing the held-out centroids changes only the held-out score, never the fit.
     moved = cents.copy()
     moved[[20, 21, 22, 0]] += 5.0 * rng.standard_normal((4, r))
@@ -412,9 +412,10 @@ def test_rotational_modes_bins_and_folds():
 
 
 def test_holdout_block_sizes():
-    assert holdout_block(53) == (0, 4)  # round(3.975)
-    assert holdout_block(10) == (0, 2)  # round(0.75) = 1, raised to the minimum of 2
-    assert holdout_block(53, 0.2, start=60) == (7, 11)  # start taken mod p; round(10.6)
+    assert holdout_block(53) == (np.random.RandomState(0).randint(53), 4)  # round(3.975)
+    assert holdout_block(10) == (np.random.RandomState(0).randint(10), 3)  # round(0.75) = 1, raised to 3
+    assert holdout_block(53, 0.2, seed=7) == (np.random.RandomState(7).randint(53), 11)  # round(10.6)
+    assert len({holdout_block(53, seed=s)[0] for s in range(10)}) > 1
     with pytest.raises(ValueError, match="fraction"):
         holdout_block(53, 1.5)
     with pytest.raises(ValueError, match="p must be an integer >= 3"):
@@ -424,7 +425,7 @@ def test_holdout_block_sizes():
 def test_shift_operator_and_spectrum_helpers_reject_bad_input():
     cents = _planted_centroids(_P, [3, 7])
     for size in (0, 1):
-        with pytest.raises(ValueError, match="holdout size must be >= 2"):
+        with pytest.raises(ValueError, match="holdout size must be >= 3"):
             fit_shift_operator(cents, holdout=(5, size))
     with pytest.raises(ValueError, match="leaves 2 of p=53 classes"):
         fit_shift_operator(cents, holdout=(0, 51))

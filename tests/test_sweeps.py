@@ -181,6 +181,7 @@ def test_bootstrap_recovers_a_planted_power_law():
     assert fit.loc["exponent", "ci_low"] < fit.loc["exponent", "estimate"] < fit.loc["exponent", "ci_high"]
     summary = summarise(table, "weight_decay")
     assert summary.loc[1.0, "n_seeds"] == 7 and summary.loc[1.0, "n_grokked"] == 6
+    assert summary.loc[1.0, "n_missing"] == 1 and summary.loc[1.0, "n_nonpositive"] == 0
     with pytest.raises(ValueError, match=">= 2 values"):
         bootstrap_fit(table[table["weight_decay"] == 1.0], "weight_decay", power_law_constants)
 
@@ -211,3 +212,20 @@ def test_bad_settings_are_refused_with_clear_errors():
         SweepConfig(threshold=1.5)
     with pytest.raises(ValueError, match="divisible"):
         SweepConfig(d_model=10, n_heads=4)
+
+
+def test_fits_use_condition_means_and_exclude_nonpositive_delays():
+    """The estimate is the fit to the per-condition means (numpy's polyfit in log-log), as the paper's."""
+    rng = np.random.default_rng(3)
+    rows = [{"weight_decay": w, "t_mem": 100, "t_gen": 100 + d, "delay": d}
+            for w in (0.5, 1.0, 2.0) for d in 1000 / w * np.exp(0.5 * rng.standard_normal(4))]
+    rows += [{"weight_decay": 2.0, "t_mem": 300, "t_gen": 300, "delay": 0},      # generalised with memorising
+             {"weight_decay": 2.0, "t_mem": 300, "t_gen": 250, "delay": -50}]    # before it: no delay either
+    table = pd.DataFrame(rows)
+    means = table[table["delay"] > 0].groupby("weight_decay")["delay"].mean()
+    slope, _ = np.polyfit(np.log(means.index.to_numpy()), np.log(means.to_numpy()), 1)
+    fit = bootstrap_fit(table, "weight_decay", power_law_constants, n_boot=50)
+    assert fit.loc["exponent", "estimate"] == pytest.approx(slope, rel=1e-10)
+    summary = summarise(table, "weight_decay")
+    assert summary.loc[2.0, "n_grokked"] == 4 and summary.loc[2.0, "n_nonpositive"] == 2
+    assert summary.loc[2.0, "delay_mean"] == pytest.approx(means[2.0])

@@ -69,6 +69,7 @@ class ModularParams:
     energy: float = 0.99
     jacobian_seed: int = 0
     holdout_fraction: float = 0.075
+    holdout_seed: int = 0       # the held-out block starts at RandomState(holdout_seed).randint(p)
     ridge: float = 1e-3         # ridge of the held-out operator fit (the descriptive fit has none)
     grok_threshold: float = 0.99
 
@@ -115,9 +116,9 @@ class ModularParams:
         return {**{k: getattr(self, k) for k in keep}, "model": MODEL_REVISION}
 
     def analysis_identity(self) -> dict:
-        keep = ("n_jacobians", "energy", "jacobian_seed", "holdout_fraction", "ridge")
-        # "rank_search" marks analyses whose ranks come from linear scans; earlier ones bisected.
-        return {**{k: getattr(self, k) for k in keep}, "rank_search": "scan"}
+        keep = ("n_jacobians", "energy", "jacobian_seed", "holdout_fraction", "holdout_seed", "ridge")
+        # Markers of the analysis' method: ranks by linear scans, the reference's shift-operator fit.
+        return {**{k: getattr(self, k) for k in keep}, "rank_search": "scan", "shift_fit": "reference"}
 
 
 def make_data(p: ModularParams) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -201,7 +202,7 @@ def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p
     centroids = operators.class_centroids(core.coords(hd.numpy()), y[:, -1].numpy(), p.p)
     fit = operators.fit_shift_operator(centroids)
     held = operators.fit_shift_operator(centroids, ridge=p.ridge,
-                                        holdout=operators.holdout_block(p.p, p.holdout_fraction))
+                                        holdout=operators.holdout_block(p.p, p.holdout_fraction, p.holdout_seed))
     return {
         "test_acc": baseline,
         "energy_rank": r_energy,
