@@ -32,6 +32,17 @@ def test_sampler_follows_the_chain_and_is_seeded():
     assert not np.array_equal(seq, chain.sample_sequences(t, 2000, 60, seed=4))
 
 
+def test_sampler_draws_the_reference_codes_sequences():
+    """The same sequences as the reference's loop of ``RandomState.choice`` calls, one per state."""
+    t = chain.transition_matrix(0.75, 0.25, 4)
+    rng = np.random.RandomState(999)
+    expected = np.zeros((50, 12), dtype=np.int64)
+    expected[:, 0] = rng.choice(4, size=50)
+    for i in range(1, 12):
+        expected[:, i] = [rng.choice(4, p=row) for row in t[expected[:, i - 1]]]
+    np.testing.assert_array_equal(chain.sample_sequences(t, 50, 12, seed=999), expected)
+
+
 def test_bad_chains_are_rejected():
     with pytest.raises(ValueError, match="sum to 1"):
         chain.transition_matrix(0.5, 0.6)

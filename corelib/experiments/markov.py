@@ -158,7 +158,7 @@ def _summary(p: MarkovParams, analyses: list[dict], pairs: list[dict], histories
 def run(p: MarkovParams | None = None, *, progress: bool = True) -> dict:
     """Train (or reuse) the models, analyse them, and return the summary saved in the run folder."""
     p = p or MarkovParams()
-    folder = run_dir("markov", {**asdict(p), "model": MODEL_REVISION})
+    folder = run_dir("markov", {**asdict(p), "model": MODEL_REVISION, "sampler": "RandomState"})
     summary_path = folder / "summary.json"
     if summary_path.exists():
         return load_json(summary_path)

@@ -66,17 +66,24 @@ def chance_accuracy(T) -> float:
 
 
 def sample_sequences(T, n_sequences: int, length: int, seed: int) -> np.ndarray:
-    """Seeded sample of state sequences (n_sequences, length); the first state is uniform."""
+    """Seeded sample of state sequences (n_sequences, length); the first state is uniform.
+
+    Exactly the sequences of the reference code: NumPy's legacy ``RandomState(seed)`` draws the
+    first states with ``choice(n, size=n_sequences)``, then, position by position and sequence by
+    sequence, each next state with ``choice(n, p=T[previous])``. ``choice`` with ``p`` spends one
+    uniform double per call and returns the first state whose normalised cumulative probability
+    exceeds it, so the loop is drawn here one position at a time, with the same doubles.
+    """
     t = _check_stochastic(T)
     if n_sequences < 1 or length < 2:
         raise ValueError(f"need n_sequences >= 1 and length >= 2, got {n_sequences}, {length}.")
-    rng = np.random.default_rng(seed)
+    rng = np.random.RandomState(seed)
     n = t.shape[0]
     cum = np.cumsum(t, axis=1)
+    cum /= cum[:, -1:]
     seq = np.empty((n_sequences, length), dtype=np.int64)
-    seq[:, 0] = rng.integers(n, size=n_sequences)
+    seq[:, 0] = rng.randint(0, n, size=n_sequences)
     for i in range(1, length):
-        u = rng.random(n_sequences)
-        # First state whose cumulative probability exceeds u; min() guards round-off in the last column.
-        seq[:, i] = np.minimum((u[:, None] >= cum[seq[:, i - 1]]).sum(axis=1), n - 1)
+        u = rng.random_sample(n_sequences)
+        seq[:, i] = (u[:, None] >= cum[seq[:, i - 1]]).sum(axis=1)
     return seq
