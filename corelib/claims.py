@@ -1,35 +1,50 @@
 """The paper's quantitative claims, and what this build measured for each of them.
 
 The book's claims page puts every number the paper states next to the value a chapter measured.
-Two halves meet here:
+This module is the only place where a tolerance lives. Two halves meet here:
 
-- :data:`CLAIMS` is the registry of the paper's claims: what is claimed, the paper's value as the
-  paper prints it, and the **tolerance**, a test on our measurement that decides whether the
-  claim is reproduced. The paper's values are facts about the paper, typed once here; our values
-  are never typed, they come from executing the chapters.
-- :func:`record` is called by a chapter with the values it measured (one entry per claim id);
-  it writes ``<results root>/claims/<chapter>.json``. :func:`claims_table` joins the registry with
-  every recorded file into the table the claims page shows, with a status per claim:
-  ``reproduced``, ``differs`` or ``not run in this profile``.
+- :data:`CLAIMS` is the registry of the paper's claims: what is claimed, the paper's value (as
+  the paper prints it, and as a number where it gives one), and the **tolerance**, the test our
+  measurement must pass. Tolerances come from the paper: its bound where it states one,
+  otherwise the spread of its reported values across models or seeds, otherwise ±10 % of a
+  single value. A claim whose tolerance is anything else (the paper gives no number) says why in
+  ``basis``. The paper's values are facts about the paper, typed once here; our values are never
+  typed, they come from executing the chapters.
+- :func:`record` is called by a chapter with the values it measured (one entry per claim id)
+  and the settings at which it measured them that differ from the paper's
+  (:func:`deviations`); it writes ``<results root>/claims/<chapter>.json``.
+  :func:`claims_table` joins the registry with every recorded file into the table the claims
+  page shows, and :func:`chapter_table` gives one chapter its own rows.
+
+Status of a claim: ``reproduced`` when every measured number passes at the paper's settings;
+``differs`` when one fails at the paper's settings; ``measured at reduced settings`` when the
+chapter ran at other settings (fewer seeds, a shorter horizon, other language models), whatever
+the numbers, since only the paper's settings can reproduce it (``within tolerance`` still says
+whether they passed); ``not run in this profile`` when no chapter measured it.
 
 A measured value is a number, a list of numbers (one per model or pair: every one must pass)
-or a mapping ``{label: number}`` (likewise). A chapter may attach a note to a claim (e.g. "this
-build ran 4 000 of the paper's 20 000 epochs"), shown next to a claim that differs.
+or a mapping ``{label: number}`` (likewise). A chapter may attach a note to a claim.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .results import load_json, results_root, save_json
 
-__all__ = ["Claim", "CLAIMS", "STATUSES", "claims_dir", "claim", "record", "load_records", "claims_table"]
+__all__ = ["Claim", "CLAIMS", "STATUSES", "claims_dir", "claim", "deviations", "record", "load_records",
+           "claims_table", "chapter_table", "chapter_frame"]
 
-STATUSES = ("reproduced", "differs", "not run in this profile")
+STATUSES = ("reproduced", "differs", "measured at reduced settings", "not run in this profile")
+
+_BOUND = "the paper's own bound"
+_SPREAD = "the spread of the paper's reported values"
+_TEN_PERCENT = "±10 % of the paper's single value"
 
 
 @dataclass(frozen=True)
@@ -41,9 +56,11 @@ class Claim:
         chapter: the notebook that measures it (``notebooks/<chapter>.py``).
         text: what is claimed, in a few words.
         paper: the paper's value as the paper states it (display text).
-        tolerance: the test applied to our value, as display text (e.g. ``≤ 0.30``).
+        tolerance: the test applied to our value, as display text (e.g. ``≤ 0.25``).
         test: the same test as a function of one number.
-        note: why our value may differ, when that is known in advance (else empty).
+        basis: where the tolerance comes from (the paper's bound, the spread of its values,
+            ±10 % of its value) or, for anything else, why.
+        value: the paper's number, where it states one (for figures and prose).
     """
 
     id: str
@@ -52,7 +69,8 @@ class Claim:
     paper: str
     tolerance: str
     test: Callable[[float], bool]
-    note: str = ""
+    basis: str
+    value: float | None = None
 
     def holds(self, value: Any) -> bool:
         """Whether every number in ``value`` passes the test (NaN or None never passes)."""
@@ -76,8 +94,9 @@ def _between(lo: float, hi: float) -> tuple[str, Callable[[float], bool]]:
     return f"in [{lo:g}, {hi:g}]", lambda v: lo <= v <= hi
 
 
-def _within(target: float, tol: float) -> tuple[str, Callable[[float], bool]]:
-    return f"{target:g} ± {tol:g}", lambda v: abs(v - target) <= tol
+def _ten_percent(x: float) -> tuple[str, Callable[[float], bool]]:
+    lo, hi = sorted((0.9 * x, 1.1 * x))
+    return f"in [{lo:.4g}, {hi:.4g}]", lambda v: lo <= v <= hi
 
 
 def _equal(x: float) -> tuple[str, Callable[[float], bool]]:
@@ -85,75 +104,114 @@ def _equal(x: float) -> tuple[str, Callable[[float], bool]]:
 
 
 def _c(id: str, chapter: str, text: str, paper: str, rule: tuple[str, Callable[[float], bool]],
-       note: str = "") -> Claim:
-    return Claim(id, chapter, text, paper, rule[0], rule[1], note)
+       basis: str, value: float | None = None) -> Claim:
+    return Claim(id, chapter, text, paper, rule[0], rule[1], basis, value)
 
 
 _M, _A, _I, _T, _S, _L = ("markov_chain", "modular_addition", "core_inflation", "grokking_theory",
                           "grokking_sweeps", "subject_verb_agreement")
+_NO_NUMBER = "the paper states this without a number; "
 
 CLAIMS: tuple[Claim, ...] = (
     # Markov chain (Figure 1, Tables A1-A3)
-    _c("markov.accuracy", _M, "test accuracy of each model (Bayes-optimal 0.75)", "0.748", _within(0.75, 0.01)),
-    _c("markov.keep_accuracy", _M, "core-only accuracy of each model", "0.748", _within(0.75, 0.01)),
+    _c("markov.accuracy", _M, "test accuracy of each model (Bayes-optimal 0.75)", "0.748 (each model)",
+       _between(0.7475, 0.7485),
+       "the paper prints 0.748 for every model: the Bayes rule's accuracy on the reference's test set, "
+       "which this book samples exactly; the interval is the printed precision", 0.748),
+    _c("markov.keep_accuracy", _M, "core-only accuracy of each model", "0.748 (each model)",
+       _between(0.7475, 0.7485), "as for the full model: the printed precision of the paper's 0.748", 0.748),
     _c("markov.remove_accuracy", _M, "core-removed accuracy of each model (chance 0.25)", "0.237–0.261",
-       _at_most(0.30)),
-    _c("markov.rank", _M, "core rank of each model (99.9 % energy)", "3", _equal(3)),
-    _c("markov.weight_cosine", _M, "cosine of the flattened weights, each pair of models", "near zero",
-       _at_most(0.10),
-       "the flattened vector includes the LayerNorm gains, initialised at 1 and similar in every model; "
-       "the learned matrices themselves are near-orthogonal (Figure 1A of the Markov chapter)"),
-    _c("markov.overlap", _M, "projector overlap, each pair of cores", "0.027–0.031", _at_most(0.10)),
-    _c("markov.angles", _M, "principal angles between cores, each pair (degrees)", "76–89", _between(60, 90)),
-    _c("markov.cca_top2", _M, "top-two canonical correlations, each pair", "0.999", _at_least(0.95)),
-    _c("markov.cca_mean", _M, "mean canonical correlation, each pair", "≈ 0.99", _at_least(0.95)),
+       _between(0.237, 0.261), _SPREAD),
+    _c("markov.rank", _M, "core rank of each model (99.9 % energy)", "3", _equal(3), "the paper's value", 3),
+    _c("markov.weight_cosine", _M, "|cosine| of the flattened weights, each pair of models", "near zero",
+       _at_most(0.10), _NO_NUMBER + "0.10 is about three times the cosine of two independent "
+       "initialisations of this model (0.03)"),
+    _c("markov.overlap", _M, "projector overlap, each pair of cores", "0.02–0.04 (Table A2: 0.027–0.031)",
+       _between(0.02, 0.04), "the range of the paper's text"),
+    _c("markov.angles", _M, "principal angles between cores, each pair (degrees)", "75–90 (Table A2: 76–89)",
+       _between(75, 90), "the range of the paper's text"),
+    _c("markov.cca_top2", _M, "top-two canonical correlations, each pair", "0.999 (every pair)",
+       _at_least(0.9985), "the paper prints 0.999 for all six; the bound is its printed precision", 0.999),
+    _c("markov.cca_third", _M, "third canonical correlation, each pair", "0.927–0.958 (Table A2)",
+       _between(0.927, 0.958), _SPREAD),
+    _c("markov.cca_mean", _M, "mean canonical correlation, each pair", "0.975–0.985 (means of Table A2)",
+       _between(0.975, 0.985), _SPREAD + " (the text rounds them to 'near 0.99')"),
     _c("markov.spectrum_error", _M, "largest distance of core eigenvalues to {0.75 ± 0.25i, 0.5}",
-       "≤ 0.02 (0.48–0.51 for 0.5)", _at_most(0.05)),
-    _c("markov.r2_ratio", _M, "R²_core / R²_oracle of the fitted dynamics", "> 0.98", _at_least(0.98)),
+       "≤ 0.02 (0.48–0.51 for 0.5)", _at_most(0.02), "the largest deviation in the paper's Table A3"),
+    _c("markov.r2_ratio", _M, "R²_core / R²_oracle of the fitted dynamics", "> 0.98", _above(0.98), _BOUND),
     # Modular addition (Figure 2)
     _c("modular.grok_epoch", _A, "epoch at which every model has test accuracy ≥ 0.99", "800",
-       _between(300, 2000)),
-    _c("modular.keep_ratio", _A, "after grokking: core-only / baseline accuracy (worst snapshot)", "≈ 1",
-       _at_least(0.99)),
-    _c("modular.remove_accuracy", _A, "after grokking: core-removed accuracy (worst snapshot; 2/p = 0.038)",
-       "near chance", _at_most(2 / 53 + 0.02)),
+       _ten_percent(800), _TEN_PERCENT + " (snapshots every 100 epochs: only 800 passes)", 800),
+    _c("modular.core_settles", _A, "cores crystallise at grokking: epoch the mean core dimension settles "
+       "(stays within 10 % of its value at epoch 2000) minus the grokking epoch", "coincident (0)",
+       _between(-100, 100), _NO_NUMBER + "'coincident' read as within one of the paper's 100-epoch "
+       "analysis intervals", 0),
+    _c("modular.keep_ratio", _A, "after grokking: core-only / baseline accuracy (worst snapshot)",
+       "preserves baseline", _at_least(0.999),
+       _NO_NUMBER + "the reference's sufficiency criterion (baseline − 0.001) at accuracy ≈ 1"),
+    _c("modular.remove_accuracy", _A, "after grokking: core-removed accuracy (worst snapshot)",
+       "near chance", _at_most(2 / 53), _NO_NUMBER + "the reference's necessity criterion, 2/p = 0.038"),
     _c("modular.unit_before", _A, "before grokking: share of eigenvalues near the unit circle",
-       "scattered inside", _at_most(0.2)),
+       "scattered inside", _at_most(0.2), _NO_NUMBER + "a fifth or fewer near the circle"),
     _c("modular.unit_after", _A, "after grokking: share of eigenvalues near the unit circle", "on the circle",
-       _at_least(0.5)),
-    _c("modular.modes_at_grok", _A, "rotational modes at grokking, each model", "more than 1", _at_least(2)),
+       _at_least(0.5), _NO_NUMBER + "at least half near the circle"),
+    _c("modular.modes_at_grok", _A, "rotational modes at grokking, each model", "more than 1",
+       _at_least(2), _BOUND),
     # Core inflation (Figure 3)
-    _c("inflation.core_dim_growth", _I, "weight decay kept: core dimension, end / branch epoch",
-       "≈ 4 (15 → 60)", _at_least(2.0)),
+    _c("inflation.core_dim_grok", _I, "weight decay kept: core dimension at the branch epoch (900)",
+       "≈ 15", _ten_percent(15), _TEN_PERCENT, 15),
+    _c("inflation.core_dim_end", _I, "weight decay kept: core dimension at the end (epoch 20 000)",
+       "≈ 60", _ten_percent(60), _TEN_PERCENT, 60),
+    _c("inflation.sufficient_stable", _I, "weight decay kept: sufficient dimension, end / branch epoch",
+       "stable", _between(0.9, 1.1), _NO_NUMBER + "'stable' read as within 10 %", 1),
     _c("inflation.modes_end", _I, "weight decay kept: rotational modes at the end (max 26)", "≈ 26",
-       _at_least(20)),
+       _between(23.4, 26), _TEN_PERCENT + " (26 is the maximum)", 26),
+    _c("inflation.modes_sparse", _I, "weight decay removed: rotational modes, end / branch epoch",
+       "stay sparse", _at_most(1.1), _NO_NUMBER + "'stable' read as at most 10 % more modes", 1),
     _c("inflation.arm_dim_gap", _I, "core dimension at the end, weight decay kept minus removed",
-       "> 0 (≈ 60 vs compact)", _above(0)),
+       "> 0 (≈ 60 vs compact)", _above(0), _BOUND),
     _c("inflation.arm_mode_gap", _I, "rotational modes at the end, weight decay kept minus removed",
-       "> 0 (≈ 26 vs sparse)", _above(0)),
+       "> 0 (≈ 26 vs sparse)", _above(0), _BOUND),
     # Grokking theory
-    _c("theory.psi_norm", _T, "‖ψ‖² = 3p/4 for odd p: largest relative error", "exact", _at_most(1e-9)),
+    _c("theory.psi_norm", _T, "‖ψ‖² = 3p/4 for odd p: largest relative error", "exact", _at_most(1e-9),
+       "an identity: floating-point rounding only"),
     # Grokking sweeps (Figure 4)
-    _c("sweeps.omega_exponent", _S, "exponent of τ ∝ ω^β", "−1.02", _between(-1.3, -0.7)),
-    _c("sweeps.Omega", _S, "optimizer constant Ω at ω = 1 (steps)", "≈ 2770", _between(2770 / 2, 2770 * 2),
-       "Ω absorbs the optimizer and the step count per epoch; within a factor 2 counts as reproduced"),
-    _c("sweeps.p_crit", _S, "critical modulus p_crit", "≈ 23", _between(10, 31)),
-    _c("sweeps.r2_p", _S, "R² of the ODE fit τ(p)", "> 0.99", _at_least(0.95)),
+    _c("sweeps.omega_exponent", _S, "exponent of τ ∝ ω^β", "−1.02", _ten_percent(-1.02), _TEN_PERCENT, -1.02),
+    _c("sweeps.Omega", _S, "optimizer constant Ω at ω = 1 (steps)", "≈ 2770", _ten_percent(2770),
+       _TEN_PERCENT, 2770),
+    _c("sweeps.p_crit", _S, "critical modulus p_crit", "≈ 23", _ten_percent(23), _TEN_PERCENT, 23),
+    _c("sweeps.r2_p", _S, "R² of the ODE fit τ(p)", "> 0.99", _above(0.99), _BOUND),
     # Subject-verb agreement (Figure 5, Tables A5-A7)
-    _c("sva.rank", _L, "core rank at the chosen layer, each model", "1", _equal(1)),
-    _c("sva.spectral_gap", _L, "spectral gap (σ1/σ2)² at the chosen layer, each model", "40 – 2.8e10",
-       _at_least(10)),
-    _c("sva.auc_baseline", _L, "agreement AUC, unmodified model", "0.81–0.93", _at_least(0.8)),
-    _c("sva.auc_keep", _L, "agreement AUC, core only", "≥ 0.91", _at_least(0.9)),
-    _c("sva.auc_remove", _L, "agreement AUC, core removed", "≤ 0.25", _at_most(0.35)),
-    _c("sva.auc_flip", _L, "agreement AUC, core flipped", "≤ 0.10", _at_most(0.15)),
-    _c("sva.pearson", _L, "Pearson r of core coordinates across model families", "0.62–0.94", _at_least(0.6)),
+    _c("sva.rank", _L, "core rank at the chosen layer, each model", "1", _equal(1), "the paper's value", 1),
+    _c("sva.spectral_gap", _L, "spectral gap at the chosen layer in the paper's convention, (σ1/σ2)⁴, "
+       "each model", "40 – 2.8e10 (Table A6)", _at_least(40),
+       "the smallest of the paper's Table A6, which its code computes as (σ1/σ2)⁴ (the caption says "
+       "σ1²/σ2²)"),
+    _c("sva.auc_baseline", _L, "agreement AUC, unmodified model", "0.808–0.934", _between(0.808, 0.934),
+       _SPREAD),
+    _c("sva.auc_keep", _L, "agreement AUC, core only", "≥ 0.91", _at_least(0.91), _BOUND),
+    _c("sva.auc_remove", _L, "agreement AUC, core removed", "≤ 0.25", _at_most(0.25), _BOUND),
+    _c("sva.auc_flip", _L, "agreement AUC, core flipped", "≤ 0.10", _at_most(0.10), _BOUND),
+    _c("sva.pearson", _L, "Pearson r of core coordinates across model families", "0.62–0.94",
+       _at_least(0.62), "the lower end of the paper's across-family range; a higher correlation is a "
+       "closer alignment, so the upper end is not a test"),
     _c("sva.spearman", _L, "Spearman ρ of core coordinates across model families", "0.59–0.93",
-       _at_least(0.55)),
-    _c("sva.steering_rate", _L, "share of agreement verbs inverted by adaptive steering", "systematic",
-       _at_least(0.5)),
+       _at_least(0.59), "the lower end of the paper's across-family range, as for Pearson r"),
+    _c("sva.key_is_base", _L, "'The key next to the cabinets': P(is), unmodified", "0.51",
+       _ten_percent(0.51), _TEN_PERCENT, 0.51),
+    _c("sva.key_is_flip", _L, "'The key next to the cabinets': P(is), core flipped", "0.01",
+       _ten_percent(0.01), _TEN_PERCENT, 0.01),
+    _c("sva.key_are_base", _L, "'The key next to the cabinets': P(are), unmodified", "0.06",
+       _ten_percent(0.06), _TEN_PERCENT, 0.06),
+    _c("sva.key_are_flip", _L, "'The key next to the cabinets': P(are), core flipped", "0.71",
+       _ten_percent(0.71), _TEN_PERCENT, 0.71),
+    _c("sva.steering_rate", _L, "share of agreement decisions inverted by adaptive steering (sampling)",
+       "systematic", _at_least(0.5), _NO_NUMBER + "'systematic' read as at least half"),
+    _c("sva.steering_other_words", _L, "share of other number-marked words (has/have, does/do, this/these, "
+       "it/they, its/their, ...) inverted by steering (sampling)", "effect generalised",
+       _at_least(0.5), _NO_NUMBER + "read as at least half, as for the verbs"),
     _c("sva.steering_untouched", _L, "share of generations without agreement decisions left unchanged",
-       "untouched", _at_least(0.9)),
+       "untouched", _at_least(0.9), _NO_NUMBER + "'untouched' read as at least 90 %"),
 )
 """Every quantitative claim of the paper that the book measures, in chapter order."""
 
@@ -200,25 +258,58 @@ def _check_value(claim_id: str, value: Any) -> Any:
     return int(v) if isinstance(value, int) or (hasattr(value, "dtype") and "int" in str(value.dtype)) else v
 
 
-def record(chapter: str, values: Mapping[str, Any], *, notes: Mapping[str, str] | None = None,
-           root: Path | str | None = None) -> Path:
+def deviations(ours: Any, paper: Any, *, ignore: Iterable[str] = ()) -> dict[str, str]:
+    """The settings of ``ours`` that differ from ``paper``'s: ``{name: "ours (paper: theirs)"}``.
+
+    ``ours`` and ``paper`` are dataclass instances of one type or mappings; fields in ``ignore``
+    (settings that do not change what is measured, e.g. how often progress is recorded) are
+    skipped, as are fields that only ``ours`` has. Passed to :func:`record`: an empty result means
+    the chapter ran at the paper's settings.
+    """
+    def as_dict(x):
+        return dataclasses.asdict(x) if dataclasses.is_dataclass(x) else dict(x)
+
+    a, b = as_dict(ours), as_dict(paper)
+    skip = set(ignore)
+
+    def norm(v):
+        return list(v) if isinstance(v, tuple) else v
+
+    return {k: f"{_setting(a[k])} (paper: {_setting(b[k])})" for k in a
+            if k in b and k not in skip and norm(a[k]) != norm(b[k])}
+
+
+def _setting(v: Any) -> str:
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_setting(x) for x in v) + "]"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def record(chapter: str, values: Mapping[str, Any], *, settings: Mapping[str, str],
+           notes: Mapping[str, str] | None = None, root: Path | str | None = None) -> Path:
     """Save what ``chapter`` measured for its claims; returns the file written.
 
     ``values`` maps claim ids (see :data:`CLAIMS`) to measured values; an unknown id, or a claim
-    of another chapter, is an error. ``notes`` adds a sentence per claim id, shown when the
-    claim differs. The runner's profile (environment variable ``ACE_PROFILE``, set by
-    ``corelib.runner``) is stored with the values.
+    of another chapter, is an error. ``settings`` lists the chapter's settings that differ from
+    the paper's (:func:`deviations`; empty at the paper's settings): with any, the chapter's
+    claims are ``measured at reduced settings``. ``notes`` adds a sentence per claim id. The
+    runner's profile (environment variable ``ACE_PROFILE``, set by the book's runner) is stored
+    with the values.
     """
     notes = dict(notes or {})
     for cid in list(values) + list(notes):
         c = claim(cid)
         if c.chapter != chapter:
             raise ValueError(f"claim {cid!r} belongs to chapter {c.chapter!r}, not {chapter!r}.")
+    bad = [k for k, v in dict(settings).items() if not isinstance(k, str) or not isinstance(v, str)]
+    if bad:
+        raise TypeError(f"settings must map names to text (see claims.deviations), got {bad}.")
     data = {
         "chapter": chapter,
         "profile": os.environ.get("ACE_PROFILE", "interactive"),
         "written": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "values": {cid: _check_value(cid, v) for cid, v in values.items()},
+        "settings": dict(settings),
         "notes": notes,
     }
     folder = claims_dir(root)
@@ -236,7 +327,11 @@ def load_records(root: Path | str | None = None) -> dict[str, dict]:
             data = load_json(path)
         except ValueError as err:
             raise ValueError(f"{path} is not valid JSON ({err}); rerun chapter {path.stem!r}.") from None
-        unknown = [cid for cid in data.get("values", {}) if cid not in _BY_ID]
+        if not isinstance(data, dict) or not isinstance(data.get("values"), dict) \
+                or not isinstance(data.get("settings"), dict):
+            raise ValueError(f"{path} is not a claims record of this version of corelib (no 'values' and "
+                             f"'settings'); rerun chapter {path.stem!r}.")
+        unknown = [cid for cid in data["values"] if cid not in _BY_ID]
         if unknown:
             raise ValueError(f"{path} records unknown claims {unknown}; rerun chapter {path.stem!r} "
                              "with this version of corelib.")
@@ -262,28 +357,53 @@ def _display(value: Any) -> str:
     return one(value)
 
 
-def claims_table(records: Mapping[str, dict] | None = None) -> list[dict]:
-    """One row per registered claim: paper value, our value, tolerance, status, profile, note.
+def _row(c: Claim, data: Mapping[str, Any]) -> dict:
+    values = data.get("values", {})
+    settings = data.get("settings", {})
+    measured = c.id in values
+    within = c.holds(values[c.id]) if measured else None
+    if not measured:
+        status = "not run in this profile"
+    elif settings:
+        status = "measured at reduced settings"
+    else:
+        status = "reproduced" if within else "differs"
+    return {"id": c.id, "chapter": c.chapter, "claim": c.text, "paper": c.paper,
+            "ours": _display(values[c.id]) if measured else "—", "tolerance": c.tolerance,
+            "within tolerance": "—" if within is None else ("yes" if within else "no"),
+            "status": status, "basis": c.basis,
+            "settings": "; ".join(f"{k}: {v}" for k, v in settings.items()) if measured else "",
+            "profile": data.get("profile", "—") if measured else "—",
+            "note": data.get("notes", {}).get(c.id, "")}
 
-    ``records`` defaults to :func:`load_records`. A claim no chapter recorded is ``not run in
-    this profile``; a recorded one is ``reproduced`` when every measured number passes its
-    tolerance and ``differs`` otherwise, with the chapter's note (or the registry's) explaining why
-    when known.
+
+def claims_table(records: Mapping[str, dict] | None = None) -> list[dict]:
+    """One row per registered claim: paper value, ours, tolerance and its basis, status, settings.
+
+    ``records`` defaults to :func:`load_records`. See the module docstring for the statuses.
     """
     records = load_records() if records is None else records
-    rows = []
-    for c in CLAIMS:
-        data = records.get(c.chapter, {})
-        values = data.get("values", {})
-        if c.id in values:
-            value = values[c.id]
-            status = "reproduced" if c.holds(value) else "differs"
-            ours = _display(value)
-        else:
-            status, ours = "not run in this profile", "—"
-        note = data.get("notes", {}).get(c.id) or c.note
-        rows.append({"id": c.id, "chapter": c.chapter, "claim": c.text, "paper": c.paper, "ours": ours,
-                     "tolerance": c.tolerance, "status": status,
-                     "profile": data.get("profile", "—") if c.id in values else "—",
-                     "note": note if status == "differs" else ""})
-    return rows
+    return [_row(c, records.get(c.chapter, {})) for c in CLAIMS]
+
+
+def chapter_table(chapter: str, root: Path | str | None = None) -> list[dict]:
+    """The rows of :func:`claims_table` for one chapter, from what it recorded (for its own page)."""
+    if not any(c.chapter == chapter for c in CLAIMS):
+        raise ValueError(f"no claims belong to chapter {chapter!r}; chapters with claims: "
+                         f"{sorted({c.chapter for c in CLAIMS})}.")
+    records = load_records(root)
+    return [r for r in claims_table(records) if r["chapter"] == chapter]
+
+
+def chapter_frame(chapter: str, root: Path | str | None = None):
+    """:func:`chapter_table` as a styled table for a chapter page, its settings in the caption."""
+    import pandas as pd
+
+    rows = chapter_table(chapter, root)
+    frame = pd.DataFrame(rows).set_index("id")[["claim", "paper", "ours", "tolerance", "within tolerance",
+                                                 "status", "basis"]]
+    settings = next((r["settings"] for r in rows if r["settings"]), "")
+    caption = (f"Measured at settings other than the paper's: {settings}." if settings
+               else "Measured at the paper's settings." if any(r["ours"] != "—" for r in rows)
+               else "Not measured in this run.")
+    return frame.style.set_caption(caption).set_properties(**{"text-align": "left"})

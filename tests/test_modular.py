@@ -118,9 +118,12 @@ def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
     np.testing.assert_allclose(spectra["shares"][2, 1], operators.cycle_spectrum(means.numpy()), atol=1e-9)
     s = modular.inflation_summary(p, wd, branch)
     assert s["start"] == 4 and s["end"] == 8
-    assert len(modular.inflation_checks(s)) == 6
+    values = modular.inflation_claim_values(s)
+    assert values["inflation.core_dim_grok"] == np.mean([m["core_dim"] for m in branch[0]["models"]])
+    assert values["inflation.arm_dim_gap"] == s["wd"]["core_dim_end"] - s["no_wd"]["core_dim_end"]
     e = modular.emergence_summary(p, recs)
-    assert {c["criterion"] for c in modular.emergence_checks(p, e)}
+    dims = [np.mean([m["core_dim"] for m in r["models"]]) for r in recs]
+    assert e["core_dim_settles"] == modular.settling_epoch([r["epoch"] for r in recs], dims)
     curves = modular.removal_curves(p, "wd", 6, progress=False)
     assert curves["remove"].shape == curves["keep"].shape == (len(p.seeds), p.d_model)
     assert curves["rank"].tolist() == list(range(1, p.d_model + 1))
@@ -195,3 +198,13 @@ def test_inflation_summary_separates_models_that_lost_the_task():
     assert s["no_wd"]["n_working_end"] == 2 and s["no_wd"]["core_dim_end_working"] == 8
     wd[-1]["models"][0]["test_acc"] = 0.1  # no model does the task: the working mean is undefined
     assert np.isnan(modular.inflation_summary(p, wd, no_wd)["wd"]["core_dim_end_working"])
+
+
+def test_settling_epoch_is_where_a_series_stops_leaving_its_final_band():
+    epochs = [0, 100, 200, 300, 400, 500]
+    assert modular.settling_epoch(epochs, [60, 40, 16, 15, 15.5, 15]) == 200   # 16 is within 10 % of 15
+    assert modular.settling_epoch(epochs, [60, 15, 30, 15, 15, 15]) == 300     # left the band again at 200
+    assert modular.settling_epoch(epochs, [15] * 6) == 0
+    assert modular.settling_epoch(epochs, [1, 2, 3, 4, 5, float("nan")]) is None
+    with pytest.raises(ValueError, match="equal-length"):
+        modular.settling_epoch(epochs, [1, 2])
