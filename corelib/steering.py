@@ -37,12 +37,17 @@ from .ace import Core
 from .lm import AGREEMENT_VERBS, LanguageModel, resid_hook
 
 __all__ = ["Generation", "SteeringConfig", "generate", "generate_batch", "generation_margin",
-           "steer_hook", "inversion_stats"]
+           "steer_hook", "inversion_stats", "word_inversion_stats"]
 
 
 @dataclass(frozen=True)
 class SteeringConfig:
     """Settings of the adaptive steering.
+
+    The paper's appendix describes the gate, the probe, the buffer and the cap without values;
+    ``probe``, ``epsilon`` and ``cap`` default to the reference code's (0.2, 1.0, 50). The
+    reference code has no gate (``gate=0`` steers every step); the paper gates, and 0.2 is this
+    book's threshold.
 
     Attributes:
         gate: minimal probability mass on the four verbs for a step to be steered.
@@ -51,10 +56,10 @@ class SteeringConfig:
         cap: largest allowed ``|s|`` (None: no cap).
     """
 
-    gate: float = 0.1
-    probe: float = 0.25
-    epsilon: float = 6.0
-    cap: float | None = 8.0
+    gate: float = 0.2
+    probe: float = 0.2
+    epsilon: float = 1.0
+    cap: float | None = 50.0
 
     def __post_init__(self):
         if not 0 <= self.gate <= 1:
@@ -239,7 +244,7 @@ def _clone(gen: torch.Generator) -> torch.Generator:
 @torch.no_grad()
 def generate_batch(lm: LanguageModel, prompts: list[str], *, core: Core | None = None,
                    layer: int | None = None, configs=None, max_new_tokens=50, greedy=True,
-                   temperature: float = 1.0, top_k: int = 50, seed: int = 0,
+                   temperature: float = 1.0, top_k: int = 50, seed=0,
                    progress: bool = False) -> list[Generation]:
     """Generate from several prompts at once (one left-padded batch, one key/value cache).
 
@@ -256,7 +261,9 @@ def generate_batch(lm: LanguageModel, prompts: list[str], *, core: Core | None =
     on the rows whose gate opened, on a copy of their part of the cache without the clean pass's
     position, whose steered keys and values then replace it (or become the forked row). Each
     row samples from its own generator seeded with ``seed``, copied when it forks, so a prompt's
-    plain and steered requests share their random draws. ``progress`` shows a bar over steps.
+    plain and steered requests share their random draws. ``seed`` may differ per request (a
+    list): requests with different seeds never share a row, which draws several samples of one
+    prompt. ``progress`` shows a bar over steps.
     """
     n_req = len(prompts)
     if isinstance(prompts, str) or n_req == 0:
@@ -264,6 +271,7 @@ def generate_batch(lm: LanguageModel, prompts: list[str], *, core: Core | None =
     configs = _per_row(configs, n_req, "configs")
     budget = [int(n) for n in _per_row(max_new_tokens, n_req, "max_new_tokens")]
     greedy = [bool(g) for g in _per_row(greedy, n_req, "greedy")]
+    seeds = [int(v) for v in _per_row(seed, n_req, "seed")]
     steering = any(c is not None for c in configs)
     if steering and (core is None or layer is None):
         raise ValueError("steered rows need the core and its layer (core=..., layer=...)")
@@ -278,15 +286,16 @@ def generate_batch(lm: LanguageModel, prompts: list[str], *, core: Core | None =
                              "least two (the prefix is cached)")
     outs = [Generation(p) for p in prompts]
     # one row per prompt and decoding; its members are the requests it serves
-    keys = list(dict.fromkeys((p, g) for p, g, n in zip(prompts, greedy, budget) if n > 0))
+    keys = list(dict.fromkeys((p, g, v) for p, g, v, n in zip(prompts, greedy, seeds, budget) if n > 0))
     if not keys:
         return outs
-    members = [[i for i in range(n_req) if (prompts[i], greedy[i]) == k and budget[i] > 0] for k in keys]
+    members = [[i for i in range(n_req) if (prompts[i], greedy[i], seeds[i]) == k and budget[i] > 0]
+               for k in keys]
     batch = lm.tokenize([k[0] for k in keys])
     cache = lm.prefix_cache(batch)
     mask = batch.attention_mask.clone()
     x = batch.input_ids[:, -1:].clone()
-    gens = [torch.Generator().manual_seed(int(seed)) for _ in keys]
+    gens = [torch.Generator().manual_seed(k[2]) for k in keys]
     row_greedy = [k[1] for k in keys]
     vid = lm.verb_ids
     verb_tensor = torch.tensor(list(vid.values()))
@@ -423,3 +432,20 @@ def inversion_stats(generations: list[Generation]) -> dict:
             "steered_steps": steered, "rate": inverted / decisions if decisions else None,
             "clean_verb_decisions": strict, "clean_verbs_inverted": strict_inverted,
             "rate_clean_verbs": strict_inverted / strict if strict else None}
+
+
+def word_inversion_stats(generations: list[Generation], counterpart: dict[int, int]) -> dict:
+    """How often a generation wrote the other-number form of a number-marked word.
+
+    ``counterpart`` maps the token id of each form (e.g. " has") to its counterpart's
+    (" have") and back. A step is a *decision* when its clean greedy token is one of these
+    words, i.e. the model would have written it; it is *inverted* when the emitted token is that
+    word's counterpart. Unsteered sampled generations give the rate that sampling alone produces.
+    """
+    decisions = inverted = 0
+    for g in generations:
+        for clean, token in zip(g.clean_token, g.tokens):
+            if clean in counterpart:
+                decisions += 1
+                inverted += token == counterpart[clean]
+    return {"decisions": decisions, "inverted": inverted, "rate": inverted / decisions if decisions else None}

@@ -78,7 +78,7 @@ from .theory import fit_grok_time, fit_power_law
 from .training import epoch_order
 
 __all__ = [
-    "SweepConfig", "Condition", "SweepStats", "RECORD_FIELDS", "condition_data", "min_correct", "train_condition",
+    "PAPER_SWEEPS", "SweepConfig", "Condition", "SweepStats", "RECORD_FIELDS", "condition_data", "min_correct", "train_condition",
     "condition_dir", "record_problems", "load_record", "run_condition", "run_sweep", "summarise",
     "usable_delays", "bootstrap_fit", "power_law_constants", "grok_time_constants",
 ]
@@ -93,6 +93,14 @@ RECORD_FIELDS = {
 
 
 # --------------------------------------------------------------------------- settings
+
+PAPER_SWEEPS = {
+    "n_seeds": 12, "omega_p": 53, "omegas": [0.3, 0.5, 1.0, 1.5, 2.0, 3.0], "omega_batch_size": 512,
+    "omega_max_epochs": 30000, "moduli": [31, 43, 53, 61, 79, 89, 101], "p_weight_decay": 1.0,
+    "p_batch_size": None, "p_max_epochs": 30000,
+}
+"""The paper's two sweeps (its appendix; the caps from the reference code); with
+:class:`SweepConfig`'s defaults, the settings at which the sweep claims can be reproduced."""
 
 
 @dataclass(frozen=True)

@@ -54,9 +54,6 @@ threshold = 0.99  # accuracy that counts as memorised (train) or generalised (te
 patience_epochs = 100  # a seed stops this many epochs after it generalised
 n_boot = 1000  # bootstrap replicates for the uncertainties of the fitted constants
 n_jobs = None  # joblib processes for the conditions; None follows joblib's configuration (1)
-paper_omega_exponent = -1.02  # the paper's fitted exponent of tau versus omega
-paper_Omega = 2770.0  # the paper's fitted optimizer constant (steps, omega 1, lr 1e-3)
-paper_p_crit = 23.0  # the paper's fitted critical modulus
 
 # %%
 import matplotlib.pyplot as plt
@@ -67,11 +64,13 @@ from myst_nb import glue
 
 from corelib import claims
 from corelib.sweeps import (
-    Condition, SweepConfig, bootstrap_fit, grok_time_constants, min_correct, power_law_constants, run_sweep,
-    summarise,
+    PAPER_SWEEPS, Condition, SweepConfig, bootstrap_fit, grok_time_constants, min_correct, power_law_constants,
+    run_sweep, summarise, usable_delays,
 )
 from corelib.theory import grok_time
 
+paper_omega_exponent, paper_Omega, paper_p_crit = (claims.claim(f"sweeps.{k}").value
+                                                   for k in ("omega_exponent", "Omega", "p_crit"))
 seeds = [42 + s for s in range(n_seeds)]
 common = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, n_layers=n_layers, lr=lr, dropout=dropout,
               train_fraction=train_fraction, split_seed=split_seed, threshold=threshold,
@@ -156,8 +155,11 @@ display(summary_omega.round(1))
 display(summary_p.round(1))
 
 # %% [markdown]
-# The tables list, per condition, how many seeds memorised and generalised before the cap
-# (`n_grokked`; the others are left out of the fits) and the mean times in optimizer steps.
+# The tables list, per condition, how many seeds have a delay (`n_grokked`: memorised and
+# generalised before the cap, generalising after memorising), how many never did both
+# (`n_missing`) and how many generalised no later than they memorised (`n_nonpositive`), and the
+# mean times of the `n_grokked` seeds in optimizer steps. As in the reference code, only the
+# `n_grokked` seeds enter the means and the fits.
 
 # %%
 def fit_or_none(table: pd.DataFrame, by: str, fit) -> pd.DataFrame | None:
@@ -197,19 +199,18 @@ glue("constants_table", constants_table.style.format({"estimate": "{:.4g}", "boo
      .hide(axis="index"), display=False)
 
 omega_scaled = Omega * p_weight_decay  # Omega is proportional to 1/omega: compare at omega = 1
+sweep_settings = {k: globals()[k] for k in PAPER_SWEEPS}
 claims.record("grokking_sweeps", {"sweeps.omega_exponent": beta, "sweeps.Omega": omega_scaled,  # claims page
                                   "sweeps.p_crit": p_crit, "sweeps.r2_p": r2_p},
-              notes={k: f"this build swept {len(omegas)} weight decays and {len(moduli)} moduli with "
-                        f"{n_seeds} seeds (the paper: 6, 7 and 12)"
-                     for k in ("sweeps.omega_exponent", "sweeps.Omega", "sweeps.p_crit", "sweeps.r2_p")
-                     if (len(omegas), len(moduli), n_seeds) != (6, 7, 12)})
+              settings={**claims.deviations(sweep_settings, PAPER_SWEEPS),
+                        **claims.deviations(cfg_omega, SweepConfig(), ignore=["max_epochs"])})
 for name, value in [("beta", fmt(beta)), ("beta_sd", fmt(beta_sd, 2)), ("r2_omega", fmt(r2_omega, 3)),
                     ("Omega", fmt(Omega, 4)), ("Omega_sd", fmt(Omega_sd, 2)), ("p_crit", fmt(p_crit)),
                     ("p_crit_sd", fmt(p_crit_sd, 2)), ("r2_p", fmt(r2_p, 3)),
                     ("Omega_at_1", fmt(omega_scaled, 4)),
                     ("rel_Omega", fmt(100 * Omega_sd / Omega, 2)), ("rel_p_crit", fmt(100 * p_crit_sd / p_crit, 2)),
                     ("rel_product", fmt(100 * product_sd / product, 2)),
-                    ("n_grokked", int(table_omega["delay"].notna().sum() + table_p["delay"].notna().sum())),
+                    ("n_grokked", int(usable_delays(table_omega).sum() + usable_delays(table_p).sum())),
                     ("n_runs", len(table_omega) + len(table_p))]:
     glue(name, value, display=False)
 
@@ -230,7 +231,7 @@ print(constants_table.to_string(index=False))
 # %%
 fig, (ax_w, ax_p) = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
 for ax, table, summary, by in [(ax_w, table_omega, summary_omega, "weight_decay"), (ax_p, table_p, summary_p, "p")]:
-    ok = table.dropna(subset=["delay"])
+    ok = table[usable_delays(table)]
     ax.plot(ok[by], ok["delay"], ".", color="0.7", ms=4, label="seeds")
     s = summary.dropna(subset=["delay_mean"])
     ax.errorbar(s.index, s["delay_mean"], s["delay_sd"].fillna(0), fmt="o", color="k", ms=5, capsize=3,
@@ -280,10 +281,11 @@ plt.close(fig)
 # ```{glue:figure} constants_table
 # :name: tab-sweep-constants
 #
-# Fitted constants. Both fits use all grokked seeds of every condition (a power law by ordinary
-# least squares on $\log\tau$ versus $\log\omega$, the ODE solution by `scipy.optimize.curve_fit`);
-# the uncertainties are the standard deviation and the 2.5--97.5 % percentiles over
-# {glue:text}`n_boot` bootstrap replicates that resample the seeds of every condition.
+# Fitted constants. As in the paper, both fits see one point per condition, the mean delay of
+# its grokked seeds (a power law by ordinary least squares on $\log\bar\tau$ versus
+# $\log\omega$, the ODE solution by `scipy.optimize.curve_fit`); the seeds enter through the
+# uncertainties: the standard deviation and the 2.5--97.5 % percentiles over {glue:text}`n_boot`
+# bootstrap replicates that resample the seeds of every condition and refit their means.
 # ```
 #
 # Of the {glue:text}`n_runs` runs, {glue:text}`n_grokked` memorised and generalised before the
@@ -317,7 +319,18 @@ plt.close(fig)
 # {glue:text}`moduli_text` at $\omega =$ {glue:text}`p_omega`, at most {glue:text}`omega_cap` and
 # {glue:text}`p_cap` epochs per condition, and stopped each seed {glue:text}`patience` epochs after
 # it generalised. `python -m corelib.runner run grokking_sweeps --profile paper` runs the paper's
-# settings (it resumes where it stops, so it can be run in pieces).
+# settings (it resumes where it stops, so it can be run in pieces). Minibatches follow the
+# reference code: a fresh permutation of the training pairs whenever the next batch of
+# {glue:text}`omega_batch_text` would run past its end, so at $p = 53$ each permutation gives two
+# steps and skips its last pairs, while caps and patience count epochs of three steps.
+#
+# ## The paper's claims
+#
+# This chapter's rows of the [claims page](claims.md). A sweep with fewer seeds or conditions
+# than the paper's is "measured at reduced settings", whatever its numbers.
+
+# %%
+display(claims.chapter_frame("grokking_sweeps"))
 
 # %% [markdown]
 # ## Exercises

@@ -47,13 +47,15 @@ batch_size = 200         # prompts per forward pass
 eps = 1e-8               # relative jitter of the ACE square-root factors
 max_new_tokens = 50      # tokens generated per steering prompt (the paper: 50)
 control_new_tokens = 20  # tokens generated per control prompt
-n_display = 3            # steering prompts also continued by sampling, shown side by side
+n_display = 3            # sampled continuations shown side by side
+n_samples = 3            # sampled continuations per steering prompt (the paper: "several")
 gate = 0.2               # steer a token only if is/are/was/were hold this much probability
+#                          (the paper gates without a value; the reference code does not gate: 0)
 gate_grid = [0.1, 0.2, 0.3, 0.5]  # gates also measured for the table that justifies `gate`
-probe = 0.25             # strength of the probing pass that measures the local gain
-epsilon = 6.0            # margin buffer of the flip (logits; the paper does not give its value)
-cap = 8.0                # largest steering strength |s|
-temperature = 1.0        # sampling of the side-by-side generations (the paper: 1)
+probe = 0.2              # strength of the probing pass that measures the local gain (reference code)
+epsilon = 1.0            # margin buffer of the flip, in logits (reference code)
+cap = 50.0               # largest steering strength |s| (reference code)
+temperature = 1.0        # sampling (the paper: 1)
 top_k = 50               # (the paper: 50)
 generation_seed = 0
 
@@ -120,7 +122,8 @@ print("offline models:", available_models())
 
 # %%
 summary = sva.run(params)
-claims.record("subject_verb_agreement", sva.claim_values(summary))  # for the claims page
+claims.record("subject_verb_agreement", sva.claim_values(summary),  # for the claims page
+              settings=sva.paper_deviations(params))
 results = summary["models"]
 names = [m["model"] for m in results]
 glue("model_list", " and ".join(names), display=False)
@@ -322,17 +325,45 @@ glue("temperature_value", temperature, display=False)
 glue("top_k_value", top_k, display=False)
 boxes = []
 for m in results:
-    for prompt, pair in list(zip(params.steering_prompts, m["steering"]["sampled"]))[:3]:
-        boxes.append(generation_html(prompt, pair, m["model"]))
+    first_samples = [pair for pair in m["steering"]["sampled"] if pair["seed"] == generation_seed]
+    for pair in first_samples[:n_display]:
+        boxes.append(generation_html(pair["base"]["prompt"], pair, m["model"]))
 display(HTML("".join(boxes)))
 
 # %% [markdown]
-# ## Checks
+# ### Under the paper's sampling, and beyond the four verbs
 #
-# The acceptance criteria of this chapter, measured in this run:
+# The paper generates by sampling (temperature 1, top-k 50) and says the effect reaches words
+# other than *is/are/was/were*. Each steering prompt is continued {glue:text}`n_samples_value`
+# times by sampling, unsteered and steered, with the same random draws for both. A step counts
+# as a decision when the clean pass's most likely token is a number word, and as inverted when
+# the emitted token is the other number's form; the unsteered samples give the rate that
+# sampling alone produces. The other number-marked words counted are
+# {glue:text}`other_words_text`.
 
 # %%
-display(pd.DataFrame(sva.checks(summary)))
+glue("n_samples_value", n_samples, display=False)
+glue("other_words_text", ", ".join(results[0]["steering"]["other_words"]["words"]), display=False)
+display(sva.sampling_table(summary))
+
+# %% [markdown]
+# ### The flip on single prompts
+#
+# The paper quotes one prompt: flipping the core on "The key next to the cabinets" drives
+# $\mathbb P(	extit{is})$ from 0.51 to 0.01 and $\mathbb P(	extit{are})$ from 0.06 to 0.71 (in
+# one of its models). The same prompts with our models, probabilities over the whole vocabulary:
+
+# %%
+display(sva.flip_demo_table(summary))
+
+# %% [markdown]
+# ## The paper's claims
+#
+# This chapter's rows of the [claims page](claims.md). The paper's models cannot be loaded here,
+# so every claim is "measured at reduced settings": on other, smaller models.
+
+# %%
+display(claims.chapter_frame("subject_verb_agreement"))
 
 # %% [markdown]
 # ## Exercises

@@ -16,8 +16,8 @@ from corelib.experiments import sva
 from corelib.interventions import intervention_hook
 from corelib.lm import OFFLINE_MODELS, _NotRun, load_model, resid_hook
 from corelib.steering import (Generation, SteeringConfig, generate, generate_batch, generation_margin,
-                              inversion_stats, steer_hook)
-from corelib.tasks.sva import ATTRACTORS, HEADS, TEMPLATES, make_dataset, make_prompt
+                              inversion_stats, steer_hook, word_inversion_stats)
+from corelib.tasks.sva import ATTRACTORS, FLIP_DEMO_PROMPTS, HEADS, TEMPLATES, make_dataset, make_prompt
 from test_exercises import run_solution
 
 
@@ -439,7 +439,7 @@ def test_run_on_the_tiny_model(tmp_path, monkeypatch):
     p = sva.SVAParams(models=("tiny-random-llama",), n_per_number=15, sweep_modes=("flip",),
                       steering_prompts=("The keys to the cabinet", "The key to the doors"),
                       control_prompts=("1 , 2 , 3",), max_new_tokens=4, control_new_tokens=3,
-                      n_display=1, gate=0.0, gate_grid=(1.0, 0.5))
+                      n_display=1, n_samples=2, gate=0.0, gate_grid=(1.0, 0.5))
     summary = sva.run(p, progress=False)
     (m,) = summary["models"]
     assert m["layers"] == [0, 1] and m["chosen_layer"] in (0, 1) and m["rank"] == 1
@@ -448,7 +448,17 @@ def test_run_on_the_tiny_model(tmp_path, monkeypatch):
     # coordinates are oriented towards "plural": positively correlated with the margin
     assert np.corrcoef(m["coords"], m["margins"]["baseline"])[0, 1] > 0
     s = m["steering"]
-    assert len(s["greedy"]) == 2 and len(s["sampled"]) == 1 and len(s["control"]) == 1
+    assert len(s["greedy"]) == 2 and len(s["sampled"]) == 4 and len(s["control"]) == 1
+    # two samples per prompt, each with its own seed, the steered one sharing the unsteered one's draws
+    assert [(pair["base"]["prompt"], pair["seed"]) for pair in s["sampled"]] == [
+        (q, seed) for q in p.steering_prompts for seed in (0, 1)]
+    sampled = [Generation(**pair["steered"]) for pair in s["sampled"]]
+    assert s["sampled_inversion"]["steered"] == inversion_stats(sampled)
+    assert set(s["other_words"]) == {"words", "greedy", "sampled"}
+    assert [r["prompt"] for r in s["flip_demo"]] == list(FLIP_DEMO_PROMPTS)
+    for r in s["flip_demo"]:
+        assert set(r["baseline"]) == {"is", "are", "was", "were"}
+        assert 0 < sum(r["baseline"].values()) <= 1 and 0 < sum(r["flip"].values()) <= 1
     # every gate of the grid and the chosen one were run; the chosen one's pairs are its rows
     assert p.gates == (0.0, 0.5, 1.0) and set(s["gate_sweep"]) == {"0.0", "0.5", "1.0"}
     assert [pair["steered"] for pair in s["greedy"]] == s["gate_sweep"]["0.0"]["greedy"]
@@ -462,14 +472,30 @@ def test_run_on_the_tiny_model(tmp_path, monkeypatch):
     assert rows[1.0]["steered steps"] == 0 and rows[1.0]["controls unchanged"] == "1/1"
     tables = sva.tables(summary)
     assert list(tables["A7"].index) == ["tiny-random-llama"] and tables["A5"].empty
-    rows = sva.checks(summary)
-    assert {r["criterion"] for r in rows} >= {"baseline AUC", "core-flipped AUC"}
+    assert "(σ1/σ2)⁴, the paper's convention" in tables["A6"].columns
     assert sva.run(p, progress=False)["models"][0]["auc"] == m["auc"]  # reused from disk
     values = sva.claim_values(summary)
     assert values["sva.auc_flip"] == {"tiny-random-llama": m["auc"]["flip"]}
+    assert values["sva.spectral_gap"] == {"tiny-random-llama": pytest.approx(m["spectral_gap"] ** 2)}
+    assert values["sva.key_is_flip"] == {"tiny-random-llama": s["flip_demo"][0]["flip"]["is"]}
     assert values["sva.pearson"] == {}
     from corelib import claims
-    claims.record("subject_verb_agreement", values, root=tmp_path)  # every id is a known claim
+    settings = sva.paper_deviations(p)
+    assert settings["models"].startswith("[tiny-random-llama] (paper: [gpt2,")
+    claims.record("subject_verb_agreement", values, settings=settings, root=tmp_path)  # known ids
+
+
+def test_word_inversion_stats_known_answer():
+    ids = {10: 11, 11: 10}  # " has" <-> " have"
+    g = Generation("x", tokens=[11, 10, 5, 10], clean_token=[10, 10, 10, 5])
+    assert word_inversion_stats([g], ids) == {"decisions": 3, "inverted": 1, "rate": 1 / 3}
+    assert word_inversion_stats([Generation("x", tokens=[5], clean_token=[5])], ids)["rate"] is None
+
+
+def test_spectral_gap_in_the_papers_convention():
+    """The paper's code squares the singular values, then takes the ratio squared: (s1/s2)^4."""
+    core = Core(np.eye(3)[:, :1], np.array([4.0, 2.0, 1.0]), np.zeros(3))
+    assert core.spectral_gap == 4.0 and sva.spectral_gap_paper(core.spectral_gap) == 16.0
 
 
 def test_control_summary_known_answer():

@@ -39,8 +39,8 @@ from ..ace import Core, MomentAccumulator
 from ..interventions import MODES, intervention_hook
 from ..lm import Batch, LanguageModel, load_model, resid_hook
 from ..results import load_json, run_dir, save_json
-from ..steering import Generation, SteeringConfig, generate_batch, inversion_stats
-from ..tasks.sva import SVADataset, make_dataset
+from ..steering import Generation, SteeringConfig, generate_batch, inversion_stats, word_inversion_stats
+from ..tasks.sva import FLIP_DEMO_PROMPTS, NUMBER_WORD_PAIRS, SVADataset, make_dataset
 
 __all__ = [
     "SVAParams",
@@ -49,8 +49,14 @@ __all__ = [
     "all_layer_jacobians",
     "analyse_model",
     "auc",
-    "checks",
     "claim_values",
+    "flip_demo",
+    "flip_demo_table",
+    "sampling_table",
+    "number_word_counterparts",
+    "paper_deviations",
+    "PAPER_MODELS",
+    "spectral_gap_paper",
     "control_summary",
     "controls_hold",
     "gate_table",
@@ -64,6 +70,10 @@ __all__ = [
 ]
 
 STEERING_PROMPTS = (
+    # the reference code's demonstration prompts (the paper's Figure 6 shows two), then ours
+    "As a new field of research, artificial intelligence",
+    "We hold these truths to be self-evident:",
+    "Scientific research",
     "The keys to the cabinet",
     "The author of the books",
     "The children in the garden",
@@ -75,7 +85,6 @@ STEERING_PROMPTS = (
     "The pilot of the planes",
     "My friends from school",
     "The list of names",
-    "We hold these truths to be self-evident: that all men",
 )
 CONTROL_PROMPTS = (
     "1, 2, 3, 4, 5,",
@@ -109,12 +118,14 @@ class SVAParams:
     control_prompts: tuple[str, ...] = CONTROL_PROMPTS
     max_new_tokens: int = 50
     control_new_tokens: int = 20
-    n_display: int = 3              # steering prompts also continued by sampling (Figure 6)
+    n_display: int = 3              # sampled continuations shown (Figure 6)
+    n_samples: int = 3              # sampled continuations per steering prompt (the paper: "several")
+    # The paper gates without giving a threshold; the reference code does not gate (gate = 0).
     gate: float = 0.2
     gate_grid: tuple[float, ...] = GATE_GRID  # gates also measured, for the gate table
-    probe: float = 0.25
-    epsilon: float = 6.0
-    cap: float | None = 8.0
+    probe: float = 0.2              # the reference code's probe strength, buffer and cap
+    epsilon: float = 1.0
+    cap: float | None = 50.0
     temperature: float = 1.0
     top_k: int = 50
     generation_seed: int = 0
@@ -163,7 +174,8 @@ class SVAParams:
 
     def steering_part(self) -> dict:
         keys = ("steering_prompts", "control_prompts", "max_new_tokens", "control_new_tokens", "n_display",
-                "gate", "gate_grid", "probe", "epsilon", "cap", "temperature", "top_k", "generation_seed")
+                "n_samples", "gate", "gate_grid", "probe", "epsilon", "cap", "temperature", "top_k",
+                "generation_seed")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -374,33 +386,74 @@ def core_of(analysis: dict) -> Core:
     return Core(np.asarray(c["basis"])[:, None], np.asarray(c["singular_values"]), np.asarray(c["mean"]))
 
 
+def number_word_counterparts(lm: LanguageModel) -> dict[int, int]:
+    """Token id -> counterpart id for the pairs of :data:`corelib.tasks.sva.NUMBER_WORD_PAIRS`
+    that are single tokens of ``lm`` (a pair with a multi-token form is left out)."""
+    out = {}
+    for singular, plural in NUMBER_WORD_PAIRS:
+        try:
+            a, b = lm.single_token(singular), lm.single_token(plural)
+        except ValueError:
+            continue
+        out[a], out[b] = b, a
+    return out
+
+
+@torch.no_grad()
+def flip_demo(lm: LanguageModel, core: Core, layer: int, prompts=FLIP_DEMO_PROMPTS) -> list[dict]:
+    """The four verbs' probabilities at the end of each prompt, unmodified and with the core flipped.
+
+    Probabilities are over the whole vocabulary (softmax of the last token's logits); the flip
+    is the centred reflection at the core's layer, last token only.
+    """
+    ids = lm.verb_ids
+    rows = []
+    hook = intervention_hook(core, "flip", centered=True, positions="last")
+    for prompt in prompts:
+        batch = lm.tokenize([prompt])
+        row = {"prompt": prompt}
+        for name, hooks in (("baseline", []), ("flip", [(resid_hook(layer), hook)])):
+            logits = lm.run_with_hooks(batch.input_ids, batch.attention_mask, fwd_hooks=hooks)[0, -1]
+            probs = torch.softmax(logits.double(), -1)
+            row[name] = {verb.strip(): float(probs[i]) for verb, i in ids.items()}
+        rows.append(row)
+    return rows
+
+
 def steering_run(lm: LanguageModel, analysis: dict, p: SVAParams, *, progress: bool = True) -> dict:
     """Base and steered generations of the steering and control prompts, at every gate.
 
     Greedy continuations of the steering and control prompts are generated unsteered (once) and
-    steered at every gate of ``p.gates``; the first ``n_display`` steering prompts are also
-    continued by sampling, unsteered and steered at ``p.gate``. All run as one batch
-    (:func:`corelib.steering.generate_batch`; the requests of a prompt share a row until their
-    gates disagree). The pairs of ``p.gate`` are stored under
-    ``greedy``, ``sampled`` and ``control``; the steered texts of every gate under ``gate_sweep``.
+    steered at every gate of ``p.gates``; every steering prompt is also continued ``n_samples``
+    times by sampling (temperature, top-k), unsteered and steered at ``p.gate``, each sample with
+    its own seed. All run as one batch (:func:`corelib.steering.generate_batch`; the requests of
+    a prompt and seed share a row until their gates disagree). The pairs of ``p.gate`` are stored
+    under ``greedy``, ``sampled`` and ``control``; the steered texts of every gate under
+    ``gate_sweep``. Inversion rates (:func:`corelib.steering.inversion_stats`) are given for the
+    greedy and the sampled generations, with the unsteered samples' rate (what sampling alone
+    does) beside them; ``other_words`` does the same for number-marked words other than the four
+    verbs; ``flip_demo`` holds :func:`flip_demo`.
     """
     core, layer = core_of(analysis), analysis["chosen_layer"]
     greedy_jobs = [(q, "greedy", p.max_new_tokens) for q in p.steering_prompts]
     greedy_jobs += [(q, "control", p.control_new_tokens) for q in p.control_prompts]
-    sampled = list(p.steering_prompts[:p.n_display])
-    rows = [(q, None, n, True) for q, _, n in greedy_jobs]
-    rows += [(q, p.steering_at(g), n, True) for g in p.gates for q, _, n in greedy_jobs]
-    rows += [(q, cfg, p.max_new_tokens, False) for cfg in (None, p.steering) for q in sampled]
+    samples = [(q, p.generation_seed + k) for q in p.steering_prompts for k in range(p.n_samples)]
+    rows = [(q, None, n, True, p.generation_seed) for q, _, n in greedy_jobs]
+    rows += [(q, p.steering_at(g), n, True, p.generation_seed) for g in p.gates for q, _, n in greedy_jobs]
+    rows += [(q, cfg, p.max_new_tokens, False, seed) for cfg in (None, p.steering) for q, seed in samples]
     gens = generate_batch(lm, [r[0] for r in rows], core=core, layer=layer,
                           configs=[r[1] for r in rows], max_new_tokens=[r[2] for r in rows],
                           greedy=[r[3] for r in rows], temperature=p.temperature, top_k=p.top_k,
-                          seed=p.generation_seed, progress=progress)
-    gens = [g.to_dict() for g in gens]
+                          seed=[r[4] for r in rows], progress=progress)
     n = len(greedy_jobs)
+    tail = gens[n * (len(p.gates) + 1):]
+    base_s, steered_s = tail[:len(samples)], tail[len(samples):]
+    counterpart = number_word_counterparts(lm)
+    gens = [g.to_dict() for g in gens]
     base, by_gate = gens[:n], {g: gens[n * (k + 1):n * (k + 2)] for k, g in enumerate(p.gates)}
-    base_s, steered_s = gens[n * (len(p.gates) + 1):][:len(sampled)], gens[n * (len(p.gates) + 1):][len(sampled):]
     out = {"gate": float(p.gate), "greedy": [], "control": [],
-           "sampled": [{"base": b, "steered": s} for b, s in zip(base_s, steered_s)],
+           "sampled": [{"base": b.to_dict(), "steered": s.to_dict(), "seed": seed}
+                       for b, s, (_, seed) in zip(base_s, steered_s, samples)],
            "gate_sweep": {str(g): {"greedy": [], "control": []} for g in p.gates}}
     for k, (_, kind, _) in enumerate(greedy_jobs):
         out[kind].append({"base": base[k], "steered": by_gate[float(p.gate)][k]})
@@ -409,17 +462,26 @@ def steering_run(lm: LanguageModel, analysis: dict, p: SVAParams, *, progress: b
     greedy_steered = [Generation(**g["steered"]) for g in out["greedy"]]
     control_steered = [Generation(**g["steered"]) for g in out["control"]]
     out["inversion"] = inversion_stats(greedy_steered)
+    out["sampled_inversion"] = {"steered": inversion_stats(steered_s), "unsteered": inversion_stats(base_s)}
+    out["other_words"] = {
+        "words": sorted(lm.tokenizer.decode([i]) for i in counterpart),
+        "greedy": word_inversion_stats(greedy_steered, counterpart),
+        "sampled": {"steered": word_inversion_stats(steered_s, counterpart),
+                    "unsteered": word_inversion_stats(base_s, counterpart)}}
     out["control_unchanged"] = sum(g["base"]["tokens"] == g["steered"]["tokens"] for g in out["control"])
     out["control_steered_steps"] = inversion_stats(control_steered)["steered_steps"]
     out["n_control"] = len(out["control"])
+    out["flip_demo"] = flip_demo(lm, core, layer)
     return out
 
 
 def meets_criteria(inversion: dict, controls: dict) -> bool:
-    """The steering acceptance criteria: at least half of the agreement decisions inverted, and
-    every control continuation without agreement decisions (at least one) unchanged."""
-    rate = inversion["rate"]
-    return rate is not None and rate >= 0.5 and controls_hold(controls)
+    """The steering criteria: the inversion rate passes the tolerance of the claim
+    ``sva.steering_rate`` (:mod:`corelib.claims`), and every control continuation without
+    agreement decisions (at least one) is unchanged."""
+    from ..claims import claim
+
+    return claim("sva.steering_rate").holds(inversion["rate"]) and controls_hold(controls)
 
 
 def controls_hold(controls: dict) -> bool:
@@ -521,43 +583,65 @@ def tables(summary: dict) -> dict[str, "pandas.DataFrame"]:
                       columns=["Spearman's ρ", "Pearson's r (CCA 1-D)"]).round(3)
     a6 = pd.DataFrame(
         [[f"{m['n_params'] / 1e6:.0f} M", m["n_layers"], m["d_model"], m["rank"],
-          f"{m['spectral_gap']:.3g}", m["chosen_layer"] + 1] for m in summary["models"]],
+          f"{m['spectral_gap']:.3g}", f"{spectral_gap_paper(m['spectral_gap']):.3g}", m["chosen_layer"] + 1]
+         for m in summary["models"]],
         index=[m["model"] for m in summary["models"]],
-        columns=["Parameters", "Layers", "d_model", "d_core", "Spectral gap",
-                 "Core location (layer)"])
+        columns=["Parameters", "Layers", "d_model", "d_core", "Spectral gap (σ1/σ2)²",
+                 "(σ1/σ2)⁴, the paper's convention", "Core location (layer)"])
     a7 = pd.DataFrame([[m["auc"][k] for k in ("baseline", "keep", "remove", "flip")]
                        for m in summary["models"]], index=[m["model"] for m in summary["models"]],
                       columns=["Baseline", "Core-only", "Core-removed", "Core-flipped"]).round(3)
     return {"A5": a5, "A6": a6, "A7": a7}
 
 
-def checks(summary: dict) -> list[dict]:
-    """The chapter's acceptance criteria, measured: one row per criterion and model."""
+def sampling_table(summary: dict):
+    """Per model: inversion rates of the agreement verbs and of the other number words, greedy and
+    sampled, steered and (sampled) unsteered."""
+    import pandas as pd
+
     rows = []
-
-    def add(what, model, value, target, ok):
-        rows.append({"criterion": what, "model": model, "value": value, "target": target,
-                     "passed": bool(ok)})
-
     for m in summary["models"]:
-        a = m["auc"]
-        add("baseline AUC", m["model"], round(a["baseline"], 3), "≥ 0.9", a["baseline"] >= 0.9)
-        add("core rank", m["model"], m["rank"], "= 1", m["rank"] == 1)
-        add("spectral gap", m["model"], float(f"{m['spectral_gap']:.3g}"), "≥ 10", m["spectral_gap"] >= 10)
-        add("core-only AUC", m["model"], round(a["keep"], 3), "≥ 0.9", a["keep"] >= 0.9)
-        add("core-removed AUC", m["model"], round(a["remove"], 3), "≤ 0.35", a["remove"] <= 0.35)
-        add("core-flipped AUC", m["model"], round(a["flip"], 3), "≤ 0.15", a["flip"] <= 0.15)
         s = m["steering"]
-        rate = s["inversion"]["rate"]
-        add("steering: verbs inverted", m["model"],
-            None if rate is None else round(rate, 3), "≥ 0.5", rate is not None and rate >= 0.5)
-        c = control_summary(s)
-        add("steering: control generations without agreement decisions unchanged", m["model"],
-            controls_text(c), "all", controls_hold(c))
-    for pair in summary["pairs"]:
-        add("core alignment (Pearson)", " × ".join(pair["pair"]), round(pair["pearson"], 3), "≥ 0.6",
-            pair["pearson"] >= 0.6)
-    return rows
+        for what, greedy, sampled in (("verbs", s["inversion"], s["sampled_inversion"]),
+                                      ("other number words", s["other_words"]["greedy"],
+                                       s["other_words"]["sampled"])):
+            rows.append({"model": m["model"], "words": what,
+                         "greedy: decisions": greedy["decisions"], "greedy: inverted": greedy["rate"],
+                         "sampled: decisions": sampled["steered"]["decisions"],
+                         "sampled: inverted": sampled["steered"]["rate"],
+                         "sampled, unsteered: inverted": sampled["unsteered"]["rate"]})
+    return pd.DataFrame(rows).set_index(["model", "words"]).round(3)
+
+
+def flip_demo_table(summary: dict):
+    """Per model and demonstration prompt: P(is), P(are), P(was), P(were), unmodified and flipped."""
+    import pandas as pd
+
+    rows = [{"model": m["model"], "prompt": r["prompt"],
+             **{f"P({v}) {k}": r[k][v] for v in ("is", "are", "was", "were") for k in ("baseline", "flip")}}
+            for m in summary["models"] for r in m["steering"]["flip_demo"]]
+    return pd.DataFrame(rows).set_index(["model", "prompt"]).round(3)
+
+
+PAPER_MODELS = ("gpt2", "gpt2-medium", "gpt2-large", "meta-llama/Llama-3.1-8B", "google/gemma-2-9b",
+                "Qwen/Qwen2.5-32B")
+"""The paper's six language models (hub names); they cannot be loaded offline here."""
+
+
+def paper_deviations(p: SVAParams) -> dict[str, str]:
+    """Settings of ``p`` that differ from the paper's (:func:`corelib.claims.deviations`), the
+    paper's six models included; batch size and display settings change nothing measured."""
+    from ..claims import deviations
+
+    paper = SVAParams(models=PAPER_MODELS)
+    return deviations(p, paper, ignore=("batch_size", "n_display", "gate_grid", "steering_prompts",
+                                        "control_prompts", "control_new_tokens"))
+
+
+def spectral_gap_paper(gap: float) -> float:
+    """The paper's Table A6 convention, ``(s1/s2)^4``, from :attr:`corelib.ace.Core.spectral_gap`
+    ``(s1/s2)^2``: its code squares the singular values before taking their ratio squared."""
+    return gap ** 2
 
 
 def claim_values(summary: dict) -> dict:
@@ -566,16 +650,22 @@ def claim_values(summary: dict) -> dict:
     models = {m["model"]: m for m in summary["models"]}
     pairs = {" × ".join(p["pair"]): p for p in summary["pairs"]}
     steer = {k: m["steering"] for k, m in models.items()}
+    demo = {k: next(r for r in s["flip_demo"] if r["prompt"] == FLIP_DEMO_PROMPTS[0]) for k, s in steer.items()}
     return {
         "sva.rank": {k: m["rank"] for k, m in models.items()},
-        "sva.spectral_gap": {k: m["spectral_gap"] for k, m in models.items()},
+        "sva.spectral_gap": {k: spectral_gap_paper(m["spectral_gap"]) for k, m in models.items()},
         "sva.auc_baseline": {k: m["auc"]["baseline"] for k, m in models.items()},
         "sva.auc_keep": {k: m["auc"]["keep"] for k, m in models.items()},
         "sva.auc_remove": {k: m["auc"]["remove"] for k, m in models.items()},
         "sva.auc_flip": {k: m["auc"]["flip"] for k, m in models.items()},
         "sva.pearson": {k: p["pearson"] for k, p in pairs.items()},
         "sva.spearman": {k: p["spearman"] for k, p in pairs.items()},
-        "sva.steering_rate": {k: s["inversion"]["rate"] for k, s in steer.items()},
+        "sva.key_is_base": {k: d["baseline"]["is"] for k, d in demo.items()},
+        "sva.key_is_flip": {k: d["flip"]["is"] for k, d in demo.items()},
+        "sva.key_are_base": {k: d["baseline"]["are"] for k, d in demo.items()},
+        "sva.key_are_flip": {k: d["flip"]["are"] for k, d in demo.items()},
+        "sva.steering_rate": {k: s["sampled_inversion"]["steered"]["rate"] for k, s in steer.items()},
+        "sva.steering_other_words": {k: s["other_words"]["sampled"]["steered"]["rate"] for k, s in steer.items()},
         "sva.steering_untouched": {
             k: c["decision_free_unchanged"] / c["decision_free"]
             for k, c in ((k, control_summary(s)) for k, s in steer.items()) if c["decision_free"]},

@@ -24,6 +24,8 @@ __all__ = [
     "CONNECTORS",
     "HEADS",
     "TEMPLATES",
+    "NUMBER_WORD_PAIRS",
+    "FLIP_DEMO_PROMPTS",
     "SVADataset",
     "make_dataset",
     "make_prompt",
@@ -46,6 +48,16 @@ BACK_PADS = ("in the old kingdom", "in this strange world", "in the present tens
 RELATIVES = ("that the", "that guards the", "that surrounds the", "that hides the")
 TEMPLATES = ("base", "front", "back", "there", "relative")
 PAST = "In the past,"
+
+NUMBER_WORD_PAIRS = ((" has", " have"), (" does", " do"), (" this", " these"), (" it", " they"),
+                     (" its", " their"))
+"""Number-marked words other than the four agreement verbs: (singular, plural) forms. The paper
+says steering along the core changes words beyond is/are/was/were; these are what we count."""
+
+FLIP_DEMO_PROMPTS = ("The key next to the cabinets", "The keys next to the cabinet", "The children near the guard",
+                     "In this ancient kingdom, the key to the cabinets", "There key near the boxes",
+                     "There keys near the box")
+"""The reference code's flip demonstration; the paper quotes the first (P(is) 0.51 -> 0.01)."""
 
 
 def make_prompt(template: str, head: str, attractor: str, *, connector: str = "to the",
