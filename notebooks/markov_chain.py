@@ -143,8 +143,10 @@ plt.close(fig)  # shown once, with its caption, below
 # {glue:text}`bayes:.3f`. Their weights, flattened into one vector per model, have cosine
 # similarity at most {glue:text}`wcos_max:.2f`. Panel A breaks this down per tensor: the learned
 # matrices (embeddings, attention, MLP, unembedding) are close to orthogonal across seeds; only the
-# LayerNorm gains, which every model starts at 1 and which barely move, stay similar, and they
-# alone lift the cosine of the whole weight vector above zero.
+# LayerNorm gains, which every model starts at 1, stay similar. The models are built as the
+# paper's reference code builds them, from PyTorch's encoder layer, whose token and position
+# tables start at unit variance: those tables carry most of the weight vector's norm, so two
+# independent models start with a cosine close to zero and, here, stay there.
 #
 # **(B) A necessary and sufficient core.** ACE chose rank {glue:text}`ranks` for the
 # {glue:text}`n_models` models. Keeping only the core leaves accuracy at least {glue:text}`keep_min:.3f`; removing it

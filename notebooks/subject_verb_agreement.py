@@ -167,7 +167,8 @@ plt.close(fig)
 #
 # **Sufficient, necessary, controllable.** At the chosen layer the core is one direction
 # separated from the rest by a spectral gap $(\sigma_1/\sigma_2)^2$ of at least
-# {glue:text}`gap_min:.1f`. Keeping only that direction leaves the AUC at least
+# {glue:text}`gap_min:.1f` (the paper's Table A6 reports $(\sigma_1/\sigma_2)^4$: its code squares
+# the singular values before taking the ratio squared, so the table below gives both). Keeping only that direction leaves the AUC at least
 # {glue:text}`keep_min:.3f`; removing it brings it down to at most {glue:text}`remove_max:.3f`;
 # flipping it to at most {glue:text}`flip_max:.3f`: the models then prefer the verb of the
 # wrong number.
@@ -228,7 +229,11 @@ glue("spearman_min", min((p["spearman"] for p in pairs), default=float("nan")), 
 # a share $\gamma$ of the next-token probability), a *probe* at a small strength measures how
 # fast the margin $m = \log\sum_{are,were} e^{\ell} - \log\sum_{is,was} e^{\ell}$ moves with
 # $s$, and the step uses the strength that moves $m$ just across zero, to
-# $-\operatorname{sign}(m_0)\,\varepsilon$, capped at $|s| \le$ {glue:text}`cap_value`.
+# $-\operatorname{sign}(m_0)\,\varepsilon$, capped at $|s| \le$ {glue:text}`cap_value`. The
+# paper gives none of these values; the probe strength {glue:text}`probe_value`, the buffer
+# $\varepsilon =$ {glue:text}`epsilon_value` and the cap are the reference code's. The reference
+# code does not gate at all ($\gamma = 0$), which the paper's description contradicts; the gate
+# here is this book's, and the table below shows every threshold including the smallest.
 #
 # We count, over greedy continuations of {glue:text}`n_steer` fixed prompts, the *agreement
 # decisions*: steps at which the unmodified model would have written one of the four verbs, or
@@ -253,6 +258,8 @@ glue("spearman_min", min((p["spearman"] for p in pairs), default=float("nan")), 
 # %%
 glue("gate_value", gate, display=False)
 glue("cap_value", cap, display=False)
+glue("probe_value", probe, display=False)
+glue("epsilon_value", epsilon, display=False)
 glue("n_steer", len(params.steering_prompts), display=False)
 glue("n_control", len(params.control_prompts), display=False)
 gate_rows = {m["model"]: pd.DataFrame(sva.gate_table(m["steering"])).set_index("gate") for m in results}
