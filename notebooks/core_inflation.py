@@ -409,7 +409,7 @@ plt.close(fig)
 #
 # ## The paper's claims
 #
-# This chapter's rows of the [claims page](claims.md). The paper's numbers are those of epoch
+# This chapter's rows of the [claims page](claims.ipynb). The paper's numbers are those of epoch
 # 20 000; a run with a shorter `long_epochs` is "measured at reduced settings": it shows how far
 # the trend has come, and cannot reproduce or refute the paper's end point.
 

@@ -326,7 +326,7 @@ plt.close(fig)
 #
 # ## The paper's claims
 #
-# This chapter's rows of the [claims page](claims.md). A sweep with fewer seeds or conditions
+# This chapter's rows of the [claims page](claims.ipynb). A sweep with fewer seeds or conditions
 # than the paper's is "measured at reduced settings", whatever its numbers.
 
 # %%

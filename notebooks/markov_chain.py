@@ -210,7 +210,7 @@ display(tables["A3"])
 #
 # ## The paper's claims
 #
-# This chapter's rows of the [claims page](claims.md): the paper's value, ours, and the
+# This chapter's rows of the [claims page](claims.ipynb): the paper's value, ours, and the
 # tolerance with where it comes from. At settings other than the paper's (another profile or
 # your own parameters) a claim is "measured at reduced settings", never "reproduced".
 

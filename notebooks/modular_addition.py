@@ -238,7 +238,7 @@ display(pd.DataFrame(rows).set_index(["phase", "model"]))
 #
 # ## The paper's claims
 #
-# This chapter's rows of the [claims page](claims.md), with the tolerance each must meet and
+# This chapter's rows of the [claims page](claims.ipynb), with the tolerance each must meet and
 # where it comes from. Only a run at the paper's settings can reproduce a claim.
 
 # %%

@@ -366,7 +366,7 @@ display(sva.flip_demo_table(summary))
 # %% [markdown]
 # ## The paper's claims
 #
-# This chapter's rows of the [claims page](claims.md). The paper's models cannot be loaded here,
+# This chapter's rows of the [claims page](claims.ipynb). The paper's models cannot be loaded here,
 # so every claim is "measured at reduced settings": on other, smaller models.
 
 # %%
