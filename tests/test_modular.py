@@ -123,7 +123,7 @@ def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
     assert values["inflation.arm_dim_gap"] == s["wd"]["core_dim_end"] - s["no_wd"]["core_dim_end"]
     e = modular.emergence_summary(p, recs)
     dims = [np.mean([m["core_dim"] for m in r["models"]]) for r in recs]
-    assert e["core_dim_settles"] == modular.settling_epoch([r["epoch"] for r in recs], dims)
+    assert e["core_dim_compact"] == modular.compact_epoch([r["epoch"] for r in recs], dims)
     curves = modular.removal_curves(p, "wd", 6, progress=False)
     assert curves["remove"].shape == curves["keep"].shape == (len(p.seeds), p.d_model)
     assert curves["rank"].tolist() == list(range(1, p.d_model + 1))
@@ -200,11 +200,11 @@ def test_inflation_summary_separates_models_that_lost_the_task():
     assert np.isnan(modular.inflation_summary(p, wd, no_wd)["wd"]["core_dim_end_working"])
 
 
-def test_settling_epoch_is_where_a_series_stops_leaving_its_final_band():
+def test_compact_epoch_is_where_a_series_first_nears_its_floor():
     epochs = [0, 100, 200, 300, 400, 500]
-    assert modular.settling_epoch(epochs, [60, 40, 16, 15, 15.5, 15]) == 200   # 16 is within 10 % of 15
-    assert modular.settling_epoch(epochs, [60, 15, 30, 15, 15, 15]) == 300     # left the band again at 200
-    assert modular.settling_epoch(epochs, [15] * 6) == 0
-    assert modular.settling_epoch(epochs, [1, 2, 3, 4, 5, float("nan")]) is None
+    assert modular.compact_epoch(epochs, [60, 40, 16, 15, 15.5, 30]) == 200   # 16 is within 10 % of 15
+    assert modular.compact_epoch(epochs, [60, 17, 15, 15, 25, 60]) == 200      # later growth does not move it
+    assert modular.compact_epoch(epochs, [15] * 6) == 0
+    assert modular.compact_epoch(epochs, [float("nan")] * 6) is None
     with pytest.raises(ValueError, match="equal-length"):
-        modular.settling_epoch(epochs, [1, 2])
+        modular.compact_epoch(epochs, [1, 2])

@@ -33,7 +33,7 @@ from ..tasks.modular import modular_addition_split
 __all__ = ["ModularParams", "ARMS", "train_arm", "analyse_model", "analyse_arm", "grokking_epoch",
            "model_grokking_epochs", "phase_epochs", "emergence_summary",
            "inflation_summary", "series", "epochs_of", "history", "make_data",
-           "emergence_claim_values", "inflation_claim_values", "training_collapses", "settling_epoch",
+           "emergence_claim_values", "inflation_claim_values", "training_collapses", "compact_epoch",
            "collapse_summary", "centroid_spectra", "removal_curves"]
 
 ARMS = ("wd", "no_wd")
@@ -463,19 +463,20 @@ def emergence_summary(p: ModularParams, records: list[dict]) -> dict:
         "modes": {k: [len(m["modes"]) for m in ms] for k, ms in at_phase.items()},
         "core_dim": {k: [m["core_dim"] for m in ms] for k, ms in at_phase.items()},
         "eigenvalues": {k: [m["eigenvalues"] for m in ms] for k, ms in at_phase.items()},
-        "core_dim_settles": settling_epoch(epochs_of(records), [np.mean([m["core_dim"] for m in r["models"]])
-                                                                 for r in records]),
+        "core_dim_compact": compact_epoch(epochs_of(records), [np.mean([m["core_dim"] for m in r["models"]])
+                                                                for r in records]),
         "final": {key: [m[key] for m in records[-1]["models"]]
                   for key in ("test_acc", "keep_acc", "remove_acc", "core_dim", "necessary_rank",
                               "sufficient_rank", "energy_rank")},
     }
 
 
-def settling_epoch(epochs, values, tolerance: float = 0.1) -> int | None:
-    """The first epoch from which ``values`` stay within ``tolerance`` (relative) of their last value.
+def compact_epoch(epochs, values, tolerance: float = 0.1) -> int | None:
+    """The first epoch at which ``values`` come within ``tolerance`` (relative) of their smallest value.
 
-    With the mean core dimension over models this dates when cores crystallise: the paper says
-    they do at grokking. ``None`` when the last value is not finite (no core measured).
+    With the mean core dimension over models this dates when the cores condense into their
+    compact form: the paper says they crystallise at grokking. (A later growth, the core
+    inflation of the next chapter, does not move it.) ``None`` when no value is finite.
     """
     epochs, values = np.asarray(epochs), np.asarray(values, dtype=float)
     if epochs.shape != values.shape or epochs.ndim != 1 or not len(epochs):
@@ -483,11 +484,10 @@ def settling_epoch(epochs, values, tolerance: float = 0.1) -> int | None:
                          f"and {values.shape}.")
     if not 0 < tolerance < 1:
         raise ValueError(f"tolerance must lie in (0, 1), got {tolerance}.")
-    final = values[-1]
-    if not np.isfinite(final):
+    if not np.isfinite(values).any():
         return None
-    outside = np.flatnonzero(~(np.abs(values - final) <= tolerance * abs(final)))
-    return int(epochs[outside[-1] + 1]) if len(outside) else int(epochs[0])
+    floor = np.nanmin(values)
+    return int(epochs[np.flatnonzero(values <= floor + tolerance * abs(floor))[0]])
 
 
 def _mean_at(records: list[dict], epoch: int, key: str, min_acc: float = 0.0) -> float:
@@ -532,8 +532,8 @@ def emergence_claim_values(s: dict) -> dict:
         "modular.unit_before": s["unit_fraction"]["before"],
         "modular.unit_after": s["unit_fraction"]["after"],
         "modular.modes_at_grok": s["modes"]["at"] if None not in s["model_grok_epochs"] else [nan],
-        "modular.core_settles": nan if None in (s["core_dim_settles"], s["grok_epoch"])
-        else s["core_dim_settles"] - s["grok_epoch"],
+        "modular.core_settles": nan if None in (s["core_dim_compact"], s["grok_epoch"])
+        else s["core_dim_compact"] - s["grok_epoch"],
     }
 
 
