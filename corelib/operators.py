@@ -283,7 +283,8 @@ def fit_shift_operator(
             "all fitting centroids are identical (no spread); the core does not separate the "
             "classes, so there is no shift to fit."
         )
-    k = max(1, min(int(np.sum(s >= rel_tol * s[0])), max_k))
+    # A centred set of n points spans at most n - 1 directions: never keep a null one.
+    k = max(1, min(int(np.sum(s >= rel_tol * s[0])), max_k, len(fit_src) - 1))
     basis = vt[:k].T
     coords = (r_all - center) @ basis  # (p, k)
 

@@ -78,7 +78,8 @@ from .theory import fit_grok_time, fit_power_law
 from .training import epoch_order
 
 __all__ = [
-    "PAPER_SWEEPS", "SweepConfig", "Condition", "SweepStats", "RECORD_FIELDS", "condition_data", "min_correct", "train_condition",
+    "PAPER_SWEEPS", "SweepConfig", "Condition", "SweepStats", "RECORD_FIELDS", "condition_data", "batch_plan", "min_correct",
+    "train_condition",
     "condition_dir", "record_problems", "load_record", "run_condition", "run_sweep", "summarise",
     "usable_delays", "bootstrap_fit", "power_law_constants", "grok_time_constants",
 ]
@@ -140,6 +141,8 @@ class SweepConfig:
             raise ValueError(f"max_epochs must be >= 1, got {self.max_epochs}; it caps each condition.")
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}.")
+        if self.split_permutation not in ("numpy", "torch"):
+            raise ValueError(f"split_permutation must be 'numpy' or 'torch', got {self.split_permutation!r}.")
         self.model_config(3)  # validates the architecture (d_model divisible by n_heads, norm)
 
     def model_config(self, p: int) -> TransformerConfig:
@@ -190,6 +193,23 @@ def condition_data(cond: Condition, cfg: SweepConfig) -> tuple[PrefixData, Prefi
     """Training and test sets of a condition (the fixed split of all ``p^2`` pairs)."""
     (x, y), (xt, yt) = modular_addition_split(cond.p, cfg.train_fraction, cfg.split_seed, cfg.split_permutation)
     return PrefixData.from_tokens(x, y), PrefixData.from_tokens(xt, yt)
+
+
+def batch_plan(n: int, batch_size: int | None, keep_partial_batch: bool = False) -> dict[str, int]:
+    """How ``n`` training examples are cut into minibatches of ``batch_size`` (None: full batch).
+
+    ``batch``: the batch size used (at most n); ``steps_per_permutation``: steps drawn from one
+    permutation (``n // batch``, or ``ceil(n / batch)`` when the partial batch is kept);
+    ``skipped``: examples of a permutation never used (``n mod batch``, or 0);
+    ``steps_per_epoch``: ``ceil(n / batch)``, the unit of the caps and the patience.
+    """
+    if n < 1 or (batch_size is not None and batch_size < 1):
+        raise ValueError(f"need n >= 1 and a positive batch size (or None), got n={n}, batch_size={batch_size}.")
+    batch = min(batch_size or n, n)
+    per_epoch = -(-n // batch)
+    skipped = 0 if keep_partial_batch else n % batch
+    return {"batch": batch, "steps_per_permutation": per_epoch if keep_partial_batch else n // batch,
+            "skipped": skipped, "steps_per_epoch": per_epoch}
 
 
 def min_correct(n: int, threshold: float) -> int:
@@ -340,10 +360,10 @@ def train_condition(
     device = torch.device(device) if device is not None else default_device()
     train, test = (d.to(device) for d in (data if data is not None else condition_data(cond, cfg)))
     n = len(train)
-    batch = min(cond.batch_size or n, n)
+    plan = batch_plan(n, cond.batch_size, cfg.keep_partial_batch)
+    batch, per_epoch = plan["batch"], plan["steps_per_epoch"]  # epochs: the unit of caps and patience
     full_batch = batch == n
-    per_epoch = -(-n // batch)  # the unit of the caps and the patience, as the reference counts epochs
-    end = n if cfg.keep_partial_batch else n - n % batch  # last start of a minibatch in a permutation
+    end = n - plan["skipped"]  # the examples of a permutation that are used
     cap = cfg.max_epochs * per_epoch if max_steps is None else int(max_steps)
     if cap < 1:
         raise ValueError(f"max_steps must be >= 1, got {max_steps}.")

@@ -256,7 +256,7 @@ plt.close(fig)
 # {glue:text}`wd_core_dim_end_working:.1f` dimensions and {glue:text}`wd_modes_end_working:.1f`
 # rotational modes, against {glue:text}`no_core_dim_end_working:.1f` and
 # {glue:text}`no_modes_end_working:.1f` without weight decay. The paper reports means over all
-# models, and so do panels A–C and the checks.
+# models, and so do panels A–C and the claims below.
 #
 # ## What the necessary rank counts
 #
@@ -410,10 +410,12 @@ plt.close(fig)
 # ## The paper's claims
 #
 # This chapter's rows of the [claims page](claims.ipynb). The paper's numbers are those of epoch
-# 20 000; a run with a shorter `long_epochs` is "measured at reduced settings": it shows how far
-# the trend has come, and cannot reproduce or refute the paper's end point.
+# {glue:text}`paper_long_epochs`; a run with a shorter `long_epochs` is "measured at reduced
+# settings": it shows how far the trend has come, and cannot reproduce or refute the paper's end
+# point.
 
 # %%
+glue("paper_long_epochs", modular.ModularParams().long_epochs, display=False)
 display(claims.chapter_frame("core_inflation"))
 #
 # ## Exercises

@@ -64,7 +64,7 @@ from myst_nb import glue
 
 from corelib import claims
 from corelib.sweeps import (
-    PAPER_SWEEPS, Condition, SweepConfig, bootstrap_fit, grok_time_constants, min_correct, power_law_constants,
+    PAPER_SWEEPS, Condition, SweepConfig, batch_plan, bootstrap_fit, grok_time_constants, min_correct, power_law_constants,
     run_sweep, summarise, usable_delays,
 )
 from corelib.theory import grok_time
@@ -104,6 +104,10 @@ for name, value in [("n_seeds", n_seeds), ("omega_p", omega_p), ("d_model", d_mo
                     ("paper_omega_exponent", f"{paper_omega_exponent:g}"), ("paper_Omega", f"{paper_Omega:g}"),
                     ("paper_p_crit", f"{paper_p_crit:g}")]:
     glue(name, value, display=False)
+
+plan = batch_plan(n_train_53, omega_batch_size, cfg_omega.keep_partial_batch)  # minibatches at omega_p
+for key in ("steps_per_permutation", "skipped", "steps_per_epoch"):
+    glue(key, plan[key], display=False)
 
 # %% [markdown]
 # ## Measuring the two times exactly
@@ -288,8 +292,8 @@ plt.close(fig)
 # bootstrap replicates that resample the seeds of every condition and refit their means.
 # ```
 #
-# Of the {glue:text}`n_runs` runs, {glue:text}`n_grokked` memorised and generalised before the
-# cap. **Weight decay.** The mean delay goes from {glue:text}`w_first_delay` steps at
+# Of the {glue:text}`n_runs` runs, {glue:text}`n_grokked` memorised and then generalised before
+# the cap. **Weight decay.** The mean delay goes from {glue:text}`w_first_delay` steps at
 # $\omega =$ {glue:text}`w_first` to {glue:text}`w_last_delay` at $\omega =$ {glue:text}`w_last`;
 # the power law has exponent
 # $\beta =$ {glue:text}`beta` ± {glue:text}`beta_sd` ($R^2 =$ {glue:text}`r2_omega`); the paper
@@ -320,9 +324,11 @@ plt.close(fig)
 # {glue:text}`p_cap` epochs per condition, and stopped each seed {glue:text}`patience` epochs after
 # it generalised. `python -m corelib.runner run grokking_sweeps --profile paper` runs the paper's
 # settings (it resumes where it stops, so it can be run in pieces). Minibatches follow the
-# reference code: a fresh permutation of the training pairs whenever the next batch of
-# {glue:text}`omega_batch_text` would run past its end, so at $p = 53$ each permutation gives two
-# steps and skips its last pairs, while caps and patience count epochs of three steps.
+# reference code: each seed draws a fresh permutation of the training pairs whenever the next
+# batch would run past its end, so with {glue:text}`omega_batch_text` at
+# $p =$ {glue:text}`omega_p` a permutation gives {glue:text}`steps_per_permutation` step(s) and
+# skips its last {glue:text}`skipped` pairs, while caps and patience count epochs of
+# {glue:text}`steps_per_epoch` step(s).
 #
 # ## The paper's claims
 #

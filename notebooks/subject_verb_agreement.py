@@ -281,8 +281,9 @@ else:
 glue("gate_verdict", gate_verdict, display=False)
 
 # %% [markdown]
-# Thresholds of the grid ({glue:text}`gate_grid_text`) at which every model inverts at least
-# half of its agreement decisions and leaves every decision-free control unchanged:
+# Thresholds of the grid ({glue:text}`gate_grid_text`) at which every model meets both steering
+# criteria (its inversion rate passes the tolerance of the claim `sva.steering_rate`, and its
+# share of unchanged decision-free controls that of `sva.steering_untouched`):
 # {glue:text}`gates_passing`. {glue:text}`gate_verdict` The threshold was chosen with this table,
 # on these prompts, so the controls at that threshold are not an independent test of it; the
 # rows of the other thresholds show how sensitive the result is.
@@ -357,10 +358,13 @@ display(sva.sampling_table(summary))
 # ### The flip on single prompts
 #
 # The paper quotes one prompt: flipping the core on "The key next to the cabinets" drives
-# $\mathbb P(	extit{is})$ from 0.51 to 0.01 and $\mathbb P(	extit{are})$ from 0.06 to 0.71 (in
+# $\mathbb P(\textit{is})$ from {glue:text}`paper_is_base` to {glue:text}`paper_is_flip` and
+# $\mathbb P(\textit{are})$ from {glue:text}`paper_are_base` to {glue:text}`paper_are_flip` (in
 # one of its models). The same prompts with our models, probabilities over the whole vocabulary:
 
 # %%
+for key in ("is_base", "is_flip", "are_base", "are_flip"):
+    glue(f"paper_{key}", f"{claims.claim(f'sva.key_{key}').value:g}", display=False)
 display(sva.flip_demo_table(summary))
 
 # %% [markdown]

@@ -35,7 +35,7 @@ def test_tolerances_follow_the_papers_numbers():
     assert claims.claim("sva.auc_remove").holds(0.25) and not claims.claim("sva.auc_remove").holds(0.251)
     assert claims.claim("sva.auc_flip").holds(0.10) and not claims.claim("sva.auc_flip").holds(0.101)
     assert claims.claim("markov.remove_accuracy").holds(0.237) and not claims.claim("markov.remove_accuracy").holds(0.262)
-    # p_crit's interval lies inside what a fit to the paper's moduli (all > 31) can return
+    # p_crit's interval lies inside what a fit to the paper's moduli (smallest 31) can return
     assert claims.claim("sweeps.p_crit").holds(23) and not claims.claim("sweeps.p_crit").holds(26)
 
 

@@ -13,7 +13,7 @@ from corelib.engine import DropoutStreams, PrefixData, SeedStack, StackOptimizer
 from corelib.tasks.modular import modular_addition_split
 from corelib.theory import grok_time
 from corelib.sweeps import (
-    Condition, SweepConfig, bootstrap_fit, condition_dir, grok_time_constants, min_correct, power_law_constants,
+    Condition, SweepConfig, batch_plan, bootstrap_fit, condition_dir, grok_time_constants, min_correct, power_law_constants,
     run_condition, run_sweep, summarise, train_condition,
 )
 from corelib.training import epoch_order
@@ -229,3 +229,21 @@ def test_fits_use_condition_means_and_exclude_nonpositive_delays():
     summary = summarise(table, "weight_decay")
     assert summary.loc[2.0, "n_grokked"] == 4 and summary.loc[2.0, "n_nonpositive"] == 2
     assert summary.loc[2.0, "delay_mean"] == pytest.approx(means[2.0])
+
+
+def test_batch_plan_and_a_kept_partial_batch():
+    """The reference skips a permutation's partial batch; keep_partial_batch trains on it."""
+    assert batch_plan(1404, 512) == {"batch": 512, "steps_per_permutation": 2, "skipped": 380, "steps_per_epoch": 3}
+    assert batch_plan(1404, 512, True) == {"batch": 512, "steps_per_permutation": 3, "skipped": 0,
+                                           "steps_per_epoch": 3}
+    assert batch_plan(60, None) == {"batch": 60, "steps_per_permutation": 1, "skipped": 0, "steps_per_epoch": 1}
+    with pytest.raises(ValueError, match="positive batch size"):
+        batch_plan(60, 0)
+    cond = Condition(p=11, weight_decay=1.0, batch_size=32)  # 60 training pairs: batches 32 (+ 28)
+    rows = {}
+    for keep in (False, True):
+        stats = sweeps.SweepStats()
+        cfg = SweepConfig(**TINY, max_epochs=5, dropout=0.0, keep_partial_batch=keep)
+        train_condition(cond, (1,), cfg, device="cpu", progress=False, max_steps=4, stats=stats)
+        rows[keep] = stats.train_rows
+    assert rows == {False: 4 * 32, True: 2 * (32 + 28)}

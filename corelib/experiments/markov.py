@@ -54,6 +54,10 @@ class MarkovParams:
         object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
         if len(self.seeds) < 1:
             raise ValueError("need at least one seed.")
+        rows = self.model_config().n_ctx  # inputs are seq_len - 1 tokens long
+        if not 2 < self.seq_len <= rows + 1:
+            raise ValueError(f"seq_len must lie in [3, {rows + 1}] (the models' position table has {rows} "
+                             f"rows), got {self.seq_len}.")
 
     @classmethod
     def from_namespace(cls, namespace: dict) -> "MarkovParams":

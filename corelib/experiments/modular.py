@@ -537,15 +537,20 @@ def emergence_claim_values(s: dict) -> dict:
     }
 
 
+def _ratio(a: float, b: float) -> float:
+    """``a / b``, NaN when ``b`` is 0 or not finite (e.g. no modes at the branch epoch)."""
+    return a / b if b and np.isfinite(b) else float("nan")
+
+
 def inflation_claim_values(s: dict) -> dict:
     """The measured values of the paper's core-inflation claims (see :mod:`corelib.claims`)."""
     wd, no = s["wd"], s["no_wd"]
     return {
         "inflation.core_dim_grok": wd["core_dim_start"],
         "inflation.core_dim_end": wd["core_dim_end"],
-        "inflation.sufficient_stable": wd["sufficient_rank_end"] / wd["sufficient_rank_start"],
+        "inflation.sufficient_stable": _ratio(wd["sufficient_rank_end"], wd["sufficient_rank_start"]),
         "inflation.modes_end": wd["modes_end"],
-        "inflation.modes_sparse": no["modes_end"] / no["modes_start"],
+        "inflation.modes_sparse": _ratio(no["modes_end"], no["modes_start"]),
         "inflation.arm_dim_gap": wd["core_dim_end"] - no["core_dim_end"],
         "inflation.arm_mode_gap": wd["modes_end"] - no["modes_end"],
     }

@@ -58,7 +58,6 @@ __all__ = [
     "PAPER_MODELS",
     "spectral_gap_paper",
     "control_summary",
-    "controls_hold",
     "gate_table",
     "meets_criteria",
     "intervened_margins",
@@ -477,16 +476,13 @@ def steering_run(lm: LanguageModel, analysis: dict, p: SVAParams, *, progress: b
 
 def meets_criteria(inversion: dict, controls: dict) -> bool:
     """The steering criteria: the inversion rate passes the tolerance of the claim
-    ``sva.steering_rate`` (:mod:`corelib.claims`), and every control continuation without
-    agreement decisions (at least one) is unchanged."""
+    ``sva.steering_rate`` and the share of unchanged decision-free control continuations that of
+    ``sva.steering_untouched`` (:mod:`corelib.claims`)."""
     from ..claims import claim
 
-    return claim("sva.steering_rate").holds(inversion["rate"]) and controls_hold(controls)
-
-
-def controls_hold(controls: dict) -> bool:
-    """Every control continuation without agreement decisions (at least one) came out unchanged."""
-    return controls["decision_free"] > 0 and controls["decision_free_unchanged"] == controls["decision_free"]
+    free = controls["decision_free"]
+    return (claim("sva.steering_rate").holds(inversion["rate"])
+            and free > 0 and claim("sva.steering_untouched").holds(controls["decision_free_unchanged"] / free))
 
 
 def gate_table(steering: dict) -> list[dict]:
