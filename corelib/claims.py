@@ -368,7 +368,7 @@ def _display(value: Any) -> str:
 def _row(c: Claim, data: Mapping[str, Any]) -> dict:
     values = data.get("values", {})
     settings = data.get("settings", {})
-    measured = c.id in values
+    measured = c.id in values and bool(_numbers(values[c.id]))  # {} : nothing to measure (e.g. one model, no pair)
     within = c.holds(values[c.id]) if measured else None
     if not measured:
         status = "not run in this profile"

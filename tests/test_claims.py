@@ -45,6 +45,8 @@ def test_status_reads_the_settings_and_the_tolerance(tmp_path):
                   settings={}, notes={"markov.overlap": "one pair happens to be close"}, root=tmp_path)
     claims.record("grokking_sweeps", {"sweeps.p_crit": 23.0, "sweeps.r2_p": 0.5},
                   settings={"n_seeds": "3 (paper: 12)"}, root=tmp_path)
+    claims.record("subject_verb_agreement", {"sva.rank": {"a": 1}, "sva.pearson": {}},
+                  settings={"models": "[a] (paper: six)"}, root=tmp_path)
     rows = by_id(claims.claims_table(claims.load_records(tmp_path)))
     assert rows["markov.rank"]["status"] == "reproduced"
     assert rows["markov.remove_accuracy"]["status"] == "reproduced"
@@ -59,6 +61,8 @@ def test_status_reads_the_settings_and_the_tolerance(tmp_path):
     assert rows["sweeps.p_crit"]["within tolerance"] == "yes" and rows["sweeps.r2_p"]["within tolerance"] == "no"
     assert rows["sweeps.p_crit"]["settings"] == "n_seeds: 3 (paper: 12)"
     assert rows["sweeps.Omega"]["status"] == "not run in this profile"
+    assert rows["sva.pearson"]["status"] == "not run in this profile"  # one model: no pair to correlate
+    assert rows["sva.rank"]["status"] == "measured at reduced settings"
     chapter = claims.chapter_table("grokking_sweeps", root=tmp_path)
     assert [r["id"] for r in chapter] == [c.id for c in claims.CLAIMS if c.chapter == "grokking_sweeps"]
     with pytest.raises(ValueError, match="no claims belong to chapter 'claims'"):
