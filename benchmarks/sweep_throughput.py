@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from corelib.models import Transformer  # noqa: E402
 from corelib.sweeps import Condition, SweepConfig, SweepStats, condition_data, train_condition  # noqa: E402
 from corelib.tasks.modular import modular_addition_split  # noqa: E402
-from corelib.training import epoch_order  # noqa: E402
+from corelib.engine import epoch_order  # noqa: E402
 
 from _machine import counted_flops, mask_seconds, matmul_gflops  # noqa: E402
 

@@ -1,42 +1,26 @@
-"""Train several seeds of one architecture together, as one vectorised model.
+"""The one training loop: several seeds of one architecture trained together, as one vectorised model.
 
-The weights of S models are stacked along a leading seed dimension and the forward pass is
-``torch.func.vmap`` of the ordinary :class:`~corelib.models.Transformer`, so one optimizer step
-updates all seeds at once. Nothing couples the seeds: each has its own initialisation, its own
-data order (the same per-(seed, epoch) order as :func:`corelib.training.train`), its own loss,
-its own AdamW moments (AdamW is elementwise, so stacking does not mix seeds) and its own weight
-decay. A seed therefore gets exactly the updates it would get trained alone; a test checks this
-against the plain loop of :mod:`corelib.training`.
+The weights of S models are stacked along a leading seed dimension and the forward pass runs
+under ``torch.func.vmap``, so one optimizer step updates every seed. Nothing couples the seeds:
+each has its own initialisation, data order (:func:`epoch_order`), loss, AdamW moments (AdamW is
+elementwise), weight decay and dropout stream (:class:`DropoutStreams`, drawn as ``nn.Dropout``
+would draw it). A seed therefore gets the updates it would get trained alone in a plain PyTorch
+loop; the tests check this against one. A single model is a stack of one.
 
-Two things make a step cheaper than the plain loop, without changing what is computed:
-the loss only reads the last position, so training without dropout runs
-:meth:`~corelib.models.Transformer.last_logits` (shared prefixes computed once), and the
-per-op overhead of a small model is paid once for all seeds.
-
-Dropout is random, and random operations under ``vmap`` draw from one stream for all seeds. So
-the engine draws the masks itself (:class:`DropoutStreams`): seed ``s`` has its own generator,
-seeded ``s + 1`` as :func:`corelib.training.train` seeds its dropout stream, and its masks are
-drawn in the order and shapes in which ``nn.Dropout`` would draw them in a full forward pass. A
-seed trained with dropout in a stack therefore also gets exactly the updates of ``train``.
-
-A run lives in a folder:
-
-- ``run.json``: what is trained (architecture, optimiser, seeds, data fingerprint, origin);
-- ``snapshots/epoch_XXXXXX.pt``: the stacked weights at the analysis epochs;
-- ``state_XXXXXX.pt``: the latest resumable state (weights, AdamW state, RNG and dropout
-  streams, history);
-- ``manifest.json``: the current state file and a SHA-256 of every file, written last, so a run
-  killed at any moment resumes from its last complete checkpoint and a damaged file is refused.
-
-Checkpoints hold only tensors, numbers and lists, and are read with ``weights_only=True``.
+:class:`Trainer` runs epochs of minibatch steps and calls back after each step, which is all the
+grokking sweeps need (:mod:`corelib.sweeps` measures and stops seeds from there).
+:func:`train_stack` adds a run folder: snapshots of the weights for the analysis, a resumable
+state, and ``progress.json``, which commits a checkpoint only once its files are complete, so a
+run killed at any moment resumes to exactly the results of an uninterrupted one. Files go
+through :mod:`corelib.results` (safetensors and JSON, verified by SHA-256 on every read).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Literal
 
 import torch
 import torch.nn.functional as F
@@ -44,27 +28,41 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
-from .models import (Transformer, TransformerConfig, default_device, dropout_mask_shapes, supplied_dropout_masks,
-                     trailing_part)
-from .results import load_json, params_key, save_json
-from .training import epoch_order
+from . import results
+from .fastpath import mask_feed, mask_shapes, masked_forward, prefix_last_logits, trailing_part
+from .models import Transformer, TransformerConfig, default_device
+from .results import StoreError, load_json, params_key, save_json
 
 __all__ = [
-    "PrefixData", "StackConfig", "SeedStack", "StackOptimizer", "DropoutStreams", "CheckpointError", "train_stack", "load_snapshot",
-    "snapshot_epochs", "load_history", "stacked_last_logits", "stacked_train_logits", "dropout_seed",
+    "epoch_order", "PrefixData", "SequenceData", "StackConfig", "SeedStack", "StackOptimizer", "DropoutStreams",
+    "Trainer", "CheckpointError", "train_stack", "load_snapshot", "snapshot_epochs", "load_history",
+    "stacked_last_logits", "dropout_seed",
 ]
 
+CheckpointError = StoreError
+"""A checkpoint or run folder that must not be used: damaged, or from a different run."""
 
-class CheckpointError(ValueError):
-    """A checkpoint or run folder that must not be used: damaged, or from a different run."""
+
+def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
+    """The order in which seed ``seed`` visits ``n`` training examples in ``epoch``.
+
+    Drawn from its own generator, so a resumed run, or a seed trained with others, sees the same order.
+    """
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
+
+
+def _fingerprint(*tensors: torch.Tensor) -> str:
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(t.cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
 
 
 @dataclass(frozen=True)
 class PrefixData:
-    """A dataset of token sequences scored at the last position, with shared prefixes.
+    """Token sequences scored at the last position, with shared prefixes stored once.
 
-    ``tokens[i] = [*prefixes[index[i]], last[i]]`` and ``targets[i]`` is the answer at the last
-    position.
+    ``tokens[i] = [*prefixes[index[i]], last[i]]`` and ``targets[i]`` is the answer at the last position.
     """
 
     last: torch.Tensor
@@ -86,24 +84,60 @@ class PrefixData:
     def __len__(self) -> int:
         return self.last.shape[0]
 
+    @property
+    def length(self) -> int:
+        return self.prefixes.shape[1] + 1
+
+    def tokens(self, idx: torch.Tensor) -> torch.Tensor:
+        """The full token sequences of rows ``idx`` (any shape), (*idx.shape, T)."""
+        return torch.cat([self.prefixes[self.index[idx]], self.last[idx][..., None]], dim=-1)
+
     def to(self, device) -> "PrefixData":
         return PrefixData(*(t.to(device) for t in (self.last, self.prefixes, self.index, self.targets)))
 
     def fingerprint(self) -> str:
-        h = hashlib.sha256()
-        for t in (self.last, self.prefixes, self.index, self.targets):
-            h.update(t.cpu().numpy().tobytes())
-        return h.hexdigest()[:16]
+        return _fingerprint(self.last, self.prefixes, self.index, self.targets)
+
+
+@dataclass(frozen=True)
+class SequenceData:
+    """Token sequences (N, T) scored at every position against ``targets`` (N, T)."""
+
+    inputs: torch.Tensor
+    targets: torch.Tensor
+
+    def __post_init__(self):
+        if self.inputs.ndim != 2 or self.targets.shape != self.inputs.shape:
+            raise ValueError(f"inputs and targets must both be (N, T), got {tuple(self.inputs.shape)} "
+                             f"and {tuple(self.targets.shape)}.")
+
+    def __len__(self) -> int:
+        return self.inputs.shape[0]
+
+    @property
+    def length(self) -> int:
+        return self.inputs.shape[1]
+
+    def to(self, device) -> "SequenceData":
+        return SequenceData(self.inputs.to(device), self.targets.to(device))
+
+    def fingerprint(self) -> str:
+        return _fingerprint(self.inputs, self.targets)
+
+
+Data = PrefixData | SequenceData
 
 
 @dataclass(frozen=True)
 class StackConfig:
-    """Optimisation and checkpoint schedule of a stacked run (AdamW, last-position loss).
+    """Optimisation and checkpoint schedule of a run (AdamW).
 
-    Snapshots (weights kept for analysis) are taken every ``snapshot_every`` epochs, and every
-    ``snapshot_every_late`` epochs after epoch ``late_after`` when both are given. The resumable
-    state is saved every ``checkpoint_every`` epochs and at the end. Test accuracy is measured
-    every ``eval_every`` epochs and at every snapshot (``None`` in the history otherwise).
+    ``loss_positions``: ``"last"`` scores the last position (:class:`PrefixData`), ``"all"`` every
+    position (:class:`SequenceData`). ``keep_partial_batch=False`` skips the last ``n mod B``
+    examples of each epoch's order. Snapshots (weights kept for the analysis) are taken every
+    ``snapshot_every`` epochs, and every ``snapshot_every_late`` epochs after ``late_after`` when
+    both are given. The resumable state is saved every ``checkpoint_every`` epochs and at the end.
+    Test accuracy is measured every ``eval_every`` epochs and at every snapshot (``None`` otherwise).
     """
 
     epochs: int
@@ -115,6 +149,8 @@ class StackConfig:
     late_after: int | None = None
     checkpoint_every: int = 100
     eval_every: int = 1
+    loss_positions: Literal["last", "all"] = "last"
+    keep_partial_batch: bool = True
 
     def __post_init__(self):
         if self.epochs < 0 or self.batch_size < 1 or self.lr <= 0:
@@ -123,6 +159,8 @@ class StackConfig:
             raise ValueError(f"snapshot and checkpoint intervals must be >= 1: {self}.")
         if (self.snapshot_every_late is None) != (self.late_after is None):
             raise ValueError("give both snapshot_every_late and late_after, or neither.")
+        if self.loss_positions not in ("last", "all"):
+            raise ValueError(f"loss_positions must be 'last' or 'all', got {self.loss_positions!r}.")
         if isinstance(self.weight_decay, (list, tuple)):
             object.__setattr__(self, "weight_decay", tuple(float(w) for w in self.weight_decay))
 
@@ -140,62 +178,71 @@ class StackConfig:
         return (float(wd),) * n_seeds
 
     def identity(self) -> dict:
-        """The settings that define the run (the epoch count does not: a run can be extended)."""
+        """The settings that define the trained weights (not the epoch count: a run can be extended)."""
         d = asdict(self)
-        d.pop("epochs")
-        d.pop("eval_every")  # what is recorded, not what is trained
+        for name in ("epochs", "eval_every"):
+            d.pop(name)
         d["weight_decay"] = list(d["weight_decay"]) if isinstance(d["weight_decay"], tuple) else d["weight_decay"]
+        # Left out at their defaults, so the keys of runs stored without these fields stay valid.
+        if d["loss_positions"] == "last":
+            d.pop("loss_positions")
+        if d["keep_partial_batch"]:
+            d.pop("keep_partial_batch")
         return d
 
 
-class _Method(nn.Module):
-    """Adapter so ``functional_call`` can run a method of a :class:`Transformer` other than ``forward``."""
+class _Call(nn.Module):
+    """Adapter so ``functional_call`` can run a function of a model other than its ``forward``."""
 
-    def __init__(self, model: Transformer, method: str):
+    def __init__(self, model: Transformer, fn: Callable):
         super().__init__()
-        self.model, self.method = model, method
+        self.model, self.fn = model, fn
 
     def forward(self, *args):
-        return getattr(self.model, self.method)(*args)
+        return self.fn(self.model, *args)
+
+
+def _stacked(model_cfg: TransformerConfig, fn: Callable, in_dims: tuple) -> Callable:
+    """``vmap`` over the seed dimension of ``fn(model, *args)`` with the seed's weights."""
+    wrapper = _Call(Transformer(model_cfg).to("meta"), fn)
+    return vmap(lambda p, *args: functional_call(wrapper, {f"model.{k}": v for k, v in p.items()}, args),
+                in_dims=(0, *in_dims))
 
 
 def stacked_last_logits(model_cfg: TransformerConfig, *, shared_rows: bool) -> Callable:
-    """``f(params, last, index, prefixes) -> (S, B, vocab)``: last-position logits of S stacked seeds.
+    """``f(params, last, index, prefixes) -> (S, B, vocab)``: last-position logits of stacked seeds.
 
-    ``params`` are weights stacked along a first seed dimension (:class:`SeedStack`). With
-    ``shared_rows`` every seed runs on the same rows (``last`` and ``index`` of shape (B,), as in
-    an evaluation); otherwise each seed on its own rows (shape (S, B), as in training).
+    With ``shared_rows`` every seed runs on the same rows (``last`` and ``index`` (B,), as in an
+    evaluation); otherwise each on its own rows ((S, B), as in training). No dropout.
     """
-    # In eval mode: training with dropout goes through stacked_train_logits.
-    wrapper = _Method(Transformer(model_cfg).to("meta"), "last_logits").eval()
     rows = None if shared_rows else 0
-    return vmap(lambda p, last, index, prefixes: functional_call(
-        wrapper, {f"model.{k}": v for k, v in p.items()}, (last, prefixes, index)),
-        in_dims=(0, rows, rows, None))
+
+    def fn(model, last, index, prefixes):
+        return prefix_last_logits(model, last, prefixes, index)
+    return _stacked(model_cfg, fn, (rows, rows, None))
 
 
-def stacked_train_logits(model_cfg: TransformerConfig) -> Callable:
-    """``f(params, tokens, masks) -> (S, B, vocab)``: last-position logits of S seeds in training mode.
-
-    :meth:`~corelib.models.Transformer.forward_last` of each seed on its own tokens (S, B, T)
-    with its own dropout ``masks`` (a list, each (S, *shape), as drawn by :class:`DropoutStreams`).
-    Used for training with dropout, where the masks of the earlier positions make the
-    shared-prefix shortcut of :meth:`~corelib.models.Transformer.last_logits` inexact.
-    """
-    model = _Method(Transformer(model_cfg).to("meta"), "forward_last").train()
-
-    def one_seed(p, tokens, masks):
-        with supplied_dropout_masks(masks):
-            return functional_call(model, {f"model.{k}": v for k, v in p.items()}, (tokens,))
-
-    return vmap(one_seed, in_dims=(0, 0, 0))
+@functools.lru_cache(maxsize=32)
+def _stacked_fn(model_cfg: TransformerConfig, kind: str) -> Callable:
+    """The vmapped forward passes a :class:`SeedStack` uses, built once per architecture."""
+    if kind == "last":
+        return stacked_last_logits(model_cfg, shared_rows=False)
+    if kind == "last_masked":
+        return _stacked(model_cfg, lambda m, t, masks: masked_forward(m, t, mask_feed(masks), last_only=True), (0, 0))
+    if kind == "all_masked":
+        return _stacked(model_cfg, lambda m, t, masks: masked_forward(m, t, mask_feed(masks)), (0, 0))
+    if kind == "all":
+        return _stacked(model_cfg, lambda m, t: masked_forward(m, t), (0,))
+    if kind == "all_shared":
+        return _stacked(model_cfg, lambda m, t: masked_forward(m, t), (None,))
+    raise ValueError(kind)
 
 
 def dropout_seed(seed: int, start_epoch: int) -> int:
     """Seed of seed ``seed``'s dropout stream in a run that starts at ``start_epoch``.
 
-    ``seed + 1`` for a fresh run, as in :func:`corelib.training.train`; a branch (a run started
-    from a snapshot) gets a stream of its own, so it does not replay the masks of epoch 0.
+    ``seed + 1`` for a fresh run (a plain loop's ``torch.manual_seed(seed + 1)``); a branch (a run
+    started from a snapshot) gets a stream of its own, so it does not replay the masks of epoch 0.
     """
     return seed + 1 if start_epoch == 0 else (seed + 1) * 100_003 + start_epoch
 
@@ -203,9 +250,9 @@ def dropout_seed(seed: int, start_epoch: int) -> int:
 class DropoutStreams:
     """One dropout random stream per seed, drawn on the CPU as ``nn.Dropout`` would draw it.
 
-    Each mask is ``bernoulli(1 - p) / (1 - p)``, drawn with ``bernoulli_`` into a fresh tensor of
-    the activation's shape, which is what ``F.dropout`` multiplies by on a CPU. Drawing on the CPU
-    keeps the masks (and so the results) the same on a GPU.
+    Each mask is ``bernoulli(1 - p) / (1 - p)`` drawn into a fresh tensor of the activation's
+    shape, which is what ``F.dropout`` multiplies by on a CPU. Drawing on the CPU keeps the masks
+    (and so the results) the same on a GPU.
     """
 
     def __init__(self, p: float, seeds, start_epoch: int = 0) -> None:
@@ -214,18 +261,18 @@ class DropoutStreams:
         self.p = float(p)
         self.generators = [torch.Generator().manual_seed(dropout_seed(int(s), start_epoch)) for s in seeds]
 
-    def draw(self, model_cfg: TransformerConfig, batch: int, length: int, device) -> list[torch.Tensor]:
+    def draw(self, model_cfg: TransformerConfig, batch: int, length: int, device, *,
+             last_only: bool = True) -> list[torch.Tensor]:
         """The masks of one training step on (batch, length) tokens: a list of (S, *shape) tensors.
 
-        Each mask is drawn whole, as a full forward pass would draw it, so the streams advance
-        exactly as ``nn.Dropout``'s would, then cut to what
-        :meth:`~corelib.models.Transformer.forward_last` uses.
+        Each mask is drawn whole, as a full forward pass draws it, so the streams advance as
+        ``nn.Dropout``'s would; with ``last_only`` it is then cut to what the last-position pass uses.
         """
-        shapes = list(zip(dropout_mask_shapes(model_cfg, batch, length),
-                          dropout_mask_shapes(model_cfg, batch, length, last_only=True)))
+        full = mask_shapes(model_cfg, batch, length)
+        used = mask_shapes(model_cfg, batch, length, last_only=True) if last_only else full
         keep = 1.0 - self.p
-        per_seed = [[trailing_part(torch.empty(drawn).bernoulli_(keep, generator=g), used).div(keep)
-                     for drawn, used in shapes] for g in self.generators]
+        per_seed = [[trailing_part(torch.empty(f).bernoulli_(keep, generator=g), u).div(keep)
+                     for f, u in zip(full, used)] for g in self.generators]
         return [torch.stack(masks).to(device) for masks in zip(*per_seed)]
 
     def subset(self, keep: list[int]) -> "DropoutStreams":
@@ -251,16 +298,14 @@ class SeedStack:
 
     def __init__(self, model_cfg: TransformerConfig, seeds, params: dict[str, torch.Tensor]):
         self.cfg, self.seeds = model_cfg, tuple(int(s) for s in seeds)
-        self.params = params
         template = Transformer(model_cfg).to("meta")
         expected = {k: v.shape for k, v in template.state_dict().items()}
         got = {k: v.shape[1:] for k, v in params.items()}
         if expected != got or any(v.shape[0] != len(self.seeds) for v in params.values()):
             raise CheckpointError("stacked weights do not match the architecture and seeds "
                                   f"({len(self.seeds)} seeds, {model_cfg}).")
-        self._fn = stacked_last_logits(model_cfg, shared_rows=False)
-        self._train_fn = stacked_train_logits(model_cfg) if model_cfg.dropout else None
-
+        # The model's order (files may store names sorted): the optimizer's state follows it.
+        self.params = {k: params[k] for k in expected}
     @classmethod
     def initialise(cls, model_cfg: TransformerConfig, seeds, device=None) -> "SeedStack":
         """Fresh models, seed s initialised exactly as ``torch.manual_seed(s); Transformer(cfg)``."""
@@ -286,26 +331,44 @@ class SeedStack:
         model.load_state_dict({k: v[i].detach().clone() for k, v in self.params.items()})
         return model.eval()
 
+    def subset(self, keep: list[int]) -> "SeedStack":
+        """The seeds at positions ``keep`` (copies of their weights)."""
+        index = torch.tensor(keep, device=self.device)
+        return SeedStack(self.cfg, [self.seeds[i] for i in keep],
+                         {k: v.detach()[index].clone() for k, v in self.params.items()})
+
     def last_logits(self, data: PrefixData, idx: torch.Tensor | None = None) -> torch.Tensor:
-        """Last-position logits (S, B, vocab): every seed on its rows ``idx`` (S, B) of ``data``.
+        """Last-position logits (S, B, vocab) without dropout: every seed on its rows ``idx`` (S, B).
 
         Without ``idx`` every seed sees the whole dataset.
         """
         if idx is None:
             idx = torch.arange(len(data), device=data.last.device).expand(len(self), -1)
-        return self._fn(self.params, data.last[idx], data.index[idx], data.prefixes)
+        return _stacked_fn(self.cfg, "last")(self.params, data.last[idx], data.index[idx], data.prefixes)
 
-    def train_logits(self, data: PrefixData, idx: torch.Tensor, masks: list[torch.Tensor]) -> torch.Tensor:
-        """Last-position logits (S, B, vocab) in training mode, with the given dropout masks."""
-        if self._train_fn is None:
-            raise ValueError("this architecture has no dropout; use last_logits.")
-        tokens = torch.cat([data.prefixes[data.index[idx]], data.last[idx][..., None]], dim=-1)
-        return self._train_fn(self.params, tokens, masks)
+    def train_logits(self, data: Data, idx: torch.Tensor, masks: list[torch.Tensor] | None) -> torch.Tensor:
+        """Training-mode logits of every seed on its rows ``idx`` (S, B), with its dropout ``masks``.
+
+        (S, B, vocab) for :class:`PrefixData`, (S, B, T, vocab) for :class:`SequenceData`.
+        """
+        if isinstance(data, SequenceData):
+            if masks is None:
+                return _stacked_fn(self.cfg, "all")(self.params, data.inputs[idx])
+            return _stacked_fn(self.cfg, "all_masked")(self.params, data.inputs[idx], masks)
+        if masks is None:
+            return self.last_logits(data, idx)
+        return _stacked_fn(self.cfg, "last_masked")(self.params, data.tokens(idx), masks)
 
     @torch.no_grad()
-    def accuracy(self, data: PrefixData, batch_size: int = 4096) -> torch.Tensor:
-        """Last-position accuracy of each seed on ``data``: (S,)."""
+    def accuracy(self, data: Data, batch_size: int = 4096) -> torch.Tensor:
+        """Accuracy of each seed on ``data`` (at the last position, or over all positions): (S,)."""
         correct = torch.zeros(len(self), device=self.device)
+        if isinstance(data, SequenceData):
+            rows = max(1, batch_size // data.length)
+            for i in range(0, len(data), rows):
+                logits = _stacked_fn(self.cfg, "all_shared")(self.params, data.inputs[i: i + rows])
+                correct += (logits.argmax(-1) == data.targets[i: i + rows]).flatten(1).sum(1)
+            return (correct / data.targets.numel()).cpu()
         for i in range(0, len(data), batch_size):
             rows = torch.arange(i, min(i + batch_size, len(data)), device=self.device).expand(len(self), -1)
             correct += (self.last_logits(data, rows).argmax(-1) == data.targets[rows]).sum(1)
@@ -316,32 +379,32 @@ class StackOptimizer:
     """AdamW over a :class:`SeedStack`, with one weight decay per seed.
 
     AdamW's moments are elementwise, so one optimizer over the stacked tensors is S independent
-    optimizers. Its weight decay is a single number, so the per-seed decay is applied here, in
-    the same decoupled form and at the same point of the step as ``torch.optim.AdamW`` does it
-    (``w <- w (1 - lr wd)`` before the Adam update).
+    optimizers. The per-seed decay is applied here in the decoupled form and at the point of the
+    step where ``torch.optim.AdamW`` applies it (``w <- w (1 - lr wd)`` before the Adam update).
     """
 
     def __init__(self, stack: SeedStack, lr: float, weight_decay) -> None:
-        decay = torch.as_tensor(weight_decay, dtype=torch.float64).expand(len(stack))
+        self.lr = lr
+        self.decay = torch.as_tensor(weight_decay, dtype=torch.float64).expand(len(stack)).clone()
         for v in stack.params.values():
             v.requires_grad_(True)
-        # The fused kernel does the whole update in one pass per tensor (several times faster than
-        # the default per-op loop on a CPU); same algorithm, so results agree to float rounding.
+        # The fused kernel: the same algorithm in one pass per tensor, equal up to float rounding.
         self.opt = torch.optim.AdamW(list(stack.params.values()), lr=lr, weight_decay=0.0, fused=True)
-        self.shrink = {k: (1.0 - lr * decay).to(v.dtype).to(v.device).view(-1, *[1] * (v.ndim - 1))
+        self.shrink = {k: (1.0 - lr * self.decay).to(v.dtype).to(v.device).view(-1, *[1] * (v.ndim - 1))
                        for k, v in stack.params.items()}
 
-    def step(self, stack: SeedStack, data: PrefixData, idx: torch.Tensor,
+    def step(self, stack: SeedStack, data: Data, idx: torch.Tensor,
              masks: list[torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """One update of every seed on its rows ``idx`` (S, B); returns losses (S,) and logits.
+        """One update of every seed on its rows ``idx`` (S, B); returns the losses (S,) and logits.
 
         ``masks``: the step's dropout masks (:class:`DropoutStreams`), for a model with dropout.
         """
         if (masks is None) != (not stack.cfg.dropout):
             raise ValueError("a model with dropout needs the step's masks (DropoutStreams.draw) and one "
                              f"without takes none; dropout is {stack.cfg.dropout}.")
-        logits = stack.last_logits(data, idx) if masks is None else stack.train_logits(data, idx, masks)
-        losses = F.cross_entropy(logits.flatten(0, 1), data.targets[idx].flatten(), reduction="none")
+        logits = stack.train_logits(data, idx, masks)
+        targets = data.targets[idx]
+        losses = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
         losses = losses.view(len(stack), -1).mean(dim=1)
         self.opt.zero_grad(set_to_none=True)
         losses.sum().backward()  # seeds share no weights, so each gets its own gradient
@@ -351,53 +414,103 @@ class StackOptimizer:
         self.opt.step()
         return losses.detach(), logits.detach()
 
-    def state_dict(self) -> dict:
-        return self.opt.state_dict()
+    def subset(self, stack: SeedStack, keep: list[int]) -> "StackOptimizer":
+        """This optimizer's state restricted to the seeds at positions ``keep``, for ``stack`` (their weights)."""
+        index = torch.tensor(keep, device=stack.device)
+        state = self.opt.state_dict()
+        for slot in state["state"].values():
+            for name in ("exp_avg", "exp_avg_sq"):
+                slot[name] = slot[name][index].clone()
+        new = StackOptimizer(stack, self.lr, self.decay[keep].tolist())
+        new.opt.load_state_dict(state)
+        return new
 
-    def load_state_dict(self, state: dict) -> None:
-        self.opt.load_state_dict(state)
+    def tensors(self) -> tuple[dict[str, torch.Tensor], dict]:
+        """The optimizer's state as named tensors and JSON (for :func:`corelib.results.save_tensors`)."""
+        sd = self.opt.state_dict()
+        tensors = {f"{i}.{name}": t for i, slot in sd["state"].items() for name, t in slot.items()}
+        return tensors, {"param_groups": sd["param_groups"]}
+
+    def load_tensors(self, tensors: dict[str, torch.Tensor], meta: dict) -> None:
+        state: dict[int, dict[str, torch.Tensor]] = {}
+        for key, t in tensors.items():
+            i, name = key.split(".", 1)
+            state.setdefault(int(i), {})[name] = t
+        params = self.opt.param_groups[0]["params"]
+        for i, slot in state.items():  # the fused kernel does not check shapes itself
+            if i >= len(params) or any(slot[n].shape != params[i].shape for n in ("exp_avg", "exp_avg_sq")):
+                raise CheckpointError("optimizer state does not match the model's weights; delete the run to retrain.")
+        self.opt.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+
+
+class Trainer:
+    """Epochs of minibatch AdamW steps on a :class:`SeedStack`, one data order and dropout stream per seed.
+
+    ``on_step(trainer, step, idx, logits)`` is called after every step with the rows (S, B) and
+    training logits of that step; it may :meth:`drop` seeds, or return ``True`` to end training.
+    """
+
+    def __init__(self, stack: SeedStack, data: Data, *, lr: float, weight_decay, batch_size: int,
+                 keep_partial_batch: bool = True, streams: DropoutStreams | None = None):
+        if not isinstance(data, (PrefixData, SequenceData)):
+            raise TypeError(f"data must be PrefixData or SequenceData, got {type(data).__name__}.")
+        if bool(stack.cfg.dropout) != (streams is not None):
+            raise ValueError(f"dropout is {stack.cfg.dropout}: give DropoutStreams exactly when it is > 0.")
+        self.stack, self.data, self.streams = stack, data, streams
+        self.opt = StackOptimizer(stack, lr, weight_decay)
+        self.batch = min(batch_size, len(data))
+        self.end = len(data) if keep_partial_batch else len(data) - len(data) % self.batch
+        self.step_count = 0
+        self.order: torch.Tensor | None = None
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return -(-self.end // self.batch)
+
+    def epoch(self, epoch: int, on_step: Callable | None = None) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Run one epoch; returns per-seed (summed loss x rows, correct answers), or None if stopped early."""
+        stack, data = self.stack, self.data
+        device = stack.device
+        self.order = torch.stack([epoch_order(len(data), s, epoch) for s in stack.seeds]).to(device)
+        self._total = torch.zeros(len(stack), device=device)
+        self._correct = torch.zeros(len(stack), device=device)
+        last_only = isinstance(data, PrefixData)
+        for i in range(0, self.end, self.batch):
+            idx = self.order[:, i: i + self.batch]
+            masks = None if self.streams is None else self.streams.draw(
+                stack.cfg, idx.shape[1], data.length, device, last_only=last_only)
+            losses, logits = self.opt.step(stack, data, idx, masks)
+            self.step_count += 1
+            self._total += losses * idx.shape[1]
+            self._correct += (logits.argmax(-1) == data.targets[idx]).flatten(1).sum(dim=1)
+            if on_step is not None and on_step(self, self.step_count, idx, logits):
+                return None
+            stack = self.stack  # on_step may have dropped seeds
+        return self._total, self._correct
+
+    def drop(self, positions: list[int]) -> None:
+        """Remove the seeds at ``positions`` (their weights, moments, data order and dropout stream)."""
+        keep = [j for j in range(len(self.stack)) if j not in set(positions)]
+        new = self.stack.subset(keep)
+        self.opt = self.opt.subset(new, keep)
+        self.stack = new
+        index = torch.tensor(keep, device=new.device)
+        self.order = self.order[index]
+        self._total, self._correct = self._total[index], self._correct[index]
+        if self.streams is not None:
+            self.streams = self.streams.subset(keep)
 
 
 # ---------------------------------------------------------------- files of a run
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def _snapshot_path(run: Path, epoch: int) -> Path:
+    return run / "snapshots" / f"epoch_{epoch:06d}.safetensors"
 
 
-def _write(path: Path, obj) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
-    return _sha256(path)
-
-
-def _read(run: Path, rel: str, manifest: dict, device) -> dict:
-    path = run / rel
-    expected = manifest["files"].get(rel)
-    if expected is None or not path.exists():
-        raise CheckpointError(f"{path} is missing from run {run}; delete the folder to retrain.")
-    if _sha256(path) != expected:
-        raise CheckpointError(f"{path} is damaged (checksum mismatch); delete it and the manifest "
-                              f"entry, or the whole folder {run}, to retrain.")
-    try:
-        return torch.load(path, map_location=device, weights_only=True)
-    except Exception as err:  # noqa: BLE001 - any unpickling failure means the file is unusable
-        raise CheckpointError(f"{path} cannot be read ({err}); delete {run} to retrain.") from err
-
-
-def _manifest(run: Path) -> dict:
-    path = run / "manifest.json"
-    return load_json(path) if path.exists() else {"state": None, "snapshots": [], "files": {}}
-
-
-def _snapshot_name(epoch: int) -> str:
-    return f"snapshots/epoch_{epoch:06d}.pt"
+def _progress(run: Path) -> dict:
+    path = run / "progress.json"
+    return load_json(path) if path.exists() else {"epoch": 0, "state": None, "snapshots": []}
 
 
 def _check_identity(run: Path, meta: dict) -> None:
@@ -409,44 +522,62 @@ def _check_identity(run: Path, meta: dict) -> None:
             raise CheckpointError(f"{run} holds a different run (differs in {', '.join(diff)}); "
                                   "use another folder or delete it.")
     else:
-        run.mkdir(parents=True, exist_ok=True)
         save_json(path, meta)
 
 
 def snapshot_epochs(run_dir: Path) -> list[int]:
-    """Epochs at which ``run_dir`` holds a weight snapshot."""
-    return sorted(_manifest(Path(run_dir))["snapshots"])
+    """Epochs at which ``run_dir`` holds a committed weight snapshot (empty for a new run)."""
+    return sorted(_progress(Path(run_dir))["snapshots"])
 
 
 def load_snapshot(run_dir: Path, epoch: int, device=None) -> SeedStack:
     """The stacked weights saved at ``epoch`` (checksum verified)."""
     run = Path(run_dir)
-    manifest = _manifest(run)
-    if epoch not in manifest["snapshots"]:
-        raise CheckpointError(f"no snapshot at epoch {epoch} in {run}; available: {sorted(manifest['snapshots'])}.")
+    if epoch not in snapshot_epochs(run):
+        raise CheckpointError(f"no snapshot at epoch {epoch} in {run}; available: {snapshot_epochs(run)}.")
     meta = load_json(run / "run.json")
-    state = _read(run, _snapshot_name(epoch), manifest, device or default_device())
-    return SeedStack(TransformerConfig(**meta["model"]), meta["seeds"], state["params"])
+    params = results.load_tensors(_snapshot_path(run, epoch), device or default_device())
+    return SeedStack(TransformerConfig(**meta["model"]), meta["seeds"], params)
 
 
 def load_history(run_dir: Path) -> dict:
     """Per-epoch history of a run: ``epoch`` and per-seed ``loss``, ``train_acc``, ``test_acc``."""
     run = Path(run_dir)
-    manifest = _manifest(run)
-    if manifest["state"] is None:
-        raise CheckpointError(f"{run} has no saved state yet.")
-    return _read(run, manifest["state"], manifest, "cpu")["history"]
+    progress = _progress(run)
+    if progress["state"] is None:
+        raise CheckpointError(f"{run} has no saved state yet; train it first.")
+    return load_json(run / f"{progress['state']}.json")["history"]
 
 
-# ---------------------------------------------------------------- training
+def _save_state(run: Path, name: str, trainer: Trainer, epoch: int, history: dict, key: str) -> None:
+    opt_tensors, opt_meta = trainer.opt.tensors()
+    tensors = {**{f"params.{k}": v for k, v in trainer.stack.params.items()},
+               **{f"optimizer.{k}": v for k, v in opt_tensors.items()},
+               "rng.torch": torch.get_rng_state()}
+    if trainer.streams is not None:
+        tensors["rng.dropout"] = trainer.streams.state()
+    results.save_tensors(run / f"{name}.safetensors", tensors)
+    save_json(run / f"{name}.json", {"epoch": epoch, "history": history, "run_key": key, "optimizer": opt_meta})
+
+
+def _load_state(run: Path, name: str, device) -> tuple[dict, dict]:
+    meta = load_json(run / f"{name}.json")
+    return results.load_tensors(run / f"{name}.safetensors", device), meta
+
+
+def _split(tensors: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    return {k[len(prefix) + 1:]: v for k, v in tensors.items() if k.startswith(prefix + ".")}
+
+
+# ---------------------------------------------------------------- training a run
 
 
 def train_stack(
     model_cfg: TransformerConfig,
     cfg: StackConfig,
     seeds,
-    train_data: PrefixData,
-    test_data: PrefixData | None,
+    train_data: Data,
+    test_data: Data | None,
     run_dir: Path,
     *,
     start: tuple[Path, int] | None = None,
@@ -462,10 +593,19 @@ def train_stack(
 
     Returns:
         The trained :class:`SeedStack` and the history (lists indexed by epoch; per-seed values).
+        A second process asking for the same run waits for the first and reuses its work.
     """
-    device = device or default_device()
+    expected = PrefixData if cfg.loss_positions == "last" else SequenceData
+    if not isinstance(train_data, expected) or not (test_data is None or isinstance(test_data, expected)):
+        raise TypeError(f"loss_positions={cfg.loss_positions!r} trains on {expected.__name__}, "
+                        f"got {type(train_data).__name__}.")
     run = Path(run_dir)
-    seeds = tuple(int(s) for s in seeds)
+    with results.run_lock(run, "training"):
+        return _train_locked(model_cfg, cfg, tuple(int(s) for s in seeds), train_data, test_data, run,
+                             start, device or default_device(), progress)
+
+
+def _train_locked(model_cfg, cfg, seeds, train_data, test_data, run, start, device, progress):
     origin = None
     if start is not None:
         origin = {"run": params_key(load_json(Path(start[0]) / "run.json")), "epoch": int(start[1])}
@@ -476,80 +616,72 @@ def train_stack(
     key = params_key(meta)
     train_data = train_data.to(device)
     test_data = None if test_data is None else test_data.to(device)
-
-    manifest = _manifest(run)
+    done = _progress(run)
     streams = DropoutStreams(model_cfg.dropout, seeds, 0 if start is None else int(start[1])) \
         if model_cfg.dropout else None
-    if manifest["state"] is not None:
-        state = _read(run, manifest["state"], manifest, device)
+    state = None
+    if done["state"] is not None:
+        tensors, state = _load_state(run, done["state"], device)
         if state["run_key"] != key:
-            raise CheckpointError(f"{run / manifest['state']} was written by a different run; delete {run}.")
+            raise CheckpointError(f"{run / done['state']} was written by a different run; delete {run}.")
         if state["epoch"] > cfg.epochs:  # already trained further: hand back the earlier snapshot
             hist = {k: v[: cfg.epochs - (state["epoch"] - len(v))] for k, v in state["history"].items()}
             return load_snapshot(run, cfg.epochs, device), hist
-        stack = SeedStack(model_cfg, seeds, state["params"])
+        stack = SeedStack(model_cfg, seeds, _split(tensors, "params"))
         epoch, history = state["epoch"], state["history"]
-        torch.set_rng_state(state["rng"].cpu())
+        torch.set_rng_state(tensors["rng.torch"].cpu())
         if streams is not None:
-            streams.load_state(state["dropout_rng"])
+            streams.load_state(tensors["rng.dropout"])
+    elif start is None:
+        stack, epoch = SeedStack.initialise(model_cfg, seeds, device), 0
     else:
-        if start is None:
-            stack, epoch = SeedStack.initialise(model_cfg, seeds, device), 0
-        else:
-            stack, epoch = load_snapshot(start[0], start[1], device), int(start[1])
-            if stack.seeds != seeds or stack.cfg != model_cfg:
-                raise CheckpointError(f"snapshot {start} has other seeds or architecture than requested.")
+        stack, epoch = load_snapshot(start[0], start[1], device), int(start[1])
+        if stack.seeds != seeds or stack.cfg != model_cfg:
+            raise CheckpointError(f"snapshot {start} has other seeds or architecture than requested.")
+    if state is None:
         history = {"epoch": [], "loss": [], "train_acc": [], "test_acc": []}
-        state = None
-    stack.params = params = {k: v.detach() for k, v in stack.params.items()}
-    opt = StackOptimizer(stack, cfg.lr, cfg.decay(len(seeds)))
+    stack.params = {k: v.detach() for k, v in stack.params.items()}
+    trainer = Trainer(stack, train_data, lr=cfg.lr, weight_decay=cfg.decay(len(seeds)), batch_size=cfg.batch_size,
+                      keep_partial_batch=cfg.keep_partial_batch, streams=streams)
     if state is not None:
-        opt.load_state_dict(state["optimizer"])
+        trainer.opt.load_tensors(_split(tensors, "optimizer"), state["optimizer"])
 
-    def save_snapshot(e: int) -> None:
-        rel = _snapshot_name(e)
-        manifest["files"][rel] = _write(run / rel, {"params": {k: v.detach() for k, v in params.items()}})
-        manifest["snapshots"] = sorted(set(manifest["snapshots"]) | {e})
-        save_json(run / "manifest.json", manifest)
+    snapshots = set(done["snapshots"])
 
-    def save_state(e: int) -> None:
-        rel, old = f"state_{e:06d}.pt", manifest["state"]
-        manifest["files"][rel] = _write(run / rel, {
-            "params": {k: v.detach() for k, v in params.items()}, "optimizer": opt.state_dict(),
-            "epoch": e, "rng": torch.get_rng_state(), "history": history, "run_key": key,
-            **({} if streams is None else {"dropout_rng": streams.state()})})
-        manifest["state"] = rel
-        save_json(run / "manifest.json", manifest)
-        if old and old != rel:
-            manifest["files"].pop(old, None)
-            save_json(run / "manifest.json", manifest)
-            (run / old).unlink(missing_ok=True)
+    def commit(e: int, state_name: str | None) -> None:
+        # The one point at which a checkpoint becomes visible: after all its files are complete.
+        old = done["state"]
+        done.update(epoch=e, state=state_name or old, snapshots=sorted(snapshots))
+        save_json(run / "progress.json", done)
+        if state_name and old and old != state_name:
+            for suffix in (".safetensors", ".json"):
+                results.remove(run / f"{old}{suffix}")
 
-    if epoch not in manifest["snapshots"] and cfg.is_snapshot(epoch):
-        save_snapshot(epoch)
-    n, s, length = len(train_data), len(seeds), train_data.prefixes.shape[1] + 1
-    bar = tqdm(range(epoch, cfg.epochs), desc=f"train {s} seeds", disable=not progress,
+    if epoch not in snapshots and cfg.is_snapshot(epoch):
+        results.save_tensors(_snapshot_path(run, epoch), stack.params)
+        snapshots.add(epoch)
+        commit(epoch, None)
+    positions = 1 if isinstance(train_data, PrefixData) else train_data.length
+    bar = tqdm(range(epoch, cfg.epochs), desc=f"train {len(seeds)} seeds", disable=not progress,
                initial=epoch, total=cfg.epochs, leave=False)
     for e in bar:
-        order = torch.stack([epoch_order(n, seed, e) for seed in seeds]).to(device)
-        total, correct = torch.zeros(s, device=device), torch.zeros(s, device=device)
-        for i in range(0, n, cfg.batch_size):
-            idx = order[:, i : i + cfg.batch_size]
-            masks = None if streams is None else streams.draw(model_cfg, idx.shape[1], length, device)
-            losses, logits = opt.step(stack, train_data, idx, masks)
-            total += losses * idx.shape[1]
-            correct += (logits.argmax(-1) == train_data.targets[idx]).sum(dim=1)
+        total, correct = trainer.epoch(e)
+        used = trainer.end
         history["epoch"].append(e + 1)
-        history["loss"].append((total / n).tolist())
-        history["train_acc"].append((correct / n).tolist())
+        history["loss"].append((total / used).tolist())
+        history["train_acc"].append((correct / (used * positions)).tolist())
         evaluate = test_data is not None and ((e + 1) % cfg.eval_every == 0 or cfg.is_snapshot(e + 1))
         history["test_acc"].append(stack.accuracy(test_data).tolist() if evaluate else None)
         if progress and evaluate:
             bar.set_postfix(loss=f"{max(history['loss'][-1]):.3g}", test=f"{min(history['test_acc'][-1]):.3f}")
-        if cfg.is_snapshot(e + 1):
-            save_snapshot(e + 1)
-        if (e + 1) % cfg.checkpoint_every == 0 or e + 1 == cfg.epochs:
-            save_state(e + 1)
-    for p in params.values():
+        snap, save = cfg.is_snapshot(e + 1), (e + 1) % cfg.checkpoint_every == 0 or e + 1 == cfg.epochs
+        if snap:
+            results.save_tensors(_snapshot_path(run, e + 1), stack.params)
+            snapshots.add(e + 1)
+        if save:
+            _save_state(run, f"state_{e + 1:06d}", trainer, e + 1, history, key)
+        if snap or save:
+            commit(e + 1, f"state_{e + 1:06d}" if save else None)
+    for p in stack.params.values():
         p.requires_grad_(False)
     return stack, history

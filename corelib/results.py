@@ -1,21 +1,40 @@
-"""Results on disk: one folder per run, keyed by a hash of its parameters.
+"""Results on disk: one folder per run, keyed by a hash of its parameters; every file verified on read.
 
-A run folder holds ``params.json`` (what was run), checkpoints, and the arrays and numbers the
-analysis produced. Plots and the book read these files, so re-rendering never retrains, and a
-changed parameter gives a new folder instead of silently reusing stale results.
+A run folder holds ``params.json`` (what was run) and what the run produced: JSON for numbers and
+records, safetensors for tensors. Every folder the store writes into holds ``manifest.json``, the
+SHA-256 of each file in it (and a digest of the manifest itself). A file is written whole under a
+name private to the writing process and renamed into place, and the manifest entry is updated
+under the folder's lock, so two processes may write into one folder. Reading a file checks it
+against the manifest: a damaged, edited, truncated or unrecorded file raises :class:`StoreError`
+naming the file and the fix. :func:`run_lock` serialises whole computations on one folder.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import sys
+import uuid
 from pathlib import Path
+from typing import Any, Iterator
 
 import numpy as np
+import torch
+from filelock import FileLock, Timeout
+from safetensors.torch import load as _st_load
+from safetensors.torch import save as _st_save
 
-__all__ = ["load_json", "params_key", "results_root", "run_dir", "save_json"]
+__all__ = ["StoreError", "results_root", "params_key", "run_dir", "save_json", "load_json", "save_tensors",
+           "load_tensors", "remove", "stored_files", "run_lock"]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+MANIFEST = "manifest.json"
+_FIX = "delete it (or the whole run folder) to recompute it"
+
+
+class StoreError(ValueError):
+    """A stored file that must not be used: damaged, edited, unrecorded, or from another run."""
 
 
 def results_root() -> Path:
@@ -23,16 +42,16 @@ def results_root() -> Path:
     return Path(os.environ.get("ACE_RESULTS_DIR", PROJECT_ROOT / "results"))
 
 
-def _canonical(params: dict) -> str:
-    return json.dumps(params, sort_keys=True, default=_jsonable)
-
-
 def _jsonable(x):
     if isinstance(x, np.generic):
         return x.item()
     if isinstance(x, np.ndarray):
         return x.tolist()
-    raise TypeError(f"cannot store {type(x).__name__} in run parameters; use numbers, strings, lists.")
+    raise TypeError(f"cannot store {type(x).__name__} as JSON; use numbers, strings, lists and dicts.")
+
+
+def _canonical(obj) -> str:
+    return json.dumps(obj, sort_keys=True, default=_jsonable)
 
 
 def params_key(params: dict) -> str:
@@ -40,28 +59,171 @@ def params_key(params: dict) -> str:
     return hashlib.sha256(_canonical(params).encode()).hexdigest()[:16]
 
 
-def run_dir(kind: str, params: dict, root: Path | None = None) -> Path:
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+_LOCKS: dict[str, FileLock] = {}
+
+
+def _lock(path: Path) -> FileLock:
+    """One lock object per file and process, so a process may re-enter a lock it holds."""
+    key = str(path.resolve())
+    if key not in _LOCKS:
+        _LOCKS[key] = FileLock(key, thread_local=False)
+    return _LOCKS[key]
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    folder.mkdir(parents=True, exist_ok=True)
+    with _lock(folder / ".manifest.lock"):
+        yield
+
+
+def _read_manifest(folder: Path) -> dict[str, list[str]]:
+    """``{name: accepted SHA-256s}``: the file's hash, and its previous one while it is being replaced."""
+    path = folder / MANIFEST
+    if not path.exists():
+        return {}
+    try:
+        manifest = json.loads(path.read_bytes())
+        files = manifest["files"]
+        ok = manifest["digest"] == _sha256(_canonical(files).encode())
+    except (ValueError, KeyError, TypeError) as err:
+        raise StoreError(f"{path} cannot be read ({err}); delete the folder {folder} to recompute it "
+                         "(folders written by corelib before its verified store have no such manifest).") from err
+    if not ok:
+        raise StoreError(f"{path} was changed outside the store (its digest does not match); "
+                         f"delete the folder {folder} to recompute it.")
+    return files
+
+
+def _write_manifest(folder: Path, files: dict[str, list[str]]) -> None:
+    body = json.dumps({"files": files, "digest": _sha256(_canonical(files).encode())}, indent=1, sort_keys=True)
+    _replace(folder / MANIFEST, body.encode())
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole: a private temporary file, flushed, then renamed into place."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _store(path: Path, data: bytes) -> None:
+    path = Path(path)
+    digest = _sha256(data)
+    with _folder_lock(path.parent):
+        files = _read_manifest(path.parent)
+        # Two phases, so that a process killed at any instant leaves a file its manifest accepts:
+        # first accept the new content next to the old, then replace the file, then drop the old.
+        files[path.name] = list(dict.fromkeys([digest, *files.get(path.name, [])]))
+        _write_manifest(path.parent, files)
+        _replace(path, data)
+        files[path.name] = [digest]
+        _write_manifest(path.parent, files)
+
+
+def _fetch(path: Path) -> bytes:
+    path = Path(path)
+    with _folder_lock(path.parent):
+        files = _read_manifest(path.parent)
+        if not path.exists():
+            raise StoreError(f"{path} does not exist; the run that writes it has not finished (run it again).")
+        data = path.read_bytes()
+    if path.name not in files:
+        raise StoreError(f"{path} is not recorded in {path.parent / MANIFEST} (written outside the store or by "
+                         f"an older version); {_FIX}.")
+    if _sha256(data) not in files[path.name]:
+        raise StoreError(f"{path} is damaged or was edited (SHA-256 mismatch with its manifest); {_FIX}.")
+    return data
+
+
+def save_json(path: Path | str, obj: Any) -> None:
+    """Store ``obj`` as JSON at ``path`` (atomically, recorded in the folder's manifest)."""
+    _store(Path(path), json.dumps(obj, indent=2, sort_keys=True, default=_jsonable).encode())
+
+
+def load_json(path: Path | str) -> Any:
+    """Read a JSON file written by :func:`save_json`, after checking it against the manifest."""
+    data = _fetch(Path(path))
+    try:
+        return json.loads(data)
+    except ValueError as err:
+        raise StoreError(f"{path} is not valid JSON ({err}); {_FIX}.") from err
+
+
+def save_tensors(path: Path | str, tensors: dict[str, torch.Tensor]) -> None:
+    """Store named tensors at ``path`` in the safetensors format (no pickled objects)."""
+    flat = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
+    _store(Path(path), _st_save(flat))
+
+
+def load_tensors(path: Path | str, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """Read tensors written by :func:`save_tensors`, after checking them against the manifest."""
+    data = _fetch(Path(path))
+    try:
+        tensors = _st_load(data)
+    except Exception as err:  # noqa: BLE001 - any parse failure means the file is unusable
+        raise StoreError(f"{path} is not a readable safetensors file ({err}); {_FIX}.") from err
+    return {k: v.to(device) for k, v in tensors.items()}
+
+
+def remove(path: Path | str) -> None:
+    """Delete a stored file and its manifest entry (nothing happens if it is absent)."""
+    path = Path(path)
+    if not path.parent.exists():
+        return
+    with _folder_lock(path.parent):
+        files = _read_manifest(path.parent)
+        if files.pop(path.name, None) is not None:
+            _write_manifest(path.parent, files)
+        path.unlink(missing_ok=True)
+
+
+def stored_files(folder: Path | str) -> list[str]:
+    """Names of the files recorded in ``folder``'s manifest."""
+    folder = Path(folder)
+    with _folder_lock(folder):
+        return sorted(_read_manifest(folder))
+
+
+def run_dir(kind: str, params: dict, root: Path | str | None = None) -> Path:
     """The folder of the run ``kind`` with ``params``; created with its ``params.json`` if new."""
     folder = Path(root or results_root()) / kind / params_key(params)
-    folder.mkdir(parents=True, exist_ok=True)
     stored = folder / "params.json"
     canonical = json.loads(_canonical(params))
-    if stored.exists():
-        if json.loads(stored.read_text()) != canonical:
-            raise ValueError(f"{stored} holds different parameters than requested; delete {folder}.")
-    else:
-        save_json(stored, canonical)
+    with run_lock(folder, f"creating {kind} run"):
+        if stored.exists():
+            if load_json(stored) != canonical:
+                raise StoreError(f"{stored} holds different parameters than requested; delete {folder}.")
+        else:
+            save_json(stored, canonical)
     return folder
 
 
-def save_json(path: Path, obj) -> None:
-    """Write ``obj`` as JSON atomically (a crash never leaves a half-written file)."""
-    path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_jsonable))
-    os.replace(tmp, path)
+@contextlib.contextmanager
+def run_lock(folder: Path | str, what: str = "this run") -> Iterator[None]:
+    """Hold ``folder``'s run lock: a second process on the same folder waits, then reuses the work.
 
-
-def load_json(path: Path):
-    """Read a JSON file written by :func:`save_json`."""
-    return json.loads(Path(path).read_text())
+    The lock is an OS file lock, so a killed process releases it.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = _lock(folder / ".run.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        print(f"waiting for another process ({what} in {folder}) ...", file=sys.stderr, flush=True)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()

@@ -1,60 +1,22 @@
-"""Grokking-time sweeps: memorisation and generalisation times of many seeds, exactly and cheaply.
+"""Grokking-time sweeps: memorisation and generalisation times of many seeds, measured after every step.
 
-A **condition** is one modulus ``p``, one weight decay ``omega`` and one batch size (``None`` =
-full batch). For every seed of a condition we measure
+A **condition** is a modulus ``p``, a weight decay and a batch size (``None``: full batch). For
+each seed, ``t_mem`` and ``t_gen`` are the first optimizer steps after which the accuracy on the
+whole training set, and on the whole test set, reaches ``threshold`` (0.99); the grokking delay
+is their difference. All seeds of a condition train together on :class:`corelib.engine.Trainer`;
+these are its stopping rules, applied after every step: a seed stops ``patience_epochs`` epochs
+after it generalised, or at the cap, and leaves the stack without changing the others' updates.
 
-- ``t_mem``: the first optimizer step after which the accuracy on the *whole* training set is
-  at least ``threshold`` (0.99),
-- ``t_gen``: the same for the whole test set,
-- the grokking delay ``t_gen - t_mem``.
+Evaluating after every step stays cheap without approximation: the evaluation set is visited in
+a fixed random order in growing chunks, and a seed leaves as soon as its errors exceed what the
+threshold allows; decided seeds skip the evaluation; with full batches the next step's forward
+pass gives the training accuracy for free. Minibatches follow the reference: a fresh permutation
+whenever the next batch would run past the end of the current one (its last ``n mod B`` examples
+are skipped); caps and patience count epochs of ``ceil(n / B)`` steps.
 
-Accuracy is that of the weights *after* update ``t`` and is known after every step, so the
-times carry no quantisation from an evaluation interval. All seeds of a condition train together
-in one vectorised model (:class:`corelib.engine.SeedStack`, :class:`corelib.engine.StackOptimizer`,
-per-(seed, epoch) data order from :func:`corelib.training.epoch_order`), so each seed gets exactly
-the updates it would get trained alone.
-
-Evaluating every step is made cheap without approximation:
-
-- **early exit**: the evaluation set is visited in a fixed random order, in chunks of growing size
-  (all still-undecided seeds in one batched pass); a seed is dropped from the evaluation as soon as
-  its number of errors exceeds the budget ``N - ceil(threshold N)`` (its accuracy is then certainly
-  below the threshold). Before memorisation a chunk of a few dozen examples decides;
-- seeds already memorised skip the training-set evaluation, seeds already generalised the test
-  evaluation;
-- with full batches, the training step's own forward pass at step ``t + 1`` is a forward pass of
-  the weights after step ``t`` on every training example: it gives the training accuracy after
-  step ``t`` for free (a seed that stops first gets an explicit evaluation instead).
-
-Minibatches follow the reference: each seed draws a fresh permutation of the training set
-whenever the next batch would run past the end of the current one, so a permutation gives
-``n // B`` steps and its last ``n mod B`` examples are skipped (``keep_partial_batch`` keeps them);
-caps and patience count epochs of ``ceil(n / B)`` steps, as the reference does.
-
-A seed stops ``patience_epochs`` epochs after it generalised, or at the step cap
-(``max_epochs``); it is then dropped from the stack (its weights and AdamW moments are removed),
-which does not change the other seeds' updates.
-
-Results on disk
----------------
-One JSON record per (condition, seed) in ``corelib.results.run_dir("sweeps", <condition>)``,
-written as soon as that seed stops. An interrupted sweep therefore resumes with the seeds that
-have no record yet (they retrain from step 0: nothing else is saved mid-run), a finished
-condition is never recomputed, and a record that cannot be read or has wrong fields is reported
-and recomputed.
-
-Parallel and distributed runs
------------------------------
-Conditions are independent jobs dispatched with :mod:`joblib` (:func:`run_sweep`). By default they
-run one after another in this process (``n_jobs=None`` = joblib's default, 1). ``n_jobs=2`` uses
-two local worker processes. To use a cluster, configure joblib's backend, e.g. with a Dask
-``distributed.Client`` (or ``ray.util.joblib.register_ray()`` for Ray) created beforehand::
-
-    with joblib.parallel_config(backend="dask", n_jobs=-1):
-        table = run_sweep(conditions, seeds, cfg)
-
-Workers write records into the same results folder (use a shared file system); the records they
-return are also saved by the calling process.
+Each (condition, seed) gets a JSON record in its condition's run folder as soon as it stops, so an
+interrupted sweep resumes with the missing seeds. Conditions are independent :mod:`joblib` jobs
+(:func:`run_sweep`); the README shows how to send them to a cluster.
 """
 from __future__ import annotations
 
@@ -70,12 +32,11 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from .engine import DropoutStreams, PrefixData, SeedStack, StackOptimizer, stacked_last_logits
+from .engine import DropoutStreams, PrefixData, SeedStack, Trainer, stacked_last_logits
 from .models import MODEL_REVISION, TransformerConfig, default_device
 from .results import load_json, params_key, results_root, run_dir, save_json
 from .tasks.modular import modular_addition_split
 from .theory import fit_grok_time, fit_power_law
-from .training import epoch_order
 
 __all__ = [
     "PAPER_SWEEPS", "SweepConfig", "Condition", "SweepStats", "RECORD_FIELDS", "condition_data", "batch_plan", "min_correct",
@@ -303,24 +264,6 @@ def _mark_first_pass(times: dict[int, int | None], check: _ThresholdTest, params
                 times[seeds[j]] = step
 
 
-def _subset(stack: SeedStack, opt: StackOptimizer, keep: list[int], lr: float, decay: float
-            ) -> tuple[SeedStack, StackOptimizer]:
-    """The stack and AdamW state restricted to seeds at positions ``keep`` (moments are elementwise).
-
-    The dropout streams are restricted separately (:meth:`DropoutStreams.subset`).
-    """
-    index = torch.tensor(keep, device=stack.device)
-    params = {k: v.detach()[index].clone() for k, v in stack.params.items()}
-    new = SeedStack(stack.cfg, [stack.seeds[i] for i in keep], params)
-    state = opt.state_dict()
-    for slot in state["state"].values():
-        for name in ("exp_avg", "exp_avg_sq"):
-            slot[name] = slot[name][index].clone()
-    new_opt = StackOptimizer(new, lr, [decay] * len(keep))
-    new_opt.load_state_dict(state)
-    return new, new_opt
-
-
 # --------------------------------------------------------------------------- training one condition
 
 
@@ -363,7 +306,6 @@ def train_condition(
     plan = batch_plan(n, cond.batch_size, cfg.keep_partial_batch)
     batch, per_epoch = plan["batch"], plan["steps_per_epoch"]  # epochs: the unit of caps and patience
     full_batch = batch == n
-    end = n - plan["skipped"]  # the examples of a permutation that are used
     cap = cfg.max_epochs * per_epoch if max_steps is None else int(max_steps)
     if cap < 1:
         raise ValueError(f"max_steps must be >= 1, got {max_steps}.")
@@ -371,13 +313,13 @@ def train_condition(
     model_cfg = cfg.model_config(cond.p)
     stats = stats if stats is not None else SweepStats()
 
-    stack = SeedStack.initialise(model_cfg, seeds, device)
-    opt = StackOptimizer(stack, cfg.lr, [cond.weight_decay] * len(seeds))
     streams = DropoutStreams(model_cfg.dropout, seeds) if model_cfg.dropout else None
+    trainer = Trainer(SeedStack.initialise(model_cfg, seeds, device), train, lr=cfg.lr,
+                      weight_decay=[cond.weight_decay] * len(seeds), batch_size=batch,
+                      keep_partial_batch=cfg.keep_partial_batch, streams=streams)
     # A full batch's training forward gives the training accuracy of the weights before the
     # step for free, but only without dropout: with it, that forward is a noisy model's.
     free_train_acc = full_batch and streams is None
-    length = train.prefixes.shape[1] + 1
     fn = stacked_last_logits(model_cfg, shared_rows=True)
     train_test, test_test = _ThresholdTest(train, cfg.threshold, fn), _ThresholdTest(test, cfg.threshold, fn)
     t_mem: dict[int, int | None] = dict.fromkeys(seeds)
@@ -385,6 +327,7 @@ def train_condition(
     records: dict[int, dict] = {}
 
     def finish(positions: list[int], step: int, reason: str) -> None:
+        stack = trainer.stack
         which = torch.tensor(positions, device=device)
         params = {k: v.detach() for k, v in stack.params.items()}
         if free_train_acc:  # the training forward of the next step would have given this for free
@@ -403,52 +346,45 @@ def train_condition(
 
     bar = tqdm(total=cap, desc=f"{cond.label()}, {len(seeds)} seeds", disable=not progress, leave=False,
                mininterval=1.0)
-    step, epoch, running = 0, 0, True
-    while running:
-        order = torch.stack([epoch_order(n, s, epoch) for s in stack.seeds]).to(device)
-        for i in range(0, end, batch):
-            idx = order[:, i : i + batch]
-            masks = None if streams is None else streams.draw(model_cfg, idx.shape[1], length, device)
-            _, logits = opt.step(stack, train, idx, masks)
-            step += 1
-            stats.steps += 1
-            stats.seed_steps += len(stack)
-            stats.train_rows += idx.numel()
-            params = {k: v.detach() for k, v in stack.params.items()}
-            if free_train_acc and step > 1:  # logits of the weights after step - 1, on every training row
-                correct = (logits.argmax(-1) == train.targets[idx]).sum(dim=1).tolist()
-                for j, s in enumerate(stack.seeds):
-                    if t_mem[s] is None and correct[j] >= train_test.need:
-                        t_mem[s] = step - 1
-            if not free_train_acc:
-                _mark_first_pass(t_mem, train_test, params, stack.seeds, step)
-            _mark_first_pass(t_gen, test_test, params, stack.seeds, step)
-            done = [j for j, s in enumerate(stack.seeds)
-                    if t_gen[s] is not None and step - t_gen[s] >= patience]
-            if step >= cap:
-                rest = [j for j in range(len(stack)) if j not in done]
-                if done:
-                    finish(done, step, "patience")
-                if rest:
-                    finish(rest, step, "max_steps")
-                running = False
-                break
+
+    def after_step(trainer: Trainer, step: int, idx: torch.Tensor, logits: torch.Tensor) -> bool:
+        """Measure the times of the weights after ``step``, stop seeds; True ends the condition."""
+        stack = trainer.stack
+        stats.steps += 1
+        stats.seed_steps += len(stack)
+        stats.train_rows += idx.numel()
+        params = {k: v.detach() for k, v in stack.params.items()}
+        if free_train_acc and step > 1:  # logits of the weights after step - 1, on every training row
+            correct = (logits.argmax(-1) == train.targets[idx]).sum(dim=1).tolist()
+            for j, s in enumerate(stack.seeds):
+                if t_mem[s] is None and correct[j] >= train_test.need:
+                    t_mem[s] = step - 1
+        if not free_train_acc:
+            _mark_first_pass(t_mem, train_test, params, stack.seeds, step)
+        _mark_first_pass(t_gen, test_test, params, stack.seeds, step)
+        done = [j for j, s in enumerate(stack.seeds) if t_gen[s] is not None and step - t_gen[s] >= patience]
+        if step >= cap:
+            rest = [j for j in range(len(stack)) if j not in done]
             if done:
                 finish(done, step, "patience")
-                keep = [j for j in range(len(stack)) if j not in done]
-                if not keep:
-                    running = False
-                    break
-                order = order[torch.tensor(keep, device=device)]
-                stack, opt = _subset(stack, opt, keep, cfg.lr, cond.weight_decay)
-                if streams is not None:
-                    streams = streams.subset(keep)
-            if progress and step % 50 == 0:
-                bar.update(step - bar.n)
-                bar.set_postfix(running=len(stack), memorised=sum(v is not None for v in t_mem.values()),
-                                generalised=sum(v is not None for v in t_gen.values()))
+            if rest:
+                finish(rest, step, "max_steps")
+            return True
+        if done:
+            finish(done, step, "patience")
+            if len(done) == len(stack):
+                return True
+            trainer.drop(done)
+        if progress and step % 50 == 0:
+            bar.update(step - bar.n)
+            bar.set_postfix(running=len(trainer.stack), memorised=sum(v is not None for v in t_mem.values()),
+                            generalised=sum(v is not None for v in t_gen.values()))
+        return False
+
+    epoch = 0
+    while trainer.epoch(epoch, after_step) is not None:
         epoch += 1
-    bar.update(step - bar.n)
+    bar.update(trainer.step_count - bar.n)
     bar.close()
     stats.eval_rows += train_test.rows_evaluated + test_test.rows_evaluated
     return [records[s] for s in seeds]

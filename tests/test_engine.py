@@ -14,13 +14,16 @@ import torch
 
 from dataclasses import replace
 
+import torch.nn.functional as F
+
+from corelib import results
 from corelib.engine import (
-    CheckpointError, DropoutStreams, PrefixData, SeedStack, StackConfig, StackOptimizer, load_history, load_snapshot,
-    snapshot_epochs, train_stack,
+    CheckpointError, DropoutStreams, PrefixData, SeedStack, SequenceData, StackConfig, StackOptimizer, Trainer,
+    epoch_order, load_history, load_snapshot, snapshot_epochs, train_stack,
 )
-from corelib.models import Transformer, TransformerConfig, dropout_mask_shapes, supplied_dropout_masks, trailing_part
+from corelib.fastpath import mask_feed, mask_shapes, masked_forward, prefix_last_logits, trailing_part
+from corelib.models import Transformer, TransformerConfig
 from corelib.tasks.modular import modular_addition_split
-from corelib.training import TrainConfig, train_model
 
 P = 11
 CFG = TransformerConfig(vocab_size=P, d_model=32, n_heads=4, d_ff=64, n_layers=2, n_ctx=2)
@@ -36,6 +39,43 @@ def _data():
 def _prefix_data():
     (x, y), (xt, yt) = _data()
     return PrefixData.from_tokens(x, y), PrefixData.from_tokens(xt, yt)
+
+
+def plain_training(model_cfg, seed, data, *, epochs, batch_size, weight_decay=0.0, positions="last", test=None):
+    """The textbook PyTorch loop one seed would train with alone: the reference for the engine.
+
+    Dropout draws from the global generator seeded ``seed + 1``; the data order is ``epoch_order``.
+    """
+    x, y = data
+    torch.manual_seed(seed)
+    model = Transformer(model_cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=weight_decay)
+    torch.manual_seed(seed + 1)
+    hist = {"loss": [], "train_acc": [], "test_acc": []}
+    for epoch in range(epochs):
+        model.train()
+        order = epoch_order(len(x), seed, epoch)
+        total, correct, seen = 0.0, 0, 0
+        for i in range(0, len(x), batch_size):
+            idx = order[i: i + batch_size]
+            logits, target = model(x[idx]), y[idx]
+            if positions == "last":
+                logits, target = logits[:, -1], target[:, -1]
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss.item() * len(idx)
+            correct += int((logits.argmax(-1) == target).sum())
+            seen += target.numel()
+        hist["loss"].append(total / len(x))
+        hist["train_acc"].append(correct / seen)
+        if test is not None:
+            with torch.no_grad():
+                out = model.eval()(test[0])
+            pred, want = (out[:, -1], test[1][:, -1]) if positions == "last" else (out, test[1])
+            hist["test_acc"].append(float((pred.argmax(-1) == want).double().mean()))
+    return model.eval(), hist
 
 
 def _key_bias(name: str, d: int) -> slice | None:
@@ -54,9 +94,11 @@ def test_last_logits_equal_the_full_forward(norm):
     x = torch.randint(0, 9, (50, 4))
     data = PrefixData.from_tokens(x, x)
     assert len(data.prefixes) < len(x)  # some prefixes are shared
-    got = model.last_logits(data.last, data.prefixes, data.index)
+    got = prefix_last_logits(model, data.last, data.prefixes, data.index)
     torch.testing.assert_close(got, model(x)[:, -1], rtol=1e-5, atol=1e-6)
-    few = model.last_logits(data.last[:5], data.prefixes, data.index[:5])  # fewer rows than tokens
+    torch.testing.assert_close(masked_forward(model, x), model(x), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(masked_forward(model, x, last_only=True), model(x)[:, -1], rtol=1e-5, atol=1e-6)
+    few = prefix_last_logits(model, data.last[:5], data.prefixes, data.index[:5])  # fewer rows than tokens
     torch.testing.assert_close(few, model(x[:5])[:, -1], rtol=1e-5, atol=1e-6)
 
 
@@ -68,9 +110,7 @@ def test_stacked_seeds_get_the_updates_of_separate_runs(tmp_path, model_cfg):
     cfg = StackConfig(epochs=4, batch_size=16, weight_decay=decays, snapshot_every=2, checkpoint_every=2)
     stack, hist = train_stack(model_cfg, cfg, SEEDS, *_prefix_data(), tmp_path / "run", progress=False)
     for i, (seed, wd) in enumerate(zip(SEEDS, decays)):
-        alone, h = train_model(model_cfg, TrainConfig(epochs=4, batch_size=16, weight_decay=wd,
-                                                      score_positions="last"),
-                               (x, y), seed=seed, test_data=(xt, yt), progress=False)
+        alone, h = plain_training(model_cfg, seed, (x, y), epochs=4, batch_size=16, weight_decay=wd, test=(xt, yt))
         ref, got = alone.state_dict(), stack.model(i).state_dict()
         for name in ref:
             a, b = ref[name], got[name]
@@ -86,6 +126,31 @@ def test_stacked_seeds_get_the_updates_of_separate_runs(tmp_path, model_cfg):
     assert not torch.equal(stack.params["embed.weight"][0], stack.params["embed.weight"][1])
 
 
+@pytest.mark.parametrize("model_cfg", [replace(CFG, vocab_size=4, n_ctx=8), replace(DROP, vocab_size=4, n_ctx=8)],
+                         ids=["no dropout", "dropout"])
+def test_every_position_scored_matches_the_plain_loop(tmp_path, model_cfg):
+    # The Markov chapter's mode: the loss over all positions, a partial last batch, one seed or several.
+    g = torch.Generator().manual_seed(0)
+    seq = torch.randint(0, 4, (70, 9), generator=g)
+    x, y, xt, yt = seq[:50, :-1], seq[:50, 1:], seq[50:, :-1], seq[50:, 1:]
+    cfg = StackConfig(epochs=3, batch_size=16, weight_decay=0.0, loss_positions="all", checkpoint_every=1)
+    stack, hist = train_stack(model_cfg, cfg, (7, 8), SequenceData(x, y), SequenceData(xt, yt), tmp_path / "run",
+                              progress=False)
+    for i, seed in enumerate((7, 8)):
+        alone, h = plain_training(model_cfg, seed, (x, y), epochs=3, batch_size=16, positions="all", test=(xt, yt))
+        for name, ref in alone.state_dict().items():
+            a, b = ref, stack.model(i).state_dict()[name]
+            cut = _key_bias(name, model_cfg.d_model)
+            if cut is not None:
+                a, b = torch.cat([a[: cut.start], a[cut.stop:]]), torch.cat([b[: cut.start], b[cut.stop:]])
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=2e-6, msg=f"seed {seed}, {name}")
+        assert [row[i] for row in hist["loss"]] == pytest.approx(h["loss"], rel=1e-5)
+        assert [row[i] for row in hist["train_acc"]] == pytest.approx(h["train_acc"], abs=1e-6)
+        assert [row[i] for row in hist["test_acc"]] == pytest.approx(h["test_acc"], abs=1e-6)
+    with pytest.raises(TypeError, match="trains on SequenceData"):
+        train_stack(model_cfg, cfg, (7,), PrefixData.from_tokens(x, y), None, tmp_path / "x", progress=False)
+
+
 _CHILD = textwrap.dedent("""
     import sys
     from pathlib import Path
@@ -99,8 +164,8 @@ _CHILD = textwrap.dedent("""
 
 def _state_epoch(run: Path) -> int:
     try:
-        return int(__import__("json").loads((run / "manifest.json").read_text())["state"][6:12])
-    except Exception:
+        return int(__import__("json").loads((run / "progress.json").read_text())["state"][6:12])
+    except Exception:  # not written yet, or being replaced at this instant
         return 0
 
 
@@ -136,7 +201,7 @@ def test_damaged_or_foreign_checkpoints_are_refused(tmp_path):
     with pytest.raises(CheckpointError, match="different run .*seeds"):
         train_stack(CFG, cfg, (3, 4), *_prefix_data(), tmp_path / "run", progress=False)
 
-    state = next((tmp_path / "run").glob("state_*.pt"))
+    state = next((tmp_path / "run").glob("state_*.safetensors"))
     raw = bytearray(state.read_bytes())
     raw[len(raw) // 2] ^= 0xFF
     state.write_bytes(bytes(raw))
@@ -147,11 +212,15 @@ def test_damaged_or_foreign_checkpoints_are_refused(tmp_path):
         load_snapshot(tmp_path / "run", 7)
 
 
-def test_checkpoints_hold_no_pickled_objects(tmp_path):
-    cfg = StackConfig(epochs=1, batch_size=16)
-    train_stack(CFG, cfg, SEEDS, *_prefix_data(), tmp_path / "run", progress=False)
-    for f in (tmp_path / "run").rglob("*.pt"):
-        torch.load(f, weights_only=True)  # raises if anything but tensors and plain containers
+def test_a_run_holds_only_safetensors_and_json_each_covered_by_its_manifest(tmp_path):
+    cfg = StackConfig(epochs=1, batch_size=16, snapshot_every=1)
+    train_stack(DROP, cfg, SEEDS, *_prefix_data(), tmp_path / "run", progress=False)
+    files = [f for f in (tmp_path / "run").rglob("*") if f.is_file() and not f.name.startswith(".")]
+    assert {f.suffix for f in files} == {".safetensors", ".json"}
+    for f in files:
+        if f.name != "manifest.json":
+            assert f.name in results.stored_files(f.parent), f
+            (results.load_tensors if f.suffix == ".safetensors" else results.load_json)(f)
 
 
 def test_branch_starts_from_the_snapshot_with_a_fresh_optimizer(tmp_path):
@@ -164,9 +233,9 @@ def test_branch_starts_from_the_snapshot_with_a_fresh_optimizer(tmp_path):
     start, source = load_snapshot(tmp_path / "no_wd", 3), load_snapshot(src, 3)
     for name in start.params:
         assert torch.equal(start.params[name], source.params[name])
-    state = torch.load(next((tmp_path / "no_wd").glob("state_*.pt")), weights_only=True)
+    state = results.load_tensors(next((tmp_path / "no_wd").glob("state_*.safetensors")))
     steps_per_epoch = -(-len(train) // 16)
-    assert float(state["optimizer"]["state"][0]["step"]) == 3 * steps_per_epoch  # fresh AdamW
+    assert float(state["optimizer.0.step"]) == 3 * steps_per_epoch  # fresh AdamW
     ended = load_snapshot(src, 6)
     assert not torch.equal(stack.params["embed.weight"], ended.params["embed.weight"])
     assert load_history(tmp_path / "no_wd")["epoch"] == [4, 5, 6]
@@ -192,7 +261,7 @@ def test_extending_a_run_continues_it_and_shorter_requests_reuse_snapshots(tmp_p
 def test_dropout_masks_have_the_rate_and_scale_of_nn_dropout_and_a_stream_per_seed():
     streams = DropoutStreams(0.25, SEEDS)
     masks = streams.draw(DROP, 64, 2, "cpu")
-    assert [m.shape[1:] for m in masks] == dropout_mask_shapes(DROP, 64, 2, last_only=True)
+    assert [m.shape[1:] for m in masks] == mask_shapes(DROP, 64, 2, last_only=True)
     flat = torch.cat([m.flatten(1) for m in masks], dim=1)  # (seeds, values)
     torch.testing.assert_close(flat.unique(), torch.tensor([0.0, 1 / 0.75]))  # dropped, or scaled by 1/(1-p)
     dropped = (flat == 0).double().mean(dim=1)
@@ -207,47 +276,46 @@ def test_dropout_masks_have_the_rate_and_scale_of_nn_dropout_and_a_stream_per_se
     assert not torch.equal(torch.cat([m.flatten(1) for m in branch], dim=1), flat)
 
 
-def test_forward_last_is_the_last_position_of_forward_with_the_same_masks():
+def test_masked_forward_replays_nn_dropout_and_its_last_position_pass_cuts_the_masks():
     torch.manual_seed(0)
     model = Transformer(replace(DROP, n_ctx=3)).train()
     x = torch.randint(0, P, (8, 3))
-    full, last = dropout_mask_shapes(model.cfg, 8, 3), dropout_mask_shapes(model.cfg, 8, 3, last_only=True)
+    full, last = mask_shapes(model.cfg, 8, 3), mask_shapes(model.cfg, 8, 3, last_only=True)
     assert len(full) == len(last) == 8 and full[:4] == last[:4]  # first block: all positions
     assert [tuple(s) for s in last[4:]] == [(8, 4, 1, 3), (8, 1, 32), (8, 1, 64), (8, 1, 32)]
-    masks = [torch.empty(s).bernoulli_(0.9).div_(0.9) for s in full]
-    with supplied_dropout_masks(masks):
-        reference = model(x)[:, -1]
-    with supplied_dropout_masks([trailing_part(m, s) for m, s in zip(masks, last)]):
-        got = model.forward_last(x)
-    torch.testing.assert_close(got, reference, rtol=1e-5, atol=1e-6)
-    assert not torch.allclose(got, model.eval().forward_last(x), atol=1e-3)  # the masks did act
-    torch.testing.assert_close(model.forward_last(x), model(x)[:, -1], rtol=1e-5, atol=1e-6)
+    # nn.Dropout draws bernoulli(1 - p) masks from the global generator in forward's order.
+    torch.manual_seed(11)
+    reference = model(x)
+    g = torch.Generator().manual_seed(11)
+    masks = [torch.empty(s).bernoulli_(0.9, generator=g).div_(0.9) for s in full]
+    torch.testing.assert_close(masked_forward(model, x, mask_feed(masks)), reference, rtol=1e-5, atol=1e-6)
+    got = masked_forward(model, x, mask_feed([trailing_part(m, s) for m, s in zip(masks, last)]), last_only=True)
+    torch.testing.assert_close(got, reference[:, -1], rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(got, model.eval()(x)[:, -1], atol=1e-3)  # the masks did act
     with pytest.raises(ValueError, match=r"cannot cut a tensor of shape \(8, 1, 32\) down to \(8, 2, 32\)"):
         trailing_part(torch.ones(8, 1, 32), (8, 2, 32))
 
 
+def test_mask_shapes_are_those_of_the_models_dropout_layers():
+    model = Transformer(DROP).train()
+    seen = []
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.register_forward_hook(lambda mod, inp, out: seen.append(out.shape))
+    model(torch.randint(0, P, (5, 2)))
+    assert seen == mask_shapes(DROP, 5, 2)
+
+
 def test_dropout_masks_must_match_the_forward_pass():
     torch.manual_seed(0)
-    model = Transformer(DROP).train()
+    model = Transformer(DROP).eval()
     x = torch.randint(0, P, (8, 2))
-    shapes = dropout_mask_shapes(DROP, 8, 2)
-    ones = [torch.ones(s) for s in shapes]
-    with supplied_dropout_masks(ones):  # all-ones masks: the eval-mode output
-        out = model(x)
-    torch.testing.assert_close(out, model.eval()(x))
-    model.train()
-    with pytest.raises(RuntimeError, match="more often than the 7 supplied"):
-        with supplied_dropout_masks(ones[:-1]):
-            model(x)
+    ones = [torch.ones(s) for s in mask_shapes(DROP, 8, 2)]
+    torch.testing.assert_close(masked_forward(model, x, mask_feed(ones)), model(x))  # all-ones: eval output
+    with pytest.raises(RuntimeError, match="more dropout sites than the 7 masks"):
+        masked_forward(model, x, mask_feed(ones[:-1]))
     with pytest.raises(ValueError, match="mask of shape"):
-        with supplied_dropout_masks([torch.ones(3)] + ones[1:]):
-            model(x)
-    with pytest.raises(RuntimeError, match="1 of 9 supplied dropout masks were not used"):
-        with supplied_dropout_masks(ones + [torch.ones(1)]):
-            model(x)
-    with pytest.raises(ValueError, match="shares each prefix's dropout mask"):
-        data = PrefixData.from_tokens(x, x)
-        model.last_logits(data.last, data.prefixes, data.index)
+        masked_forward(model, x, mask_feed([torch.ones(3)] + ones[1:]))
 
 
 def test_bad_settings_are_refused_with_clear_errors():

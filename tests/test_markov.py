@@ -83,7 +83,7 @@ def test_experiment_runs_caches_and_reports(tmp_path, monkeypatch):
     assert set(markov.tables(summary)) == {"A1", "A2", "A3"}
 
     # The second call reads the saved summary: no training, no analysis.
-    monkeypatch.setattr(markov, "train_model", lambda *a, **k: pytest.fail("retrained"))
+    monkeypatch.setattr(markov, "train_stack", lambda *a, **k: pytest.fail("retrained"))
     assert markov.run(p, progress=False) == summary
 
 

@@ -12,7 +12,8 @@ import pytest
 import torch
 from torch import nn
 
-from corelib.models import Transformer, TransformerConfig, dropout_mask_shapes
+from corelib.fastpath import mask_shapes
+from corelib.models import Transformer, TransformerConfig
 
 
 class TorchBuilt(nn.Module):
@@ -119,7 +120,7 @@ def test_initial_weight_statistics_are_torchs():
 
 def test_dropout_sits_only_at_the_encoder_layers_four_sites():
     cfg = _cfg(2)
-    shapes = dropout_mask_shapes(cfg, batch=3, length=5)
+    shapes = mask_shapes(cfg, batch=3, length=5)
     per_block = [(3, 4, 5, 5), (3, 5, 32), (3, 5, 64), (3, 5, 32)]  # pattern, attention out, MLP, MLP out
     assert [tuple(s) for s in shapes] == per_block * 2
     model = Transformer(cfg).train()

@@ -16,7 +16,7 @@ from corelib.sweeps import (
     Condition, SweepConfig, batch_plan, bootstrap_fit, condition_dir, grok_time_constants, min_correct, power_law_constants,
     run_condition, run_sweep, summarise, train_condition,
 )
-from corelib.training import epoch_order
+from corelib.engine import epoch_order
 
 TINY = dict(d_model=16, n_heads=2, d_ff=32, lr=1e-2)
 

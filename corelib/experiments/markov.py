@@ -19,9 +19,9 @@ from tqdm.auto import tqdm
 from .. import ace, compare, operators
 from ..interventions import ablation_accuracy
 from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
-from ..results import load_json, run_dir, save_json
+from ..engine import SequenceData, StackConfig, train_stack
+from ..results import load_json, run_dir, run_lock, save_json, save_tensors
 from ..tasks import markov
-from ..training import TrainConfig, train_model
 
 __all__ = ["MarkovParams", "run", "make_data", "analyse_model", "compare_models", "tables", "claim_values"]
 
@@ -74,8 +74,10 @@ class MarkovParams:
             n_layers=1, dropout=self.dropout, norm="post",
         )
 
-    def train_config(self) -> TrainConfig:
-        return TrainConfig(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr)
+    def train_config(self) -> StackConfig:
+        """AdamW on the loss over every position, without weight decay; the state saved every epoch."""
+        return StackConfig(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, weight_decay=0.0,
+                           loss_positions="all", snapshot_every=self.epochs or 1, checkpoint_every=1)
 
 
 def make_data(p: MarkovParams) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -160,27 +162,34 @@ def _summary(p: MarkovParams, analyses: list[dict], pairs: list[dict], histories
 
 
 def run(p: MarkovParams | None = None, *, progress: bool = True) -> dict:
-    """Train (or reuse) the models, analyse them, and return the summary saved in the run folder."""
+    """Train (or reuse) the models, analyse them, and return the summary saved in the run folder.
+
+    A second process asking for the same run waits for the first and reuses its summary.
+    """
     p = p or MarkovParams()
-    folder = run_dir("markov", {**asdict(p), "model": MODEL_REVISION, "sampler": "RandomState"})
+    folder = run_dir("markov", {**asdict(p), "model": MODEL_REVISION, "sampler": "RandomState",
+                                "trainer": "engine"})
     summary_path = folder / "summary.json"
-    if summary_path.exists():
-        return load_json(summary_path)
+    with run_lock(folder, "the Markov experiment"):
+        if not summary_path.exists():
+            save_json(summary_path, _compute(p, folder, progress))
+    return load_json(summary_path)
+
+
+def _compute(p: MarkovParams, folder, progress: bool) -> dict:
     data = make_data(p)
     device = default_device()
-    models, histories, analyses = [], [], []
-    for seed in tqdm(p.seeds, desc="Markov models", disable=not progress):
-        model, hist = train_model(p.model_config(), p.train_config(), data["train"], seed=seed,
-                                  test_data=data["test"], run_dir=folder / f"seed_{seed}",
-                                  device=device, progress=progress)
-        models.append(model)
-        histories.append(hist)
-        analyses.append(analyse_model(model, data["test"], p))
-    summary = _summary(p, analyses, compare_models(models, analyses), histories)
-    np.savez(folder / "cores.npz", **{f"basis_{s}": a["core"].basis for s, a in zip(p.seeds, analyses)},
-             **{f"operator_{s}": a["operator"] for s, a in zip(p.seeds, analyses)})
-    save_json(summary_path, summary)
-    return load_json(summary_path)  # the same object a cached call returns
+    train, test = (SequenceData(*data[k]) for k in ("train", "test"))
+    stack, hist = train_stack(p.model_config(), p.train_config(), p.seeds, train, test, folder / "train",
+                              device=device, progress=progress)
+    models = [stack.model(i) for i in range(len(p.seeds))]
+    histories = [{k: [row[i] for row in hist[k]] for k in ("loss", "train_acc", "test_acc")}
+                 for i in range(len(p.seeds))]
+    analyses = [analyse_model(m, data["test"], p) for m in tqdm(models, desc="Markov models", disable=not progress)]
+    save_tensors(folder / "cores.safetensors",
+                 {**{f"basis_{s}": torch.from_numpy(a["core"].basis) for s, a in zip(p.seeds, analyses)},
+                  **{f"operator_{s}": torch.from_numpy(np.asarray(a["operator"])) for s, a in zip(p.seeds, analyses)}})
+    return _summary(p, analyses, compare_models(models, analyses), histories)
 
 
 def _fmt_complex(v: list[float]) -> str:

@@ -147,7 +147,7 @@ def train_arm(p: ModularParams, arm: str, epochs: int, *, progress: bool = True)
         src = train_arm(p, "wd", p.branch_epoch, progress=progress)
         start = (src, p.branch_epoch)
     folder = _arm_dir(p, arm)
-    done = snapshot_epochs(folder) if (folder / "manifest.json").exists() else []
+    done = snapshot_epochs(folder)
     if not done or max(done) < epochs:
         train_stack(p.model_config(), p.stack_config(arm, epochs), p.seeds, train, test, folder,
                     start=start, progress=progress)

@@ -1,0 +1,51 @@
+"""The hooked transformer: hooks, layer slicing, causality, input checks."""
+import numpy as np
+import pytest
+import torch
+
+from corelib.models import Transformer, TransformerConfig, resid_hook
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_start_and_stop_at_layer_compose_to_the_full_forward(norm):
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(vocab_size=7, d_model=16, n_heads=4, d_ff=32, n_layers=2,
+                                          n_ctx=5, norm=norm)).eval()
+    x = torch.randint(0, 7, (3, 5))
+    full = model(x)
+    for layer in range(3):
+        resid = model(x, stop_at_layer=layer)
+        torch.testing.assert_close(model(resid, start_at_layer=layer), full)
+
+
+def test_cache_names_and_readout_match_logits():
+    torch.manual_seed(1)
+    model = Transformer(TransformerConfig(vocab_size=5, d_model=8, n_heads=2, d_ff=16, n_ctx=4)).eval()
+    x = torch.randint(0, 5, (2, 4))
+    logits, cache = model.run_with_cache(x)
+    for name in ["hook_embed", "hook_pos_embed", "blocks.0.attn.hook_pattern", resid_hook(0)]:
+        assert name in cache
+    f = model.readout(0)
+    torch.testing.assert_close(f(cache[resid_hook(0)][1, 2]), logits[1, 2])
+    with pytest.raises(ValueError, match="last block"):
+        Transformer(TransformerConfig(vocab_size=5, d_model=8, n_heads=2, n_layers=2)).readout(0)
+
+
+def test_attention_is_causal():
+    torch.manual_seed(2)
+    model = Transformer(TransformerConfig(vocab_size=5, d_model=8, n_heads=2, d_ff=16, n_ctx=6)).eval()
+    x = torch.randint(0, 5, (1, 6))
+    y = x.clone()
+    y[0, 4:] = (x[0, 4:] + 1) % 5
+    torch.testing.assert_close(model(x)[0, :4], model(y)[0, :4])
+    assert not torch.allclose(model(x)[0, 4:], model(y)[0, 4:])
+
+
+def test_bad_inputs_are_explained():
+    model = Transformer(TransformerConfig(vocab_size=5, d_model=8, n_heads=2, n_ctx=4))
+    with pytest.raises(ValueError, match="n_ctx"):
+        model(torch.zeros(1, 9, dtype=torch.long))
+    with pytest.raises(ValueError, match="tokens must be integers"):
+        model(torch.zeros(1, 3, 8))
+    with pytest.raises(ValueError, match="divisible"):
+        TransformerConfig(vocab_size=5, d_model=10, n_heads=4)
