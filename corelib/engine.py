@@ -35,13 +35,9 @@ from .results import StoreError, load_json, params_key, save_json
 
 __all__ = [
     "epoch_order", "PrefixData", "SequenceData", "StackConfig", "SeedStack", "StackOptimizer", "DropoutStreams",
-    "Trainer", "CheckpointError", "train_stack", "load_snapshot", "snapshot_epochs", "load_history",
+    "Trainer", "train_stack", "load_snapshot", "snapshot_epochs", "load_history",
     "stacked_last_logits", "dropout_seed",
 ]
-
-CheckpointError = StoreError
-"""A checkpoint or run folder that must not be used: damaged, or from a different run."""
-
 
 def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
     """The order in which seed ``seed`` visits ``n`` training examples in ``epoch``.
@@ -288,7 +284,7 @@ class DropoutStreams:
 
     def load_state(self, state: torch.Tensor) -> None:
         if state.shape[0] != len(self.generators):
-            raise CheckpointError(f"dropout state for {state.shape[0]} seeds, run has {len(self.generators)}.")
+            raise StoreError(f"dropout state for {state.shape[0]} seeds, run has {len(self.generators)}.")
         for g, st in zip(self.generators, state):
             g.set_state(st.cpu().clone())  # a row of a stacked tensor: set_state needs its own storage
 
@@ -302,7 +298,7 @@ class SeedStack:
         expected = {k: v.shape for k, v in template.state_dict().items()}
         got = {k: v.shape[1:] for k, v in params.items()}
         if expected != got or any(v.shape[0] != len(self.seeds) for v in params.values()):
-            raise CheckpointError("stacked weights do not match the architecture and seeds "
+            raise StoreError("stacked weights do not match the architecture and seeds "
                                   f"({len(self.seeds)} seeds, {model_cfg}).")
         # The model's order (files may store names sorted): the optimizer's state follows it.
         self.params = {k: params[k] for k in expected}
@@ -439,7 +435,7 @@ class StackOptimizer:
         params = self.opt.param_groups[0]["params"]
         for i, slot in state.items():  # the fused kernel does not check shapes itself
             if i >= len(params) or any(slot[n].shape != params[i].shape for n in ("exp_avg", "exp_avg_sq")):
-                raise CheckpointError("optimizer state does not match the model's weights; delete the run to retrain.")
+                raise StoreError("optimizer state does not match the model's weights; delete the run to retrain.")
         self.opt.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
 
 
@@ -519,7 +515,7 @@ def _check_identity(run: Path, meta: dict) -> None:
         stored = load_json(path)
         if stored != meta:
             diff = sorted(k for k in set(stored) | set(meta) if stored.get(k) != meta.get(k))
-            raise CheckpointError(f"{run} holds a different run (differs in {', '.join(diff)}); "
+            raise StoreError(f"{run} holds a different run (differs in {', '.join(diff)}); "
                                   "use another folder or delete it.")
     else:
         save_json(path, meta)
@@ -534,7 +530,7 @@ def load_snapshot(run_dir: Path, epoch: int, device=None) -> SeedStack:
     """The stacked weights saved at ``epoch`` (checksum verified)."""
     run = Path(run_dir)
     if epoch not in snapshot_epochs(run):
-        raise CheckpointError(f"no snapshot at epoch {epoch} in {run}; available: {snapshot_epochs(run)}.")
+        raise StoreError(f"no snapshot at epoch {epoch} in {run}; available: {snapshot_epochs(run)}.")
     meta = load_json(run / "run.json")
     params = results.load_tensors(_snapshot_path(run, epoch), device or default_device())
     return SeedStack(TransformerConfig(**meta["model"]), meta["seeds"], params)
@@ -545,7 +541,7 @@ def load_history(run_dir: Path) -> dict:
     run = Path(run_dir)
     progress = _progress(run)
     if progress["state"] is None:
-        raise CheckpointError(f"{run} has no saved state yet; train it first.")
+        raise StoreError(f"{run} has no saved state yet; train it first.")
     return load_json(run / f"{progress['state']}.json")["history"]
 
 
@@ -623,7 +619,7 @@ def _train_locked(model_cfg, cfg, seeds, train_data, test_data, run, start, devi
     if done["state"] is not None:
         tensors, state = _load_state(run, done["state"], device)
         if state["run_key"] != key:
-            raise CheckpointError(f"{run / done['state']} was written by a different run; delete {run}.")
+            raise StoreError(f"{run / done['state']} was written by a different run; delete {run}.")
         if state["epoch"] > cfg.epochs:  # already trained further: hand back the earlier snapshot
             hist = {k: v[: cfg.epochs - (state["epoch"] - len(v))] for k, v in state["history"].items()}
             return load_snapshot(run, cfg.epochs, device), hist
@@ -637,7 +633,7 @@ def _train_locked(model_cfg, cfg, seeds, train_data, test_data, run, start, devi
     else:
         stack, epoch = load_snapshot(start[0], start[1], device), int(start[1])
         if stack.seeds != seeds or stack.cfg != model_cfg:
-            raise CheckpointError(f"snapshot {start} has other seeds or architecture than requested.")
+            raise StoreError(f"snapshot {start} has other seeds or architecture than requested.")
     if state is None:
         history = {"epoch": [], "loss": [], "train_acc": [], "test_acc": []}
     stack.params = {k: v.detach() for k, v in stack.params.items()}

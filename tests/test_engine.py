@@ -18,9 +18,10 @@ import torch.nn.functional as F
 
 from corelib import results
 from corelib.engine import (
-    CheckpointError, DropoutStreams, PrefixData, SeedStack, SequenceData, StackConfig, StackOptimizer, Trainer,
+    DropoutStreams, PrefixData, SeedStack, SequenceData, StackConfig, StackOptimizer,
     epoch_order, load_history, load_snapshot, snapshot_epochs, train_stack,
 )
+from corelib.results import StoreError
 from corelib.fastpath import mask_feed, mask_shapes, masked_forward, prefix_last_logits, trailing_part
 from corelib.models import Transformer, TransformerConfig
 from corelib.tasks.modular import modular_addition_split
@@ -169,6 +170,7 @@ def _state_epoch(run: Path) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_identical_results(tmp_path):
     epochs = 400
     run = tmp_path / "killed"
@@ -196,9 +198,9 @@ def test_damaged_or_foreign_checkpoints_are_refused(tmp_path):
     cfg = StackConfig(epochs=2, batch_size=16, snapshot_every=1, checkpoint_every=1)
     train_stack(CFG, cfg, SEEDS, *_prefix_data(), tmp_path / "run", progress=False)
     other = StackConfig(epochs=2, batch_size=16, lr=3e-3, snapshot_every=1, checkpoint_every=1)
-    with pytest.raises(CheckpointError, match="different run .*train"):
+    with pytest.raises(StoreError, match="different run .*train"):
         train_stack(CFG, other, SEEDS, *_prefix_data(), tmp_path / "run", progress=False)
-    with pytest.raises(CheckpointError, match="different run .*seeds"):
+    with pytest.raises(StoreError, match="different run .*seeds"):
         train_stack(CFG, cfg, (3, 4), *_prefix_data(), tmp_path / "run", progress=False)
 
     state = next((tmp_path / "run").glob("state_*.safetensors"))
@@ -206,9 +208,9 @@ def test_damaged_or_foreign_checkpoints_are_refused(tmp_path):
     raw[len(raw) // 2] ^= 0xFF
     state.write_bytes(bytes(raw))
     longer = StackConfig(epochs=3, batch_size=16, snapshot_every=1, checkpoint_every=1)
-    with pytest.raises(CheckpointError, match="damaged"):
+    with pytest.raises(StoreError, match="damaged"):
         train_stack(CFG, longer, SEEDS, *_prefix_data(), tmp_path / "run", progress=False)
-    with pytest.raises(CheckpointError, match="no snapshot at epoch 7"):
+    with pytest.raises(StoreError, match="no snapshot at epoch 7"):
         load_snapshot(tmp_path / "run", 7)
 
 

@@ -1,0 +1,175 @@
+"""The verified store: every file read back is checked; racing processes and kills leave usable runs."""
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from corelib import results
+from corelib.engine import PrefixData, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
+from corelib.models import TransformerConfig
+from corelib.results import StoreError
+from corelib.tasks.modular import modular_addition_split
+
+ROOT = Path(__file__).resolve().parent.parent
+CFG = TransformerConfig(vocab_size=7, d_model=16, n_heads=2, d_ff=32, n_layers=1, n_ctx=2, dropout=0.1)
+
+
+def _data():
+    (x, y), (xt, yt) = modular_addition_split(7, 0.5, 0)
+    return PrefixData.from_tokens(x, y), PrefixData.from_tokens(xt, yt)
+
+
+def _flip(path: Path, where: float = 0.5) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[int(len(raw) * where)] ^= 0x01
+    path.write_bytes(bytes(raw))
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("store") / "run"
+    train_stack(CFG, StackConfig(epochs=2, batch_size=8, snapshot_every=1, checkpoint_every=1), (1, 2), *_data(),
+                run, progress=False)
+    return run
+
+
+def _readers(run: Path) -> dict:
+    """How the engine reads each kind of file of a run."""
+    state = json.loads((run / "progress.json").read_text())["state"]
+    return {
+        "snapshot (safetensors)": (run / "snapshots" / "epoch_000001.safetensors", lambda: load_snapshot(run, 1, "cpu")),
+        "state tensors": (run / f"{state}.safetensors",
+                          lambda: train_stack(CFG, StackConfig(epochs=3, batch_size=8, snapshot_every=1,
+                                                               checkpoint_every=1), (1, 2), *_data(), run,
+                                              progress=False)),
+        "state JSON": (run / f"{state}.json", lambda: load_history(run)),
+        "run.json": (run / "run.json", lambda: load_snapshot(run, 1, "cpu")),
+        "progress.json": (run / "progress.json", lambda: snapshot_epochs(run)),
+        "manifest.json": (run / "manifest.json", lambda: load_history(run)),
+    }
+
+
+@pytest.mark.parametrize("kind", ["snapshot (safetensors)", "state tensors", "state JSON", "run.json",
+                                  "progress.json", "manifest.json"])
+@pytest.mark.parametrize("damage", ["flipped byte", "truncated"])
+def test_a_damaged_file_of_each_kind_is_refused_naming_the_file(trained_run, tmp_path, kind, damage):
+    run = tmp_path / "run"
+    import shutil
+    shutil.copytree(trained_run, run)
+    path, read = _readers(run)[kind]
+    if damage == "flipped byte":
+        _flip(path)
+    else:
+        path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
+    with pytest.raises(StoreError, match=rf"{path.name}.*(delete|recompute)"):
+        read()
+
+
+def test_json_and_tensors_written_by_hand_or_edited_are_refused(tmp_path):
+    results.save_json(tmp_path / "analysis.json", {"r2": 0.5})
+    (tmp_path / "analysis.json").write_text(json.dumps({"r2": 0.99}, indent=2, sort_keys=True))  # edited
+    with pytest.raises(StoreError, match="analysis.json is damaged or was edited"):
+        results.load_json(tmp_path / "analysis.json")
+    (tmp_path / "hand.json").write_text("{}")
+    with pytest.raises(StoreError, match="hand.json is not recorded"):
+        results.load_json(tmp_path / "hand.json")
+    results.save_tensors(tmp_path / "w.safetensors", {"w": torch.arange(4.0)})
+    assert torch.equal(results.load_tensors(tmp_path / "w.safetensors")["w"], torch.arange(4.0))
+    results.remove(tmp_path / "w.safetensors")
+    assert "w.safetensors" not in results.stored_files(tmp_path) and not (tmp_path / "w.safetensors").exists()
+
+
+def test_a_sweep_record_edited_by_hand_is_recomputed_with_a_warning(tmp_path):
+    from corelib.sweeps import Condition, SweepConfig, condition_dir, load_record
+
+    cond, cfg = Condition(p=7, weight_decay=1.0), SweepConfig(d_model=16, n_heads=2, d_ff=32)
+    folder = condition_dir(cond, cfg, tmp_path)
+    (folder / "seed_0.json").write_text("{}")
+    with pytest.warns(UserWarning, match="seed_0.json cannot be read .*not recorded"):
+        assert load_record(folder, cond, cfg, 0) is None
+
+
+def _writer(folder: str, worker: int, n: int) -> None:
+    for i in range(n):
+        results.save_json(Path(folder) / f"w{worker}_{i}.json", {"worker": worker, "i": i})
+        results.save_json(Path(folder) / "shared.json", {"worker": worker, "i": i})
+
+
+def test_processes_writing_into_one_folder_keep_its_manifest_whole(tmp_path):
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), w, 25)) for w in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+        assert p.exitcode == 0
+    names = results.stored_files(tmp_path)
+    assert sorted(names) == sorted([f"w{w}_{i}.json" for w in range(3) for i in range(25)] + ["shared.json"])
+    for name in names:
+        results.load_json(tmp_path / name)  # every entry matches its file
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+_RACE = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, {root!r})
+    from corelib.experiments import markov
+    p = markov.MarkovParams(n_train=64, n_test=32, seeds=(0, 1), epochs=2, d_model=16, d_ff=32, n_jacobians=8)
+    print(json.dumps(markov.run(p, progress=False)["models"][0]["accuracy"]))
+""")
+
+
+@pytest.mark.slow
+def test_two_processes_running_one_experiment_at_once_both_succeed_with_one_result(tmp_path):
+    env = {**os.environ, "ACE_RESULTS_DIR": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", _RACE.format(root=str(ROOT))], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+    assert outs[0][0] == outs[1][0]
+    assert "waiting for another process" in outs[0][1] + outs[1][1]
+
+
+_KILL = textwrap.dedent("""
+    import os, signal, sys
+    from pathlib import Path
+    sys.path.insert(0, {root!r})
+    from corelib import engine
+    from tests.test_store import CFG, _data
+
+    def save_json(path, obj):  # die just before the final checkpoint is committed
+        if Path(path).name == "progress.json" and obj["epoch"] == {epochs}:
+            os.kill(os.getpid(), signal.SIGKILL)
+        original(path, obj)
+
+    original, engine.save_json = engine.save_json, save_json
+    engine.train_stack(CFG, engine.StackConfig(epochs={epochs}, batch_size=8, snapshot_every=2, checkpoint_every=4),
+                       (1, 2), *_data(), Path({run!r}), progress=False)
+""")
+
+
+@pytest.mark.slow
+def test_a_run_killed_at_its_last_epoch_resumes_to_the_uninterrupted_result(tmp_path):
+    epochs, run = 6, tmp_path / "killed"
+    child = subprocess.run([sys.executable, "-c", _KILL.format(root=str(ROOT), epochs=epochs, run=str(run))],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    # Both final files are complete on disk, but nothing commits them: the run is not finished.
+    assert (run / "snapshots" / f"epoch_{epochs:06d}.safetensors").exists()
+    assert max(snapshot_epochs(run)) == 4 and len(load_history(run)["epoch"]) == 4
+    cfg = StackConfig(epochs=epochs, batch_size=8, snapshot_every=2, checkpoint_every=4)
+    resumed, hist_r = train_stack(CFG, cfg, (1, 2), *_data(), run, progress=False)
+    whole, hist_w = train_stack(CFG, cfg, (1, 2), *_data(), tmp_path / "whole", progress=False)
+    assert hist_r == hist_w and hist_r["epoch"] == list(range(1, epochs + 1))
+    assert all(torch.equal(resumed.params[k], whole.params[k]) for k in whole.params)
+    assert snapshot_epochs(run) == snapshot_epochs(tmp_path / "whole")
