@@ -64,7 +64,7 @@ from myst_nb import glue
 
 from corelib import claims
 from corelib.experiments import markov
-from corelib.plots import markov_figure
+from corelib.plots import figure_markov
 from corelib.tasks.markov import chain_eigenvalues
 
 params = markov.MarkovParams.from_namespace(globals())
@@ -121,7 +121,7 @@ claims.record("markov_chain", markov.claim_values(summary),  # for the claims pa
 # One figure summarises the experiment; the sections below walk through its panels.
 
 # %%
-fig = markov_figure(summary)
+fig = figure_markov(summary)
 glue("fig_markov", fig, display=False)
 plt.close(fig)  # shown once, with its caption, below
 

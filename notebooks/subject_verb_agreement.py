@@ -69,7 +69,7 @@ from myst_nb import glue
 from corelib import claims
 from corelib.experiments import sva
 from corelib.lm import available_models
-from corelib.plots.sva import generation_html, sva_figure
+from corelib.plots.sva import generation_html, figure_sva
 from corelib.tasks.sva import make_dataset
 
 params = sva.SVAParams.from_namespace(globals())
@@ -141,7 +141,7 @@ glue("layers_text", ", ".join(f"{m['chosen_layer'] + 1} of {m['n_layers']} ({m['
                               for m in results), display=False)
 
 # %%
-fig = sva_figure(summary)
+fig = figure_sva(summary)
 glue("fig_sva", fig, display=False)
 plt.close(fig)
 
