@@ -1,12 +1,13 @@
 """Panels of the modular-addition chapters (Figures 2 and 3). Inputs are arrays from saved results."""
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 __all__ = [
     "mean_sem", "panel_band", "panel_grokking", "panel_ablation_bars", "panel_eigenvalues",
     "panel_operator", "panel_training_loss", "panel_frequency_shares", "panel_removal_curves", "ARM_COLORS",
-    "SEED_COLORS",
+    "SEED_COLORS", "figure_emergence",
 ]
 
 ARM_COLORS = {"wd": "black", "no_wd": "#7b3fa0"}
@@ -154,3 +155,38 @@ def panel_removal_curves(ax, curves: dict, *, chance: float, necessary=None, max
     ax.set_ylabel("core-removed test accuracy")
     if title:
         ax.set_title(title, loc="left", fontsize=10)
+
+
+def _complex(eigenvalues) -> np.ndarray:
+    """Eigenvalues saved as (re, im) pairs, as complex numbers."""
+    return np.array(eigenvalues, dtype=float).reshape(-1, 2) @ np.array([1, 1j])
+
+
+def figure_emergence(records: list[dict], history: dict, summary: dict, *, p: int) -> plt.Figure:
+    """Figure 2: (A) test accuracy and core dimension, (B) ablations at the last snapshot, (C)
+    shift-operator eigenvalues before, at and after grokking.
+
+    ``records`` are the analysed snapshots of :func:`corelib.experiments.modular.analyse_arm`,
+    ``history`` its per-epoch history, ``summary`` :func:`~corelib.experiments.modular.emergence_summary`.
+    """
+    fig = plt.figure(figsize=(11, 6.4), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[1, 1.05])
+    ax_a, ax_b = top.subplots(1, 2, width_ratios=[1.6, 1])
+    evaluated = [(e, a) for e, a in zip(history["epoch"], history["test_acc"]) if a is not None]
+    acc_epochs, test_acc = (np.array(column) for column in zip(*evaluated))
+    core_dim = np.array([[m["core_dim"] for m in r["models"]] for r in records], dtype=float)
+    epochs = np.array([r["epoch"] for r in records])
+    panel_grokking(ax_a, acc_epochs, test_acc, epochs, core_dim, grok_epoch=summary["grok_epoch"])
+    ax_a.set_title("A  test accuracy and core dimension", loc="left", fontsize=10)
+    final = records[-1]["models"]
+    panel_ablation_bars(ax_b, {"full": [m["test_acc"] for m in final], "core-only": [m["keep_acc"] for m in final],
+                               "core-removed": [m["remove_acc"] for m in final]}, chance=1 / p, threshold=2 / p)
+    ax_b.set_title(f"B  ablations at epoch {records[-1]['epoch']}", loc="left", fontsize=10)
+    axes_c = bottom.subplots(1, 3)
+    for ax, (phase, eigenvalues) in zip(axes_c, summary["eigenvalues"].items()):
+        epochs_text = ", ".join(map(str, summary["phases"][phase]))
+        panel_eigenvalues(ax, [_complex(e) for e in eigenvalues], p=p,
+                          title=f"{phase} grokking (epochs {epochs_text})")
+    axes_c[0].set_title("C  " + axes_c[0].get_title(), loc="left", fontsize=10)
+    axes_c[-1].legend(fontsize=7, loc="lower right")
+    return fig
