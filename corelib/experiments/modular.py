@@ -554,3 +554,47 @@ def inflation_claim_values(s: dict) -> dict:
         "inflation.arm_dim_gap": wd["core_dim_end"] - no["core_dim_end"],
         "inflation.arm_mode_gap": wd["modes_end"] - no["modes_end"],
     }
+
+
+# --------------------------------------------------------------------------- what the chapters quote
+
+
+def _listed(values: Sequence) -> str:
+    return ", ".join("none" if v is None else str(v) for v in values)
+
+
+def phase_table(records: list[dict], summary: dict) -> "pandas.DataFrame":
+    """Each model before, at and after its own grokking: core dimension, unit-circle share, modes, R²."""
+    import pandas as pd
+
+    by_epoch = {r["epoch"]: r for r in records}
+    rows = []
+    for phase, epochs in summary["phases"].items():
+        for i, epoch in enumerate(epochs):
+            m = by_epoch[epoch]["models"][i]
+            rows.append({"phase": phase, "epoch": epoch, "model": f"M{i + 1}", "core dim": m["core_dim"],
+                         "on unit circle": f"{100 * m['unit_fraction']:.0f} %", "modes": len(m["modes"]),
+                         "frequencies": ", ".join(map(str, m["modes"])) or "—", "R²": round(m["r2"], 3),
+                         "R²_h": None if m["r2_heldout"] is None else round(m["r2_heldout"], 3)})
+    return pd.DataFrame(rows).set_index(["phase", "model"])
+
+
+def emergence_glue_values(params: ModularParams, summary: dict) -> dict[str, object]:
+    """Every value the modular-addition chapter's prose quotes, by glue name."""
+    nan = float("nan")
+    values = {
+        "snapshot_every": params.snapshot_every, "energy_pct": round(100 * params.energy),
+        "grok_epoch": nan if summary["grok_epoch"] is None else summary["grok_epoch"],
+        "n_models": len(params.seeds), "final_acc_min": min(summary["final"]["test_acc"]),
+        "keep_ratio_min": summary["post_grok_keep_ratio_min"] or nan,
+        "remove_max": nan if summary["post_grok_remove_max"] is None else summary["post_grok_remove_max"],
+        "chance2": params.chance_level, "model_groks": _listed(summary["model_grok_epochs"]),
+        "suff_final": _listed(summary["final"]["sufficient_rank"]),
+        "energy_final": _listed(summary["final"]["energy_rank"]),
+    }
+    for phase in ("before", "at", "after"):
+        values[f"epoch_{phase}"] = _listed(summary["phases"][phase])
+        values[f"frac_{phase}"] = 100 * summary["unit_fraction"][phase]
+        values[f"modes_{phase}"] = _listed(summary["modes"][phase])
+        values[f"dim_{phase}"] = _listed(summary["core_dim"][phase])
+    return values

@@ -183,10 +183,10 @@ def figure_emergence(records: list[dict], history: dict, summary: dict, *, p: in
                                "core-removed": [m["remove_acc"] for m in final]}, chance=1 / p, threshold=2 / p)
     ax_b.set_title(f"B  ablations at epoch {records[-1]['epoch']}", loc="left", fontsize=10)
     axes_c = bottom.subplots(1, 3)
-    for ax, (phase, eigenvalues) in zip(axes_c, summary["eigenvalues"].items()):
+    for k, (ax, (phase, eigenvalues)) in enumerate(zip(axes_c, summary["eigenvalues"].items())):
         epochs_text = ", ".join(map(str, summary["phases"][phase]))
+        letter = "C  " if k == 0 else ""  # the panel letter leads the first title, not a second one
         panel_eigenvalues(ax, [_complex(e) for e in eigenvalues], p=p,
-                          title=f"{phase} grokking (epochs {epochs_text})")
-    axes_c[0].set_title("C  " + axes_c[0].get_title(), loc="left", fontsize=10)
+                          title=f"{letter}{phase} grokking (epochs {epochs_text})")
     axes_c[-1].legend(fontsize=7, loc="lower right")
     return fig
