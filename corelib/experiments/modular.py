@@ -598,3 +598,99 @@ def emergence_glue_values(params: ModularParams, summary: dict) -> dict[str, obj
         values[f"modes_{phase}"] = _listed(summary["modes"][phase])
         values[f"dim_{phase}"] = _listed(summary["core_dim"][phase])
     return values
+
+
+def necessary_ranks(records: list[dict], epoch: int) -> list[int | None]:
+    """Each model's necessary rank at ``epoch``."""
+    return [m["necessary_rank"] for m in next(r for r in records if r["epoch"] == epoch)["models"]]
+
+
+def _trend_verdict(kept_start: float, kept_end: float, removed_end: float, what: str, epochs: int) -> str:
+    """One sentence comparing this build's trend with the paper's."""
+    if kept_end > kept_start and kept_end > removed_end:
+        return f"As in the paper, the {what} grew under weight decay and ended above the arm without it."
+    return (f"Unlike the paper's 20 000-epoch run, over these {epochs} epochs the {what} did not grow under "
+            f"weight decay beyond the arm without it ({kept_start:.1f} → {kept_end:.1f} with, "
+            f"{removed_end:.1f} without).")
+
+
+def _collapse_sentence(stats: dict, who: str) -> str:
+    """What the collapse counts of one arm say."""
+    if stats["per_model"] == 0:
+        return f"no model {who} lost its training fit"
+    return (f"each model {who} lost its training fit {stats['per_model']:.1f} times on average and spent "
+            f"{stats['percent']:.0f} % of those epochs in a collapse (the longest lasted {stats['longest']} epochs)")
+
+
+def _mean_core_at(curves: dict, level: float) -> float:
+    return mean_rank(first_rank_at_or_below(curves, level))
+
+
+def inflation_notes(params: ModularParams, summary: dict, curves: dict[str, dict], loose_level: float) -> dict:
+    """Why a core-inflation claim may differ, when this build knows: for the claims page."""
+    notes = {}
+    wd, no_wd, n = summary["wd"], summary["no_wd"], len(params.seeds)
+    if wd["n_working_end"] < n:
+        notes["inflation.arm_dim_gap"] = notes["inflation.arm_mode_gap"] = (
+            f"at epoch {summary['end']} only {wd['n_working_end']} of {n} weight-decay models reach test "
+            f"accuracy {params.grok_threshold} (long runs with weight decay have loss spikes; the chapter shows them)")
+    loose = {arm: _mean_core_at(c, loose_level) for arm, c in curves.items()}
+    if no_wd["core_dim_end"] >= wd["core_dim_end"] and loose["no_wd"] < loose["wd"]:
+        notes.setdefault("inflation.arm_dim_gap", (
+            f"at the threshold 2/p a residue of the answer just above it sets the no-weight-decay ranks; at "
+            f"{loose_level} the cores are {loose['wd']:.1f} (kept) and {loose['no_wd']:.1f} (removed): "
+            "see 'What the necessary rank counts'"))
+    return notes
+
+
+def _frequency_values(params: ModularParams, summary: dict, spectra: dict[str, dict]) -> dict[str, object]:
+    values = {}
+    for arm, short in (("wd", "wd"), ("no_wd", "no")):
+        spectrum = spectra[arm]
+        for when in ("start", "end"):
+            values[f"{short}_frequencies_{when}"] = float(spectrum["count"][spectrum["epoch"] == summary[when]].mean())
+    more = values["no_frequencies_end"] > values["wd_frequencies_end"]
+    values["frequency_verdict"] = (
+        "more frequencies in the representation than keeping it, the opposite of the direction of the paper's "
+        "mode count" if more else
+        "no more frequencies in the representation than keeping it, as the paper's mode count would suggest")
+    values["frequencies_init"] = float(spectra["wd"]["count"][0].mean())
+    values["frequencies_max"] = params.p // 2
+    return values
+
+
+def inflation_glue_values(params: ModularParams, chapter: dict) -> dict[str, object]:
+    """Every value the core-inflation chapter's prose quotes, by glue name.
+
+    ``chapter`` holds ``summary`` (:func:`inflation_summary`), ``arms``, ``histories``, ``curves``
+    and ``spectra`` (per arm), and the chapter's ``collapse_threshold``, ``loose_level`` and
+    ``frequency_share``.
+    """
+    summary, curves = chapter["summary"], chapter["curves"]
+    wd, no = summary["wd"], summary["no_wd"]
+    start, end, loose = summary["start"], summary["end"], chapter["loose_level"]
+    values = {f"wd_{k}": v for k, v in wd.items()} | {f"no_{k}": v for k, v in no.items()}
+    values |= {"start": start, "end": end, "grok_threshold": params.grok_threshold,
+               "branch_epoch": params.branch_epoch, "long_epochs": params.long_epochs,
+               "paper_long_epochs": ModularParams().long_epochs, "n_models": len(params.seeds),
+               "collapse_threshold": chapter["collapse_threshold"], "loose_level": loose,
+               "chance_level": params.chance_level, "frequency_share": chapter["frequency_share"]}
+    values["verdict_dim"] = _trend_verdict(wd["core_dim_start"], wd["core_dim_end"], no["core_dim_end"],
+                                           "core dimension", end - start)
+    values["verdict_modes"] = _trend_verdict(wd["modes_start"], wd["modes_end"], no["modes_end"], "mode count",
+                                             end - start)
+    gap_start = wd["necessary_rank_start"] - wd["sufficient_rank_start"]
+    gap_end = wd["necessary_rank_end"] - wd["sufficient_rank_end"]
+    values |= {"wd_gap_start": gap_start, "wd_gap_end": gap_end,
+               "no_gap_end": no["necessary_rank_end"] - no["sufficient_rank_end"],
+               "verdict_gap": "widened, as in the paper" if gap_end > gap_start else "did not widen over this horizon"}
+    for arm, short, who in (("wd", "wd", "with weight decay"), ("no_wd", "no", "without weight decay")):
+        stats = collapse_summary(chapter["histories"][arm], start, end, chapter["collapse_threshold"])
+        values[f"{short}_collapse_sentence"] = _collapse_sentence(stats, who)
+        values[f"{short}_necessary_end_list"] = _listed(necessary_ranks(chapter["arms"][arm], end))
+        values[f"{short}_loose_end_list"] = _listed(first_rank_at_or_below(curves[arm], loose))
+    values["threshold_comparison"] = "; ".join(
+        f"at {level:.3g} the mean core dimension is {_mean_core_at(curves['wd'], level):.1f} "
+        f"with weight decay and {_mean_core_at(curves['no_wd'], level):.1f} without"
+        for level in (params.chance_level, 0.05, loose))
+    return values | _frequency_values(params, summary, chapter["spectra"])
