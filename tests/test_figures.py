@@ -92,6 +92,24 @@ def _emergence_inputs() -> tuple:
     return (records, _modular_history(), summary), {"p": 53}
 
 
+def _inflation_inputs(name: str) -> tuple[tuple, dict]:
+    arms = {"wd": _modular_records(epochs=range(900, 4001, 100)),
+            "no_wd": _modular_records(epochs=range(900, 4001, 100))}
+    if name == "figure_inflation":
+        return (arms,), {"p": 53, "branch_epoch": 900}
+    if name == "figure_spikes":
+        return ({"wd": _modular_history(4000), "no_wd": _modular_history(4000)},), {"branch_epoch": 900}
+    if name == "figure_removal":
+        ranks = np.arange(1, 129)
+        curve = {"rank": ranks, "remove": np.array([np.exp(-ranks / (5 + i)) + 0.01 for i in range(3)])}
+        return ({"wd": curve, "no_wd": curve}, {"wd": [8, 9, 10], "no_wd": [8, None, 12]}), {
+            "chance": 2 / 53, "loose_level": 0.1, "epoch": 4000}
+    epochs = np.arange(900, 4001, 100)
+    shares = RNG.dirichlet(np.ones(26), size=(len(epochs), 3))
+    spectrum = {"epoch": epochs, "shares": shares, "count": RNG.integers(3, 10, size=(len(epochs), 3))}
+    return ({"wd": spectrum, "no_wd": spectrum},), {"share": 0.9, "branch_epoch": 900}
+
+
 def _sweeps_summary() -> dict:
     from corelib.experiments.grokking_sweeps import SweepsParams
     from corelib.sweeps import bootstrap_fit, grok_time_constants, power_law_constants, summarise
@@ -137,6 +155,8 @@ def _inputs(name: str) -> tuple[tuple, dict]:
         return (_sva_summary(),), {}
     if name == "figure_emergence":
         return _emergence_inputs()
+    if name in ("figure_inflation", "figure_spikes", "figure_removal", "figure_frequencies"):
+        return _inflation_inputs(name)
     if name == "figure_sweeps":
         return (_sweeps_summary(),), {}
     if name in ("figure_spectra", "figure_from_data", "figure_pca"):
