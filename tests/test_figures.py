@@ -19,7 +19,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
-from matplotlib.backends.backend_agg import RendererAgg  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
 from corelib import plots  # noqa: E402
@@ -175,27 +174,26 @@ def _inputs(name: str) -> tuple[tuple, dict]:
 
 
 def drawn_texts(fig: plt.Figure) -> list[tuple[str, object]]:
-    """(text, window extent) of every non-empty text the figure draws.
+    """(text, window extent) of every visible, non-empty text the figure draws.
 
-    The texts are those the Agg renderer is asked to draw, so a tick label outside the view, or a
+    The texts are those whose ``draw`` the figure calls, so a tick label outside the view, or a
     text of an invisible axis (a twin's shared x axis), is not one.
     """
     drawn: dict[int, Text] = {}
-    original = RendererAgg.draw_text
+    original = Text.draw
 
-    def record(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
-        if mtext is not None:
-            drawn[id(mtext)] = mtext
-        return original(self, gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
+    def record(self, renderer):
+        if self.get_visible() and self.get_text().strip():
+            drawn[id(self)] = self
+        return original(self, renderer)
 
-    RendererAgg.draw_text = record
+    Text.draw = record
     try:
         fig.canvas.draw()
     finally:
-        RendererAgg.draw_text = original
+        Text.draw = original
     renderer = fig.canvas.get_renderer()
-    return [(repr(text.get_text()), text.get_window_extent(renderer))
-            for text in drawn.values() if text.get_text().strip()]
+    return [(repr(text.get_text()), text.get_window_extent(renderer)) for text in drawn.values()]
 
 
 def overlaps(fig: plt.Figure, tolerance: float = TOLERANCE_PX) -> list[str]:
