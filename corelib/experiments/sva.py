@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import asdict, dataclass, fields
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -665,4 +666,128 @@ def claim_values(summary: dict) -> dict:
         "sva.steering_untouched": {
             k: c["decision_free_unchanged"] / c["decision_free"]
             for k, c in ((k, control_summary(s)) for k, s in steer.items()) if c["decision_free"]},
+    }
+
+
+# --------------------------------------------------------------------------- what the chapter quotes
+
+
+def example_prompts(ds: SVADataset, n: int = 8) -> "pandas.DataFrame":
+    """The first ``n`` prompts of the data set, with the head noun's number and the template."""
+    import pandas as pd
+
+    return pd.DataFrame({"prompt": ds.prompts[:n], "head": np.where(ds.plural[:n] == 1, "plural", "singular"),
+                         "template": ds.template[:n]})
+
+
+def gate_frame(summary: dict) -> "pandas.DataFrame":
+    """:func:`gate_table` of every model, indexed by (model, gate)."""
+    import pandas as pd
+
+    frames = {m["model"]: pd.DataFrame(gate_table(m["steering"])).set_index("gate") for m in summary["models"]}
+    return pd.concat(frames, names=["model", "gate"])
+
+
+def passing_gates(summary: dict) -> list[float]:
+    """Gate thresholds of the grid at which every model meets both steering criteria."""
+    frame = gate_frame(summary)["both criteria"]
+    gates = sorted({float(g) for g in frame.index.get_level_values("gate")})
+    return [g for g in gates if frame.xs(g, level="gate").all()]
+
+
+def gate_verdict(gate: float, passing: Sequence[float]) -> str:
+    """One sentence on the chapter's gate threshold against the thresholds that pass."""
+    if not passing:
+        return "No threshold of the grid meets both criteria for every model."
+    if gate == passing[0]:
+        return (f"The chapter uses γ = {gate:g}, the smallest threshold of the grid that meets both criteria "
+                "for every model.")
+    if gate in passing:
+        return f"The chapter uses γ = {gate:g}, which meets both criteria for every model."
+    return (f"The chapter uses γ = {gate:g}, which does not meet both criteria for every model; the table "
+            "shows which thresholds do.")
+
+
+def steering_table(summary: dict) -> "pandas.DataFrame":
+    """Per model: agreement decisions of the greedy steered continuations and how many steering
+    inverted, and what steering did to the control prompts."""
+    import pandas as pd
+
+    rows = []
+    for m in summary["models"]:
+        steering, inversion = m["steering"], m["steering"]["inversion"]
+        rows.append({"model": m["model"], "decisions": inversion["decisions"], "inverted": inversion["inverted"],
+                     "inversion rate": inversion["rate"],
+                     "clean-verb decisions": inversion["clean_verb_decisions"],
+                     "clean-verb rate": inversion["rate_clean_verbs"],
+                     "decisions not steered": inversion["ungated_decisions"],
+                     "steered steps": inversion["steered_steps"],
+                     "control unchanged": f"{steering['control_unchanged']}/{steering['n_control']}",
+                     "control steered steps": steering["control_steered_steps"]})
+    return pd.DataFrame(rows).set_index("model")
+
+
+def control_table(summary: dict) -> "pandas.DataFrame":
+    """:func:`control_summary` rows of every model."""
+    import pandas as pd
+
+    return pd.concat({m["model"]: pd.DataFrame(control_summary(m["steering"])["rows"]) for m in summary["models"]})
+
+
+def _nan_min(values) -> float:
+    values = [v for v in values if v is not None]
+    return min(values) if values else float("nan")
+
+
+def _steering_values(params: SVAParams, summary: dict) -> dict[str, object]:
+    models = summary["models"]
+    passing = passing_gates(summary)
+    controls = {m["model"]: control_summary(m["steering"]) for m in models}
+    changed = [r for c in controls.values() for r in c["rows"] if not r["unchanged"]]
+    return {
+        "gate_value": params.gate, "cap_value": params.cap, "probe_value": params.probe,
+        "epsilon_value": params.epsilon, "n_steer": len(params.steering_prompts),
+        "n_control": len(params.control_prompts),
+        "gates_passing": ", ".join(f"{g:g}" for g in passing) or "none",
+        "gate_grid_text": ", ".join(f"{g:g}" for g in params.gates),
+        "gate_verdict": gate_verdict(params.gate, passing),
+        "inv_min": _nan_min(m["steering"]["inversion"]["rate"] for m in models),
+        "decisions_total": int(sum(m["steering"]["inversion"]["decisions"] for m in models)),
+        "strict_min": _nan_min(m["steering"]["inversion"]["rate_clean_verbs"] for m in models),
+        "control_text": ", ".join(f"{controls_text(c)} ({name})" for name, c in controls.items()),
+        "control_changed": len(changed), "control_changed_verbs": sum(r["verbs in base text"] for r in changed),
+        "temperature_value": params.temperature, "top_k_value": params.top_k, "n_samples_value": params.n_samples,
+        "other_words_text": ", ".join(models[0]["steering"]["other_words"]["words"]),
+    }
+
+
+def _example_values(summary: dict, ds: SVADataset) -> dict[str, object]:
+    """A singular held-out prompt, its margin unmodified and with the first model's core flipped."""
+    prompts, plural = ds.split("test")
+    example = next(i for i, is_plural in enumerate(plural) if not is_plural)
+    first = summary["models"][0]
+    return {"ex_prompt": prompts[example], "ex_model": first["model"],
+            "ex_base": first["margins"]["baseline"][example], "ex_flip": first["margins"]["flip"][example]}
+
+
+def glue_values(params: SVAParams, summary: dict, ds: SVADataset) -> dict[str, object]:
+    """Every value the subject-verb agreement chapter's prose quotes, by glue name."""
+    from ..claims import claim
+
+    models, pairs = summary["models"], summary["pairs"]
+    return {
+        "n_prompts": len(ds), "n_half": len(ds.test),
+        "model_list": " and ".join(m["model"] for m in models),
+        "base_min": min(m["auc"]["baseline"] for m in models), "base_max": max(m["auc"]["baseline"] for m in models),
+        "keep_min": min(m["auc"]["keep"] for m in models), "remove_max": max(m["auc"]["remove"] for m in models),
+        "flip_max": max(m["auc"]["flip"] for m in models), "gap_min": min(m["spectral_gap"] for m in models),
+        "depth_min": min((m["chosen_layer"] + 1) / m["n_layers"] for m in models),
+        "swept_text": ", ".join(f"{len(m['layers'])} of {m['n_layers']} layers ({m['model']})" for m in models),
+        "sweep_modes_text": " and ".join(params.sweep_modes),
+        "layers_text": ", ".join(f"{m['chosen_layer'] + 1} of {m['n_layers']} ({m['model']})" for m in models),
+        "p_remove": summary["fisher_p"]["remove"], "p_flip": summary["fisher_p"]["flip"],
+        "pearson_min": min((pair["pearson"] for pair in pairs), default=float("nan")),
+        "spearman_min": min((pair["spearman"] for pair in pairs), default=float("nan")),
+        **{f"paper_{key}": f"{claim(f'sva.key_{key}').value:g}" for key in ("is_base", "is_flip", "are_base", "are_flip")},
+        **_example_values(summary, ds), **_steering_values(params, summary),
     }

@@ -7,7 +7,7 @@ import html
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["generation_html", "figure_sva", "panel_layer_sweep", "panel_coordinate_fit",
+__all__ = ["generation_html", "generation_boxes_html", "figure_sva", "panel_layer_sweep", "panel_coordinate_fit",
            "panel_agreement_boxes"]
 
 _MODE_STYLE = {"keep": ("tab:green", "Core-only"), "remove": ("tab:orange", "Core-removed"),
@@ -120,3 +120,13 @@ def generation_html(prompt: str, pair: dict, title: str = "") -> str:
         f'<tr><td style="{cell}"><b>Base:</b> {p}{_render(pair["base"], False)}</td>'
         f'<td style="{cell}"><b>Core steering:</b> {p}{_render(pair["steered"], True)}</td></tr>'
         f"</table>")
+
+
+def generation_boxes_html(summary: dict, *, n_display: int, seed: int) -> str:
+    """Figure 6: the first ``n_display`` sampled continuations (generation seed ``seed``) of each
+    model, base and steered side by side (:func:`generation_html`)."""
+    boxes = []
+    for m in summary["models"]:
+        pairs = [pair for pair in m["steering"]["sampled"] if pair["seed"] == seed][:n_display]
+        boxes += [generation_html(pair["base"]["prompt"], pair, m["model"]) for pair in pairs]
+    return "".join(boxes)
