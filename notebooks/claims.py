@@ -53,6 +53,8 @@ from corelib import claims
 
 records = claims.load_records(claims_folder)
 table = pd.DataFrame(claims.claims_table(records))
+
+# %% tags=["hide-input"]
 counts = table["status"].value_counts()
 for status, name in zip(claims.STATUSES, ("n_reproduced", "n_differs", "n_reduced", "n_not_run")):
     glue(name, int(counts.get(status, 0)), display=False)
@@ -122,6 +124,8 @@ from corelib.runner import code_label, recorded_run_times
 
 records = [r for r in recorded_run_times() if r["chapter"] != "claims"]  # not this page
 run_times = pd.DataFrame(records)
+
+# %% tags=["hide-input"]
 if run_times.empty:
     glue("build_minutes", "n/a", display=False)
     glue("other_code_chapters", "0", display=False)

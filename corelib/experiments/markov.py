@@ -230,3 +230,24 @@ def claim_values(summary: dict) -> dict:
         "markov.spectrum_error": [float("nan") if e is None else e for e in errors],
         "markov.r2_ratio": [m["r2"] / summary["oracle_r2"] for m in models],
     }
+
+
+def glue_values(summary: dict) -> dict[str, object]:
+    """Every value the Markov chapter's prose quotes, by glue name."""
+    models, pairs = summary["models"], summary["pairs"]
+    errors = [m["spectrum_error"] for m in models]
+    return {
+        "bayes": summary["bayes_accuracy"], "chance": summary["chance_accuracy"], "n_models": len(models),
+        "ranks": ", ".join(str(m["rank"]) for m in models),
+        "acc_min": min(m["accuracy"]["full"] for m in models), "acc_max": max(m["accuracy"]["full"] for m in models),
+        "keep_min": min(m["accuracy"]["keep"] for m in models),
+        "remove_max": max(m["accuracy"]["remove"] for m in models),
+        "wcos_max": max(abs(pair["weight_cosine"]) for pair in pairs),
+        "overlap_min": min(pair["overlap"] for pair in pairs), "overlap_max": max(pair["overlap"] for pair in pairs),
+        "angle_min": min(min(pair["angles"]) for pair in pairs),
+        "angle_max": max(max(pair["angles"]) for pair in pairs),
+        "cca2_min": min(min(pair["cca"][:2]) for pair in pairs),
+        "cca_mean_min": min(float(np.mean(pair["cca"])) for pair in pairs),
+        "spec_err_max": max(errors) if None not in errors else float("nan"),
+        "r2_ratio_min": min(m["r2"] / summary["oracle_r2"] for m in models), "oracle_r2": summary["oracle_r2"],
+    }
