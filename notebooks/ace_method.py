@@ -43,15 +43,15 @@ n_outputs = 2  # number of outputs l
 spectral_radius = 0.9  # largest |eigenvalue| of A (< 1: stable)
 rank = 4  # core / balanced-truncation rank r
 seed = 0  # seed of the random system and of the simulations
-sim_steps = [1000, 10000, 100000]  # lengths of the simulated state trajectories
-sim_repeats = 8  # independent trajectories per length (errors are averaged over them)
+sim_steps = [1000, 10000, 100000]  # lengths of the simulated trajectories
+sim_repeats = 8  # trajectories per length (errors are averaged over them)
 n_jacobian_samples = 16  # Jacobians sampled for the data-driven extraction
 # ACE versus PCA (section 4)
 pca_dim = 6  # activation dimension D of the synthetic example
 pca_samples = 4000  # number of synthetic activations N
-pca_signal_std = 0.3  # standard deviation along the direction the read-out uses
-pca_nuisance_std = 3.0  # standard deviation along the direction the read-out ignores
-pca_decorrelate = True  # make the synthetic components exactly uncorrelated in the sample
+pca_signal_std = 0.3  # spread along the direction the read-out uses
+pca_nuisance_std = 3.0  # spread along the direction the read-out ignores
+pca_decorrelate = True  # components exactly uncorrelated in the sample
 
 # %%
 import matplotlib.pyplot as plt
@@ -61,7 +61,7 @@ from corelib import plots
 from corelib.experiments import ace_method
 
 params = ace_method.AceMethodParams.from_namespace(globals())
-plt.rcParams.update({"figure.dpi": 110, "axes.spines.top": False, "axes.spines.right": False})
+plots.use_book_style()
 
 # %% [markdown]
 # ## What ACE computes
@@ -136,7 +136,8 @@ plt.rcParams.update({"figure.dpi": 110, "axes.spines.top": False, "axes.spines.r
 
 # %%
 lti = ace_method.lti_comparison(params)
-print(f"max relative error of the singular values: {lti['hankel_rel_err']:.2e}")
+print(f"max relative error of the singular values: "
+      f"{lti['hankel_rel_err']:.2e}")
 print(f"largest principal angle, scipy / corelib:  "
       f"{lti['angle_scipy']:.2e} / {lti['angle_corelib']:.2e} rad")
 
@@ -192,8 +193,9 @@ plt.close(fig)
 # the product of the two Gramians is not symmetric and squares their conditioning.
 
 # %%
-print(f"sqrt(eig(Wc Wo)) versus Hankel: max relative error {lti['eig_route_rel_err']:.2e}")
-print(f"square-root routes (ACE versus Cholesky): {lti['hankel_rel_err']:.2e}")
+print("max relative error against Hankel:")
+print(f"  sqrt(eig(Wc Wo)):   {lti['eig_route_rel_err']:.2e}")
+print(f"  ACE's square root:  {lti['hankel_rel_err']:.2e}")
 
 # %% [markdown]
 # On this system the eigenvalue route is off by up to {glue:text}`eig_route_rel_err:.1e`
@@ -216,11 +218,13 @@ print(f"square-root routes (ACE versus Cholesky): {lti['hankel_rel_err']:.2e}")
 
 # %%
 simulation = ace_method.from_simulation(lti)
-print(f"horizon H = {simulation['horizon']}, "
-      f"relative tail of the observability Gramian {simulation['horizon_tail']:.1e}")
-for n_steps, err, angle in zip(sim_steps, simulation["errors"], simulation["angles"]):
-    print(f"N = {n_steps:>7}: top-{rank} singular values within {err:.2e} (relative), "
-          f"largest angle to balanced truncation {angle:.2f} deg (RMS of {sim_repeats} runs)")
+print(f"horizon H = {simulation['horizon']}, relative tail of the "
+      f"observability Gramian {simulation['horizon_tail']:.1e}")
+print(f"RMS over {sim_repeats} runs, top-{rank} singular values:")
+errors_angles = zip(simulation["errors"], simulation["angles"])
+for n_steps, (err, angle) in zip(sim_steps, errors_angles):
+    print(f"N = {n_steps:>7}: relative error {err:.2e}, "
+          f"largest angle to balanced truncation {angle:.2f} deg")
 
 # %% tags=["hide-input"]
 fig = plots.figure_from_data(simulation)
@@ -269,8 +273,9 @@ plt.close(fig)
 # %%
 decoy = ace_method.decoy_comparison(params)
 print(f"ACE energy rank: {decoy['ace_rank']}")
-print(f"angle to the read-out direction: "
-      f"ACE {decoy['angle_ace']:.2f} deg, PCA {decoy['angle_pca']:.2f} deg")
+print("angle to the read-out direction: "
+      f"ACE {decoy['angle_ace']:.2f} deg, "
+      f"PCA {decoy['angle_pca']:.2f} deg")
 
 # %% [markdown]
 # To see what each subspace is worth, keep only the top-$k$ directions with the centred core-only
@@ -280,8 +285,9 @@ print(f"angle to the read-out direction: "
 # (f(\mathbf{h}_i) - \overline{f})^2$.
 
 # %%
-for k, r2_ace, r2_pca in zip(decoy["ks"], decoy["r2_ace"], decoy["r2_pca"]):
-    print(f"k = {k}: R^2 keeping ACE top-k {r2_ace:6.3f}   PCA top-k {r2_pca:6.3f}")
+print("R^2 of the read-out, keeping the top k directions of")
+for k, ace, pca in zip(decoy["ks"], decoy["r2_ace"], decoy["r2_pca"]):
+    print(f"k = {k}:  ACE {ace:6.3f}   PCA {pca:6.3f}")
 
 # %% tags=["hide-input"]
 fig = plots.figure_pca(decoy)

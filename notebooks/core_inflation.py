@@ -35,7 +35,7 @@ train_fraction = 0.5
 split_seed = 42
 seeds = [1031, 1032, 1033]
 long_epochs = 20000      # horizon of this chapter (the paper's value)
-branch_epoch = 900       # where the no-weight-decay arm leaves the weight-decay run
+branch_epoch = 900       # where the no-weight-decay arm branches off
 batch_size = 512
 lr = 1e-3
 weight_decay = 1.0
@@ -44,7 +44,7 @@ d_model = 128
 n_heads = 4
 d_ff = 512
 n_layers = 2
-dropout = 0.1          # during training only (PyTorch's encoder-layer default)
+dropout = 0.1            # in training only (PyTorch's layer default)
 snapshot_every = 100     # analysis interval up to late_after
 snapshot_every_late = 500  # analysis interval after late_after
 late_after = 2000
@@ -73,7 +73,8 @@ params = modular.ModularParams.from_namespace(globals())
 # ranks, and the shift operator with its rotational modes.
 
 # %%
-arms = {arm: modular.analyse_arm(params, arm, long_epochs) for arm in modular.ARMS}
+arms = {arm: modular.analyse_arm(params, arm, long_epochs)
+        for arm in modular.ARMS}
 summary = modular.inflation_summary(params, arms["wd"], arms["no_wd"])
 
 # %% [markdown]
@@ -137,7 +138,8 @@ plt.close(fig)
 
 # %%
 collapse_threshold = 0.9
-histories = {arm: modular.history(params, arm, until=summary["end"]) for arm in modular.ARMS}
+histories = {arm: modular.history(params, arm, until=summary["end"])
+             for arm in modular.ARMS}
 
 # %% tags=["hide-input"]
 fig = plots.figure_spikes(histories, branch_epoch=branch_epoch)
@@ -175,15 +177,19 @@ plt.close(fig)
 
 # %%
 loose_level = 0.1
-curves = {arm: modular.removal_curves(params, arm, summary["end"]) for arm in modular.ARMS}
-claims.record("core_inflation", modular.inflation_claim_values(summary),  # for the claims page
-              notes=modular.inflation_notes(params, summary, curves, loose_level),
-              settings=claims.deviations(params, modular.ModularParams(), ignore=["eval_every"]))
+curves = {arm: modular.removal_curves(params, arm, summary["end"])
+          for arm in modular.ARMS}
+claims.record(  # for the claims page
+    "core_inflation", modular.inflation_claim_values(summary),
+    notes=modular.inflation_notes(params, summary, curves, loose_level),
+    settings=claims.deviations(params, modular.ModularParams(),
+                               ignore=["eval_every"]))
 
 # %% tags=["hide-input"]
-necessary = {arm: modular.necessary_ranks(arms[arm], summary["end"]) for arm in modular.ARMS}
-fig = plots.figure_removal(curves, necessary, chance=params.chance_level, loose_level=loose_level,
-                           epoch=summary["end"])
+necessary = {arm: modular.necessary_ranks(arms[arm], summary["end"])
+             for arm in modular.ARMS}
+fig = plots.figure_removal(curves, necessary, chance=params.chance_level,
+                           loose_level=loose_level, epoch=summary["end"])
 glue("fig_removal", fig, display=False)
 plt.close(fig)
 
@@ -222,11 +228,13 @@ plt.close(fig)
 
 # %%
 frequency_share = 0.9
-spectra = {arm: modular.centroid_spectra(params, arm, summary["end"], share=frequency_share)
+spectra = {arm: modular.centroid_spectra(params, arm, summary["end"],
+                                         share=frequency_share)
            for arm in modular.ARMS}
 
 # %% tags=["hide-input"]
-fig = plots.figure_frequencies(spectra, share=frequency_share, branch_epoch=branch_epoch)
+fig = plots.figure_frequencies(spectra, share=frequency_share,
+                               branch_epoch=branch_epoch)
 glue("fig_frequencies", fig, display=False)
 plt.close(fig)
 
@@ -265,8 +273,9 @@ plt.close(fig)
 # point.
 
 # %% tags=["hide-input"]
-chapter = {"summary": summary, "arms": arms, "histories": histories, "curves": curves,
-           "spectra": spectra, "collapse_threshold": collapse_threshold,
+chapter = {"summary": summary, "arms": arms, "histories": histories,
+           "curves": curves, "spectra": spectra,
+           "collapse_threshold": collapse_threshold,
            "loose_level": loose_level, "frequency_share": frequency_share}
 for name, value in modular.inflation_glue_values(params, chapter).items():
     glue(name, value, display=False)

@@ -35,25 +35,26 @@
 # %% tags=["parameters"]
 n_seeds = 12  # models per condition, initialised with seeds 42, 43, ...
 omega_p = 53  # modulus of the weight-decay sweep
-omegas = [0.3, 0.5, 1.0, 1.5, 2.0, 3.0]  # weight decays of the weight-decay sweep
-omega_batch_size = 512  # minibatch size of the weight-decay sweep (None means full batch)
+omegas = [0.3, 0.5, 1.0, 1.5, 2.0, 3.0]  # weight decays of that sweep
+omega_batch_size = 512  # minibatch size of that sweep (None: full batch)
 omega_max_epochs = 30000  # cap per condition of the weight-decay sweep
 moduli = [31, 43, 53, 61, 79, 89, 101]  # moduli of the modulus sweep
 p_weight_decay = 1.0  # weight decay of the modulus sweep
-p_batch_size = None  # None means full batch (the paper's choice for the modulus sweep)
+p_batch_size = None  # None: full batch (the paper's modulus sweep)
 p_max_epochs = 30000  # cap per condition of the modulus sweep
 d_model = 128
 n_heads = 4
 d_ff = 512
 n_layers = 1
 lr = 1e-3
-dropout = 0.1  # during training only (PyTorch's encoder-layer default); 0 trains without it
+dropout = 0.1  # in training only (PyTorch's layer default); 0: none
 train_fraction = 0.5  # share of the p^2 pairs used for training
 split_seed = 42  # permutation of the pairs before the split
-threshold = 0.99  # accuracy that counts as memorised (train) or generalised (test)
+threshold = 0.99  # accuracy that counts as memorised or generalised
 patience_epochs = 100  # a seed stops this many epochs after it generalised
-n_boot = 1000  # bootstrap replicates for the uncertainties of the fitted constants
-n_jobs = None  # joblib processes for the conditions; None follows joblib's configuration (1)
+n_boot = 1000  # bootstrap replicates for the fitted constants' spread
+# None follows joblib's configuration (1 process unless configured)
+n_jobs = None  # joblib processes for the conditions
 
 # %%
 import matplotlib.pyplot as plt
@@ -64,7 +65,7 @@ from corelib import claims, plots
 from corelib.experiments import grokking_sweeps
 
 params = grokking_sweeps.SweepsParams.from_namespace(globals())
-plt.rcParams.update({"figure.dpi": 110, "axes.spines.top": False, "axes.spines.right": False})
+plots.use_book_style()
 
 # %% [markdown]
 # ## Measuring the two times exactly
@@ -120,8 +121,9 @@ display(summary["summary_p"].round(1))
 # `n_grokked` seeds enter the means and the fits.
 
 # %%
-claims.record("grokking_sweeps", grokking_sweeps.claim_values(summary),  # for the claims page
-              settings=grokking_sweeps.claim_settings(params))
+claims.record(  # for the claims page
+    "grokking_sweeps", grokking_sweeps.claim_values(summary),
+    settings=grokking_sweeps.claim_settings(params))
 print(grokking_sweeps.constants_table(summary).to_string(index=False))
 
 # %% tags=["hide-input"]

@@ -40,16 +40,16 @@
 # in another chapter.
 
 # %% tags=["parameters"]
-p = 53  # modulus used for the mode, amplitude and margin illustrations (the paper's p)
+p = 53  # modulus of the mode, amplitude and margin plots (the paper's)
 omega = 1.0  # weight decay, the relaxation rate of the margin
 delta = 1.0  # margin needed to classify correctly
-kappa = 0.0435  # saturation margin per unit of modulus: m_star is kappa times p
-lr = 1e-3  # AdamW learning rate eta, converts ODE time into optimizer steps
-p_check_max = 400  # the norm identity is checked for every modulus from 2 to this
+kappa = 0.0435  # saturation margin per unit of modulus: m_star = kappa p
+lr = 1e-3  # AdamW learning rate eta: ODE time into optimizer steps
+p_check_max = 400  # the norm identity is checked for p = 2 .. this
 margin_ps = [17, 31, 53, 101]  # moduli whose margin trajectories are drawn
 p_plot_max = 400  # largest modulus on the grokking-time plot
 sweep_primes = [31, 43, 53, 61, 79, 89, 101]  # the paper's modulus sweep
-sweep_omegas = [0.3, 0.5, 1.0, 1.5, 2.0, 3.0]  # the paper's weight-decay sweep
+sweep_omegas = [0.3, 0.5, 1.0, 1.5, 2.0, 3.0]  # the paper's decay sweep
 n_seeds = 12  # synthetic runs per modulus in the fitting demonstration
 noise_rel = 0.1  # relative seed-to-seed spread of the synthetic delays
 seed = 0  # random seed of the synthetic delays
@@ -62,7 +62,7 @@ from corelib import claims, plots
 from corelib.experiments import grokking_theory as theory
 
 params = theory.TheoryParams.from_namespace(globals())
-plt.rcParams.update({"figure.dpi": 110, "axes.spines.top": False, "axes.spines.right": False})
+plots.use_book_style()
 
 # %% [markdown]
 # ## Modes and their margins
@@ -293,7 +293,8 @@ plt.close(fig)
 # %%
 delays = theory.grokking_delays(params)
 print("tau (steps):", (delays["closed"] / lr).round())
-print(f"max relative difference to the solve_ivp hitting time: {delays['error']:.1e}")
+print("max relative difference to the solve_ivp hitting time: "
+      f"{delays['error']:.1e}")
 
 # %% tags=["hide-input"]
 fig = plots.figure_delay(delays)
@@ -333,12 +334,15 @@ plt.close(fig)
 
 # %%
 fits = theory.sweep_fits(delays)
-omega_fit, exact_fit, noisy_fit = fits["omega_fit"], fits["exact_fit"], fits["noisy_fit"]
-print(f"tau versus omega at p {p}: exponent {omega_fit.exponent:.6f}, R^2 {omega_fit.r2:.6f}")
-print(f"noise-free fit: Omega {exact_fit.Omega:.6g}, p_crit {exact_fit.p_crit:.6g}, "
-      f"R^2 {exact_fit.r2:.6f}")
-print(f"noisy fit: Omega {noisy_fit.Omega:.0f} ± {noisy_fit.Omega_se:.0f}, "
-      f"p_crit {noisy_fit.p_crit:.2f} ± {noisy_fit.p_crit_se:.2f}, R^2 {noisy_fit.r2:.3f}")
+power, exact = fits["omega_fit"], fits["exact_fit"]
+noisy = fits["noisy_fit"]
+print(f"tau versus omega at p {p}: exponent {power.exponent:.6f}, "
+      f"R^2 {power.r2:.6f}")
+print(f"noise-free fit: Omega {exact.Omega:.6g}, "
+      f"p_crit {exact.p_crit:.6g}, R^2 {exact.r2:.6f}")
+print(f"noisy fit: Omega {noisy.Omega:.0f} ± {noisy.Omega_se:.0f}, "
+      f"p_crit {noisy.p_crit:.2f} ± {noisy.p_crit_se:.2f}, "
+      f"R^2 {noisy.r2:.3f}")
 
 # %% tags=["hide-input"]
 fig = plots.figure_theory_sweeps(fits)
@@ -381,7 +385,8 @@ plt.close(fig)
 # * `corelib.theory` fits both of the paper's scaling laws and recovers planted constants.
 
 # %% tags=["hide-input"]
-summary = {"norms": norms, "amplitudes": amplitudes, "margins": margins, "fits": fits}
+summary = {"norms": norms, "amplitudes": amplitudes, "margins": margins,
+           "fits": fits}
 for name, value in theory.glue_values(summary).items():
     glue(name, value, display=False)
 

@@ -36,7 +36,7 @@
 
 # %% tags=["parameters"]
 alpha = 0.75          # probability of staying in the current state
-beta = 0.25           # probability of stepping to the next state (cyclically)
+beta = 0.25           # probability of stepping to the next state (cyclic)
 n_states = 4          # number of states (also the vocabulary size)
 n_train = 3000        # training sequences (sampler seed train_seed)
 n_test = 3000         # test sequences (sampler seed test_seed)
@@ -51,7 +51,7 @@ d_model = 64
 n_heads = 4
 d_ff = 256
 dropout = 0.1
-n_jacobians = 128     # activations at which the Jacobian of the logits is sampled
+n_jacobians = 128     # activations where the logits' Jacobian is sampled
 energy = 0.999        # energy threshold for the core rank
 jacobian_seed = 0
 
@@ -79,7 +79,8 @@ transitions = params.chain
 
 # %%
 print("T =\n", transitions)
-print("non-trivial eigenvalues:", np.round(chain_eigenvalues(transitions), 4))
+eigenvalues = chain_eigenvalues(transitions)
+print("non-trivial eigenvalues:", np.round(eigenvalues, 4))
 
 # %% [markdown]
 # Because the chain is stochastic no predictor can be right every time. The best one predicts the
@@ -99,8 +100,9 @@ print("non-trivial eigenvalues:", np.round(chain_eigenvalues(transitions), 4))
 
 # %%
 summary = markov.run(params)
-claims.record("markov_chain", markov.claim_values(summary),  # for the claims page
-              settings=claims.deviations(params, markov.MarkovParams()))
+claims.record(  # for the claims page
+    "markov_chain", markov.claim_values(summary),
+    settings=claims.deviations(params, markov.MarkovParams()))
 
 # %% tags=["hide-input"]
 for name, value in markov.glue_values(summary).items():

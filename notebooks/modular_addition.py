@@ -53,12 +53,12 @@ d_model = 128
 n_heads = 4
 d_ff = 512
 n_layers = 2
-dropout = 0.1          # during training only (PyTorch's encoder-layer default)
+dropout = 0.1          # in training only (PyTorch's encoder-layer default)
 snapshot_every = 100   # analyse the models every this many epochs
-snapshot_every_late = 500  # after late_after (used by the next chapter's longer run)
+snapshot_every_late = 500  # after late_after (the next chapter's run)
 late_after = 2000
 eval_every = 10        # test accuracy every this many epochs
-n_jacobians = 64       # Jacobian samples per ACE (the reference code used 1000)
+n_jacobians = 64       # Jacobian samples per ACE (the reference: 1000)
 energy = 0.99          # energy threshold of the initial core rank
 
 # %%
@@ -70,9 +70,9 @@ from corelib import claims, plots
 from corelib.experiments import modular
 
 params = modular.ModularParams.from_namespace(globals())
-# Settings of the next chapter's longer run, which do not change what this chapter measures.
-UNUSED_HERE = ("long_epochs", "branch_epoch", "branch_weight_decay", "snapshot_every_late",
-               "late_after", "eval_every")
+# The next chapter's longer run: changes nothing this chapter measures.
+UNUSED_HERE = ("long_epochs", "branch_epoch", "branch_weight_decay",
+               "snapshot_every_late", "late_after", "eval_every")
 
 # %% [markdown]
 # ## The task and the models
@@ -88,7 +88,8 @@ UNUSED_HERE = ("long_epochs", "branch_epoch", "branch_weight_decay", "snapshot_e
 
 # %%
 data = modular.make_data(params)
-print(f"p = {p}: {len(data['train'][0])} training pairs, {len(data['test'][0])} test pairs, "
+n_train, n_test = len(data["train"][0]), len(data["test"][0])
+print(f"p = {p}: {n_train} training pairs, {n_test} test pairs, "
       f"chance accuracy {1 / p:.3f}")
 
 # %% [markdown]
@@ -116,8 +117,10 @@ print(f"p = {p}: {len(data['train'][0])} training pairs, {len(data['test'][0])} 
 # %%
 records = modular.analyse_arm(params, "wd", epochs)
 summary = modular.emergence_summary(params, records)
-claims.record("modular_addition", modular.emergence_claim_values(summary),  # for the claims page
-              settings=claims.deviations(params, modular.ModularParams(), ignore=UNUSED_HERE))
+claims.record(  # for the claims page
+    "modular_addition", modular.emergence_claim_values(summary),
+    settings=claims.deviations(params, modular.ModularParams(),
+                               ignore=UNUSED_HERE))
 
 # %% [markdown]
 # ## The figure

@@ -38,22 +38,28 @@
 # code runs on a GPU when there is one and spreads large models over several.
 
 # %% tags=["parameters"]
-models = ["smollm2-135m", "gemma3-270m"]  # offline names (corelib.lm.available_models()) or hub names
-n_per_number = 600       # singular prompts, and as many plural ones (the paper: 600 + 600)
-dataset_seed = 0         # draws of nouns, connectors and pads, shuffle and split
-layer_stride = 1         # sweep every layer_stride-th layer (and always the last one)
-sweep_modes = ["keep", "remove", "flip"]  # interventions evaluated at every swept layer
+# offline names (corelib.lm.available_models()) or hub names
+models = ["smollm2-135m", "gemma3-270m"]  # the language models
+n_per_number = 600       # singular prompts, as many plural (paper: 600)
+dataset_seed = 0         # draws of words and pads, shuffle and split
+layer_stride = 1         # sweep every layer_stride-th layer (and the last)
+# interventions evaluated at every swept layer
+sweep_modes = ["keep", "remove", "flip"]  # interventions swept
 batch_size = 200         # prompts per forward pass
 eps = 1e-8               # relative jitter of the ACE square-root factors
-max_new_tokens = 50      # tokens generated per steering prompt (the paper: 50)
+max_new_tokens = 50      # tokens per steering prompt (the paper: 50)
 control_new_tokens = 20  # tokens generated per control prompt
 n_display = 3            # sampled continuations shown side by side
-n_samples = 3            # sampled continuations per steering prompt (the paper: "several")
-gate = 0.2               # steer a token only if is/are/was/were hold this much probability
-#                          (the paper gates without a value; the reference code does not gate: 0)
-gate_grid = [0.1, 0.2, 0.3, 0.5]  # gates also measured for the table that justifies `gate`
-probe = 0.2              # strength of the probing pass that measures the local gain (reference code)
-epsilon = 1.0            # margin buffer of the flip, in logits (reference code)
+# sampled continuations per steering prompt (the paper: "several")
+n_samples = 3            # sampled continuations per steering prompt
+# steer a token only if is/are/was/were hold this much probability (the
+# paper gates without a value; the reference code does not gate: 0)
+gate = 0.2               # verb probability that lets steering act
+# gates also measured, for the table that justifies `gate`
+gate_grid = [0.1, 0.2, 0.3, 0.5]  # gates of the gate table
+# strength of the probing pass that measures the local gain (reference)
+probe = 0.2              # strength of the probing pass
+epsilon = 1.0            # margin buffer of the flip, in logits (reference)
 cap = 50.0               # largest steering strength |s| (reference code)
 temperature = 1.0        # sampling (the paper: 1)
 top_k = 50               # (the paper: 50)
@@ -114,8 +120,9 @@ print("offline models:", available_models())
 
 # %%
 summary = sva.run(params)
-claims.record("subject_verb_agreement", sva.claim_values(summary),  # for the claims page
-              settings=sva.paper_deviations(params))
+claims.record(  # for the claims page
+    "subject_verb_agreement", sva.claim_values(summary),
+    settings=sva.paper_deviations(params))
 
 # %% tags=["hide-input"]
 for name, value in sva.glue_values(params, summary, dataset).items():
@@ -250,7 +257,8 @@ display(sva.control_table(summary))
 # paper's Figure 6: agreement verbs in bold, verbs whose number steering inverted highlighted.
 
 # %%
-html = plots.generation_boxes_html(summary, n_display=n_display, seed=generation_seed)
+html = plots.generation_boxes_html(summary, n_display=n_display,
+                                   seed=generation_seed)
 display(HTML(html))
 
 # %% [markdown]
