@@ -69,3 +69,12 @@ def test_no_code_line_scrolls_sideways(path):
             for number, _, lines in code_cells(path) for k, line in enumerate(lines)
             if len(line) > MAX_LINE_CHARS]
     assert not wide, "\n".join(wide)
+
+
+def test_the_modular_chapters_share_their_settings_in_every_profile():
+    from corelib.runner import profiles
+
+    for profile, notebooks in profiles(ROOT).items():
+        emergence, inflation = notebooks.get("modular_addition", {}), notebooks.get("core_inflation", {})
+        shared = set(emergence) & set(inflation)
+        assert {name: emergence[name] for name in shared} == {name: inflation[name] for name in shared}, profile
