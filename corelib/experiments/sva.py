@@ -337,24 +337,24 @@ def intervened_margins(lm: LanguageModel, prompts: list[str], cores: dict[int, C
 
 # --------------------------------------------------------------------------- one model
 
-def analyse_model(lm: LanguageModel, ds: SVADataset, p: SVAParams, *, progress: bool = True) -> dict:
+def analyse_model(lm: LanguageModel, ds: SVADataset, params: SVAParams, *, progress: bool = True) -> dict:
     """Layer sweep, chosen layer, coordinates, prompt-level scores and steering of one model."""
     train_prompts, _ = ds.split("train")
     test_prompts, plural = ds.split("test")
-    layers = sweep_layers(lm.n_layers, p.layer_stride)
-    cores = layer_cores(lm, train_prompts, layers, batch_size=p.batch_size, eps=p.eps,
+    layers = sweep_layers(lm.n_layers, params.layer_stride)
+    cores = layer_cores(lm, train_prompts, layers, batch_size=params.batch_size, eps=params.eps,
                         progress=progress)
-    test_batches = prefix_batches(lm, test_prompts, batch_size=p.batch_size, progress=progress)
-    m = intervened_margins(lm, test_prompts, cores, {layer: p.sweep_modes for layer in layers},
-                           batch_size=p.batch_size, batches=test_batches, progress=progress)
+    test_batches = prefix_batches(lm, test_prompts, batch_size=params.batch_size, progress=progress)
+    m = intervened_margins(lm, test_prompts, cores, {layer: params.sweep_modes for layer in layers},
+                           batch_size=params.batch_size, batches=test_batches, progress=progress)
     baseline = auc(m["baseline"], plural)
-    sweep = {mode: [auc(m[(layer, mode)], plural) for layer in layers] for mode in p.sweep_modes}
+    sweep = {mode: [auc(m[(layer, mode)], plural) for layer in layers] for mode in params.sweep_modes}
     effect = [baseline - a for a in sweep["flip"]]
     chosen = layers[int(np.argmax(effect))]
-    missing = tuple(mode for mode in MODES if mode not in p.sweep_modes)
+    missing = tuple(mode for mode in MODES if mode not in params.sweep_modes)
     if missing:
         m.update(intervened_margins(lm, test_prompts, {chosen: cores[chosen]}, {chosen: missing},
-                                    batch_size=p.batch_size, batches=test_batches,
+                                    batch_size=params.batch_size, batches=test_batches,
                                     progress=progress))
     core = cores[chosen]
     coords = core.coords(m["acts"][chosen])[:, 0]
@@ -420,14 +420,14 @@ def flip_demo(lm: LanguageModel, core: Core, layer: int, prompts=FLIP_DEMO_PROMP
     return rows
 
 
-def steering_run(lm: LanguageModel, analysis: dict, p: SVAParams, *, progress: bool = True) -> dict:
+def steering_run(lm: LanguageModel, analysis: dict, params: SVAParams, *, progress: bool = True) -> dict:
     """Base and steered generations of the steering and control prompts, at every gate.
 
     Greedy continuations of the steering and control prompts are generated unsteered (once) and
-    steered at every gate of ``p.gates``; every steering prompt is also continued ``n_samples``
-    times by sampling (temperature, top-k), unsteered and steered at ``p.gate``, each sample with
+    steered at every gate of ``params.gates``; every steering prompt is also continued ``n_samples``
+    times by sampling (temperature, top-k), unsteered and steered at ``params.gate``, each sample with
     its own seed. All run as one batch (:func:`corelib.steering.generate_batch`; the requests of
-    a prompt and seed share a row until their gates disagree). The pairs of ``p.gate`` are stored
+    a prompt and seed share a row until their gates disagree). The pairs of ``params.gate`` are stored
     under ``greedy``, ``sampled`` and ``control``; the steered texts of every gate under
     ``gate_sweep``. Inversion rates (:func:`corelib.steering.inversion_stats`) are given for the
     greedy and the sampled generations, with the unsteered samples' rate (what sampling alone
@@ -435,29 +435,30 @@ def steering_run(lm: LanguageModel, analysis: dict, p: SVAParams, *, progress: b
     verbs; ``flip_demo`` holds :func:`flip_demo`.
     """
     core, layer = core_of(analysis), analysis["chosen_layer"]
-    greedy_jobs = [(q, "greedy", p.max_new_tokens) for q in p.steering_prompts]
-    greedy_jobs += [(q, "control", p.control_new_tokens) for q in p.control_prompts]
-    samples = [(q, p.generation_seed + k) for q in p.steering_prompts for k in range(p.n_samples)]
-    rows = [(q, None, n, True, p.generation_seed) for q, _, n in greedy_jobs]
-    rows += [(q, p.steering_at(g), n, True, p.generation_seed) for g in p.gates for q, _, n in greedy_jobs]
-    rows += [(q, cfg, p.max_new_tokens, False, seed) for cfg in (None, p.steering) for q, seed in samples]
+    greedy_jobs = [(q, "greedy", params.max_new_tokens) for q in params.steering_prompts]
+    greedy_jobs += [(q, "control", params.control_new_tokens) for q in params.control_prompts]
+    samples = [(q, params.generation_seed + k) for q in params.steering_prompts for k in range(params.n_samples)]
+    rows = [(q, None, n, True, params.generation_seed) for q, _, n in greedy_jobs]
+    rows += [(q, params.steering_at(g), n, True, params.generation_seed)
+             for g in params.gates for q, _, n in greedy_jobs]
+    rows += [(q, cfg, params.max_new_tokens, False, seed) for cfg in (None, params.steering) for q, seed in samples]
     gens = generate_batch(lm, [r[0] for r in rows], core=core, layer=layer,
                           configs=[r[1] for r in rows], max_new_tokens=[r[2] for r in rows],
-                          greedy=[r[3] for r in rows], temperature=p.temperature, top_k=p.top_k,
+                          greedy=[r[3] for r in rows], temperature=params.temperature, top_k=params.top_k,
                           seed=[r[4] for r in rows], progress=progress)
     n = len(greedy_jobs)
-    tail = gens[n * (len(p.gates) + 1):]
+    tail = gens[n * (len(params.gates) + 1):]
     base_s, steered_s = tail[:len(samples)], tail[len(samples):]
     counterpart = number_word_counterparts(lm)
     gens = [g.to_dict() for g in gens]
-    base, by_gate = gens[:n], {g: gens[n * (k + 1):n * (k + 2)] for k, g in enumerate(p.gates)}
-    out = {"gate": float(p.gate), "greedy": [], "control": [],
+    base, by_gate = gens[:n], {g: gens[n * (k + 1):n * (k + 2)] for k, g in enumerate(params.gates)}
+    out = {"gate": float(params.gate), "greedy": [], "control": [],
            "sampled": [{"base": b.to_dict(), "steered": s.to_dict(), "seed": seed}
                        for b, s, (_, seed) in zip(base_s, steered_s, samples)],
-           "gate_sweep": {str(g): {"greedy": [], "control": []} for g in p.gates}}
+           "gate_sweep": {str(g): {"greedy": [], "control": []} for g in params.gates}}
     for k, (_, kind, _) in enumerate(greedy_jobs):
-        out[kind].append({"base": base[k], "steered": by_gate[float(p.gate)][k]})
-        for g in p.gates:
+        out[kind].append({"base": base[k], "steered": by_gate[float(params.gate)][k]})
+        for g in params.gates:
             out["gate_sweep"][str(g)][kind].append(by_gate[g][k])
     greedy_steered = [Generation(**g["steered"]) for g in out["greedy"]]
     control_steered = [Generation(**g["steered"]) for g in out["control"]]
@@ -534,33 +535,33 @@ def control_summary(steering: dict) -> dict:
 
 # --------------------------------------------------------------------------- the chapter
 
-def run(p: SVAParams | None = None, *, progress: bool = True) -> dict:
+def run(params: SVAParams | None = None, *, progress: bool = True) -> dict:
     """Analyse (or reuse) every model, align their cores, steer; return the saved summary.
 
     Each model's sweep and its steering are stored in their own run folders (keyed by the model
     and the parameters that matter), so changing a steering setting does not redo the sweep.
     """
-    p = p or SVAParams()
-    ds = make_dataset(p.n_per_number, p.dataset_seed)
+    params = params or SVAParams()
+    ds = make_dataset(params.n_per_number, params.dataset_seed)
     models = []
-    for name in p.models:
-        sweep_dir = run_dir("sva", {"model": name, **p.sweep_part()})
-        steer_dir = run_dir("sva_steering", {"model": name, **p.sweep_part(), **p.steering_part()})
+    for name in params.models:
+        sweep_dir = run_dir("sva", {"model": name, **params.sweep_part()})
+        steer_dir = run_dir("sva_steering", {"model": name, **params.sweep_part(), **params.steering_part()})
         analysis_path, steering_path = sweep_dir / "analysis.json", steer_dir / "steering.json"
         lm = None
         if not analysis_path.exists():
             lm = load_model(name)
-            save_json(analysis_path, analyse_model(lm, ds, p, progress=progress))
+            save_json(analysis_path, analyse_model(lm, ds, params, progress=progress))
         analysis = load_json(analysis_path)
         if not steering_path.exists():
             lm = lm or load_model(name)
-            save_json(steering_path, steering_run(lm, analysis, p, progress=progress))
+            save_json(steering_path, steering_run(lm, analysis, params, progress=progress))
         analysis["steering"] = load_json(steering_path)
         models.append(analysis)
         del lm
     pairs = [{"pair": [a["model"], b["model"]], **alignment(a["coords"], b["coords"])}
              for a, b in itertools.combinations(models, 2)]
-    return {"params": asdict(p), "n_prompts": len(ds), "n_test": len(ds.test), "models": models,
+    return {"params": asdict(params), "n_prompts": len(ds), "n_test": len(ds.test), "models": models,
             "pairs": pairs, "fisher_p": _fisher(models)}
 
 
@@ -625,13 +626,13 @@ PAPER_MODELS = ("gpt2", "gpt2-medium", "gpt2-large", "meta-llama/Llama-3.1-8B", 
 """The paper's six language models (hub names); they cannot be loaded offline here."""
 
 
-def paper_deviations(p: SVAParams) -> dict[str, str]:
-    """Settings of ``p`` that differ from the paper's (:func:`corelib.claims.deviations`), the
+def paper_deviations(params: SVAParams) -> dict[str, str]:
+    """Settings of ``params`` that differ from the paper's (:func:`corelib.claims.deviations`), the
     paper's six models included; batch size and display settings change nothing measured."""
     from ..claims import deviations
 
     paper = SVAParams(models=PAPER_MODELS)
-    return deviations(p, paper, ignore=("batch_size", "n_display", "gate_grid", "steering_prompts",
+    return deviations(params, paper, ignore=("batch_size", "n_display", "gate_grid", "steering_prompts",
                                         "control_prompts", "control_new_tokens"))
 
 
@@ -788,6 +789,7 @@ def glue_values(params: SVAParams, summary: dict, ds: SVADataset) -> dict[str, o
         "p_remove": summary["fisher_p"]["remove"], "p_flip": summary["fisher_p"]["flip"],
         "pearson_min": min((pair["pearson"] for pair in pairs), default=float("nan")),
         "spearman_min": min((pair["spearman"] for pair in pairs), default=float("nan")),
-        **{f"paper_{key}": f"{claim(f'sva.key_{key}').value:g}" for key in ("is_base", "is_flip", "are_base", "are_flip")},
+        **{f"paper_{key}": f"{claim(f'sva.key_{key}').value:g}"
+           for key in ("is_base", "is_flip", "are_base", "are_flip")},
         **_example_values(summary, ds), **_steering_values(params, summary),
     }

@@ -112,6 +112,7 @@ def figure_theory_sweeps(fits: dict) -> plt.Figure:
     pf = np.linspace(max(fits["noisy_fit"].p_crit, delays["p_crit"]) * 1.05, primes.max() * 1.1, 300)
     ax_f.plot(pf, grok_time(pf, delays["Omega_steps"], delays["p_crit"]), "C2-", label="planted")
     ax_f.plot(pf, fits["noisy_fit"].predict(pf), "C3--", label="fitted")
-    ax_f.set(xlabel="modulus $p$", ylabel=r"$\tau_{\rm grok}$ (steps)", yscale="log", title=fr"$\omega$ = {params.omega:g}")
+    ax_f.set(xlabel="modulus $p$", ylabel=r"$\tau_{\rm grok}$ (steps)", yscale="log",
+             title=fr"$\omega$ = {params.omega:g}")
     ax_f.legend(fontsize=8)
     return fig
