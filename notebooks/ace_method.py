@@ -43,9 +43,9 @@ n_outputs = 2  # number of outputs l
 spectral_radius = 0.9  # largest |eigenvalue| of A (< 1: stable)
 rank = 4  # core / balanced-truncation rank r
 seed = 0  # seed of the random system and of the simulations
-sim_steps = [1000, 10000, 100000]  # lengths of the simulated trajectories
-sim_repeats = 8  # trajectories per length (errors are averaged over them)
-n_jacobian_samples = 16  # Jacobians sampled for the data-driven extraction
+sim_steps = [1000, 10000, 100000]  # lengths of simulated trajectories
+sim_repeats = 8  # trajectories per length (errors are averaged)
+n_jacobian_samples = 16  # Jacobians sampled for the extraction from data
 # ACE versus PCA (section 4)
 pca_dim = 6  # activation dimension D of the synthetic example
 pca_samples = 4000  # number of synthetic activations N
@@ -295,7 +295,8 @@ glue("fig_pca", fig, display=False)
 plt.close(fig)
 
 # %% tags=["hide-input"]
-for name, value in ace_method.glue_values(lti, simulation, decoy).items():
+values = ace_method.glue_values(lti, simulation, decoy)
+for name, value in values.items():
     glue(name, value, display=False)
 
 # %% [markdown]

@@ -86,8 +86,9 @@ glue("profiles", ", ".join(profiles) or "none", display=False)
 COLORS = {"reproduced": "#d8f0d8", "differs": "#f8d8d0",
           "measured at reduced settings": "#f6ecc8",
           "not run in this profile": "#eeeeee"}
-COLUMNS = ["id", "claim", "paper", "ours", "tolerance", "within tolerance",
-           "status", "basis", "settings", "profile", "note"]
+COLUMNS = ["id", "claim", "paper", "ours", "tolerance",
+           "within tolerance", "status", "basis", "settings", "profile",
+           "note"]
 
 
 def claims_html(rows: pd.DataFrame) -> str:
@@ -148,8 +149,8 @@ if not run_times.empty:
     results = {True: "computed", False: "read back"}
     run_times["results"] = computed.map(results).fillna("")
     run_times["code"] = [code_label(r) for r in records]
-    shown = ["chapter", "profile", "minutes", "threads", "results", "code",
-             "finished"]
+    shown = ["chapter", "profile", "minutes", "threads", "results",
+             "code", "finished"]
     display(run_times[shown].style.hide(axis="index"))
 
 # %% tags=["hide-input"]

@@ -276,8 +276,10 @@ plt.close(fig)
 chapter = {"summary": summary, "arms": arms, "histories": histories,
            "curves": curves, "spectra": spectra,
            "collapse_threshold": collapse_threshold,
-           "loose_level": loose_level, "frequency_share": frequency_share}
-for name, value in modular.inflation_glue_values(params, chapter).items():
+           "loose_level": loose_level,
+           "frequency_share": frequency_share}
+values = modular.inflation_glue_values(params, chapter)
+for name, value in values.items():
     glue(name, value, display=False)
 
 # %%

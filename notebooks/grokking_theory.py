@@ -46,7 +46,7 @@ delta = 1.0  # margin needed to classify correctly
 kappa = 0.0435  # saturation margin per unit of modulus: m_star = kappa p
 lr = 1e-3  # AdamW learning rate eta: ODE time into optimizer steps
 p_check_max = 400  # the norm identity is checked for p = 2 .. this
-margin_ps = [17, 31, 53, 101]  # moduli whose margin trajectories are drawn
+margin_ps = [17, 31, 53, 101]  # moduli whose margins are drawn
 p_plot_max = 400  # largest modulus on the grokking-time plot
 sweep_primes = [31, 43, 53, 61, 79, 89, 101]  # the paper's modulus sweep
 sweep_omegas = [0.3, 0.5, 1.0, 1.5, 2.0, 3.0]  # the paper's decay sweep
@@ -109,8 +109,8 @@ plots.use_book_style()
 norms = theory.norm_identity(params)
 print(f"max relative error, odd p:  {norms['rel_err_odd']:.1e}")
 print(f"max relative error, even p: {norms['rel_err_even']:.1e}")
-claims.record("grokking_theory", {"theory.psi_norm": norms["rel_err_odd"]},
-              settings={})  # an identity: no settings
+claims.record(  # an identity: no settings
+    "grokking_theory", {"theory.psi_norm": norms["rel_err_odd"]}, settings={})
 
 # %% [markdown]
 # The figure shows $\boldsymbol\psi$ for $p =$ {glue:text}`p` and $\|\boldsymbol\psi\|^2$ for every

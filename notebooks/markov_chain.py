@@ -36,7 +36,7 @@
 
 # %% tags=["parameters"]
 alpha = 0.75          # probability of staying in the current state
-beta = 0.25           # probability of stepping to the next state (cyclic)
+beta = 0.25           # probability of stepping to the next state
 n_states = 4          # number of states (also the vocabulary size)
 n_train = 3000        # training sequences (sampler seed train_seed)
 n_test = 3000         # test sequences (sampler seed test_seed)

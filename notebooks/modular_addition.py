@@ -53,7 +53,7 @@ d_model = 128
 n_heads = 4
 d_ff = 512
 n_layers = 2
-dropout = 0.1          # in training only (PyTorch's encoder-layer default)
+dropout = 0.1          # in training only (PyTorch's layer default)
 snapshot_every = 100   # analyse the models every this many epochs
 snapshot_every_late = 500  # after late_after (the next chapter's run)
 late_after = 2000
@@ -144,7 +144,8 @@ plt.close(fig)
 # ```
 
 # %% tags=["hide-input"]
-for name, value in modular.emergence_glue_values(params, summary).items():
+values = modular.emergence_glue_values(params, summary)
+for name, value in values.items():
     glue(name, value, display=False)
 
 # %% [markdown]

@@ -42,7 +42,7 @@
 models = ["smollm2-135m", "gemma3-270m"]  # the language models
 n_per_number = 600       # singular prompts, as many plural (paper: 600)
 dataset_seed = 0         # draws of words and pads, shuffle and split
-layer_stride = 1         # sweep every layer_stride-th layer (and the last)
+layer_stride = 1         # sweep every layer_stride-th layer and the last
 # interventions evaluated at every swept layer
 sweep_modes = ["keep", "remove", "flip"]  # interventions swept
 batch_size = 200         # prompts per forward pass
@@ -59,7 +59,7 @@ gate = 0.2               # verb probability that lets steering act
 gate_grid = [0.1, 0.2, 0.3, 0.5]  # gates of the gate table
 # strength of the probing pass that measures the local gain (reference)
 probe = 0.2              # strength of the probing pass
-epsilon = 1.0            # margin buffer of the flip, in logits (reference)
+epsilon = 1.0            # margin buffer of the flip, logits (reference)
 cap = 50.0               # largest steering strength |s| (reference code)
 temperature = 1.0        # sampling (the paper: 1)
 top_k = 50               # (the paper: 50)
