@@ -110,7 +110,8 @@ norms = theory.norm_identity(params)
 print(f"max relative error, odd p:  {norms['rel_err_odd']:.1e}")
 print(f"max relative error, even p: {norms['rel_err_even']:.1e}")
 claims.record(  # an identity: no settings
-    "grokking_theory", {"theory.psi_norm": norms["rel_err_odd"]}, settings={})
+    "grokking_theory", {"theory.psi_norm": norms["rel_err_odd"]},
+    settings={})
 
 # %% [markdown]
 # The figure shows $\boldsymbol\psi$ for $p =$ {glue:text}`p` and $\|\boldsymbol\psi\|^2$ for every
