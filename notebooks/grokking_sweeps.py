@@ -276,7 +276,7 @@ display(claims.chapter_frame("grokking_sweeps"))
 # ```python
 # from corelib.theory import fit_power_law
 #
-# ok = table_p.dropna(subset=["delay"])
+# ok = summary["table_p"].dropna(subset=["delay"])
 # fit = fit_power_law(ok["p"], ok["delay"])
 # print(f"exponent {fit.exponent:.2f} ± {fit.exponent_se:.2f}, R^2 {fit.r2:.3f}")
 # ```
