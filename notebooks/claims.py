@@ -42,7 +42,8 @@
 # only checks that the code runs.
 
 # %% tags=["parameters"]
-claims_folder = None  # folder of the recorded claims; None means results/claims (or ACE_RESULTS_DIR/claims)
+# None means results/claims (or ACE_RESULTS_DIR/claims)
+claims_folder = None  # folder of the recorded claims
 
 # %%
 import pandas as pd
@@ -53,17 +54,26 @@ from corelib import claims
 
 records = claims.load_records(claims_folder)
 table = pd.DataFrame(claims.claims_table(records))
+
+# %% tags=["hide-input"]
 counts = table["status"].value_counts()
-for status, name in zip(claims.STATUSES, ("n_reproduced", "n_differs", "n_reduced", "n_not_run")):
+names = ("n_reproduced", "n_differs", "n_reduced", "n_not_run")
+for status, name in zip(claims.STATUSES, names):
     glue(name, int(counts.get(status, 0)), display=False)
 reduced = table[table["status"] == "measured at reduced settings"]
-glue("n_reduced_within", int((reduced["within tolerance"] == "yes").sum()), display=False)
+n_within = int((reduced["within tolerance"] == "yes").sum())
+glue("n_reduced_within", n_within, display=False)
 glue("n_claims", len(table), display=False)
-for name, cid in (("example_bound", "sva.auc_keep"), ("example_spread", "markov.remove_accuracy"),
-                  ("example_single", "sweeps.p_crit")):
-    glue(name, claims.claim(cid).tolerance, display=False)
+
+# %% tags=["hide-input"]
+examples = {"example_bound": "sva.auc_keep",
+            "example_single": "sweeps.p_crit",
+            "example_spread": "markov.remove_accuracy"}
+for name, claim_id in examples.items():
+    glue(name, claims.claim(claim_id).tolerance, display=False)
 glue("n_chapters", len(records), display=False)
-glue("profiles", ", ".join(sorted({r["profile"] for r in records.values()})) or "none", display=False)
+profiles = sorted({r["profile"] for r in records.values()})
+glue("profiles", ", ".join(profiles) or "none", display=False)
 
 # %% [markdown]
 # Of the {glue:text}`n_claims` claims, this build reproduced {glue:text}`n_reproduced`, measured
@@ -73,20 +83,25 @@ glue("profiles", ", ".join(sorted({r["profile"] for r in records.values()})) or 
 # {glue:text}`n_chapters` chapters, executed with the profile(s) {glue:text}`profiles`.
 
 # %%
-COLORS = {"reproduced": "#d8f0d8", "differs": "#f8d8d0", "measured at reduced settings": "#f6ecc8",
+COLORS = {"reproduced": "#d8f0d8", "differs": "#f8d8d0",
+          "measured at reduced settings": "#f6ecc8",
           "not run in this profile": "#eeeeee"}
+COLUMNS = ["id", "claim", "paper", "ours", "tolerance",
+           "within tolerance", "status", "basis", "settings", "profile",
+           "note"]
 
 
 def claims_html(rows: pd.DataFrame) -> str:
     """The claims table as HTML, one colour per status."""
-    shown = rows[["id", "claim", "paper", "ours", "tolerance", "within tolerance", "status", "basis",
-                  "settings", "profile", "note"]]
-    styler = (shown.style.hide(axis="index")
-              .map(lambda s: f"background-color: {COLORS[s]}", subset=["status"])
-              .set_properties(**{"text-align": "left", "font-size": "0.85em"}))
+    styler = (rows[COLUMNS].style.hide(axis="index")
+              .map(lambda s: f"background-color: {COLORS[s]}",
+                   subset=["status"])
+              .set_properties(**{"text-align": "left",
+                                 "font-size": "0.85em"}))
     return styler.to_html()
 
 
+# %%
 for chapter, rows in table.groupby("chapter", sort=False):
     display(HTML(f"<h3>{chapter.replace('_', ' ').capitalize()}</h3>"))
     display(HTML(claims_html(rows)))
@@ -120,21 +135,30 @@ for chapter, rows in table.groupby("chapter", sort=False):
 # %%
 from corelib.runner import code_label, recorded_run_times
 
-records = [r for r in recorded_run_times() if r["chapter"] != "claims"]  # not this page
+# every chapter but this page
+records = [r for r in recorded_run_times() if r["chapter"] != "claims"]
 run_times = pd.DataFrame(records)
 if run_times.empty:
-    glue("build_minutes", "n/a", display=False)
-    glue("other_code_chapters", "0", display=False)
     print("No chapter has been executed by the runner yet.")
-else:
+
+# %% tags=["hide-input"]
+if not run_times.empty:
     run_times["minutes"] = (run_times["seconds"] / 60).round(1)
-    computed = run_times.get("computed", pd.Series(index=run_times.index, dtype=object))
-    run_times["results"] = computed.map({True: "computed", False: "read back"}).fillna("")
+    unknown = pd.Series(index=run_times.index, dtype=object)
+    computed = run_times.get("computed", unknown)
+    results = {True: "computed", False: "read back"}
+    run_times["results"] = computed.map(results).fillna("")
     run_times["code"] = [code_label(r) for r in records]
-    glue("build_minutes", f"{run_times['seconds'].sum() / 60:.1f}", display=False)
-    glue("other_code_chapters", str(sum(r["same_code"] is False for r in records)), display=False)
-    display(run_times[["chapter", "profile", "minutes", "threads", "results", "code", "finished"]]
-            .style.hide(axis="index"))
+    shown = ["chapter", "profile", "minutes", "threads", "results",
+             "code", "finished"]
+    display(run_times[shown].style.hide(axis="index"))
+
+# %% tags=["hide-input"]
+minutes = sum(r["seconds"] for r in records) / 60
+minutes_text = f"{minutes:.1f}" if records else "n/a"
+glue("build_minutes", minutes_text, display=False)
+other_code = sum(r["same_code"] is False for r in records)
+glue("other_code_chapters", str(other_code), display=False)
 
 # %% [markdown]
 # Executing the chapters took {glue:text}`build_minutes` minutes in total. The chapters that

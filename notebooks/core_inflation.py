@@ -35,7 +35,7 @@ train_fraction = 0.5
 split_seed = 42
 seeds = [1031, 1032, 1033]
 long_epochs = 20000      # horizon of this chapter (the paper's value)
-branch_epoch = 900       # where the no-weight-decay arm leaves the weight-decay run
+branch_epoch = 900       # where the no-weight-decay arm branches off
 batch_size = 512
 lr = 1e-3
 weight_decay = 1.0
@@ -44,7 +44,7 @@ d_model = 128
 n_heads = 4
 d_ff = 512
 n_layers = 2
-dropout = 0.1          # during training only (PyTorch's encoder-layer default)
+dropout = 0.1            # in training only (PyTorch's layer default)
 snapshot_every = 100     # analysis interval up to late_after
 snapshot_every_late = 500  # analysis interval after late_after
 late_after = 2000
@@ -55,19 +55,13 @@ energy = 0.99
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 from IPython.display import display
 from myst_nb import glue
 
-from corelib import claims
+from corelib import claims, plots
 from corelib.experiments import modular
-from corelib.plots import (ARM_COLORS, panel_band, panel_frequency_shares, panel_operator, panel_removal_curves,
-                           panel_training_loss)
-from corelib.plots.modular import ARM_LABELS
 
 params = modular.ModularParams.from_namespace(globals())
-glue("branch_epoch", branch_epoch, display=False)
-glue("long_epochs", long_epochs, display=False)
 
 # %% [markdown]
 # ## Two arms from one run
@@ -79,56 +73,15 @@ glue("long_epochs", long_epochs, display=False)
 # ranks, and the shift operator with its rotational modes.
 
 # %%
-arms = {arm: modular.analyse_arm(params, arm, long_epochs) for arm in modular.ARMS}
+arms = {arm: modular.analyse_arm(params, arm, long_epochs)
+        for arm in modular.ARMS}
 summary = modular.inflation_summary(params, arms["wd"], arms["no_wd"])
-notes = {}  # for the claims page: why a claim may differ, when this build knows
-if summary["wd"]["n_working_end"] < len(seeds):
-    notes["inflation.arm_dim_gap"] = notes["inflation.arm_mode_gap"] = (
-        f"at epoch {summary['end']} only {summary['wd']['n_working_end']} of {len(seeds)} weight-decay models "
-        f"reach test accuracy {params.grok_threshold} (long runs with weight decay have loss spikes; "
-        "the chapter shows them)")
 
 # %% [markdown]
 # ## The figure
 
-# %%
-fig = plt.figure(figsize=(11, 6.6), layout="constrained")
-top, bottom = fig.subfigures(2, 1)
-ax_a, ax_b = top.subplots(1, 2)
-for arm, recs in arms.items():
-    x = modular.epochs_of(recs)
-    panel_band(ax_a, x, modular.series(recs, "core_dim"), color=ARM_COLORS[arm], label=ARM_LABELS[arm],
-               marker="o", markersize=2.5)
-for ax in (ax_a, ax_b):
-    ax.axvline(branch_epoch, color="0.6", linestyle=":", linewidth=1)
-    ax.set_xlabel("epoch")
-ax_a.set_ylabel("core dimension")
-ax_a.legend(fontsize=8)
-ax_a.set_title("A  core dimension", loc="left", fontsize=10)
-x = modular.epochs_of(arms["wd"])
-for key, style, label in (("necessary_rank", "-", "necessary"), ("sufficient_rank", "--", "sufficient")):
-    ax_b.plot(x, np.nanmean(modular.series(arms["wd"], key), axis=1), style, color="black", label=label)
-    xn = modular.epochs_of(arms["no_wd"])
-    ax_b.plot(xn, np.nanmean(modular.series(arms["no_wd"], key), axis=1), style, color=ARM_COLORS["no_wd"],
-              alpha=0.8)
-ax_b.set_ylabel("dimensions (mean over models)")
-ax_b.legend(fontsize=8, title="black: decay kept, purple: removed", title_fontsize=7)
-ax_b.set_title("B  necessary vs sufficient", loc="left", fontsize=10)
-
-ax_h1, ax_h2, ax_m = bottom.subplots(1, 3, width_ratios=[1, 1, 1.4])
-ops = {arm: np.array(recs[-1]["models"][0]["operator"]) for arm, recs in arms.items()}
-vmax = max(np.abs(a).max() for a in ops.values())
-for ax, arm in ((ax_h1, "wd"), (ax_h2, "no_wd")):
-    panel_operator(ax, ops[arm], title=f"{ARM_LABELS[arm]}\n(model 1, epoch {arms[arm][-1]['epoch']})", vmax=vmax)
-ax_h1.set_title("C  " + ax_h1.get_title(), loc="left", fontsize=9)
-for arm, recs in arms.items():
-    counts = np.array([[len(m["modes"]) for m in r["models"]] for r in recs], dtype=float)
-    panel_band(ax_m, modular.epochs_of(recs), counts, color=ARM_COLORS[arm], label=ARM_LABELS[arm])
-ax_m.axhline(p // 2, color="0.6", linestyle="--", linewidth=1)
-ax_m.text(ax_m.get_xlim()[0], p // 2, " max ⌊p/2⌋", va="bottom", fontsize=7, color="0.4")
-ax_m.set_xlabel("epoch")
-ax_m.set_ylabel("rotational modes")
-ax_m.legend(fontsize=7)
+# %% tags=["hide-input"]
+fig = plots.figure_inflation(arms, p=p, branch_epoch=branch_epoch)
 glue("fig_inflation", fig, display=False)
 plt.close(fig)
 
@@ -143,36 +96,6 @@ plt.close(fig)
 # magnitudes of the shift operator of model 1 at the last epoch in each arm, on a common colour
 # scale; right: number of rotational modes over time, against the maximum $\lfloor p/2 \rfloor$.
 # ```
-
-# %%
-wd, no = summary["wd"], summary["no_wd"]
-for arm, d in (("wd", wd), ("no", no)):
-    for k, v in d.items():
-        glue(f"{arm}_{k}", v, display=False)
-glue("start", summary["start"], display=False)
-glue("grok_threshold", params.grok_threshold, display=False)
-glue("end", summary["end"], display=False)
-
-
-def verdict(kept_start: float, kept_end: float, removed_end: float, what: str) -> str:
-    """One sentence comparing this build's trend with the paper's, for the prose below."""
-    if kept_end > kept_start and kept_end > removed_end:
-        return f"As in the paper, the {what} grew under weight decay and ended above the arm without it."
-    return (f"Unlike the paper's 20 000-epoch run, over these {summary['end'] - summary['start']} epochs the "
-            f"{what} did not grow under weight decay beyond the arm without it "
-            f"({kept_start:.1f} → {kept_end:.1f} with, {removed_end:.1f} without).")
-
-
-glue("verdict_dim", verdict(wd["core_dim_start"], wd["core_dim_end"], no["core_dim_end"], "core dimension"),
-     display=False)
-glue("verdict_modes", verdict(wd["modes_start"], wd["modes_end"], no["modes_end"], "mode count"), display=False)
-gap_start = wd["necessary_rank_start"] - wd["sufficient_rank_start"]
-gap_end = wd["necessary_rank_end"] - wd["sufficient_rank_end"]
-glue("wd_gap_start", gap_start, display=False)
-glue("wd_gap_end", gap_end, display=False)
-glue("no_gap_end", no["necessary_rank_end"] - no["sufficient_rank_end"], display=False)
-glue("verdict_gap", "widened, as in the paper" if gap_end > gap_start else "did not widen over this horizon",
-     display=False)
 
 # %% [markdown]
 # **(A) Inflation.** At epoch {glue:text}`start`, where the arms split, the cores have
@@ -215,27 +138,11 @@ glue("verdict_gap", "widened, as in the paper" if gap_end > gap_start else "did 
 
 # %%
 collapse_threshold = 0.9
-histories = {arm: modular.history(params, arm, until=summary["end"]) for arm in modular.ARMS}
+histories = {arm: modular.history(params, arm, until=summary["end"])
+             for arm in modular.ARMS}
 
-
-def collapse_sentence(stats: dict, who: str) -> str:
-    """What the collapse counts of one arm say, for the prose below."""
-    if stats["per_model"] == 0:
-        return f"no model {who} lost its training fit"
-    return (f"each model {who} lost its training fit {stats['per_model']:.1f} times on average and spent "
-            f"{stats['percent']:.0f} % of those epochs in a collapse (the longest lasted {stats['longest']} epochs)")
-
-
-for arm, short, who in (("wd", "wd", "with weight decay"), ("no_wd", "no", "without weight decay")):
-    stats = modular.collapse_summary(histories[arm], summary["start"], summary["end"], collapse_threshold)
-    glue(f"{short}_collapse_sentence", collapse_sentence(stats, who), display=False)
-glue("n_models", len(seeds), display=False)
-glue("collapse_threshold", collapse_threshold, display=False)
-
-fig, ax = plt.subplots(figsize=(9, 3.2), layout="constrained")
-panel_training_loss(ax, histories)
-ax.axvline(branch_epoch, color="0.6", linestyle=":", linewidth=1)
-ax.legend(fontsize=8, loc="upper right")
+# %% tags=["hide-input"]
+fig = plots.figure_spikes(histories, branch_epoch=branch_epoch)
 glue("fig_spikes", fig, display=False)
 plt.close(fig)
 
@@ -270,48 +177,19 @@ plt.close(fig)
 
 # %%
 loose_level = 0.1
-curves = {arm: modular.removal_curves(params, arm, summary["end"]) for arm in modular.ARMS}
-last_records = {arm: next(r for r in recs if r["epoch"] == summary["end"]) for arm, recs in arms.items()}
+curves = {arm: modular.removal_curves(params, arm, summary["end"])
+          for arm in modular.ARMS}
+claims.record(  # for the claims page
+    "core_inflation", modular.inflation_claim_values(summary),
+    notes=modular.inflation_notes(params, summary, curves, loose_level),
+    settings=claims.deviations(params, modular.ModularParams(),
+                               ignore=["eval_every"]))
 
-
-def ranks_text(ranks: list[int | None]) -> str:
-    return ", ".join("none" if r is None else str(r) for r in ranks)
-
-
-for arm, short in (("wd", "wd"), ("no_wd", "no")):
-    glue(f"{short}_necessary_end_list", ranks_text([m["necessary_rank"] for m in last_records[arm]["models"]]),
-         display=False)
-    glue(f"{short}_loose_end_list", ranks_text(modular.first_rank_at_or_below(curves[arm], loose_level)),
-         display=False)
-glue("loose_level", loose_level, display=False)
-glue("chance_level", params.chance_level, display=False)
-
-
-def mean_core_at(arm: str, level: float) -> float:
-    return modular.mean_rank(modular.first_rank_at_or_below(curves[arm], level))
-
-
-glue("threshold_comparison", "; ".join(
-    f"at {level:.3g} the mean core dimension is {mean_core_at('wd', level):.1f} "
-    f"with weight decay and {mean_core_at('no_wd', level):.1f} without"
-    for level in (params.chance_level, 0.05, loose_level)), display=False)
-loose_means = {arm: mean_core_at(arm, loose_level) for arm in curves}
-if summary["no_wd"]["core_dim_end"] >= summary["wd"]["core_dim_end"] and loose_means["no_wd"] < loose_means["wd"]:
-    notes.setdefault("inflation.arm_dim_gap", (
-        f"at the threshold 2/p a residue of the answer just above it sets the no-weight-decay ranks; at "
-        f"{loose_level} the cores are {loose_means['wd']:.1f} (kept) and {loose_means['no_wd']:.1f} (removed): "
-        "see 'What the necessary rank counts'"))
-claims.record("core_inflation", modular.inflation_claim_values(summary), notes=notes,  # notes are complete here
-              settings=claims.deviations(params, modular.ModularParams(), ignore=["eval_every"]))
-
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained", sharey=True)
-for ax, arm in zip(axes, modular.ARMS):
-    panel_removal_curves(ax, curves[arm], chance=params.chance_level, max_rank=64,
-                         necessary=[m["necessary_rank"] for m in last_records[arm]["models"]],
-                         title=f"{'AB'[modular.ARMS.index(arm)]}  {ARM_LABELS[arm]}, epoch {summary['end']}")
-    ax.axhline(loose_level, color="0.7", linestyle=":", linewidth=1)
-axes[0].legend(fontsize=8)
-axes[1].set_ylabel("")
+# %% tags=["hide-input"]
+necessary = {arm: modular.necessary_ranks(arms[arm], summary["end"])
+             for arm in modular.ARMS}
+fig = plots.figure_removal(curves, necessary, chance=params.chance_level,
+                           loose_level=loose_level, epoch=summary["end"])
 glue("fig_removal", fig, display=False)
 plt.close(fig)
 
@@ -350,33 +228,13 @@ plt.close(fig)
 
 # %%
 frequency_share = 0.9
-spectra = {arm: modular.centroid_spectra(params, arm, summary["end"], share=frequency_share)
+spectra = {arm: modular.centroid_spectra(params, arm, summary["end"],
+                                         share=frequency_share)
            for arm in modular.ARMS}
-glue("frequency_share", frequency_share, display=False)
-frequencies = {(arm, when): float(sp["count"][sp["epoch"] == summary[when]].mean())
-               for arm, sp in spectra.items() for when in ("start", "end")}
-for (arm, when), n in frequencies.items():
-    glue(f"{'wd' if arm == 'wd' else 'no'}_frequencies_{when}", n, display=False)
-glue("frequencies_init", float(spectra["wd"]["count"][0].mean()), display=False)
-glue("frequencies_max", p // 2, display=False)
-more = frequencies[("no_wd", "end")] > frequencies[("wd", "end")]
-glue("frequency_verdict", "more frequencies in the representation than keeping it, the opposite of the "
-     "direction of the paper's mode count" if more else
-     "no more frequencies in the representation than keeping it, as the paper's mode count would suggest",
-     display=False)
 
-fig, (ax_n, ax_s) = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained", width_ratios=[1, 1.4])
-for arm, sp in spectra.items():
-    panel_band(ax_n, sp["epoch"], sp["count"].astype(float), color=ARM_COLORS[arm], label=ARM_LABELS[arm],
-               marker="o", markersize=2.5)
-ax_n.axvline(branch_epoch, color="0.6", linestyle=":", linewidth=1)
-ax_n.set_xlabel("epoch")
-ax_n.set_ylabel(f"frequencies holding {frequency_share:.0%}")
-ax_n.legend(fontsize=8)
-ax_n.set_title("A  frequencies in use", loc="left", fontsize=10)
-panel_frequency_shares(ax_s, {arm: sp["shares"][-1] for arm, sp in spectra.items()}, share=frequency_share)
-ax_s.legend(fontsize=8, loc="lower right")
-ax_s.set_title(f"B  the largest frequencies at epoch {summary['end']}", loc="left", fontsize=10)
+# %% tags=["hide-input"]
+fig = plots.figure_frequencies(spectra, share=frequency_share,
+                               branch_epoch=branch_epoch)
 glue("fig_frequencies", fig, display=False)
 plt.close(fig)
 
@@ -414,10 +272,20 @@ plt.close(fig)
 # settings": it shows how far the trend has come, and cannot reproduce or refute the paper's end
 # point.
 
+# %% tags=["hide-input"]
+chapter = {"summary": summary, "arms": arms, "histories": histories,
+           "curves": curves, "spectra": spectra,
+           "collapse_threshold": collapse_threshold,
+           "loose_level": loose_level,
+           "frequency_share": frequency_share}
+values = modular.inflation_glue_values(params, chapter)
+for name, value in values.items():
+    glue(name, value, display=False)
+
 # %%
-glue("paper_long_epochs", modular.ModularParams().long_epochs, display=False)
 display(claims.chapter_frame("core_inflation"))
-#
+
+# %% [markdown]
 # ## Exercises
 #
 # ```{exercise}

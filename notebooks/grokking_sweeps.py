@@ -35,79 +35,37 @@
 # %% tags=["parameters"]
 n_seeds = 12  # models per condition, initialised with seeds 42, 43, ...
 omega_p = 53  # modulus of the weight-decay sweep
-omegas = [0.3, 0.5, 1.0, 1.5, 2.0, 3.0]  # weight decays of the weight-decay sweep
-omega_batch_size = 512  # minibatch size of the weight-decay sweep (None means full batch)
+omegas = [0.3, 0.5, 1.0, 1.5, 2.0, 3.0]  # weight decays of that sweep
+omega_batch_size = 512  # minibatch size of that sweep (None: full batch)
 omega_max_epochs = 30000  # cap per condition of the weight-decay sweep
 moduli = [31, 43, 53, 61, 79, 89, 101]  # moduli of the modulus sweep
 p_weight_decay = 1.0  # weight decay of the modulus sweep
-p_batch_size = None  # None means full batch (the paper's choice for the modulus sweep)
+p_batch_size = None  # None: full batch (the paper's modulus sweep)
 p_max_epochs = 30000  # cap per condition of the modulus sweep
 d_model = 128
 n_heads = 4
 d_ff = 512
 n_layers = 1
 lr = 1e-3
-dropout = 0.1  # during training only (PyTorch's encoder-layer default); 0 trains without it
+dropout = 0.1  # in training only (PyTorch's layer default); 0: none
 train_fraction = 0.5  # share of the p^2 pairs used for training
 split_seed = 42  # permutation of the pairs before the split
-threshold = 0.99  # accuracy that counts as memorised (train) or generalised (test)
-patience_epochs = 100  # a seed stops this many epochs after it generalised
-n_boot = 1000  # bootstrap replicates for the uncertainties of the fitted constants
-n_jobs = None  # joblib processes for the conditions; None follows joblib's configuration (1)
+threshold = 0.99  # accuracy that counts as memorised or generalised
+patience_epochs = 100  # a seed stops this many epochs after generalising
+n_boot = 1000  # bootstrap replicates for the fitted constants' spread
+# None follows joblib's configuration (1 process unless configured)
+n_jobs = None  # joblib processes for the conditions
 
 # %%
 import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
 from IPython.display import display
 from myst_nb import glue
 
-from corelib import claims
-from corelib.sweeps import (
-    PAPER_SWEEPS, Condition, SweepConfig, batch_plan, bootstrap_fit, grok_time_constants, min_correct, power_law_constants,
-    run_sweep, summarise, usable_delays,
-)
-from corelib.theory import grok_time
+from corelib import claims, plots
+from corelib.experiments import grokking_sweeps
 
-paper_omega_exponent, paper_Omega, paper_p_crit = (claims.claim(f"sweeps.{k}").value
-                                                   for k in ("omega_exponent", "Omega", "p_crit"))
-seeds = [42 + s for s in range(n_seeds)]
-common = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, n_layers=n_layers, lr=lr, dropout=dropout,
-              train_fraction=train_fraction, split_seed=split_seed, threshold=threshold,
-              patience_epochs=patience_epochs)
-cfg_omega = SweepConfig(**common, max_epochs=omega_max_epochs)
-cfg_p = SweepConfig(**common, max_epochs=p_max_epochs)
-omega_conditions = [Condition(p=omega_p, weight_decay=w, batch_size=omega_batch_size) for w in omegas]
-p_conditions = [Condition(p=q, weight_decay=p_weight_decay, batch_size=p_batch_size) for q in moduli]
-plt.rcParams.update({"figure.dpi": 110, "axes.spines.top": False, "axes.spines.right": False})
-
-
-def fmt(x: float, digits: int = 3) -> str:
-    """A number for the prose: ``digits`` significant digits, or 'n/a' when it could not be measured."""
-    return "n/a" if x is None or not np.isfinite(x) else f"{x:.{digits}g}"
-
-
-n_train_53 = int(train_fraction * omega_p**2)
-omega_batch_text = "full batch" if omega_batch_size is None else f"batch {omega_batch_size}"
-p_batch_text = "full batch" if p_batch_size is None else f"batch {p_batch_size}"
-for name, value in [("n_seeds", n_seeds), ("omega_p", omega_p), ("d_model", d_model), ("d_ff", d_ff),
-                    ("omega_batch_text", omega_batch_text),
-                    ("p_omega", f"{p_weight_decay:g}"), ("threshold_pct", f"{100 * threshold:g}"),
-                    ("patience", patience_epochs), ("n_boot", n_boot), ("lr", f"{lr:g}"),
-                    ("dropout_text", f"{dropout:g} during training" if dropout else "off"),
-                    ("omegas_text", ", ".join(f"{w:g}" for w in omegas)),
-                    ("moduli_text", ", ".join(str(q) for q in moduli)),
-                    ("omega_cap", omega_max_epochs), ("p_cap", p_max_epochs),
-                    ("p_batch_text", p_batch_text),
-                    ("n_train_53", n_train_53),
-                    ("budget_53", n_train_53 - min_correct(n_train_53, threshold)),
-                    ("paper_omega_exponent", f"{paper_omega_exponent:g}"), ("paper_Omega", f"{paper_Omega:g}"),
-                    ("paper_p_crit", f"{paper_p_crit:g}")]:
-    glue(name, value, display=False)
-
-plan = batch_plan(n_train_53, omega_batch_size, cfg_omega.keep_partial_batch)  # minibatches at omega_p
-for key in ("steps_per_permutation", "skipped", "steps_per_epoch"):
-    glue(key, plan[key], display=False)
+params = grokking_sweeps.SweepsParams.from_namespace(globals())
+plots.use_book_style()
 
 # %% [markdown]
 # ## Measuring the two times exactly
@@ -151,12 +109,9 @@ for key in ("steps_per_permutation", "skipped", "steps_per_epoch"):
 # results folder).
 
 # %%
-table_omega = run_sweep(omega_conditions, seeds, cfg_omega, n_jobs=n_jobs)
-table_p = run_sweep(p_conditions, seeds, cfg_p, n_jobs=n_jobs)
-summary_omega = summarise(table_omega, "weight_decay")
-summary_p = summarise(table_p, "p")
-display(summary_omega.round(1))
-display(summary_p.round(1))
+summary = grokking_sweeps.run(params)
+display(summary["summary_omega"].round(1))
+display(summary["summary_p"].round(1))
 
 # %% [markdown]
 # The tables list, per condition, how many seeds have a delay (`n_grokked`: memorised and
@@ -166,104 +121,17 @@ display(summary_p.round(1))
 # `n_grokked` seeds enter the means and the fits.
 
 # %%
-def fit_or_none(table: pd.DataFrame, by: str, fit) -> pd.DataFrame | None:
-    """Bootstrap fit, or None when too few conditions have grokked seeds (e.g. tiny smoke runs)."""
-    try:
-        return bootstrap_fit(table, by, fit, n_boot=n_boot, seed=0)
-    except (ValueError, RuntimeError) as err:
-        print(f"no fit for the {by} sweep: {err}")
-        return None
+claims.record(  # for the claims page
+    "grokking_sweeps", grokking_sweeps.claim_values(summary),
+    settings=grokking_sweeps.claim_settings(params))
+print(grokking_sweeps.constants_table(summary).to_string(index=False))
 
-
-fit_omega = fit_or_none(table_omega, "weight_decay", power_law_constants)
-fit_p = fit_or_none(table_p, "p", grok_time_constants)
-
-
-def constant(fit: pd.DataFrame | None, name: str) -> tuple[float, float]:
-    """(estimate, bootstrap sd) of a fitted constant; NaN when there is no fit."""
-    if fit is None:
-        return float("nan"), float("nan")
-    return float(fit.loc[name, "estimate"]), float(fit.loc[name, "sd"])
-
-
-beta, beta_sd = constant(fit_omega, "exponent")
-Omega, Omega_sd = constant(fit_p, "Omega")
-p_crit, p_crit_sd = constant(fit_p, "p_crit")
-product, product_sd = constant(fit_p, "Omega_p_crit")
-r2_omega, _ = constant(fit_omega, "r2")
-r2_p, _ = constant(fit_p, "r2")
-rows = []
-for sweep, fit in [(f"tau vs omega (p = {omega_p})", fit_omega), (f"tau vs p (omega = {p_weight_decay:g})", fit_p)]:
-    if fit is not None:
-        for name, r in fit.iterrows():
-            rows.append({"sweep": sweep, "constant": name, "estimate": r["estimate"], "bootstrap sd": r["sd"],
-                         "95% interval": f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}]"})
-constants_table = pd.DataFrame(rows, columns=["sweep", "constant", "estimate", "bootstrap sd", "95% interval"])
-glue("constants_table", constants_table.style.format({"estimate": "{:.4g}", "bootstrap sd": "{:.2g}"})
-     .hide(axis="index"), display=False)
-
-omega_scaled = Omega * p_weight_decay  # Omega is proportional to 1/omega: compare at omega = 1
-sweep_settings = {k: globals()[k] for k in PAPER_SWEEPS}
-claims.record("grokking_sweeps", {"sweeps.omega_exponent": beta, "sweeps.Omega": omega_scaled,  # claims page
-                                  "sweeps.p_crit": p_crit, "sweeps.r2_p": r2_p},
-              settings={**claims.deviations(sweep_settings, PAPER_SWEEPS),
-                        **claims.deviations(cfg_omega, SweepConfig(), ignore=["max_epochs"])})
-for name, value in [("beta", fmt(beta)), ("beta_sd", fmt(beta_sd, 2)), ("r2_omega", fmt(r2_omega, 3)),
-                    ("Omega", fmt(Omega, 4)), ("Omega_sd", fmt(Omega_sd, 2)), ("p_crit", fmt(p_crit)),
-                    ("p_crit_sd", fmt(p_crit_sd, 2)), ("r2_p", fmt(r2_p, 3)),
-                    ("Omega_at_1", fmt(omega_scaled, 4)),
-                    ("rel_Omega", fmt(100 * Omega_sd / Omega, 2)), ("rel_p_crit", fmt(100 * p_crit_sd / p_crit, 2)),
-                    ("rel_product", fmt(100 * product_sd / product, 2)),
-                    ("n_grokked", int(usable_delays(table_omega).sum() + usable_delays(table_p).sum())),
-                    ("n_runs", len(table_omega) + len(table_p))]:
+# %% tags=["hide-input"]
+for name, value in grokking_sweeps.glue_values(summary).items():
     glue(name, value, display=False)
 
-
-def trend(summary: pd.DataFrame) -> tuple[str, str, str, str]:
-    """Mean delay at the first and last condition with grokked seeds (for the prose)."""
-    s = summary.dropna(subset=["delay_mean"])
-    if s.empty:
-        return "n/a", "n/a", "n/a", "n/a"
-    return f"{s.index[0]:g}", fmt(s["delay_mean"].iloc[0], 3), f"{s.index[-1]:g}", fmt(s["delay_mean"].iloc[-1], 3)
-
-
-for prefix, summary in [("w", summary_omega), ("p", summary_p)]:
-    for suffix, value in zip(["first", "first_delay", "last", "last_delay"], trend(summary)):
-        glue(f"{prefix}_{suffix}", value, display=False)
-print(constants_table.to_string(index=False))
-
-# %%
-fig, (ax_w, ax_p) = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
-for ax, table, summary, by in [(ax_w, table_omega, summary_omega, "weight_decay"), (ax_p, table_p, summary_p, "p")]:
-    ok = table[usable_delays(table)]
-    ax.plot(ok[by], ok["delay"], ".", color="0.7", ms=4, label="seeds")
-    s = summary.dropna(subset=["delay_mean"])
-    ax.errorbar(s.index, s["delay_mean"], s["delay_sd"].fillna(0), fmt="o", color="k", ms=5, capsize=3,
-                label="mean ± sd")
-if fit_omega is not None:
-    ww = np.geomspace(min(omegas) * 0.9, max(omegas) * 1.1, 100)
-    ax_w.plot(ww, fit_omega.loc["prefactor", "estimate"] * ww ** beta, "C0-",
-              label=fr"fit $\propto \omega^{{{beta:.2f} \pm {beta_sd:.2f}}}$")
-ax_w.set(xscale="log", xlabel=r"weight decay $\omega$", ylabel=r"$\tau_{\rm grok}$ (steps)",
-         title=f"p = {omega_p}, {omega_batch_text}")
-ax_w.set_xticks(omegas, [f"{w:g}" for w in omegas], minor=False)
-ax_w.set_xticks([], minor=True)
-pp = np.linspace(min(moduli) * 0.95, max(moduli) * 1.05, 300)
-if fit_p is not None:
-    above = pp[pp > p_crit * 1.01]
-    ax_p.plot(above, grok_time(above, Omega, p_crit), "C3-",
-              label=fr"ODE fit: $\Omega$ = {Omega:.3g}, $p_{{\rm crit}}$ = {p_crit:.3g}")
-above = pp[pp > paper_p_crit * 1.01]
-ax_p.plot(above, grok_time(above, paper_Omega / p_weight_decay, paper_p_crit), color="0.5", ls="--",
-          label=r"paper's fit, $\Omega/\omega$")
-ax_p.set(xlabel="modulus $p$", ylabel=r"$\tau_{\rm grok}$ (steps)",
-         title=fr"$\omega$ = {p_weight_decay:g}, {p_batch_text}")
-for ax, table in [(ax_w, table_omega), (ax_p, table_p)]:
-    if table["delay"].gt(0).any():
-        ax.set_yscale("log")
-    else:  # e.g. a short run: say so instead of drawing an empty log axis
-        ax.text(0.5, 0.5, "no seed grokked before the cap", transform=ax.transAxes, ha="center")
-    ax.legend(fontsize=8)
+# %% tags=["hide-input"]
+fig = plots.figure_sweeps(summary)
 glue("fig_sweeps", fig, display=False)
 plt.close(fig)
 
@@ -408,7 +276,7 @@ display(claims.chapter_frame("grokking_sweeps"))
 # ```python
 # from corelib.theory import fit_power_law
 #
-# ok = table_p.dropna(subset=["delay"])
+# ok = summary["table_p"].dropna(subset=["delay"])
 # fit = fit_power_law(ok["p"], ok["delay"])
 # print(f"exponent {fit.exponent:.2f} ± {fit.exponent_se:.2f}, R^2 {fit.r2:.3f}")
 # ```

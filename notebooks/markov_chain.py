@@ -36,7 +36,7 @@
 
 # %% tags=["parameters"]
 alpha = 0.75          # probability of staying in the current state
-beta = 0.25           # probability of stepping to the next state (cyclically)
+beta = 0.25           # probability of stepping to the next state
 n_states = 4          # number of states (also the vocabulary size)
 n_train = 3000        # training sequences (sampler seed train_seed)
 n_test = 3000         # test sequences (sampler seed test_seed)
@@ -51,24 +51,22 @@ d_model = 64
 n_heads = 4
 d_ff = 256
 dropout = 0.1
-n_jacobians = 128     # activations at which the Jacobian of the logits is sampled
+n_jacobians = 128     # activations where the logits' Jacobian is sampled
 energy = 0.999        # energy threshold for the core rank
 jacobian_seed = 0
 
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 from IPython.display import display
 from myst_nb import glue
 
-from corelib import claims
+from corelib import claims, plots
 from corelib.experiments import markov
-from corelib.plots import markov_figure
 from corelib.tasks.markov import chain_eigenvalues
 
 params = markov.MarkovParams.from_namespace(globals())
-T = params.chain
+transitions = params.chain
 
 # %% [markdown]
 # ## The chain
@@ -80,8 +78,9 @@ T = params.chain
 # pattern the chain forgets where it started.
 
 # %%
-print("T =\n", T)
-print("non-trivial eigenvalues:", np.round(chain_eigenvalues(T), 4))
+print("T =\n", transitions)
+eigenvalues = chain_eigenvalues(transitions)
+print("non-trivial eigenvalues:", np.round(eigenvalues, 4))
 
 # %% [markdown]
 # Because the chain is stochastic no predictor can be right every time. The best one predicts the
@@ -101,27 +100,21 @@ print("non-trivial eigenvalues:", np.round(chain_eigenvalues(T), 4))
 
 # %%
 summary = markov.run(params)
-models = summary["models"]
-pairs = summary["pairs"]
-glue("bayes", summary["bayes_accuracy"], display=False)
-glue("chance", summary["chance_accuracy"], display=False)
-glue("n_models", len(models), display=False)
-glue("ranks", ", ".join(str(m["rank"]) for m in models), display=False)
-glue("acc_min", min(m["accuracy"]["full"] for m in models), display=False)
-glue("acc_max", max(m["accuracy"]["full"] for m in models), display=False)
-glue("keep_min", min(m["accuracy"]["keep"] for m in models), display=False)
-glue("remove_max", max(m["accuracy"]["remove"] for m in models), display=False)
-glue("wcos_max", max(abs(p["weight_cosine"]) for p in pairs), display=False)
-claims.record("markov_chain", markov.claim_values(summary),  # for the claims page
-              settings=claims.deviations(params, markov.MarkovParams()))
+claims.record(  # for the claims page
+    "markov_chain", markov.claim_values(summary),
+    settings=claims.deviations(params, markov.MarkovParams()))
+
+# %% tags=["hide-input"]
+for name, value in markov.glue_values(summary).items():
+    glue(name, value, display=False)
 
 # %% [markdown]
 # ## The figure
 #
 # One figure summarises the experiment; the sections below walk through its panels.
 
-# %%
-fig = markov_figure(summary)
+# %% tags=["hide-input"]
+fig = plots.figure_markov(summary)
 glue("fig_markov", fig, display=False)
 plt.close(fig)  # shown once, with its caption, below
 
@@ -170,12 +163,6 @@ display(tables["A1"])
 # mean each core is a linear re-coding of the other.
 
 # %%
-glue("overlap_min", min(p["overlap"] for p in pairs), display=False)
-glue("overlap_max", max(p["overlap"] for p in pairs), display=False)
-glue("angle_min", min(min(p["angles"]) for p in pairs), display=False)
-glue("angle_max", max(max(p["angles"]) for p in pairs), display=False)
-glue("cca2_min", min(min(p["cca"][:2]) for p in pairs), display=False)
-glue("cca_mean_min", min(float(np.mean(p["cca"])) for p in pairs), display=False)
 display(tables["A2"])
 
 # %% [markdown]
@@ -194,11 +181,6 @@ display(tables["A2"])
 # trivial eigenvalue 1 (which the centring removes).
 
 # %%
-errors = [m["spectrum_error"] for m in models]
-glue("spec_err_max", max(errors) if None not in errors else float("nan"), display=False)
-ratios = [m["r2"] / summary["oracle_r2"] for m in models]
-glue("r2_ratio_min", min(ratios), display=False)
-glue("oracle_r2", summary["oracle_r2"], display=False)
 display(tables["A3"])
 
 # %% [markdown]

@@ -53,29 +53,26 @@ d_model = 128
 n_heads = 4
 d_ff = 512
 n_layers = 2
-dropout = 0.1          # during training only (PyTorch's encoder-layer default)
+dropout = 0.1          # in training only (PyTorch's layer default)
 snapshot_every = 100   # analyse the models every this many epochs
-snapshot_every_late = 500  # after late_after (used by the next chapter's longer run)
+snapshot_every_late = 500  # after late_after (the next chapter's run)
 late_after = 2000
 eval_every = 10        # test accuracy every this many epochs
-n_jacobians = 64       # Jacobian samples per ACE (the reference code used 1000)
+n_jacobians = 64       # Jacobian samples per ACE (the reference: 1000)
 energy = 0.99          # energy threshold of the initial core rank
 
 # %%
 import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
 from IPython.display import display
 from myst_nb import glue
 
-from corelib import claims
+from corelib import claims, plots
 from corelib.experiments import modular
-from corelib.plots import panel_ablation_bars, panel_eigenvalues, panel_grokking
 
 params = modular.ModularParams.from_namespace(globals())
-# Settings of the next chapter's longer run, which do not change what this chapter measures.
-UNUSED_HERE = ("long_epochs", "branch_epoch", "branch_weight_decay", "snapshot_every_late", "late_after",
-               "eval_every")
+# The next chapter's longer run: changes nothing this chapter measures.
+UNUSED_HERE = ("long_epochs", "branch_epoch", "branch_weight_decay",
+               "snapshot_every_late", "late_after", "eval_every")
 
 # %% [markdown]
 # ## The task and the models
@@ -91,7 +88,8 @@ UNUSED_HERE = ("long_epochs", "branch_epoch", "branch_weight_decay", "snapshot_e
 
 # %%
 data = modular.make_data(params)
-print(f"p = {p}: {len(data['train'][0])} training pairs, {len(data['test'][0])} test pairs, "
+n_train, n_test = len(data["train"][0]), len(data["test"][0])
+print(f"p = {p}: {n_train} training pairs, {n_test} test pairs, "
       f"chance accuracy {1 / p:.3f}")
 
 # %% [markdown]
@@ -117,40 +115,19 @@ print(f"p = {p}: {len(data['train'][0])} training pairs, {len(data['test'][0])} 
 # Everything is saved per snapshot, so rebuilding the book never retrains.
 
 # %%
-glue("snapshot_every", snapshot_every, display=False)
-glue("energy_pct", round(100 * energy), display=False)
 records = modular.analyse_arm(params, "wd", epochs)
-hist = modular.history(params, "wd", until=epochs)
 summary = modular.emergence_summary(params, records)
-claims.record("modular_addition", modular.emergence_claim_values(summary),  # for the claims page
-              settings=claims.deviations(params, modular.ModularParams(), ignore=UNUSED_HERE))
-grok = summary["grok_epoch"]
-phases = summary["phases"]
+claims.record(  # for the claims page
+    "modular_addition", modular.emergence_claim_values(summary),
+    settings=claims.deviations(params, modular.ModularParams(),
+                               ignore=UNUSED_HERE))
 
 # %% [markdown]
 # ## The figure
 
-# %%
-core_epochs = modular.epochs_of(records)
-evaluated = [(e, a) for e, a in zip(hist["epoch"], hist["test_acc"]) if a is not None]  # every eval_every
-acc_epochs, test_acc = (np.array(column) for column in zip(*evaluated))
-final = records[-1]["models"]
-
-fig = plt.figure(figsize=(11, 6.4), layout="constrained")
-top, bottom = fig.subfigures(2, 1, height_ratios=[1, 1.05])
-ax_a, ax_b = top.subplots(1, 2, width_ratios=[1.6, 1])
-panel_grokking(ax_a, acc_epochs, test_acc, core_epochs, modular.series(records, "core_dim"), grok_epoch=grok)
-ax_a.set_title("A  test accuracy and core dimension", loc="left", fontsize=10)
-panel_ablation_bars(ax_b, {"full": [m["test_acc"] for m in final], "core-only": [m["keep_acc"] for m in final],
-                           "core-removed": [m["remove_acc"] for m in final]},
-                    chance=1 / p, threshold=2 / p)
-ax_b.set_title(f"B  ablations at epoch {records[-1]['epoch']}", loc="left", fontsize=10)
-axes_c = bottom.subplots(1, 3)
-for ax, (phase, eigs) in zip(axes_c, summary["eigenvalues"].items()):
-    eig = [np.array(e).reshape(-1, 2) @ np.array([1, 1j]) for e in eigs]
-    panel_eigenvalues(ax, eig, p=p, title=f"{phase} grokking (epochs {', '.join(map(str, phases[phase]))})")
-axes_c[0].set_title("C  " + axes_c[0].get_title(), loc="left", fontsize=10)
-axes_c[-1].legend(fontsize=7, loc="lower right")
+# %% tags=["hide-input"]
+history = modular.history(params, "wd", until=epochs)
+fig = plots.figure_emergence(records, history, summary, p=p)
 glue("fig_modular", fig, display=False)
 plt.close(fig)
 
@@ -166,22 +143,10 @@ plt.close(fig)
 # the band within $\sin(\pi/p)$ of the unit circle.
 # ```
 
-# %%
-frac, modes = summary["unit_fraction"], summary["modes"]
-glue("grok_epoch", grok if grok is not None else float("nan"), display=False)
-glue("n_models", len(seeds), display=False)
-glue("final_acc_min", min(summary["final"]["test_acc"]), display=False)
-glue("keep_ratio_min", summary["post_grok_keep_ratio_min"] or float("nan"), display=False)
-glue("remove_max", summary["post_grok_remove_max"] if summary["post_grok_remove_max"] is not None else float("nan"), display=False)
-glue("chance2", 2 / p, display=False)
-glue("model_groks", ", ".join(str(g) for g in summary["model_grok_epochs"]), display=False)
-for phase in ("before", "at", "after"):
-    glue(f"epoch_{phase}", ", ".join(map(str, phases[phase])), display=False)
-    glue(f"frac_{phase}", 100 * frac[phase], display=False)
-    glue(f"modes_{phase}", ", ".join(str(m) for m in modes[phase]), display=False)
-    glue(f"dim_{phase}", ", ".join(str(d) for d in summary["core_dim"][phase]), display=False)
-glue("suff_final", ", ".join(str(d) for d in summary["final"]["sufficient_rank"]), display=False)
-glue("energy_final", ", ".join(str(d) for d in summary["final"]["energy_rank"]), display=False)
+# %% tags=["hide-input"]
+values = modular.emergence_glue_values(params, summary)
+for name, value in values.items():
+    glue(name, value, display=False)
 
 # %% [markdown]
 # **(A) Grokking and the core.** The models reach 99 % test accuracy at epochs
@@ -219,17 +184,7 @@ glue("energy_final", ", ".join(str(d) for d in summary["final"]["energy_rank"]),
 # and they need not agree on which:
 
 # %%
-by_epoch = {r["epoch"]: r for r in records}
-rows = []
-for phase, epochs_i in phases.items():
-    for i, e in enumerate(epochs_i):
-        m = by_epoch[e]["models"][i]
-        rows.append({"phase": phase, "epoch": e, "model": f"M{i + 1}", "core dim": m["core_dim"],
-                     "on unit circle": f"{100 * m['unit_fraction']:.0f} %", "modes": len(m["modes"]),
-                     "frequencies": ", ".join(map(str, m["modes"])) or "—",
-                     "R²": round(m["r2"], 3),
-                     "R²_h": None if m["r2_heldout"] is None else round(m["r2_heldout"], 3)})
-display(pd.DataFrame(rows).set_index(["phase", "model"]))
+display(modular.phase_table(records, summary))
 
 # %% [markdown]
 # The last column, $R^2_h$, checks that the operator describes the shift rather than memorising

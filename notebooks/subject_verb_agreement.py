@@ -38,22 +38,28 @@
 # code runs on a GPU when there is one and spreads large models over several.
 
 # %% tags=["parameters"]
-models = ["smollm2-135m", "gemma3-270m"]  # offline names (corelib.lm.available_models()) or hub names
-n_per_number = 600       # singular prompts, and as many plural ones (the paper: 600 + 600)
-dataset_seed = 0         # draws of nouns, connectors and pads, shuffle and split
-layer_stride = 1         # sweep every layer_stride-th layer (and always the last one)
-sweep_modes = ["keep", "remove", "flip"]  # interventions evaluated at every swept layer
+# offline names (corelib.lm.available_models()) or hub names
+models = ["smollm2-135m", "gemma3-270m"]  # the language models
+n_per_number = 600       # singular prompts, as many plural (paper: 600)
+dataset_seed = 0         # draws of words and pads, shuffle and split
+layer_stride = 1         # sweep every layer_stride-th layer and the last
+# interventions evaluated at every swept layer
+sweep_modes = ["keep", "remove", "flip"]  # interventions swept
 batch_size = 200         # prompts per forward pass
 eps = 1e-8               # relative jitter of the ACE square-root factors
-max_new_tokens = 50      # tokens generated per steering prompt (the paper: 50)
+max_new_tokens = 50      # tokens per steering prompt (the paper: 50)
 control_new_tokens = 20  # tokens generated per control prompt
 n_display = 3            # sampled continuations shown side by side
-n_samples = 3            # sampled continuations per steering prompt (the paper: "several")
-gate = 0.2               # steer a token only if is/are/was/were hold this much probability
-#                          (the paper gates without a value; the reference code does not gate: 0)
-gate_grid = [0.1, 0.2, 0.3, 0.5]  # gates also measured for the table that justifies `gate`
-probe = 0.2              # strength of the probing pass that measures the local gain (reference code)
-epsilon = 1.0            # margin buffer of the flip, in logits (reference code)
+# sampled continuations per steering prompt (the paper: "several")
+n_samples = 3            # sampled continuations per steering prompt
+# steer a token only if is/are/was/were hold this much probability (the
+# paper gates without a value; the reference code does not gate: 0)
+gate = 0.2               # verb probability that lets steering act
+# gates also measured, for the table that justifies `gate`
+gate_grid = [0.1, 0.2, 0.3, 0.5]  # gates of the gate table
+# strength of the probing pass that measures the local gain (reference)
+probe = 0.2              # strength of the probing pass
+epsilon = 1.0            # margin buffer of the flip, logits (reference)
 cap = 50.0               # largest steering strength |s| (reference code)
 temperature = 1.0        # sampling (the paper: 1)
 top_k = 50               # (the paper: 50)
@@ -61,15 +67,12 @@ generation_seed = 0
 
 # %%
 import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
 from IPython.display import HTML, display
 from myst_nb import glue
 
-from corelib import claims
+from corelib import claims, plots
 from corelib.experiments import sva
 from corelib.lm import available_models
-from corelib.plots.sva import generation_html, sva_figure
 from corelib.tasks.sva import make_dataset
 
 params = sva.SVAParams.from_namespace(globals())
@@ -84,12 +87,7 @@ dataset = make_dataset(n_per_number, dataset_seed)
 # (`corelib.tasks.sva`). A few of them:
 
 # %%
-examples = pd.DataFrame({"prompt": dataset.prompts[:8],
-                         "head": np.where(dataset.plural[:8] == 1, "plural", "singular"),
-                         "template": dataset.template[:8]})
-display(examples)
-glue("n_prompts", len(dataset), display=False)
-glue("n_half", len(dataset.test), display=False)
+display(sva.example_prompts(dataset))
 print("offline models:", available_models())
 
 # %% [markdown]
@@ -122,26 +120,16 @@ print("offline models:", available_models())
 
 # %%
 summary = sva.run(params)
-claims.record("subject_verb_agreement", sva.claim_values(summary),  # for the claims page
-              settings=sva.paper_deviations(params))
-results = summary["models"]
-names = [m["model"] for m in results]
-glue("model_list", " and ".join(names), display=False)
-glue("base_min", min(m["auc"]["baseline"] for m in results), display=False)
-glue("base_max", max(m["auc"]["baseline"] for m in results), display=False)
-glue("keep_min", min(m["auc"]["keep"] for m in results), display=False)
-glue("remove_max", max(m["auc"]["remove"] for m in results), display=False)
-glue("flip_max", max(m["auc"]["flip"] for m in results), display=False)
-glue("gap_min", min(m["spectral_gap"] for m in results), display=False)
-glue("depth_min", min((m["chosen_layer"] + 1) / m["n_layers"] for m in results), display=False)
-glue("swept_text", ", ".join(f"{len(m['layers'])} of {m['n_layers']} layers ({m['model']})"
-                             for m in results), display=False)
-glue("sweep_modes_text", " and ".join(params.sweep_modes), display=False)
-glue("layers_text", ", ".join(f"{m['chosen_layer'] + 1} of {m['n_layers']} ({m['model']})"
-                              for m in results), display=False)
+claims.record(  # for the claims page
+    "subject_verb_agreement", sva.claim_values(summary),
+    settings=sva.paper_deviations(params))
 
-# %%
-fig = sva_figure(summary)
+# %% tags=["hide-input"]
+for name, value in sva.glue_values(params, summary, dataset).items():
+    glue(name, value, display=False)
+
+# %% tags=["hide-input"]
+fig = plots.figure_sva(summary)
 glue("fig_sva", fig, display=False)
 plt.close(fig)
 
@@ -187,16 +175,6 @@ display(tables["A7"])
 # the core pulls every prompt's agreement score towards zero, flipping it pushes most of them
 # below zero.
 
-# %%
-example = next(i for i, p in enumerate(dataset.split("test")[0]) if not dataset.split("test")[1][i])
-m0 = results[0]
-glue("ex_prompt", dataset.split("test")[0][example], display=False)
-glue("ex_model", m0["model"], display=False)
-glue("ex_base", m0["margins"]["baseline"][example], display=False)
-glue("ex_flip", m0["margins"]["flip"][example], display=False)
-glue("p_remove", summary["fisher_p"]["remove"], display=False)
-glue("p_flip", summary["fisher_p"]["flip"], display=False)
-
 # %% [markdown]
 # For instance, on "{glue:text}`ex_prompt`" {glue:text}`ex_model` has margin
 # {glue:text}`ex_base:.2f` (it prefers the singular verb, correctly); with the core flipped the
@@ -211,9 +189,6 @@ glue("p_flip", summary["fisher_p"]["flip"], display=False)
 
 # %%
 display(tables["A5"])
-pairs = summary["pairs"]
-glue("pearson_min", min((p["pearson"] for p in pairs), default=float("nan")), display=False)
-glue("spearman_min", min((p["spearman"] for p in pairs), default=float("nan")), display=False)
 
 # %% [markdown]
 # The models share no architecture details, tokenizer or training data, yet their agreement
@@ -256,29 +231,7 @@ glue("spearman_min", min((p["spearman"] for p in pairs), default=float("nan")), 
 # came out unchanged.
 
 # %%
-glue("gate_value", gate, display=False)
-glue("cap_value", cap, display=False)
-glue("probe_value", probe, display=False)
-glue("epsilon_value", epsilon, display=False)
-glue("n_steer", len(params.steering_prompts), display=False)
-glue("n_control", len(params.control_prompts), display=False)
-gate_rows = {m["model"]: pd.DataFrame(sva.gate_table(m["steering"])).set_index("gate") for m in results}
-gate_df = pd.concat(gate_rows, names=["model", "gate"])
-display(gate_df)
-passing = [g for g in params.gates if all(gate_rows[name].loc[g, "both criteria"] for name in names)]
-glue("gates_passing", ", ".join(f"{g:g}" for g in passing) or "none", display=False)
-glue("gate_grid_text", ", ".join(f"{g:g}" for g in params.gates), display=False)
-if not passing:
-    gate_verdict = "No threshold of the grid meets both criteria for every model."
-elif gate == passing[0]:
-    gate_verdict = (f"The chapter uses γ = {gate:g}, the smallest threshold of the grid that meets "
-                    "both criteria for every model.")
-elif gate in passing:
-    gate_verdict = f"The chapter uses γ = {gate:g}, which meets both criteria for every model."
-else:
-    gate_verdict = (f"The chapter uses γ = {gate:g}, which does not meet both criteria for every "
-                    "model; the table shows which thresholds do.")
-glue("gate_verdict", gate_verdict, display=False)
+display(sva.gate_frame(summary))
 
 # %% [markdown]
 # Thresholds of the grid ({glue:text}`gate_grid_text`) at which every model meets both steering
@@ -289,33 +242,8 @@ glue("gate_verdict", gate_verdict, display=False)
 # rows of the other thresholds show how sensitive the result is.
 
 # %%
-steer_rows = []
-for m in results:
-    s = m["steering"]
-    steer_rows.append({"model": m["model"], "decisions": s["inversion"]["decisions"],
-                       "inverted": s["inversion"]["inverted"],
-                       "inversion rate": s["inversion"]["rate"],
-                       "clean-verb decisions": s["inversion"]["clean_verb_decisions"],
-                       "clean-verb rate": s["inversion"]["rate_clean_verbs"],
-                       "decisions not steered": s["inversion"]["ungated_decisions"],
-                       "steered steps": s["inversion"]["steered_steps"],
-                       "control unchanged": f"{s['control_unchanged']}/{s['n_control']}",
-                       "control steered steps": s["control_steered_steps"]})
-steer_table = pd.DataFrame(steer_rows).set_index("model")
-display(steer_table)
-rates = [r["inversion rate"] for r in steer_rows if r["inversion rate"] is not None]
-glue("inv_min", min(rates) if rates else float("nan"), display=False)
-glue("decisions_total", int(steer_table["decisions"].sum()), display=False)
-strict = [r["clean-verb rate"] for r in steer_rows if r["clean-verb rate"] is not None]
-glue("strict_min", min(strict) if strict else float("nan"), display=False)
-controls = {m["model"]: sva.control_summary(m["steering"]) for m in results}
-glue("control_text", ", ".join(f"{sva.controls_text(c)} ({name})" for name, c in controls.items()),
-     display=False)
-changed = [r for c in controls.values() for r in c["rows"] if not r["unchanged"]]
-glue("control_changed", len(changed), display=False)
-glue("control_changed_verbs", sum(r["verbs in base text"] for r in changed), display=False)
-control_table = pd.concat({name: pd.DataFrame(c["rows"]) for name, c in controls.items()})
-display(control_table)
+display(sva.steering_table(summary))
+display(sva.control_table(summary))
 
 # %% [markdown]
 # At γ = {glue:text}`gate_value`, over {glue:text}`decisions_total` agreement decisions,
@@ -329,14 +257,9 @@ display(control_table)
 # paper's Figure 6: agreement verbs in bold, verbs whose number steering inverted highlighted.
 
 # %%
-glue("temperature_value", temperature, display=False)
-glue("top_k_value", top_k, display=False)
-boxes = []
-for m in results:
-    first_samples = [pair for pair in m["steering"]["sampled"] if pair["seed"] == generation_seed]
-    for pair in first_samples[:n_display]:
-        boxes.append(generation_html(pair["base"]["prompt"], pair, m["model"]))
-display(HTML("".join(boxes)))
+html = plots.generation_boxes_html(summary, n_display=n_display,
+                                   seed=generation_seed)
+display(HTML(html))
 
 # %% [markdown]
 # ### Under the paper's sampling, and beyond the four verbs
@@ -350,8 +273,6 @@ display(HTML("".join(boxes)))
 # {glue:text}`other_words_text`.
 
 # %%
-glue("n_samples_value", n_samples, display=False)
-glue("other_words_text", ", ".join(results[0]["steering"]["other_words"]["words"]), display=False)
 display(sva.sampling_table(summary))
 
 # %% [markdown]
@@ -363,8 +284,6 @@ display(sva.sampling_table(summary))
 # one of its models). The same prompts with our models, probabilities over the whole vocabulary:
 
 # %%
-for key in ("is_base", "is_flip", "are_base", "are_flip"):
-    glue(f"paper_{key}", f"{claims.claim(f'sva.key_{key}').value:g}", display=False)
 display(sva.flip_demo_table(summary))
 
 # %% [markdown]

@@ -565,3 +565,12 @@ def test_exercise_jacobian_solution():
     ns = run_solution("subject_verb_agreement", "sva-ex-jacobians")
     assert max((ns["jac"][l] - ns["jac2"][l]).abs().max().item() for l in (0, 1)) < 1e-6
     assert torch.allclose(ns["central"], ns["jac"][0] @ ns["v"], rtol=1e-2, atol=1e-3)
+
+
+def test_gate_verdict_names_how_the_chosen_gate_fares():
+    from corelib.experiments.sva import gate_verdict
+
+    assert gate_verdict(0.2, []).startswith("No threshold")
+    assert "the smallest threshold" in gate_verdict(0.2, [0.2, 0.3])
+    assert "which meets both criteria" in gate_verdict(0.3, [0.2, 0.3])
+    assert "does not meet" in gate_verdict(0.5, [0.2, 0.3])

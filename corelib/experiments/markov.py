@@ -80,11 +80,11 @@ class MarkovParams:
                            loss_positions="all", snapshot_every=self.epochs or 1, checkpoint_every=1)
 
 
-def make_data(p: MarkovParams) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+def make_data(params: MarkovParams) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Train and test (inputs, targets): inputs are tokens 0..L-2, targets tokens 1..L-1."""
     out = {}
-    for split, n, seed in (("train", p.n_train, p.train_seed), ("test", p.n_test, p.test_seed)):
-        seq = torch.from_numpy(markov.sample_sequences(p.chain, n, p.seq_len, seed))
+    for split, n, seed in (("train", params.n_train, params.train_seed), ("test", params.n_test, params.test_seed)):
+        seq = torch.from_numpy(markov.sample_sequences(params.chain, n, params.seq_len, seed))
         out[split] = (seq[:, :-1], seq[:, 1:])
     return out
 
@@ -98,14 +98,14 @@ def block_output(model: Transformer, inputs: torch.Tensor, layer: int = 0) -> to
     return cache[name]
 
 
-def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p: MarkovParams) -> dict:
+def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], params: MarkovParams) -> dict:
     """ACE, ablations and core dynamics of one trained model on the test set."""
     x, y = test
     layer = model.cfg.n_layers - 1
     h = block_output(model, x, layer)  # (n, T, D)
     flat = h.reshape(-1, h.shape[-1])
-    jac = ace.jacobians(model.readout(layer), flat, n_samples=p.n_jacobians, seed=p.jacobian_seed)
-    core = ace.extract(flat.double().cpu(), jac, energy=p.energy)
+    jac = ace.jacobians(model.readout(layer), flat, n_samples=params.n_jacobians, seed=params.jacobian_seed)
+    core = ace.extract(flat.double().cpu(), jac, energy=params.energy)
     acc = {
         mode: ablation_accuracy(model, x, y, hook_name=None if mode == "full" else resid_hook(layer),
                                 core=None if mode == "full" else core, mode=mode)
@@ -133,11 +133,11 @@ def compare_models(models: list[Transformer], analyses: list[dict]) -> list[dict
     return pairs
 
 
-def _summary(p: MarkovParams, analyses: list[dict], pairs: list[dict], histories: list[dict]) -> dict:
-    t = p.chain
+def _summary(params: MarkovParams, analyses: list[dict], pairs: list[dict], histories: list[dict]) -> dict:
+    t = params.chain
     target = markov.chain_eigenvalues(t)
     return {
-        "params": asdict(p),
+        "params": asdict(params),
         "bayes_accuracy": markov.bayes_accuracy(t),
         "chance_accuracy": markov.chance_accuracy(t),
         "oracle_r2": operators.oracle_r2(t),
@@ -155,7 +155,7 @@ def _summary(p: MarkovParams, analyses: list[dict], pairs: list[dict], histories
                 "r2": a["r2"],
                 "history": hist,
             }
-            for seed, a, hist in zip(p.seeds, analyses, histories)
+            for seed, a, hist in zip(params.seeds, analyses, histories)
         ],
         "pairs": pairs,
     }
@@ -238,4 +238,25 @@ def claim_values(summary: dict) -> dict:
         "markov.cca_mean": [float(np.mean(p["cca"])) for p in pairs],
         "markov.spectrum_error": [float("nan") if e is None else e for e in errors],
         "markov.r2_ratio": [m["r2"] / summary["oracle_r2"] for m in models],
+    }
+
+
+def glue_values(summary: dict) -> dict[str, object]:
+    """Every value the Markov chapter's prose quotes, by glue name."""
+    models, pairs = summary["models"], summary["pairs"]
+    errors = [m["spectrum_error"] for m in models]
+    return {
+        "bayes": summary["bayes_accuracy"], "chance": summary["chance_accuracy"], "n_models": len(models),
+        "ranks": ", ".join(str(m["rank"]) for m in models),
+        "acc_min": min(m["accuracy"]["full"] for m in models), "acc_max": max(m["accuracy"]["full"] for m in models),
+        "keep_min": min(m["accuracy"]["keep"] for m in models),
+        "remove_max": max(m["accuracy"]["remove"] for m in models),
+        "wcos_max": max(abs(pair["weight_cosine"]) for pair in pairs),
+        "overlap_min": min(pair["overlap"] for pair in pairs), "overlap_max": max(pair["overlap"] for pair in pairs),
+        "angle_min": min(min(pair["angles"]) for pair in pairs),
+        "angle_max": max(max(pair["angles"]) for pair in pairs),
+        "cca2_min": min(min(pair["cca"][:2]) for pair in pairs),
+        "cca_mean_min": min(float(np.mean(pair["cca"])) for pair in pairs),
+        "spec_err_max": max(errors) if None not in errors else float("nan"),
+        "r2_ratio_min": min(m["r2"] / summary["oracle_r2"] for m in models), "oracle_r2": summary["oracle_r2"],
     }

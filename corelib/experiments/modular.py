@@ -121,19 +121,19 @@ class ModularParams:
         return {**{k: getattr(self, k) for k in keep}, "rank_search": "scan", "shift_fit": "reference"}
 
 
-def make_data(p: ModularParams) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    (x_tr, y_tr), (x_te, y_te) = modular_addition_split(p.p, p.train_fraction, p.split_seed,
-                                                            p.split_permutation)
+def make_data(params: ModularParams) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    (x_tr, y_tr), (x_te, y_te) = modular_addition_split(params.p, params.train_fraction, params.split_seed,
+                                                            params.split_permutation)
     return {"train": (x_tr, y_tr), "test": (x_te, y_te)}
 
 
-def _arm_dir(p: ModularParams, arm: str) -> Path:
+def _arm_dir(params: ModularParams, arm: str) -> Path:
     if arm not in ARMS:
         raise ValueError(f"unknown arm {arm!r}; choose one of {ARMS}.")
-    root = run_dir("modular", p.training_identity())
+    root = run_dir("modular", params.training_identity())
     if arm == "wd":
         return root / "wd"
-    return root / f"branch_{p.branch_epoch}_wd{p.branch_weight_decay:g}"
+    return root / f"branch_{params.branch_epoch}_wd{params.branch_weight_decay:g}"
 
 
 def train_arm(p: ModularParams, arm: str, epochs: int, *, progress: bool = True) -> Path:
@@ -162,7 +162,7 @@ def last_position_output(model: Transformer, x: torch.Tensor) -> torch.Tensor:
     return cache[name][:, -1]
 
 
-def _model_core(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p: ModularParams):
+def _model_core(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], params: ModularParams):
     """ACE of one model at full rank, its energy rank, and its accuracy under an intervention.
 
     Returns ``(h, full, r_energy, accuracy)``: the last-position outputs (N, D) in float64, the
@@ -172,7 +172,7 @@ def _model_core(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p: 
     x, y = test
     layer = model.cfg.n_layers - 1
     h = last_position_output(model, x)
-    jac = ace.jacobians(model.readout(layer), h, n_samples=p.n_jacobians, seed=p.jacobian_seed)
+    jac = ace.jacobians(model.readout(layer), h, n_samples=params.n_jacobians, seed=params.jacobian_seed)
     hd = h.double().cpu()
     full = ace.extract(hd, jac, rank=h.shape[1])
 
@@ -180,10 +180,10 @@ def _model_core(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p: 
         return ablation_accuracy(model, x, y, hook_name=None if core is None else resid_hook(layer),
                                  core=core, mode=mode, positions="last", score_positions="last")
 
-    return hd, full, ace.energy_rank(full.singular_values, p.energy), accuracy
+    return hd, full, ace.energy_rank(full.singular_values, params.energy), accuracy
 
 
-def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p: ModularParams) -> dict:
+def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], params: ModularParams) -> dict:
     """Everything Figures 2 and 3 need about one model at one snapshot.
 
     Returns numbers and small arrays: test accuracy, energy / necessary / sufficient rank, the
@@ -193,16 +193,17 @@ def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p
     occupied rotational frequency bins.
     """
     y = test[1]
-    hd, full, r_energy, accuracy = _model_core(model, test, p)
+    hd, full, r_energy, accuracy = _model_core(model, test, params)
     baseline = accuracy(None)
-    necessary, sufficient = refine_rank(full, accuracy, baseline=baseline, chance_level=p.chance_level,
+    necessary, sufficient = refine_rank(full, accuracy, baseline=baseline, chance_level=params.chance_level,
                                         start_rank=r_energy)
     dim = necessary if necessary is not None else r_energy
     core = full.truncate(dim)
-    centroids = operators.class_centroids(core.coords(hd.numpy()), y[:, -1].numpy(), p.p)
+    centroids = operators.class_centroids(core.coords(hd.numpy()), y[:, -1].numpy(), params.p)
     fit = operators.fit_shift_operator(centroids)
-    held = operators.fit_shift_operator(centroids, ridge=p.ridge,
-                                        holdout=operators.holdout_block(p.p, p.holdout_fraction, p.holdout_seed))
+    held = operators.fit_shift_operator(centroids, ridge=params.ridge,
+                                        holdout=operators.holdout_block(params.p, params.holdout_fraction,
+                                                                        params.holdout_seed))
     return {
         "test_acc": baseline,
         "energy_rank": r_energy,
@@ -213,21 +214,21 @@ def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p
         "remove_acc": accuracy(core, "remove"),
         "r2": fit.r2,
         "r2_heldout": held.r2_heldout,
-        "unit_fraction": operators.unit_circle_fraction(fit.eigenvalues, p.p),
-        "modes": operators.rotational_modes(fit.eigenvalues, p.p).tolist(),
+        "unit_fraction": operators.unit_circle_fraction(fit.eigenvalues, params.p),
+        "modes": operators.rotational_modes(fit.eigenvalues, params.p).tolist(),
         "eigenvalues": np.stack([fit.eigenvalues.real, fit.eigenvalues.imag], axis=1).tolist(),
         "operator": fit.A.tolist(),
         "singular_values": full.singular_values.tolist(),
     }
 
 
-def _arm_snapshots(p: ModularParams, arm: str, epochs: int, progress: bool) -> tuple[Path, list[int]]:
+def _arm_snapshots(params: ModularParams, arm: str, epochs: int, progress: bool) -> tuple[Path, list[int]]:
     """An arm's run folder and its snapshot epochs up to ``epochs`` (training the arm first if needed)."""
-    folder = train_arm(p, arm, epochs, progress=progress)
+    folder = train_arm(params, arm, epochs, progress=progress)
     return folder, [e for e in snapshot_epochs(folder) if e <= epochs]
 
 
-def centroid_spectra(p: ModularParams, arm: str, epochs: int, *, share: float = 0.9,
+def centroid_spectra(params: ModularParams, arm: str, epochs: int, *, share: float = 0.9,
                      progress: bool = True) -> dict[str, np.ndarray]:
     """Fourier content of each model's answer-class centroids at every snapshot of an arm.
 
@@ -240,42 +241,43 @@ def centroid_spectra(p: ModularParams, arm: str, epochs: int, *, share: float = 
         ``epoch`` (E,), ``shares`` (E, models, p // 2) and ``count`` (E, models): the fewest
         frequencies holding ``share`` of the variance.
     """
-    folder, wanted = _arm_snapshots(p, arm, epochs, progress)
-    x, y = make_data(p)["test"]
+    folder, wanted = _arm_snapshots(params, arm, epochs, progress)
+    x, y = make_data(params)["test"]
     shares = []
     for e in tqdm(wanted, desc=f"centroid spectra {arm}", disable=not progress, leave=False):
         stack = load_snapshot(folder, e, default_device())
         shares.append([
             operators.cycle_spectrum(operators.class_centroids(
-                last_position_output(stack.model(i), x).double().cpu().numpy(), y[:, -1].numpy(), p.p))
+                last_position_output(stack.model(i), x).double().cpu().numpy(), y[:, -1].numpy(), params.p))
             for i in range(len(stack))])
     shares = np.array(shares)
     count = np.array([[operators.frequency_count(s, share) for s in row] for row in shares])
     return {"epoch": np.array(wanted), "shares": shares, "count": count}
 
 
-def removal_curves(p: ModularParams, arm: str, epoch: int, *, progress: bool = True) -> dict[str, np.ndarray]:
+def removal_curves(params: ModularParams, arm: str, epoch: int, *, progress: bool = True) -> dict[str, np.ndarray]:
     """Core-removed and core-only test accuracy at every rank, for each model at one snapshot.
 
     What the rank searches of :func:`analyse_model` scan, computed for every rank 1..d_model:
-    the necessary rank is where ``remove`` first falls to ``p.chance_level``, the sufficient rank
+    the necessary rank is where ``remove`` first falls to ``params.chance_level``, the sufficient rank
     where ``keep`` first reaches the baseline. Cached next to the snapshot's analysis.
 
     Returns:
         ``rank`` (d_model,), ``remove`` and ``keep`` (models, d_model), ``energy_rank`` (models,).
     """
-    path = _analysis_path(p, arm, epoch).with_name(f"removal_curves_{epoch:06d}.json")
+    path = _analysis_path(params, arm, epoch).with_name(f"removal_curves_{epoch:06d}.json")
     # Checked before any training it would start; the chapters' horizons are snapshots too.
-    if not any(p.stack_config(arm, horizon).is_snapshot(epoch) for horizon in (p.epochs, p.long_epochs)):
-        raise ValueError(f"epoch {epoch} is not a snapshot (every {p.snapshot_every} epochs up to epoch "
-                         f"{p.late_after}, then every {p.snapshot_every_late}): choose one of those epochs.")
+    horizons = (params.epochs, params.long_epochs)
+    if not any(params.stack_config(arm, horizon).is_snapshot(epoch) for horizon in horizons):
+        raise ValueError(f"epoch {epoch} is not a snapshot (every {params.snapshot_every} epochs up to epoch "
+                         f"{params.late_after}, then every {params.snapshot_every_late}): choose one of those epochs.")
     if not path.exists():
-        folder, _ = _arm_snapshots(p, arm, epoch, progress)
+        folder, _ = _arm_snapshots(params, arm, epoch, progress)
         stack = load_snapshot(folder, epoch, default_device())
-        test = make_data(p)["test"]
+        test = make_data(params)["test"]
         out = {"remove": [], "keep": [], "energy_rank": []}
         for i in tqdm(range(len(stack)), desc=f"removal curves {arm} {epoch}", disable=not progress, leave=False):
-            _, full, r_energy, accuracy = _model_core(stack.model(i), test, p)
+            _, full, r_energy, accuracy = _model_core(stack.model(i), test, params)
             for mode in ("remove", "keep"):
                 out[mode].append(ablation_curve(full, accuracy, mode).tolist())
             out["energy_rank"].append(r_energy)
@@ -308,39 +310,39 @@ def mean_rank(ranks: Sequence[int | None]) -> float:
     return float(np.mean([np.nan if r is None else r for r in ranks]))
 
 
-def _analysis_path(p: ModularParams, arm: str, epoch: int) -> Path:
-    return _arm_dir(p, arm) / f"analysis_{params_key(p.analysis_identity())}" / f"epoch_{epoch:06d}.json"
+def _analysis_path(params: ModularParams, arm: str, epoch: int) -> Path:
+    return _arm_dir(params, arm) / f"analysis_{params_key(params.analysis_identity())}" / f"epoch_{epoch:06d}.json"
 
 
-def analyse_arm(p: ModularParams, arm: str, epochs: int, *, progress: bool = True) -> list[dict]:
+def analyse_arm(params: ModularParams, arm: str, epochs: int, *, progress: bool = True) -> list[dict]:
     """Analyse every snapshot of an arm up to ``epochs`` (cached per snapshot); one record each.
 
     A record is ``{"epoch": e, "models": [analysis of each seed]}``.
     """
-    folder, wanted = _arm_snapshots(p, arm, epochs, progress)
-    test = make_data(p)["test"]
+    folder, wanted = _arm_snapshots(params, arm, epochs, progress)
+    test = make_data(params)["test"]
     records = []
     device = default_device()
     for e in tqdm(wanted, desc=f"analyse {arm}", disable=not progress, leave=False):
-        path = _analysis_path(p, arm, e)
+        path = _analysis_path(params, arm, e)
         if path.exists():
             records.append(load_json(path))
             continue
         stack = load_snapshot(folder, e, device)
-        record = {"epoch": e, "models": [analyse_model(stack.model(i), test, p) for i in range(len(stack))]}
+        record = {"epoch": e, "models": [analyse_model(stack.model(i), test, params) for i in range(len(stack))]}
         path.parent.mkdir(parents=True, exist_ok=True)
         save_json(path, record)
         records.append(load_json(path))
     return records
 
 
-def history(p: ModularParams, arm: str, until: int | None = None) -> dict:
+def history(params: ModularParams, arm: str, until: int | None = None) -> dict:
     """Per-epoch loss and accuracies of an arm's seeds, up to epoch ``until`` (default: all).
 
     Read from the arm's latest checkpoint, which may lie beyond the horizon a chapter asked for
     when a longer run was trained before: ``until`` keeps the chapter to its own horizon.
     """
-    hist = load_history(_arm_dir(p, arm))
+    hist = load_history(_arm_dir(params, arm))
     if until is None:
         return hist
     n = sum(e <= until for e in hist["epoch"])
@@ -446,20 +448,20 @@ def _pooled_fraction(models: list[dict], p: int) -> float:
     return operators.unit_circle_fraction(eig[:, 0] + 1j * eig[:, 1], p) if len(eig) else float("nan")
 
 
-def emergence_summary(p: ModularParams, records: list[dict]) -> dict:
+def emergence_summary(params: ModularParams, records: list[dict]) -> dict:
     """The numbers of Figure 2: grokking epochs, ablations after them, unit-circle snap, modes."""
-    groks = model_grokking_epochs(records, p.grok_threshold)
+    groks = model_grokking_epochs(records, params.grok_threshold)
     phases = phase_epochs(records, groks)
     at_phase = {k: _at_phase(records, e) for k, e in phases.items()}
     after = [r["models"][i] for r in records for i, g in enumerate(groks) if g is not None and r["epoch"] >= g]
     keep_ratio = [m["keep_acc"] / m["test_acc"] for m in after]
     return {
-        "grok_epoch": grokking_epoch(records, p.grok_threshold),
+        "grok_epoch": grokking_epoch(records, params.grok_threshold),
         "model_grok_epochs": groks,
         "phases": phases,
         "post_grok_keep_ratio_min": min(keep_ratio) if keep_ratio else None,
         "post_grok_remove_max": max((m["remove_acc"] for m in after), default=None),
-        "unit_fraction": {k: _pooled_fraction(ms, p.p) for k, ms in at_phase.items()},
+        "unit_fraction": {k: _pooled_fraction(ms, params.p) for k, ms in at_phase.items()},
         "modes": {k: [len(m["modes"]) for m in ms] for k, ms in at_phase.items()},
         "core_dim": {k: [m["core_dim"] for m in ms] for k, ms in at_phase.items()},
         "eigenvalues": {k: [m["eigenvalues"] for m in ms] for k, ms in at_phase.items()},
@@ -497,43 +499,44 @@ def _mean_at(records: list[dict], epoch: int, key: str, min_acc: float = 0.0) ->
     return float(np.mean([np.nan if v is None else v for v in vals])) if vals else float("nan")
 
 
-def inflation_summary(p: ModularParams, wd: list[dict], no_wd: list[dict]) -> dict:
+def inflation_summary(params: ModularParams, wd: list[dict], no_wd: list[dict]) -> dict:
     """The numbers of Figure 3: core dimension and mode counts of both arms, start vs end.
 
     "Start" is the first snapshot of the no-weight-decay arm (the branch epoch), where the arms
     are still one model; "end" is the last snapshot both arms have. Means are over all models, as
     in the paper; ``*_end_working`` are over the models that do the task at the end (test accuracy
-    at least ``p.grok_threshold``; ``n_working_end`` of them), which leaves out a model caught in
+    at least ``params.grok_threshold``; ``n_working_end`` of them), which leaves out a model caught in
     a loss spike (see :func:`training_collapses`).
     """
     start = no_wd[0]["epoch"]
     end = min(wd[-1]["epoch"], no_wd[-1]["epoch"])
-    out = {"start": start, "end": end, "grok_epoch": grokking_epoch(wd, p.grok_threshold)}
+    out = {"start": start, "end": end, "grok_epoch": grokking_epoch(wd, params.grok_threshold)}
     for arm, recs in (("wd", wd), ("no_wd", no_wd)):
         out[arm] = {
             f"{key}_{when}": _mean_at(recs, e, key)
             for key in ("core_dim", "necessary_rank", "sufficient_rank", "modes", "test_acc")
             for when, e in (("start", start), ("end", end))
         }
-        out[arm].update({f"{key}_end_working": _mean_at(recs, end, key, p.grok_threshold)
+        out[arm].update({f"{key}_end_working": _mean_at(recs, end, key, params.grok_threshold)
                          for key in ("core_dim", "modes")})
         last = next(r for r in recs if r["epoch"] == end)
-        out[arm]["n_working_end"] = sum(m["test_acc"] >= p.grok_threshold for m in last["models"])
+        out[arm]["n_working_end"] = sum(m["test_acc"] >= params.grok_threshold for m in last["models"])
     return out
 
 
-def emergence_claim_values(s: dict) -> dict:
+def emergence_claim_values(summary: dict) -> dict:
     """The measured values of the paper's modular-addition claims (see :mod:`corelib.claims`)."""
     nan = float("nan")
     return {
-        "modular.grok_epoch": nan if s["grok_epoch"] is None else s["grok_epoch"],
-        "modular.keep_ratio": nan if s["post_grok_keep_ratio_min"] is None else s["post_grok_keep_ratio_min"],
-        "modular.remove_accuracy": nan if s["post_grok_remove_max"] is None else s["post_grok_remove_max"],
-        "modular.unit_before": s["unit_fraction"]["before"],
-        "modular.unit_after": s["unit_fraction"]["after"],
-        "modular.modes_at_grok": s["modes"]["at"] if None not in s["model_grok_epochs"] else [nan],
-        "modular.core_settles": nan if None in (s["core_dim_compact"], s["grok_epoch"])
-        else s["core_dim_compact"] - s["grok_epoch"],
+        "modular.grok_epoch": nan if summary["grok_epoch"] is None else summary["grok_epoch"],
+        "modular.keep_ratio": (nan if summary["post_grok_keep_ratio_min"] is None
+                               else summary["post_grok_keep_ratio_min"]),
+        "modular.remove_accuracy": nan if summary["post_grok_remove_max"] is None else summary["post_grok_remove_max"],
+        "modular.unit_before": summary["unit_fraction"]["before"],
+        "modular.unit_after": summary["unit_fraction"]["after"],
+        "modular.modes_at_grok": summary["modes"]["at"] if None not in summary["model_grok_epochs"] else [nan],
+        "modular.core_settles": nan if None in (summary["core_dim_compact"], summary["grok_epoch"])
+        else summary["core_dim_compact"] - summary["grok_epoch"],
     }
 
 
@@ -542,9 +545,9 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b and np.isfinite(b) else float("nan")
 
 
-def inflation_claim_values(s: dict) -> dict:
+def inflation_claim_values(summary: dict) -> dict:
     """The measured values of the paper's core-inflation claims (see :mod:`corelib.claims`)."""
-    wd, no = s["wd"], s["no_wd"]
+    wd, no = summary["wd"], summary["no_wd"]
     return {
         "inflation.core_dim_grok": wd["core_dim_start"],
         "inflation.core_dim_end": wd["core_dim_end"],
@@ -554,3 +557,143 @@ def inflation_claim_values(s: dict) -> dict:
         "inflation.arm_dim_gap": wd["core_dim_end"] - no["core_dim_end"],
         "inflation.arm_mode_gap": wd["modes_end"] - no["modes_end"],
     }
+
+
+# --------------------------------------------------------------------------- what the chapters quote
+
+
+def _listed(values: Sequence) -> str:
+    return ", ".join("none" if v is None else str(v) for v in values)
+
+
+def phase_table(records: list[dict], summary: dict) -> "pandas.DataFrame":
+    """Each model before, at and after its own grokking: core dimension, unit-circle share, modes, R²."""
+    import pandas as pd
+
+    by_epoch = {r["epoch"]: r for r in records}
+    rows = []
+    for phase, epochs in summary["phases"].items():
+        for i, epoch in enumerate(epochs):
+            m = by_epoch[epoch]["models"][i]
+            rows.append({"phase": phase, "epoch": epoch, "model": f"M{i + 1}", "core dim": m["core_dim"],
+                         "on unit circle": f"{100 * m['unit_fraction']:.0f} %", "modes": len(m["modes"]),
+                         "frequencies": ", ".join(map(str, m["modes"])) or "—", "R²": round(m["r2"], 3),
+                         "R²_h": None if m["r2_heldout"] is None else round(m["r2_heldout"], 3)})
+    return pd.DataFrame(rows).set_index(["phase", "model"])
+
+
+def emergence_glue_values(params: ModularParams, summary: dict) -> dict[str, object]:
+    """Every value the modular-addition chapter's prose quotes, by glue name."""
+    nan = float("nan")
+    values = {
+        "snapshot_every": params.snapshot_every, "energy_pct": round(100 * params.energy),
+        "grok_epoch": nan if summary["grok_epoch"] is None else summary["grok_epoch"],
+        "n_models": len(params.seeds), "final_acc_min": min(summary["final"]["test_acc"]),
+        "keep_ratio_min": summary["post_grok_keep_ratio_min"] or nan,
+        "remove_max": nan if summary["post_grok_remove_max"] is None else summary["post_grok_remove_max"],
+        "chance2": params.chance_level, "model_groks": _listed(summary["model_grok_epochs"]),
+        "suff_final": _listed(summary["final"]["sufficient_rank"]),
+        "energy_final": _listed(summary["final"]["energy_rank"]),
+    }
+    for phase in ("before", "at", "after"):
+        values[f"epoch_{phase}"] = _listed(summary["phases"][phase])
+        values[f"frac_{phase}"] = 100 * summary["unit_fraction"][phase]
+        values[f"modes_{phase}"] = _listed(summary["modes"][phase])
+        values[f"dim_{phase}"] = _listed(summary["core_dim"][phase])
+    return values
+
+
+def necessary_ranks(records: list[dict], epoch: int) -> list[int | None]:
+    """Each model's necessary rank at ``epoch``."""
+    return [m["necessary_rank"] for m in next(r for r in records if r["epoch"] == epoch)["models"]]
+
+
+def _trend_verdict(kept_start: float, kept_end: float, removed_end: float, what: str, epochs: int) -> str:
+    """One sentence comparing this build's trend with the paper's."""
+    if kept_end > kept_start and kept_end > removed_end:
+        return f"As in the paper, the {what} grew under weight decay and ended above the arm without it."
+    return (f"Unlike the paper's 20 000-epoch run, over these {epochs} epochs the {what} did not grow under "
+            f"weight decay beyond the arm without it ({kept_start:.1f} → {kept_end:.1f} with, "
+            f"{removed_end:.1f} without).")
+
+
+def _collapse_sentence(stats: dict, who: str) -> str:
+    """What the collapse counts of one arm say."""
+    if stats["per_model"] == 0:
+        return f"no model {who} lost its training fit"
+    return (f"each model {who} lost its training fit {stats['per_model']:.1f} times on average and spent "
+            f"{stats['percent']:.0f} % of those epochs in a collapse (the longest lasted {stats['longest']} epochs)")
+
+
+def _mean_core_at(curves: dict, level: float) -> float:
+    return mean_rank(first_rank_at_or_below(curves, level))
+
+
+def inflation_notes(params: ModularParams, summary: dict, curves: dict[str, dict], loose_level: float) -> dict:
+    """Why a core-inflation claim may differ, when this build knows: for the claims page."""
+    notes = {}
+    wd, no_wd, n = summary["wd"], summary["no_wd"], len(params.seeds)
+    if wd["n_working_end"] < n:
+        notes["inflation.arm_dim_gap"] = notes["inflation.arm_mode_gap"] = (
+            f"at epoch {summary['end']} only {wd['n_working_end']} of {n} weight-decay models reach test "
+            f"accuracy {params.grok_threshold} (long runs with weight decay have loss spikes; the chapter shows them)")
+    loose = {arm: _mean_core_at(c, loose_level) for arm, c in curves.items()}
+    if no_wd["core_dim_end"] >= wd["core_dim_end"] and loose["no_wd"] < loose["wd"]:
+        notes.setdefault("inflation.arm_dim_gap", (
+            f"at the threshold 2/p a residue of the answer just above it sets the no-weight-decay ranks; at "
+            f"{loose_level} the cores are {loose['wd']:.1f} (kept) and {loose['no_wd']:.1f} (removed): "
+            "see 'What the necessary rank counts'"))
+    return notes
+
+
+def _frequency_values(params: ModularParams, summary: dict, spectra: dict[str, dict]) -> dict[str, object]:
+    values = {}
+    for arm, short in (("wd", "wd"), ("no_wd", "no")):
+        spectrum = spectra[arm]
+        for when in ("start", "end"):
+            values[f"{short}_frequencies_{when}"] = float(spectrum["count"][spectrum["epoch"] == summary[when]].mean())
+    more = values["no_frequencies_end"] > values["wd_frequencies_end"]
+    values["frequency_verdict"] = (
+        "more frequencies in the representation than keeping it, the opposite of the direction of the paper's "
+        "mode count" if more else
+        "no more frequencies in the representation than keeping it, as the paper's mode count would suggest")
+    values["frequencies_init"] = float(spectra["wd"]["count"][0].mean())
+    values["frequencies_max"] = params.p // 2
+    return values
+
+
+def inflation_glue_values(params: ModularParams, chapter: dict) -> dict[str, object]:
+    """Every value the core-inflation chapter's prose quotes, by glue name.
+
+    ``chapter`` holds ``summary`` (:func:`inflation_summary`), ``arms``, ``histories``, ``curves``
+    and ``spectra`` (per arm), and the chapter's ``collapse_threshold``, ``loose_level`` and
+    ``frequency_share``.
+    """
+    summary, curves = chapter["summary"], chapter["curves"]
+    wd, no = summary["wd"], summary["no_wd"]
+    start, end, loose = summary["start"], summary["end"], chapter["loose_level"]
+    values = {f"wd_{k}": v for k, v in wd.items()} | {f"no_{k}": v for k, v in no.items()}
+    values |= {"start": start, "end": end, "grok_threshold": params.grok_threshold,
+               "branch_epoch": params.branch_epoch, "long_epochs": params.long_epochs,
+               "paper_long_epochs": ModularParams().long_epochs, "n_models": len(params.seeds),
+               "collapse_threshold": chapter["collapse_threshold"], "loose_level": loose,
+               "chance_level": params.chance_level, "frequency_share": chapter["frequency_share"]}
+    values["verdict_dim"] = _trend_verdict(wd["core_dim_start"], wd["core_dim_end"], no["core_dim_end"],
+                                           "core dimension", end - start)
+    values["verdict_modes"] = _trend_verdict(wd["modes_start"], wd["modes_end"], no["modes_end"], "mode count",
+                                             end - start)
+    gap_start = wd["necessary_rank_start"] - wd["sufficient_rank_start"]
+    gap_end = wd["necessary_rank_end"] - wd["sufficient_rank_end"]
+    values |= {"wd_gap_start": gap_start, "wd_gap_end": gap_end,
+               "no_gap_end": no["necessary_rank_end"] - no["sufficient_rank_end"],
+               "verdict_gap": "widened, as in the paper" if gap_end > gap_start else "did not widen over this horizon"}
+    for arm, short, who in (("wd", "wd", "with weight decay"), ("no_wd", "no", "without weight decay")):
+        stats = collapse_summary(chapter["histories"][arm], start, end, chapter["collapse_threshold"])
+        values[f"{short}_collapse_sentence"] = _collapse_sentence(stats, who)
+        values[f"{short}_necessary_end_list"] = _listed(necessary_ranks(chapter["arms"][arm], end))
+        values[f"{short}_loose_end_list"] = _listed(first_rank_at_or_below(curves[arm], loose))
+    values["threshold_comparison"] = "; ".join(
+        f"at {level:.3g} the mean core dimension is {_mean_core_at(curves['wd'], level):.1f} "
+        f"with weight decay and {_mean_core_at(curves['no_wd'], level):.1f} without"
+        for level in (params.chance_level, 0.05, loose))
+    return values | _frequency_values(params, summary, chapter["spectra"])

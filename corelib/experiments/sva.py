@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import asdict, dataclass, fields
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -336,24 +337,24 @@ def intervened_margins(lm: LanguageModel, prompts: list[str], cores: dict[int, C
 
 # --------------------------------------------------------------------------- one model
 
-def analyse_model(lm: LanguageModel, ds: SVADataset, p: SVAParams, *, progress: bool = True) -> dict:
+def analyse_model(lm: LanguageModel, ds: SVADataset, params: SVAParams, *, progress: bool = True) -> dict:
     """Layer sweep, chosen layer, coordinates, prompt-level scores and steering of one model."""
     train_prompts, _ = ds.split("train")
     test_prompts, plural = ds.split("test")
-    layers = sweep_layers(lm.n_layers, p.layer_stride)
-    cores = layer_cores(lm, train_prompts, layers, batch_size=p.batch_size, eps=p.eps,
+    layers = sweep_layers(lm.n_layers, params.layer_stride)
+    cores = layer_cores(lm, train_prompts, layers, batch_size=params.batch_size, eps=params.eps,
                         progress=progress)
-    test_batches = prefix_batches(lm, test_prompts, batch_size=p.batch_size, progress=progress)
-    m = intervened_margins(lm, test_prompts, cores, {layer: p.sweep_modes for layer in layers},
-                           batch_size=p.batch_size, batches=test_batches, progress=progress)
+    test_batches = prefix_batches(lm, test_prompts, batch_size=params.batch_size, progress=progress)
+    m = intervened_margins(lm, test_prompts, cores, {layer: params.sweep_modes for layer in layers},
+                           batch_size=params.batch_size, batches=test_batches, progress=progress)
     baseline = auc(m["baseline"], plural)
-    sweep = {mode: [auc(m[(layer, mode)], plural) for layer in layers] for mode in p.sweep_modes}
+    sweep = {mode: [auc(m[(layer, mode)], plural) for layer in layers] for mode in params.sweep_modes}
     effect = [baseline - a for a in sweep["flip"]]
     chosen = layers[int(np.argmax(effect))]
-    missing = tuple(mode for mode in MODES if mode not in p.sweep_modes)
+    missing = tuple(mode for mode in MODES if mode not in params.sweep_modes)
     if missing:
         m.update(intervened_margins(lm, test_prompts, {chosen: cores[chosen]}, {chosen: missing},
-                                    batch_size=p.batch_size, batches=test_batches,
+                                    batch_size=params.batch_size, batches=test_batches,
                                     progress=progress))
     core = cores[chosen]
     coords = core.coords(m["acts"][chosen])[:, 0]
@@ -419,14 +420,14 @@ def flip_demo(lm: LanguageModel, core: Core, layer: int, prompts=FLIP_DEMO_PROMP
     return rows
 
 
-def steering_run(lm: LanguageModel, analysis: dict, p: SVAParams, *, progress: bool = True) -> dict:
+def steering_run(lm: LanguageModel, analysis: dict, params: SVAParams, *, progress: bool = True) -> dict:
     """Base and steered generations of the steering and control prompts, at every gate.
 
     Greedy continuations of the steering and control prompts are generated unsteered (once) and
-    steered at every gate of ``p.gates``; every steering prompt is also continued ``n_samples``
-    times by sampling (temperature, top-k), unsteered and steered at ``p.gate``, each sample with
+    steered at every gate of ``params.gates``; every steering prompt is also continued ``n_samples``
+    times by sampling (temperature, top-k), unsteered and steered at ``params.gate``, each sample with
     its own seed. All run as one batch (:func:`corelib.steering.generate_batch`; the requests of
-    a prompt and seed share a row until their gates disagree). The pairs of ``p.gate`` are stored
+    a prompt and seed share a row until their gates disagree). The pairs of ``params.gate`` are stored
     under ``greedy``, ``sampled`` and ``control``; the steered texts of every gate under
     ``gate_sweep``. Inversion rates (:func:`corelib.steering.inversion_stats`) are given for the
     greedy and the sampled generations, with the unsteered samples' rate (what sampling alone
@@ -434,29 +435,30 @@ def steering_run(lm: LanguageModel, analysis: dict, p: SVAParams, *, progress: b
     verbs; ``flip_demo`` holds :func:`flip_demo`.
     """
     core, layer = core_of(analysis), analysis["chosen_layer"]
-    greedy_jobs = [(q, "greedy", p.max_new_tokens) for q in p.steering_prompts]
-    greedy_jobs += [(q, "control", p.control_new_tokens) for q in p.control_prompts]
-    samples = [(q, p.generation_seed + k) for q in p.steering_prompts for k in range(p.n_samples)]
-    rows = [(q, None, n, True, p.generation_seed) for q, _, n in greedy_jobs]
-    rows += [(q, p.steering_at(g), n, True, p.generation_seed) for g in p.gates for q, _, n in greedy_jobs]
-    rows += [(q, cfg, p.max_new_tokens, False, seed) for cfg in (None, p.steering) for q, seed in samples]
+    greedy_jobs = [(q, "greedy", params.max_new_tokens) for q in params.steering_prompts]
+    greedy_jobs += [(q, "control", params.control_new_tokens) for q in params.control_prompts]
+    samples = [(q, params.generation_seed + k) for q in params.steering_prompts for k in range(params.n_samples)]
+    rows = [(q, None, n, True, params.generation_seed) for q, _, n in greedy_jobs]
+    rows += [(q, params.steering_at(g), n, True, params.generation_seed)
+             for g in params.gates for q, _, n in greedy_jobs]
+    rows += [(q, cfg, params.max_new_tokens, False, seed) for cfg in (None, params.steering) for q, seed in samples]
     gens = generate_batch(lm, [r[0] for r in rows], core=core, layer=layer,
                           configs=[r[1] for r in rows], max_new_tokens=[r[2] for r in rows],
-                          greedy=[r[3] for r in rows], temperature=p.temperature, top_k=p.top_k,
+                          greedy=[r[3] for r in rows], temperature=params.temperature, top_k=params.top_k,
                           seed=[r[4] for r in rows], progress=progress)
     n = len(greedy_jobs)
-    tail = gens[n * (len(p.gates) + 1):]
+    tail = gens[n * (len(params.gates) + 1):]
     base_s, steered_s = tail[:len(samples)], tail[len(samples):]
     counterpart = number_word_counterparts(lm)
     gens = [g.to_dict() for g in gens]
-    base, by_gate = gens[:n], {g: gens[n * (k + 1):n * (k + 2)] for k, g in enumerate(p.gates)}
-    out = {"gate": float(p.gate), "greedy": [], "control": [],
+    base, by_gate = gens[:n], {g: gens[n * (k + 1):n * (k + 2)] for k, g in enumerate(params.gates)}
+    out = {"gate": float(params.gate), "greedy": [], "control": [],
            "sampled": [{"base": b.to_dict(), "steered": s.to_dict(), "seed": seed}
                        for b, s, (_, seed) in zip(base_s, steered_s, samples)],
-           "gate_sweep": {str(g): {"greedy": [], "control": []} for g in p.gates}}
+           "gate_sweep": {str(g): {"greedy": [], "control": []} for g in params.gates}}
     for k, (_, kind, _) in enumerate(greedy_jobs):
-        out[kind].append({"base": base[k], "steered": by_gate[float(p.gate)][k]})
-        for g in p.gates:
+        out[kind].append({"base": base[k], "steered": by_gate[float(params.gate)][k]})
+        for g in params.gates:
             out["gate_sweep"][str(g)][kind].append(by_gate[g][k])
     greedy_steered = [Generation(**g["steered"]) for g in out["greedy"]]
     control_steered = [Generation(**g["steered"]) for g in out["control"]]
@@ -533,33 +535,33 @@ def control_summary(steering: dict) -> dict:
 
 # --------------------------------------------------------------------------- the chapter
 
-def run(p: SVAParams | None = None, *, progress: bool = True) -> dict:
+def run(params: SVAParams | None = None, *, progress: bool = True) -> dict:
     """Analyse (or reuse) every model, align their cores, steer; return the saved summary.
 
     Each model's sweep and its steering are stored in their own run folders (keyed by the model
     and the parameters that matter), so changing a steering setting does not redo the sweep.
     """
-    p = p or SVAParams()
-    ds = make_dataset(p.n_per_number, p.dataset_seed)
+    params = params or SVAParams()
+    ds = make_dataset(params.n_per_number, params.dataset_seed)
     models = []
-    for name in p.models:
-        sweep_dir = run_dir("sva", {"model": name, **p.sweep_part()})
-        steer_dir = run_dir("sva_steering", {"model": name, **p.sweep_part(), **p.steering_part()})
+    for name in params.models:
+        sweep_dir = run_dir("sva", {"model": name, **params.sweep_part()})
+        steer_dir = run_dir("sva_steering", {"model": name, **params.sweep_part(), **params.steering_part()})
         analysis_path, steering_path = sweep_dir / "analysis.json", steer_dir / "steering.json"
         lm = None
         if not analysis_path.exists():
             lm = load_model(name)
-            save_json(analysis_path, analyse_model(lm, ds, p, progress=progress))
+            save_json(analysis_path, analyse_model(lm, ds, params, progress=progress))
         analysis = load_json(analysis_path)
         if not steering_path.exists():
             lm = lm or load_model(name)
-            save_json(steering_path, steering_run(lm, analysis, p, progress=progress))
+            save_json(steering_path, steering_run(lm, analysis, params, progress=progress))
         analysis["steering"] = load_json(steering_path)
         models.append(analysis)
         del lm
     pairs = [{"pair": [a["model"], b["model"]], **alignment(a["coords"], b["coords"])}
              for a, b in itertools.combinations(models, 2)]
-    return {"params": asdict(p), "n_prompts": len(ds), "n_test": len(ds.test), "models": models,
+    return {"params": asdict(params), "n_prompts": len(ds), "n_test": len(ds.test), "models": models,
             "pairs": pairs, "fisher_p": _fisher(models)}
 
 
@@ -624,13 +626,13 @@ PAPER_MODELS = ("gpt2", "gpt2-medium", "gpt2-large", "meta-llama/Llama-3.1-8B", 
 """The paper's six language models (hub names); they cannot be loaded offline here."""
 
 
-def paper_deviations(p: SVAParams) -> dict[str, str]:
-    """Settings of ``p`` that differ from the paper's (:func:`corelib.claims.deviations`), the
+def paper_deviations(params: SVAParams) -> dict[str, str]:
+    """Settings of ``params`` that differ from the paper's (:func:`corelib.claims.deviations`), the
     paper's six models included; batch size and display settings change nothing measured."""
     from ..claims import deviations
 
     paper = SVAParams(models=PAPER_MODELS)
-    return deviations(p, paper, ignore=("batch_size", "n_display", "gate_grid", "steering_prompts",
+    return deviations(params, paper, ignore=("batch_size", "n_display", "gate_grid", "steering_prompts",
                                         "control_prompts", "control_new_tokens"))
 
 
@@ -665,4 +667,129 @@ def claim_values(summary: dict) -> dict:
         "sva.steering_untouched": {
             k: c["decision_free_unchanged"] / c["decision_free"]
             for k, c in ((k, control_summary(s)) for k, s in steer.items()) if c["decision_free"]},
+    }
+
+
+# --------------------------------------------------------------------------- what the chapter quotes
+
+
+def example_prompts(ds: SVADataset, n: int = 8) -> "pandas.DataFrame":
+    """The first ``n`` prompts of the data set, with the head noun's number and the template."""
+    import pandas as pd
+
+    return pd.DataFrame({"prompt": ds.prompts[:n], "head": np.where(ds.plural[:n] == 1, "plural", "singular"),
+                         "template": ds.template[:n]})
+
+
+def gate_frame(summary: dict) -> "pandas.DataFrame":
+    """:func:`gate_table` of every model, indexed by (model, gate)."""
+    import pandas as pd
+
+    frames = {m["model"]: pd.DataFrame(gate_table(m["steering"])).set_index("gate") for m in summary["models"]}
+    return pd.concat(frames, names=["model", "gate"])
+
+
+def passing_gates(summary: dict) -> list[float]:
+    """Gate thresholds of the grid at which every model meets both steering criteria."""
+    frame = gate_frame(summary)["both criteria"]
+    gates = sorted({float(g) for g in frame.index.get_level_values("gate")})
+    return [g for g in gates if frame.xs(g, level="gate").all()]
+
+
+def gate_verdict(gate: float, passing: Sequence[float]) -> str:
+    """One sentence on the chapter's gate threshold against the thresholds that pass."""
+    if not passing:
+        return "No threshold of the grid meets both criteria for every model."
+    if gate == passing[0]:
+        return (f"The chapter uses γ = {gate:g}, the smallest threshold of the grid that meets both criteria "
+                "for every model.")
+    if gate in passing:
+        return f"The chapter uses γ = {gate:g}, which meets both criteria for every model."
+    return (f"The chapter uses γ = {gate:g}, which does not meet both criteria for every model; the table "
+            "shows which thresholds do.")
+
+
+def steering_table(summary: dict) -> "pandas.DataFrame":
+    """Per model: agreement decisions of the greedy steered continuations and how many steering
+    inverted, and what steering did to the control prompts."""
+    import pandas as pd
+
+    rows = []
+    for m in summary["models"]:
+        steering, inversion = m["steering"], m["steering"]["inversion"]
+        rows.append({"model": m["model"], "decisions": inversion["decisions"], "inverted": inversion["inverted"],
+                     "inversion rate": inversion["rate"],
+                     "clean-verb decisions": inversion["clean_verb_decisions"],
+                     "clean-verb rate": inversion["rate_clean_verbs"],
+                     "decisions not steered": inversion["ungated_decisions"],
+                     "steered steps": inversion["steered_steps"],
+                     "control unchanged": f"{steering['control_unchanged']}/{steering['n_control']}",
+                     "control steered steps": steering["control_steered_steps"]})
+    return pd.DataFrame(rows).set_index("model")
+
+
+def control_table(summary: dict) -> "pandas.DataFrame":
+    """:func:`control_summary` rows of every model."""
+    import pandas as pd
+
+    return pd.concat({m["model"]: pd.DataFrame(control_summary(m["steering"])["rows"]) for m in summary["models"]})
+
+
+def _nan_min(values) -> float:
+    values = [v for v in values if v is not None]
+    return min(values) if values else float("nan")
+
+
+def _steering_values(params: SVAParams, summary: dict) -> dict[str, object]:
+    models = summary["models"]
+    passing = passing_gates(summary)
+    controls = {m["model"]: control_summary(m["steering"]) for m in models}
+    changed = [r for c in controls.values() for r in c["rows"] if not r["unchanged"]]
+    return {
+        "gate_value": params.gate, "cap_value": params.cap, "probe_value": params.probe,
+        "epsilon_value": params.epsilon, "n_steer": len(params.steering_prompts),
+        "n_control": len(params.control_prompts),
+        "gates_passing": ", ".join(f"{g:g}" for g in passing) or "none",
+        "gate_grid_text": ", ".join(f"{g:g}" for g in params.gates),
+        "gate_verdict": gate_verdict(params.gate, passing),
+        "inv_min": _nan_min(m["steering"]["inversion"]["rate"] for m in models),
+        "decisions_total": int(sum(m["steering"]["inversion"]["decisions"] for m in models)),
+        "strict_min": _nan_min(m["steering"]["inversion"]["rate_clean_verbs"] for m in models),
+        "control_text": ", ".join(f"{controls_text(c)} ({name})" for name, c in controls.items()),
+        "control_changed": len(changed), "control_changed_verbs": sum(r["verbs in base text"] for r in changed),
+        "temperature_value": params.temperature, "top_k_value": params.top_k, "n_samples_value": params.n_samples,
+        "other_words_text": ", ".join(models[0]["steering"]["other_words"]["words"]),
+    }
+
+
+def _example_values(summary: dict, ds: SVADataset) -> dict[str, object]:
+    """A singular held-out prompt, its margin unmodified and with the first model's core flipped."""
+    prompts, plural = ds.split("test")
+    example = next(i for i, is_plural in enumerate(plural) if not is_plural)
+    first = summary["models"][0]
+    return {"ex_prompt": prompts[example], "ex_model": first["model"],
+            "ex_base": first["margins"]["baseline"][example], "ex_flip": first["margins"]["flip"][example]}
+
+
+def glue_values(params: SVAParams, summary: dict, ds: SVADataset) -> dict[str, object]:
+    """Every value the subject-verb agreement chapter's prose quotes, by glue name."""
+    from ..claims import claim
+
+    models, pairs = summary["models"], summary["pairs"]
+    return {
+        "n_prompts": len(ds), "n_half": len(ds.test),
+        "model_list": " and ".join(m["model"] for m in models),
+        "base_min": min(m["auc"]["baseline"] for m in models), "base_max": max(m["auc"]["baseline"] for m in models),
+        "keep_min": min(m["auc"]["keep"] for m in models), "remove_max": max(m["auc"]["remove"] for m in models),
+        "flip_max": max(m["auc"]["flip"] for m in models), "gap_min": min(m["spectral_gap"] for m in models),
+        "depth_min": min((m["chosen_layer"] + 1) / m["n_layers"] for m in models),
+        "swept_text": ", ".join(f"{len(m['layers'])} of {m['n_layers']} layers ({m['model']})" for m in models),
+        "sweep_modes_text": " and ".join(params.sweep_modes),
+        "layers_text": ", ".join(f"{m['chosen_layer'] + 1} of {m['n_layers']} ({m['model']})" for m in models),
+        "p_remove": summary["fisher_p"]["remove"], "p_flip": summary["fisher_p"]["flip"],
+        "pearson_min": min((pair["pearson"] for pair in pairs), default=float("nan")),
+        "spearman_min": min((pair["spearman"] for pair in pairs), default=float("nan")),
+        **{f"paper_{key}": f"{claim(f'sva.key_{key}').value:g}"
+           for key in ("is_base", "is_flip", "are_base", "are_flip")},
+        **_example_values(summary, ds), **_steering_values(params, summary),
     }

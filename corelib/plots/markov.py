@@ -5,7 +5,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 __all__ = [
-    "markov_figure",
+    "figure_markov",
     "panel_ablation_accuracy",
     "panel_cca",
     "panel_overlap",
@@ -104,7 +104,7 @@ def panel_spectrum(ax, summary: dict) -> None:
     ax.legend(fontsize=7, loc="lower left")
 
 
-def markov_figure(summary: dict) -> plt.Figure:
+def figure_markov(summary: dict) -> plt.Figure:
     """Figure 1 of the paper: panels A–E from a Markov experiment summary."""
     fig = plt.figure(figsize=(15, 6.2), layout="constrained")
     grid = fig.add_gridspec(2, 6)

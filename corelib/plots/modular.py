@@ -1,12 +1,14 @@
 """Panels of the modular-addition chapters (Figures 2 and 3). Inputs are arrays from saved results."""
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 __all__ = [
     "mean_sem", "panel_band", "panel_grokking", "panel_ablation_bars", "panel_eigenvalues",
     "panel_operator", "panel_training_loss", "panel_frequency_shares", "panel_removal_curves", "ARM_COLORS",
-    "SEED_COLORS",
+    "SEED_COLORS", "ARM_LABELS", "figure_emergence", "figure_inflation", "figure_spikes", "figure_removal",
+    "figure_frequencies", "panel_core_dimension", "panel_necessary_sufficient", "panel_mode_counts",
 ]
 
 ARM_COLORS = {"wd": "black", "no_wd": "#7b3fa0"}
@@ -154,3 +156,147 @@ def panel_removal_curves(ax, curves: dict, *, chance: float, necessary=None, max
     ax.set_ylabel("core-removed test accuracy")
     if title:
         ax.set_title(title, loc="left", fontsize=10)
+
+
+def _complex(eigenvalues) -> np.ndarray:
+    """Eigenvalues saved as (re, im) pairs, as complex numbers."""
+    return np.array(eigenvalues, dtype=float).reshape(-1, 2) @ np.array([1, 1j])
+
+
+def figure_emergence(records: list[dict], history: dict, summary: dict, *, p: int) -> plt.Figure:
+    """Figure 2: (A) test accuracy and core dimension, (B) ablations at the last snapshot, (C)
+    shift-operator eigenvalues before, at and after grokking.
+
+    ``records`` are the analysed snapshots of :func:`corelib.experiments.modular.analyse_arm`,
+    ``history`` its per-epoch history, ``summary`` :func:`~corelib.experiments.modular.emergence_summary`.
+    """
+    fig = plt.figure(figsize=(11, 6.4), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[1, 1.05])
+    ax_a, ax_b = top.subplots(1, 2, width_ratios=[1.6, 1])
+    evaluated = [(e, a) for e, a in zip(history["epoch"], history["test_acc"]) if a is not None]
+    acc_epochs, test_acc = (np.array(column) for column in zip(*evaluated))
+    core_dim = np.array([[m["core_dim"] for m in r["models"]] for r in records], dtype=float)
+    epochs = np.array([r["epoch"] for r in records])
+    panel_grokking(ax_a, acc_epochs, test_acc, epochs, core_dim, grok_epoch=summary["grok_epoch"])
+    ax_a.set_title("A  test accuracy and core dimension", loc="left", fontsize=10)
+    final = records[-1]["models"]
+    panel_ablation_bars(ax_b, {"full": [m["test_acc"] for m in final], "core-only": [m["keep_acc"] for m in final],
+                               "core-removed": [m["remove_acc"] for m in final]}, chance=1 / p, threshold=2 / p)
+    ax_b.set_title(f"B  ablations at epoch {records[-1]['epoch']}", loc="left", fontsize=10)
+    axes_c = bottom.subplots(1, 3)
+    for k, (ax, (phase, eigenvalues)) in enumerate(zip(axes_c, summary["eigenvalues"].items())):
+        epochs_text = ", ".join(map(str, summary["phases"][phase]))
+        letter = "C  " if k == 0 else ""  # the panel letter leads the first title, not a second one
+        panel_eigenvalues(ax, [_complex(e) for e in eigenvalues], p=p,
+                          title=f"{letter}{phase} grokking (epochs {epochs_text})")
+    axes_c[-1].legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def _mark_branch(ax, branch_epoch: int) -> None:
+    ax.axvline(branch_epoch, color="0.6", linestyle=":", linewidth=1)
+
+
+def panel_core_dimension(ax, arms: dict[str, list[dict]], branch_epoch: int) -> None:
+    """Figure 3A: core dimension (necessary rank) of both arms, mean ± sem."""
+    for arm, records in arms.items():
+        epochs = np.array([r["epoch"] for r in records])
+        dims = np.array([[m["core_dim"] for m in r["models"]] for r in records], dtype=float)
+        panel_band(ax, epochs, dims, color=ARM_COLORS[arm], label=ARM_LABELS[arm], marker="o", markersize=2.5)
+    _mark_branch(ax, branch_epoch)
+    ax.set(xlabel="epoch", ylabel="core dimension")
+    ax.legend(fontsize=8)
+
+
+def panel_necessary_sufficient(ax, arms: dict[str, list[dict]], branch_epoch: int) -> None:
+    """Figure 3B: necessary (solid) and sufficient (dashed) ranks of both arms, means over models."""
+    for key, style, label in (("necessary_rank", "-", "necessary"), ("sufficient_rank", "--", "sufficient")):
+        for arm, records in arms.items():
+            epochs = np.array([r["epoch"] for r in records])
+            ranks = np.array([[np.nan if m[key] is None else m[key] for m in r["models"]] for r in records])
+            ax.plot(epochs, np.nanmean(ranks.astype(float), axis=1), style, color=ARM_COLORS[arm],
+                    label=label if arm == "wd" else None, alpha=1.0 if arm == "wd" else 0.8)
+    _mark_branch(ax, branch_epoch)
+    ax.set(xlabel="epoch", ylabel="dimensions (mean over models)")
+    ax.legend(fontsize=8, title="black: decay kept, purple: removed", title_fontsize=7)
+
+
+def panel_mode_counts(ax, arms: dict[str, list[dict]], *, p: int) -> None:
+    """Figure 3C (right): rotational modes of both arms over time, against the maximum p // 2."""
+    for arm, records in arms.items():
+        counts = np.array([[len(m["modes"]) for m in r["models"]] for r in records], dtype=float)
+        panel_band(ax, np.array([r["epoch"] for r in records]), counts, color=ARM_COLORS[arm],
+                   label=ARM_LABELS[arm])
+    ax.axhline(p // 2, color="0.6", linestyle="--", linewidth=1)
+    ax.text(ax.get_xlim()[0], p // 2, " max ⌊p/2⌋", va="bottom", fontsize=7, color="0.4")
+    ax.set(xlabel="epoch", ylabel="rotational modes")
+    ax.legend(fontsize=7)
+
+
+def figure_inflation(arms: dict[str, list[dict]], *, p: int, branch_epoch: int) -> plt.Figure:
+    """Figure 3: (A) core dimension, (B) necessary vs sufficient ranks, (C) the shift operator of
+    model 1 at the last epoch of each arm and the rotational modes over time.
+
+    ``arms`` maps "wd" and "no_wd" to :func:`corelib.experiments.modular.analyse_arm` records.
+    """
+    fig = plt.figure(figsize=(11, 6.6), layout="constrained")
+    top, bottom = fig.subfigures(2, 1)
+    ax_a, ax_b = top.subplots(1, 2)
+    panel_core_dimension(ax_a, arms, branch_epoch)
+    ax_a.set_title("A  core dimension", loc="left", fontsize=10)
+    panel_necessary_sufficient(ax_b, arms, branch_epoch)
+    ax_b.set_title("B  necessary vs sufficient", loc="left", fontsize=10)
+    ax_h1, ax_h2, ax_m = bottom.subplots(1, 3, width_ratios=[1, 1, 1.4])
+    operators = {arm: np.array(records[-1]["models"][0]["operator"]) for arm, records in arms.items()}
+    vmax = max(np.abs(a).max() for a in operators.values())
+    for ax, arm in ((ax_h1, "wd"), (ax_h2, "no_wd")):
+        letter = "C  " if arm == "wd" else ""
+        panel_operator(ax, operators[arm], vmax=vmax,
+                       title=f"{letter}{ARM_LABELS[arm]}\n(model 1, epoch {arms[arm][-1]['epoch']})")
+    panel_mode_counts(ax_m, arms, p=p)
+    return fig
+
+
+def figure_spikes(histories: dict[str, dict], *, branch_epoch: int) -> plt.Figure:
+    """Training loss of every model in both arms (log scale), the branch epoch dotted."""
+    fig, ax = plt.subplots(figsize=(9, 3.2), layout="constrained")
+    panel_training_loss(ax, histories)
+    _mark_branch(ax, branch_epoch)
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
+
+
+def figure_removal(curves: dict[str, dict], necessary: dict[str, list], *, chance: float, loose_level: float,
+                   epoch: int, max_rank: int = 64) -> plt.Figure:
+    """Core-removed accuracy against the rank removed, one panel per arm, at ``epoch``.
+
+    ``curves`` maps an arm to :func:`corelib.experiments.modular.removal_curves`, ``necessary``
+    to each model's necessary rank (a dot on its curve); the dotted line is ``loose_level``.
+    """
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained", sharey=True)
+    for letter, ax, arm in zip("AB", axes, curves):
+        panel_removal_curves(ax, curves[arm], chance=chance, max_rank=max_rank, necessary=necessary[arm],
+                             title=f"{letter}  {ARM_LABELS[arm]}, epoch {epoch}")
+        ax.axhline(loose_level, color="0.7", linestyle=":", linewidth=1)
+    axes[0].legend(fontsize=8)
+    axes[1].set_ylabel("")
+    return fig
+
+
+def figure_frequencies(spectra: dict[str, dict], *, share: float, branch_epoch: int) -> plt.Figure:
+    """(A) The fewest frequencies holding ``share`` of the centroid variance, both arms over time;
+    (B) each model's cumulative shares at the last epoch. ``spectra`` maps an arm to
+    :func:`corelib.experiments.modular.centroid_spectra`."""
+    fig, (ax_n, ax_s) = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained", width_ratios=[1, 1.4])
+    for arm, spectrum in spectra.items():
+        panel_band(ax_n, spectrum["epoch"], spectrum["count"].astype(float), color=ARM_COLORS[arm],
+                   label=ARM_LABELS[arm], marker="o", markersize=2.5)
+    _mark_branch(ax_n, branch_epoch)
+    ax_n.set(xlabel="epoch", ylabel=f"frequencies holding {share:.0%}")
+    ax_n.legend(fontsize=8)
+    ax_n.set_title("A  frequencies in use", loc="left", fontsize=10)
+    panel_frequency_shares(ax_s, {arm: s["shares"][-1] for arm, s in spectra.items()}, share=share)
+    ax_s.legend(fontsize=8, loc="lower right")
+    last = int(next(iter(spectra.values()))["epoch"][-1])
+    ax_s.set_title(f"B  the largest frequencies at epoch {last}", loc="left", fontsize=10)
+    return fig

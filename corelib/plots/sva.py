@@ -7,15 +7,15 @@ import html
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["generation_html", "sva_figure", "sva_layer_sweep", "sva_coordinate_fit",
-           "sva_agreement_boxes"]
+__all__ = ["generation_html", "generation_boxes_html", "figure_sva", "panel_layer_sweep", "panel_coordinate_fit",
+           "panel_agreement_boxes"]
 
 _MODE_STYLE = {"keep": ("tab:green", "Core-only"), "remove": ("tab:orange", "Core-removed"),
                "flip": ("tab:red", "Core-flipped")}
 _MARKERS = "osD^vP*X"
 
 
-def sva_layer_sweep(ax, summary: dict) -> None:
+def panel_layer_sweep(ax, summary: dict) -> None:
     """(A) AUC of each intervention against normalised depth, one marker style per model; the
     line is the mean over models on a common depth grid, the band its min-max range."""
     grid = np.linspace(0, 1, 101)
@@ -47,7 +47,7 @@ def _z(x) -> np.ndarray:
     return (x - x.mean()) / (x.std() or 1.0)
 
 
-def sva_coordinate_fit(ax, summary: dict) -> None:
+def panel_coordinate_fit(ax, summary: dict) -> None:
     """(B) z-scored core coordinate against z-scored margin, with each model's affine fit."""
     for k, m in enumerate(summary["models"]):
         z, margin = _z(m["coords"]), _z(m["margins"]["baseline"])
@@ -62,7 +62,7 @@ def sva_coordinate_fit(ax, summary: dict) -> None:
     ax.legend(fontsize=7)
 
 
-def sva_agreement_boxes(ax, summary: dict) -> None:
+def panel_agreement_boxes(ax, summary: dict) -> None:
     """(C) prompt-level agreement (margin signed towards the correct verb, in units of the
     baseline's standard deviation) under no intervention, core removal and core flip."""
     modes = ("baseline", "remove", "flip")
@@ -85,12 +85,12 @@ def sva_agreement_boxes(ax, summary: dict) -> None:
     ax.legend(fontsize=7)
 
 
-def sva_figure(summary: dict):
+def figure_sva(summary: dict):
     """Figure 5: layer sweep, coordinate-margin fit, prompt-level agreement."""
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.3))
-    sva_layer_sweep(axes[0], summary)
-    sva_coordinate_fit(axes[1], summary)
-    sva_agreement_boxes(axes[2], summary)
+    panel_layer_sweep(axes[0], summary)
+    panel_coordinate_fit(axes[1], summary)
+    panel_agreement_boxes(axes[2], summary)
     fig.tight_layout()
     return fig
 
@@ -120,3 +120,13 @@ def generation_html(prompt: str, pair: dict, title: str = "") -> str:
         f'<tr><td style="{cell}"><b>Base:</b> {p}{_render(pair["base"], False)}</td>'
         f'<td style="{cell}"><b>Core steering:</b> {p}{_render(pair["steered"], True)}</td></tr>'
         f"</table>")
+
+
+def generation_boxes_html(summary: dict, *, n_display: int, seed: int) -> str:
+    """Figure 6: the first ``n_display`` sampled continuations (generation seed ``seed``) of each
+    model, base and steered side by side (:func:`generation_html`)."""
+    boxes = []
+    for m in summary["models"]:
+        pairs = [pair for pair in m["steering"]["sampled"] if pair["seed"] == seed][:n_display]
+        boxes += [generation_html(pair["base"]["prompt"], pair, m["model"]) for pair in pairs]
+    return "".join(boxes)

@@ -1,0 +1,81 @@
+"""The chapters read like lectures: short code cells, and no code line that scrolls sideways.
+
+Every ``notebooks/*.py`` (jupytext percent format) is cut into cells. Counting code lines only
+(comments and blank lines aside):
+
+- no code cell is longer than ``MAX_CELL_LINES``, except the ``parameters`` cell: papermill reads
+  one parameter per line, so that cell is as long as the chapter has parameters;
+- the median code cell over all chapters is at most ``MAX_MEDIAN_LINES``.
+
+Every line of a code cell, comments and the parameters cell included, is at most
+``MAX_LINE_CHARS`` characters. That is what the rendered page shows without scrolling at a
+window width of 1280 px: measured in Chromium on the built book (sphinx-book-theme 1.3 with the
+page's table of contents on the right), a code block's text area is 640 px wide, 622 px in a
+cell collapsed behind a ``hide-input`` toggle once opened, and the code font (14 px monospace)
+is 8.43 px per character: 73 characters fit in either.
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = sorted((ROOT / "notebooks").glob("*.py"))
+MAX_CELL_LINES = 15
+MAX_MEDIAN_LINES = 8
+MAX_LINE_CHARS = 73
+
+
+def code_cells(path: Path) -> list[tuple[int, str, list[str]]]:
+    """(first line number, cell marker, lines) of every code cell of a percent-format script."""
+    cells, current = [], None
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if line.startswith("# %%"):
+            current = None if "[markdown]" in line else (number, line, [])
+            if current is not None:
+                cells.append(current)
+        elif current is not None:
+            current[2].append(line)
+    return cells
+
+
+def code_lines(lines: list[str]) -> list[str]:
+    return [ln for ln in lines if ln.strip() and not ln.strip().startswith("#")]
+
+
+def test_the_cells_are_found():
+    assert len(CHAPTERS) >= 8
+    assert all(code_cells(path) for path in CHAPTERS)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_no_code_cell_is_long(path):
+    long = [f"{path.name}:{number} has {len(code_lines(lines))} code lines"
+            for number, marker, lines in code_cells(path)
+            if '"parameters"' not in marker and len(code_lines(lines)) > MAX_CELL_LINES]
+    assert not long, "\n".join(long)
+
+
+def test_the_median_code_cell_is_short():
+    sizes = [len(code_lines(lines)) for path in CHAPTERS for _, _, lines in code_cells(path)
+             if code_lines(lines)]
+    assert statistics.median(sizes) <= MAX_MEDIAN_LINES
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_no_code_line_scrolls_sideways(path):
+    wide = [f"{path.name}:{number + k + 1} has {len(line)} characters"
+            for number, _, lines in code_cells(path) for k, line in enumerate(lines)
+            if len(line) > MAX_LINE_CHARS]
+    assert not wide, "\n".join(wide)
+
+
+def test_the_modular_chapters_share_their_settings_in_every_profile():
+    from corelib.runner import profiles
+
+    for profile, notebooks in profiles(ROOT).items():
+        emergence, inflation = notebooks.get("modular_addition", {}), notebooks.get("core_inflation", {})
+        shared = set(emergence) & set(inflation)
+        assert {name: emergence[name] for name in shared} == {name: inflation[name] for name in shared}, profile
