@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from .results import load_json, results_root, save_json
+from .results import load_json, results_root, save_json, stored_files
 
 __all__ = ["Claim", "CLAIMS", "STATUSES", "claims_dir", "claim", "deviations", "record", "load_records",
            "claims_table", "chapter_table", "chapter_frame"]
@@ -328,13 +328,13 @@ def load_records(root: Path | str | None = None, chapters: Iterable[str] | None 
     """
     out = {}
     folder = claims_dir(root)
-    paths = sorted(folder.glob("*.json")) if chapters is None else \
-        [folder / f"{c}.json" for c in chapters if (folder / f"{c}.json").exists()]
-    for path in paths:
-        try:
-            data = load_json(path)
-        except ValueError as err:
-            raise ValueError(f"{path} is not valid JSON ({err}); rerun chapter {path.stem!r}.") from None
+    # Files the store never recorded are read too, so that they are refused rather than ignored.
+    names = sorted(set(stored_files(folder)) | {p.name for p in folder.glob("*.json") if p.name != "manifest.json"}) \
+        if folder.exists() else []
+    if chapters is not None:
+        names = [n for n in names if n[: -len(".json")] in set(chapters)]
+    for path in (folder / n for n in names if n.endswith(".json")):
+        data = load_json(path)  # verified: a damaged record names itself and the fix
         if not isinstance(data, dict) or not isinstance(data.get("values"), dict) \
                 or not isinstance(data.get("settings"), dict):
             raise ValueError(f"{path} is not a claims record of this version of corelib (no 'values' and "

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from corelib import claims, runner
+from corelib.results import StoreError, remove, save_json
 
 
 def by_id(rows: list[dict]) -> dict[str, dict]:
@@ -108,14 +109,18 @@ def test_record_stores_the_profile_settings_and_plain_json(tmp_path, monkeypatch
     assert data["settings"] == {"n_seeds": "3 (paper: 12)"}
 
 
-def test_a_stale_record_is_reported(tmp_path):
-    (tmp_path / "markov_chain.json").write_text(json.dumps(
-        {"chapter": "markov_chain", "profile": "book", "values": {"markov.retired": 1}, "settings": {},
-         "notes": {}}))
+def test_a_stale_or_hand_written_record_is_reported(tmp_path):
+    record = tmp_path / "markov_chain.json"
+    save_json(record, {"chapter": "markov_chain", "profile": "book", "values": {"markov.retired": 1},
+                       "settings": {}, "notes": {}})
     with pytest.raises(ValueError, match="unknown claims.*rerun chapter 'markov_chain'"):
         claims.load_records(tmp_path)
-    (tmp_path / "markov_chain.json").write_text(json.dumps({"chapter": "markov_chain", "values": {}}))
+    save_json(record, {"chapter": "markov_chain", "values": {}})
     with pytest.raises(ValueError, match="no 'values' and 'settings'.*rerun chapter 'markov_chain'"):
+        claims.load_records(tmp_path)
+    remove(record)
+    (tmp_path / "modular_addition.json").write_text("{}")  # not written by the store: refused, not skipped
+    with pytest.raises(StoreError, match="modular_addition.json is not recorded"):
         claims.load_records(tmp_path)
 
 
