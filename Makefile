@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 .PHONY: book test chromium
 
 book: $(STAMP)
-	$(VENV)/bin/python -m corelib.runner build --profile $(PROFILE)
+	$(VENV)/bin/python -m acebook.runner build --profile $(PROFILE)
 
 test: $(STAMP) chromium
 	$(VENV)/bin/python -m pytest

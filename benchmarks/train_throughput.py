@@ -36,7 +36,7 @@ from corelib.tasks.modular import modular_addition_split  # noqa: E402
 from corelib.experiments.modular import ModularParams  # noqa: E402
 from corelib.training import TrainConfig, train  # noqa: E402
 from corelib.models import Transformer  # noqa: E402
-from corelib.runner import profile_parameters  # noqa: E402
+from acebook.project import profile_parameters  # noqa: E402
 
 from _machine import counted_flops, mask_seconds, matmul_gflops  # noqa: E402
 

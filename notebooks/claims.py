@@ -49,10 +49,11 @@ import pandas as pd
 from IPython.display import HTML, display
 from myst_nb import glue
 
+from acebook.claims_page import claims_table
 from corelib import claims
 
 records = claims.load_records(claims_folder)
-table = pd.DataFrame(claims.claims_table(records))
+table = pd.DataFrame(claims_table(records))
 counts = table["status"].value_counts()
 for status, name in zip(claims.STATUSES, ("n_reproduced", "n_differs", "n_reduced", "n_not_run")):
     glue(name, int(counts.get(status, 0)), display=False)
@@ -118,7 +119,7 @@ for chapter, rows in table.groupby("chapter", sort=False):
 # only recorded run found its results already stored.
 
 # %%
-from corelib.runner import code_label, recorded_run_times
+from acebook.run_times import code_label, recorded_run_times
 
 records = [r for r in recorded_run_times() if r["chapter"] != "claims"]  # not this page
 run_times = pd.DataFrame(records)

@@ -32,7 +32,7 @@
 # minutes rather than hours on a laptop CPU (the last section of the claims page lists how long
 # this build's chapters took).
 # Rerun the chapter with your own values, e.g.
-# `python -m corelib.runner run markov_chain -p alpha 0.6 -p beta 0.4`.
+# `python -m acebook.runner run markov_chain -p alpha 0.6 -p beta 0.4`.
 
 # %% tags=["parameters"]
 alpha = 0.75          # probability of staying in the current state
@@ -62,6 +62,7 @@ import pandas as pd
 from IPython.display import display
 from myst_nb import glue
 
+from acebook.claims_page import chapter_frame
 from corelib import claims
 from corelib.experiments import markov
 from corelib.plots import markov_figure
@@ -215,7 +216,7 @@ display(tables["A3"])
 # your own parameters) a claim is "measured at reduced settings", never "reproduced".
 
 # %%
-display(claims.chapter_frame("markov_chain"))
+display(chapter_frame("markov_chain"))
 
 # %% [markdown]
 # ## Exercises

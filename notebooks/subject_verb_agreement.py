@@ -34,7 +34,7 @@
 # where this book is built, so the published book uses the two real pretrained models that ship
 # as Python packages: **SmolLM2-135M-Instruct** (a Llama-architecture model) and **Gemma-3
 # 270M** (see `corelib.lm`). With a network, pass any model names, e.g.
-# `python -m corelib.runner run subject_verb_agreement -p models "[gpt2, gpt2-medium]"`; the
+# `python -m acebook.runner run subject_verb_agreement -p models "[gpt2, gpt2-medium]"`; the
 # code runs on a GPU when there is one and spreads large models over several.
 
 # %% tags=["parameters"]
@@ -66,6 +66,7 @@ import pandas as pd
 from IPython.display import HTML, display
 from myst_nb import glue
 
+from acebook.claims_page import chapter_frame
 from corelib import claims
 from corelib.experiments import sva
 from corelib.lm import available_models
@@ -374,7 +375,7 @@ display(sva.flip_demo_table(summary))
 # so every claim is "measured at reduced settings": on other, smaller models.
 
 # %%
-display(claims.chapter_frame("subject_verb_agreement"))
+display(chapter_frame("subject_verb_agreement"))
 
 # %% [markdown]
 # ## Exercises

@@ -307,19 +307,19 @@ def site_pages(html: Path) -> tuple[list[str], dict[str, str]]:
 # --------------------------------------------------------------------------- the test
 
 def test_every_page_in_headless_chromium(site, browser, built_book):
-    from corelib import runner
+    from acebook import project
 
     base, html = site
     pages, redirects = site_pages(html)
     assert pages, f"no HTML page in {html}"
     broken = {name: target for name, target in redirects.items() if target not in pages}
     assert not broken, f"redirects to missing pages: {broken}"
-    chapters = [f"book/chapters/{name}.html" for name in runner.chapters(built_book[0])]
+    chapters = [f"book/chapters/{name}.html" for name in project.chapters(built_book[0])]
     assert set(chapters) <= set(pages), f"chapters missing from the site: {set(chapters) - set(pages)}"
     assert SCREENSHOT_PAGE in pages
 
-    figures_expected = {f"book/chapters/{name}.html": count for name in runner.chapters(built_book[0])
-                        if (count := _image_outputs(runner.output_path(name, built_book[0])))}
+    figures_expected = {f"book/chapters/{name}.html": count for name in project.chapters(built_book[0])
+                        if (count := _image_outputs(project.output_path(name, built_book[0])))}
     failures: dict[str, list[str]] = {}
     start = time.perf_counter()
     for page in pages:

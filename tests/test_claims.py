@@ -8,7 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from corelib import claims, runner
+from acebook import claims_page, project
+from corelib import claims
 
 
 def by_id(rows: list[dict]) -> dict[str, dict]:
@@ -18,7 +19,7 @@ def by_id(rows: list[dict]) -> dict[str, dict]:
 def test_registry_ids_are_unique_and_belong_to_chapters_of_the_book():
     ids = [c.id for c in claims.CLAIMS]
     assert len(ids) == len(set(ids))
-    chapters = set(runner.chapters())
+    chapters = set(project.chapters())
     for c in claims.CLAIMS:
         assert c.chapter in chapters | {"subject_verb_agreement"}, c.id
         assert c.text and c.paper and c.tolerance and c.basis, c.id
@@ -47,7 +48,7 @@ def test_status_reads_the_settings_and_the_tolerance(tmp_path):
                   settings={"n_seeds": "3 (paper: 12)"}, root=tmp_path)
     claims.record("subject_verb_agreement", {"sva.rank": {"a": 1}, "sva.pearson": {}},
                   settings={"models": "[a] (paper: six)"}, root=tmp_path)
-    rows = by_id(claims.claims_table(claims.load_records(tmp_path)))
+    rows = by_id(claims_page.claims_table(claims.load_records(tmp_path)))
     assert rows["markov.rank"]["status"] == "reproduced"
     assert rows["markov.remove_accuracy"]["status"] == "reproduced"
     # every number must pass: one overlap of 0.15 > 0.04 makes the claim differ, with its note
@@ -63,10 +64,10 @@ def test_status_reads_the_settings_and_the_tolerance(tmp_path):
     assert rows["sweeps.Omega"]["status"] == "not run in this profile"
     assert rows["sva.pearson"]["status"] == "not run in this profile"  # one model: no pair to correlate
     assert rows["sva.rank"]["status"] == "measured at reduced settings"
-    chapter = claims.chapter_table("grokking_sweeps", root=tmp_path)
+    chapter = claims_page.chapter_table("grokking_sweeps", root=tmp_path)
     assert [r["id"] for r in chapter] == [c.id for c in claims.CLAIMS if c.chapter == "grokking_sweeps"]
     with pytest.raises(ValueError, match="no claims belong to chapter 'claims'"):
-        claims.chapter_table("claims", root=tmp_path)
+        claims_page.chapter_table("claims", root=tmp_path)
 
 
 def test_deviations_name_every_setting_that_differs_from_the_papers():
@@ -123,13 +124,13 @@ def test_every_measured_claim_is_on_the_claims_page(built_book):
     root, _ = built_book
     records = claims.load_records(root / "results" / "claims")
     measured = {cid for data in records.values() for cid in data["values"]}
-    expected_chapters = {c.chapter for c in claims.CLAIMS} & set(runner.chapters(root))
+    expected_chapters = {c.chapter for c in claims.CLAIMS} & set(project.chapters(root))
     assert set(records) == expected_chapters, "every chapter with claims recorded them"
     html = (root / "_build" / "html" / "book" / "chapters" / "claims.html").read_text()
     missing = sorted(cid for cid in measured if f">{cid}<" not in html)
     assert not missing, f"measured claims missing from the claims page: {missing}"
     # and the page's counts are those of the table it shows
-    rows = claims.claims_table(records)
+    rows = claims_page.claims_table(records)
     n_rep = sum(r["status"] == "reproduced" for r in rows)
     text = re.sub(r"<[^>]+>", "", html)
     assert re.search(rf"this build reproduced\s+{n_rep},", text), "glued count of reproduced claims"

@@ -1,29 +1,16 @@
-"""Run the book's notebooks and render the book.
+"""Execute the book's chapters with papermill and render the site with Jupyter Book.
 
-Chapters are jupytext ``py:percent`` sources ``notebooks/<name>.py``.  The
-chapters of the book are the ``book/chapters/<name>`` entries of ``_toc.yml``;
-each is converted with jupytext, executed with papermill (kernel ``python3``,
-working directory = project root) and written to ``book/chapters/<name>.ipynb``.
-Parameters come from ``profiles.yml`` (``{profile: {notebook: {param: value}}}``)
-plus user overrides.  Finally ``jupyter-book build`` renders ``_build/html``.
+Each chapter (see :mod:`acebook.project`) is converted with jupytext, executed with papermill
+(kernel ``python3``, working directory = project root) with the parameters of its profile plus
+the user's overrides, and written to ``book/chapters/<name>.ipynb``; ``jupyter-book build``
+then renders ``_build/html``. The commands are ``build``, ``run`` and ``params``
+(``python -m acebook.runner --help``; the README shows examples).
 
-Executed notebooks are cached: a notebook is re-run only when its source, its
-final parameters or any ``corelib/**/*.py`` file changed (or with ``force``).
-A notebook that reads what other chapters saved declares those folders of the
-results root in its jupytext header (``corelib_inputs: [claims]``); their files
-are then part of its cache key, checked just before it would run.
-
-While a notebook executes, the environment variable ``ACE_PROFILE`` holds the
-profile's name (``corelib.claims`` stores it with the measured values).
-
-Command line::
-
-    python -m corelib.runner build --profile smoke|book|paper [--only NAME ...]
-                                   [-p NAME VALUE ...] [--force] [--no-render]
-    python -m corelib.runner run NAME [--profile P] [-p NAME VALUE ...] [--force]
-    python -m corelib.runner params NAME
-
-(each also takes ``--root DIR``, the project directory; default: this checkout)
+An executed chapter is reused until its source, its parameters or the code it runs
+(``corelib/`` and ``acebook/``) change. A chapter that reads what other chapters saved declares
+those folders of the results root in its jupytext header (``corelib_inputs: [claims]``); their
+files are then part of its cache key, checked just before it would run. While a chapter
+executes, ``ACE_PROFILE`` holds the profile's name (:func:`corelib.claims.record` stores it).
 """
 
 from __future__ import annotations
@@ -43,20 +30,20 @@ from typing import Any, Mapping
 
 import yaml
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CHAPTER_DIR = "book/chapters"
+from corelib.claims import claims_dir
+from corelib.results import results_root
+
+from .project import (CHAPTER_DIR, ConfigError, RunnerError, chapters, output_path, profile_parameters,
+                      profile_table, project_root, show_path, source_path)
+from .run_times import RUN_TIMES, package_hash, record_run_time, results_written_since
+
+__all__ = ["ConfigError", "NotebookExecutionError", "RenderError", "RunnerError", "build_book", "cache_key",
+           "code_hash", "main", "notebook_parameters", "parse_value", "render_book", "run_notebook"]
+
 KERNEL = "python3"
-METADATA_KEY = "corelib_runner"
+METADATA_KEY = "acebook_runner"  # of an executed notebook's metadata: cache key, profile, parameters, time
 _PAPERMILL_EXTRA_TAGS = {"injected-parameters", "papermill-error-cell-tag"}
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-class RunnerError(Exception):
-    """Base class of the errors reported to the user without a traceback."""
-
-
-class ConfigError(RunnerError, ValueError):
-    """Bad profile, notebook name, parameter or table of contents."""
 
 
 class NotebookExecutionError(RunnerError):
@@ -75,102 +62,13 @@ class RenderError(RunnerError):
     """``jupyter-book build`` failed (including Sphinx warnings turned into errors)."""
 
 
-# --------------------------------------------------------------------------- project files
-
-def _root(root: str | os.PathLike | None) -> Path:
-    return Path(root).resolve() if root is not None else PROJECT_ROOT
-
-
-def _show(path: Path) -> str:
-    """A path as the user should see it: relative to the working directory if inside it."""
-    cwd = Path.cwd()
-    if cwd != Path(cwd.anchor) and path.is_relative_to(cwd):
-        return str(path.relative_to(cwd))
-    return str(path)
-
-
-def _read_yaml(path: Path) -> Any:
-    try:
-        return yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path} not found") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"cannot parse {path}: {exc}") from None
-
-
-def source_path(name: str, root: str | os.PathLike | None = None) -> Path:
-    """The jupytext source ``notebooks/<name>.py`` of a notebook (which must exist)."""
-    path = _root(root) / "notebooks" / f"{name}.py"
-    if not path.is_file():
-        known = sorted(p.stem for p in path.parent.glob("*.py"))
-        raise ConfigError(f"no notebook {name!r}: {_show(path)} does not exist "
-                          f"(notebooks: {', '.join(known) or 'none'})")
-    return path
-
-
-def output_path(name: str, root: str | os.PathLike | None = None) -> Path:
-    """Where the executed notebook of ``name`` is written."""
-    return _root(root) / CHAPTER_DIR / f"{name}.ipynb"
-
-
-def chapters(root: str | os.PathLike | None = None) -> list[str]:
-    """Names of the notebooks listed in ``_toc.yml`` as ``book/chapters/<name>``, in order."""
-    found: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            file = node.get("file")
-            if isinstance(file, str) and file.startswith(CHAPTER_DIR + "/"):
-                found.append(file[len(CHAPTER_DIR) + 1:].removesuffix(".ipynb"))
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(_read_yaml(_root(root) / "_toc.yml"))
-    return found
-
-
-def profiles(root: str | os.PathLike | None = None) -> dict[str, dict[str, dict[str, Any]]]:
-    """The contents of ``profiles.yml``: ``{profile: {notebook: {param: value}}}``."""
-    data = _read_yaml(_root(root) / "profiles.yml") or {}
-    if not isinstance(data, dict):
-        raise ConfigError("profiles.yml must map profile names to notebooks")
-    return {str(p): {str(nb): dict(params or {}) for nb, params in (nbs or {}).items()}
-            for p, nbs in data.items()}
-
-
-def _profile(profile: str, root: str | os.PathLike | None) -> dict[str, dict[str, Any]]:
-    table = profiles(root)
-    if profile not in table:
-        raise ConfigError(f"unknown profile {profile!r}; profiles.yml defines: "
-                          f"{', '.join(table) or 'no profiles'}")
-    for nb in table[profile]:
-        if not (_root(root) / "notebooks" / f"{nb}.py").is_file():
-            raise ConfigError(f"profile {profile!r} sets parameters for {nb!r}, "
-                              f"but notebooks/{nb}.py does not exist")
-    return table[profile]
-
-
-def profile_parameters(name: str, profile: str,
-                       root: str | os.PathLike | None = None) -> dict[str, Any]:
-    """Parameters that ``profile`` sets for notebook ``name`` (empty if it sets none)."""
-    return dict(_profile(profile, root).get(name, {}))
-
-
-def corelib_hash(root: str | os.PathLike | None = None) -> str:
-    """sha256 over the paths and contents of all ``corelib/**/*.py`` files."""
-    base = _root(root) / "corelib"
-    digest = hashlib.sha256()
-    for path in sorted(base.rglob("*.py")):
-        digest.update(path.relative_to(base).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
-    return digest.hexdigest()
+def code_hash(root: str | os.PathLike | None = None) -> str:
+    """Hash of the code a chapter runs: ``corelib`` and ``acebook`` of the checkout ``root``."""
+    return hashlib.sha256((package_hash("corelib", root) + package_hash("acebook", root)).encode()).hexdigest()
 
 
 def cache_key(source_text: str, parameters: Mapping[str, Any], library_hash: str) -> str:
-    """Cache key of an execution: source text, canonical JSON parameters, corelib hash."""
+    """Cache key of an execution: source text, canonical JSON parameters, :func:`code_hash`."""
     canonical = json.dumps(parameters, sort_keys=True, separators=(",", ":"), default=repr)
     digest = hashlib.sha256()
     for part in (source_text, canonical, library_hash):
@@ -210,7 +108,7 @@ def _inspect(name: str, root: Path) -> tuple[Path, dict[str, dict[str, Any]]]:
 def notebook_parameters(name: str,
                         root: str | os.PathLike | None = None) -> dict[str, dict[str, Any]]:
     """Parameters of notebook ``name``: ``{param: {default, inferred_type_name, help}}``."""
-    return _inspect(name, _root(root))[1]
+    return _inspect(name, project_root(root))[1]
 
 
 def _describe(declared: Mapping[str, Mapping[str, Any]]) -> str:
@@ -233,7 +131,6 @@ class _Job:
     parameters: dict[str, Any]
     key: str
     profile: str
-    library_hash: str  # corelib_hash of the code that runs it
     inputs: tuple[str, ...] = ()
 
     def cached(self, root: Path) -> bool:
@@ -252,8 +149,6 @@ def _inputs_digest(inputs: tuple[str, ...], skip: str | None = None) -> str:
 
     ``skip``: one file (``folder/name``, relative to the results root) left out.
     """
-    from .results import results_root
-
     digest = hashlib.sha256()
     for name in inputs:
         base = results_root() / name
@@ -280,7 +175,7 @@ def _plan(name: str, profile: str, overrides: Mapping[str, Any], root: Path, lib
     _check_parameters(name, overrides, declared, "from the overrides")
     params.update(overrides)
     key = cache_key(source_path(name, root).read_text(), params, library_hash)
-    return _Job(name, converted, params, key, profile, library_hash, _declared_inputs(name, converted))
+    return _Job(name, converted, params, key, profile, _declared_inputs(name, converted))
 
 
 def _declared_inputs(name: str, converted: Path) -> tuple[str, ...]:
@@ -338,7 +233,7 @@ def _execution_error(job: _Job, root: Path, partial: Path,
             where += f", at notebooks/{job.name}.py:{line}"
         break
     message = (f"notebook {job.name!r} failed{where}\n    {error}\n"
-               f"The partially executed notebook is kept at {_show(partial)}")
+               f"The partially executed notebook is kept at {show_path(partial)}")
     return NotebookExecutionError(message, notebook=job.name, cell_index=index,
                                   partial_path=partial, traceback=traceback)
 
@@ -357,8 +252,6 @@ def _execute(job: _Job, root: Path) -> Path:
     """Execute a planned notebook with papermill; raise NotebookExecutionError on failure."""
     import nbformat
     import papermill
-
-    from .claims import claims_dir
 
     target = output_path(job.name, root)
     failed = root / "_build" / "failed" / f"{job.name}.ipynb"
@@ -394,113 +287,8 @@ def _execute(job: _Job, root: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, running)
     os.replace(running, target)
-    _record_run_time(job, root, seconds, computed=_results_written_since(started))
+    record_run_time(job.name, job.profile, seconds, computed=results_written_since(started), root=root)
     return target
-
-
-RUN_TIMES = "run_times"  # folder of the results root: how long each chapter's results took to compute
-
-
-def _results_written_since(started: float) -> bool:
-    """Whether a chapter's execution stored results: a file under the results root, other than
-    the run times and the recorded claims, modified at or after ``started`` (a ``time.time()``)."""
-    from .claims import claims_dir
-    from .results import results_root
-
-    def modified(path: Path) -> float:
-        try:
-            return path.stat().st_mtime
-        except FileNotFoundError:  # replaced by an atomic write while we looked
-            return started
-
-    skip = {results_root() / RUN_TIMES, claims_dir()}
-    for folder, dirs, files in os.walk(results_root()):
-        dirs[:] = [d for d in dirs if Path(folder, d) not in skip]
-        if any(modified(Path(folder, f)) >= started for f in files):
-            return True
-    return False
-
-
-def _record_run_time(job: _Job, root: Path, seconds: float, *, computed: bool) -> None:
-    """Record a chapter's wall time and code version, unless it only read back results a recorded
-    run computed.
-
-    A chapter run again on stored results takes a fraction of the time of the run that computed
-    them; the record, read by the claims page as the cost of reproducing the book, keeps that
-    run's time and code version (for the same profile). Stored results are keyed by parameters,
-    not by code, so the code version is how a reader learns which code computed them.
-    """
-    from .results import load_json, results_root, save_json
-
-    folder = results_root() / RUN_TIMES
-    path = folder / f"{job.name}.json"
-    if not computed and path.exists() and load_json(path).get("profile") == job.profile:
-        return
-    folder.mkdir(parents=True, exist_ok=True)
-    save_json(path, {"chapter": job.name, "profile": job.profile, "seconds": seconds, "computed": computed,
-                     "threads": _threads(), "finished": time.strftime("%Y-%m-%d %H:%M", time.localtime()),
-                     "corelib": job.library_hash[:CODE_DIGITS], "commit": git_commit(root)})
-
-
-CODE_DIGITS = 12  # of the corelib hash kept in a run-time record: enough to tell versions apart
-
-
-def git_commit(root: str | os.PathLike | None = None) -> str | None:
-    """Short commit of the checkout ``root``, with ``+modified`` when ``corelib/`` or ``notebooks/``
-    differ from it; None outside a git checkout (or without git)."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(_root(root)), *args], capture_output=True, text=True,
-                              check=True, timeout=30).stdout.strip()
-    try:
-        commit = git("rev-parse", "--short", "HEAD")
-        modified = git("status", "--porcelain", "--", "corelib", "notebooks")
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return commit + ("+modified" if modified else "")
-
-
-def _threads() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def recorded_run_times(folder: str | os.PathLike | None = None,
-                       root: str | os.PathLike | None = None) -> list[dict[str, Any]]:
-    """The wall time of each chapter's last execution that computed its results, in chapter order.
-
-    One record per chapter that has been executed (``chapter``, ``profile``, ``seconds``, the
-    number of CPUs the process could use, when it finished, ``computed``: whether the run
-    stored results, rather than only reading back stored ones, and the code that ran: ``corelib``,
-    the start of its :func:`corelib_hash`, and ``commit``, see :func:`git_commit`), read from
-    ``run_times/`` of the results root, which :func:`run_notebook` and ``build`` write after a
-    successful run (one that only read back stored results keeps an earlier record of the same
-    profile). Each record also gets ``same_code``: whether its ``corelib`` matches the checkout
-    ``root`` now (None for a record written before code versions were recorded).
-    """
-    from .results import load_json, results_root
-
-    base = Path(folder) if folder is not None else results_root() / RUN_TIMES
-    records = [load_json(p) for p in sorted(base.glob("*.json"))] if base.is_dir() else []
-    current = corelib_hash(root)[:CODE_DIGITS]
-    for record in records:
-        record["same_code"] = record["corelib"] == current if "corelib" in record else None
-    try:
-        order = {name: i for i, name in enumerate(chapters(root))}
-    except (OSError, RunnerError):
-        order = {}
-    return sorted(records, key=lambda r: (order.get(r["chapter"], len(order)), r["chapter"]))
-
-
-def code_label(record: Mapping[str, Any]) -> str:
-    """How a run-time record names the code that ran: its commit (else the corelib hash), marked
-    "(other corelib)" when that corelib differs from the checkout's now; "not recorded" for a
-    record from before code versions were kept."""
-    if "corelib" not in record:
-        return "not recorded"
-    label = record.get("commit") or f"corelib {record['corelib']}"
-    return label if record.get("same_code", True) else f"{label} (other corelib)"
 
 
 def _run_jobs(jobs: list[_Job], root: Path, force: bool) -> dict[str, dict[str, Any]]:
@@ -550,8 +338,8 @@ def run_notebook(name: str, profile: str = "book", overrides: Mapping[str, Any] 
     cell raises :class:`NotebookExecutionError`.  An up-to-date cached result is
     reused unless ``force`` is true.
     """
-    root = _root(root)
-    job = _plan(name, profile, dict(overrides or {}), root, corelib_hash(root))
+    root = project_root(root)
+    job = _plan(name, profile, dict(overrides or {}), root, code_hash(root))
     _run_jobs([job], root, force)
     return output_path(name, root)
 
@@ -566,21 +354,21 @@ def build_book(profile: str = "book", *, only: list[str] | None = None,
     one notebook.  All notebooks are validated before the first one runs.
     Returns ``_build/html/index.html`` if ``render`` else the chapter directory.
     """
-    root = _root(root)
+    root = project_root(root)
     names = chapters(root)
     selected = list(only) if only else names
     missing = [n for n in selected if n not in names]
     if missing:
         raise ConfigError(f"not a chapter of _toc.yml: {', '.join(missing)} "
                           f"(chapters: {', '.join(names) or 'none'})")
-    _profile(profile, root)  # fail early on an unknown profile
+    profile_table(profile, root)  # fail early on an unknown profile
     if render:
         for name in (n for n in names if n not in selected):
             if not output_path(name, root).exists():
                 raise ConfigError(f"chapter {name!r} has never been executed; build it too "
                                   f"(or all chapters), or pass --no-render")
-            print(f"{name}: not re-run; rendering the existing {_show(output_path(name, root))}")
-    library_hash = corelib_hash(root)
+            print(f"{name}: not re-run; rendering the existing {show_path(output_path(name, root))}")
+    library_hash = code_hash(root)
     inspected = {n: _inspect(n, root) for n in selected}
     declared = {n: params for n, (_, params) in inspected.items()}
     per_notebook = _split_overrides(dict(overrides or {}), declared)
@@ -612,7 +400,7 @@ def _split_overrides(overrides: Mapping[str, Any],
 
 def render_book(root: str | os.PathLike | None = None) -> Path:
     """Run ``jupyter-book build`` (warnings are errors) and return ``_build/html/index.html``."""
-    root = _root(root)
+    root = project_root(root)
     exe = Path(sys.executable).parent / "jupyter-book"
     command = [str(exe) if exe.exists() else "jupyter-book", "build", str(root),
                "--all", "-W", "-n", "--keep-going", "--quiet"]
@@ -628,7 +416,7 @@ def render_book(root: str | os.PathLike | None = None) -> Path:
     if result.returncode != 0 or not index.exists():
         raise RenderError(f"jupyter-book build failed (exit code {result.returncode}); "
                           f"Sphinx warnings are errors, see the log above")
-    print(f"rendered in {seconds:.1f} s: {_show(index)}")
+    print(f"rendered in {seconds:.1f} s: {show_path(index)}")
     return index
 
 
@@ -646,11 +434,11 @@ def parse_value(text: str) -> Any:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m corelib.runner",
+    parser = argparse.ArgumentParser(prog="python -m acebook.runner",
                                      description="Execute the book's notebooks and render it.")
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument("--root", type=Path, default=None,
-                       help="project directory (default: the checkout containing corelib)")
+                       help="project directory (default: the checkout containing acebook)")
     how = argparse.ArgumentParser(add_help=False)
     how.add_argument("--profile", default="book", help="profile of profiles.yml (default: book)")
     how.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
@@ -687,10 +475,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         overrides = {name: parse_value(value) for name, value in args.parameter}
         if args.command == "run":
-            print(_show(run_notebook(args.name, args.profile, overrides, force=args.force,
+            print(show_path(run_notebook(args.name, args.profile, overrides, force=args.force,
                                      root=args.root)))
         else:
-            print(_show(build_book(args.profile, only=args.only, overrides=overrides,
+            print(show_path(build_book(args.profile, only=args.only, overrides=overrides,
                                    force=args.force, render=not args.no_render, root=args.root)))
         return 0
     except NotebookExecutionError as exc:
