@@ -31,7 +31,7 @@ import torch
 
 from corelib.experiments import sva
 from corelib.lm import load_model
-from corelib.tasks.sva import make_dataset
+from corelib.tasks.sva import AGREEMENT_READOUT, make_dataset
 
 
 def rss() -> int:
@@ -82,7 +82,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"load average {os.getloadavg()[0]:.1f} (other processes make timings noisy)")
     start = time.perf_counter()
-    lm = load_model(args.model)
+    lm = load_model(args.model, readout=AGREEMENT_READOUT)
     print(f"load {args.model}: {time.perf_counter() - start:.1f} s")
     ds = make_dataset(args.n_per_number)
     train, _ = ds.split("train")

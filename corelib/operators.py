@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._checks import as_matrix
-from .tasks.markov import stationary_distribution
 
 __all__ = [
     "ShiftFit",
@@ -27,7 +26,6 @@ __all__ = [
     "holdout_block",
     "mode_count",
     "near_unit_circle",
-    "oracle_r2",
     "rotational_modes",
     "spectrum_distance",
     "unit_circle_fraction",
@@ -61,21 +59,6 @@ def fit_dynamics(z_t, z_next, center: bool = True) -> tuple[np.ndarray, np.ndarr
     eig = np.linalg.eigvals(a)
     eig = eig[np.lexsort((-eig.imag, -np.abs(eig)))]
     return a, eig, r2
-
-
-def oracle_r2(T) -> float:
-    """R^2 ceiling for predicting the next one-hot token from the current state.
-
-    For next-token coordinate j, ``m_j = sum_i pi_i T_ij (1 - T_ij)`` is the variance no predictor
-    can remove and ``v_j = pi_j (1 - pi_j)`` the total variance; the ceiling is
-    ``1 - mean_j m_j / v_j``. The paper writes ``m = diag(pi) (T * (1 - T))^T 1``, which is the
-    same number whenever pi is uniform (as for the chains in the book).
-    """
-    t = as_matrix(T, "T")
-    pi = stationary_distribution(t)
-    m = (pi[:, None] * t * (1.0 - t)).sum(axis=0)
-    v = pi * (1.0 - pi)
-    return float(1.0 - np.mean(m / v))
 
 
 def spectrum_distance(eigenvalues, reference) -> float:

@@ -34,7 +34,9 @@ from tqdm.auto import tqdm
 from transformers.cache_utils import DynamicLayer
 
 from .ace import Core
-from .lm import AGREEMENT_VERBS, LanguageModel, resid_hook
+from .lm import LanguageModel
+from .models import resid_hook
+from .tasks.sva import AGREEMENT_VERBS
 
 __all__ = ["Generation", "SteeringConfig", "generate", "generate_batch", "generation_margin",
            "steer_hook", "inversion_stats", "word_inversion_stats"]
@@ -186,7 +188,7 @@ def generate(lm: LanguageModel, prompt: str, *, core: Core | None = None, layer:
 
 
 def _verb_margin(verbs: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The generation margin from the four verb logits (:meth:`LanguageModel.verb_logits`)."""
+    """The generation margin from the four verb logits (:meth:`LanguageModel.token_logits`)."""
     plural = torch.stack([verbs[v] for v in AGREEMENT_VERBS["plural"]], -1)
     singular = torch.stack([verbs[v] for v in AGREEMENT_VERBS["singular"]], -1)
     return torch.logsumexp(plural.float(), -1) - torch.logsumexp(singular.float(), -1)
@@ -297,7 +299,7 @@ def generate_batch(lm: LanguageModel, prompts: list[str], *, core: Core | None =
     x = batch.input_ids[:, -1:].clone()
     gens = [torch.Generator().manual_seed(k[2]) for k in keys]
     row_greedy = [k[1] for k in keys]
-    vid = lm.verb_ids
+    vid = {verb: lm.single_token(verb) for verbs in AGREEMENT_VERBS.values() for verb in verbs}
     verb_tensor = torch.tensor(list(vid.values()))
     name = resid_hook(layer) if steering else None
     eos = lm.tokenizer.eos_token_id
@@ -347,7 +349,7 @@ def generate_batch(lm: LanguageModel, prompts: list[str], *, core: Core | None =
                                              use_cache=True, return_type=return_type,
                                              fwd_hooks=[(name, steer_hook(core, s.float()))])[:, -1]
 
-                m1 = _verb_margin(lm.verb_logits(sub_step(probe, "hidden"))).double().cpu()
+                m1 = _verb_margin(lm.token_logits(sub_step(probe, "hidden"), list(vid))).double().cpu()
                 base = m0[rows_of]
                 gain = (m1 - base) / probe
                 target = torch.where(base > 0, -epsilon, epsilon)

@@ -272,7 +272,7 @@ display(chapter_frame("markov_chain"))
 # Estimate $R^2_{\rm oracle}$ by simulation: sample sequences with
 # `corelib.tasks.markov.sample_sequences`, predict the next one-hot token by the row of $\mathbf T$
 # of the current state, and compute $R^2$ averaged over the four one-hot coordinates. Compare with
-# `corelib.operators.oracle_r2`.
+# `corelib.tasks.markov.oracle_r2`.
 # ```
 #
 # ````{solution} ex-markov-oracle
@@ -280,8 +280,7 @@ display(chapter_frame("markov_chain"))
 #
 # ```python
 # import numpy as np
-# from corelib.tasks.markov import transition_matrix, sample_sequences
-# from corelib.operators import oracle_r2
+# from corelib.tasks.markov import oracle_r2, sample_sequences, transition_matrix
 # T = transition_matrix()
 # seq = sample_sequences(T, 2000, 64, seed=1)
 # cur, nxt = seq[:, :-1].ravel(), seq[:, 1:].ravel()

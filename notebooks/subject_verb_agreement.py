@@ -444,11 +444,12 @@ display(chapter_frame("subject_verb_agreement"))
 #
 # ```python
 # import torch
-# from corelib.lm import load_model, resid_hook
+# from corelib.lm import load_model
+# from corelib.models import resid_hook
 # from corelib.experiments.sva import all_layer_jacobians
-# from corelib.tasks.sva import make_dataset
+# from corelib.tasks.sva import AGREEMENT_READOUT, make_dataset
 #
-# lm = load_model("tiny-random-llama")
+# lm = load_model("tiny-random-llama", readout=AGREEMENT_READOUT)
 # batch = lm.tokenize(list(make_dataset(10).prompts[:6]))
 # cache = lm.prefix_cache(batch)
 # _, jac, m = all_layer_jacobians(lm, batch, [0, 1], cache)

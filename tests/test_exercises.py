@@ -55,7 +55,7 @@ def test_markov_spectrum_prediction_matches_the_chain():
 
 
 def test_markov_oracle_by_simulation_matches_the_closed_form():
-    from corelib.operators import oracle_r2
+    from corelib.tasks.markov import oracle_r2
 
     ns = run_solution("markov_chain", "ex-markov-oracle")
     assert abs(ns["r2"].mean() - oracle_r2(ns["T"])) < 0.01

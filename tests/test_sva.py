@@ -14,16 +14,17 @@ import torch
 from corelib.ace import Core
 from corelib.experiments import sva
 from corelib.interventions import intervention_hook
-from corelib.lm import OFFLINE_MODELS, _NotRun, load_model, resid_hook
+from corelib.lm import OFFLINE_MODELS, _NotRun, load_model
+from corelib.models import resid_hook
 from corelib.steering import (Generation, SteeringConfig, generate, generate_batch, generation_margin,
                               inversion_stats, steer_hook, word_inversion_stats)
-from corelib.tasks.sva import ATTRACTORS, FLIP_DEMO_PROMPTS, HEADS, TEMPLATES, make_dataset, make_prompt
+from corelib.tasks.sva import AGREEMENT_READOUT, ATTRACTORS, FLIP_DEMO_PROMPTS, HEADS, TEMPLATES, make_dataset, make_prompt
 from test_exercises import run_solution
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return load_model("tiny-random-llama", "cpu")
+    return load_model("tiny-random-llama", "cpu", readout=AGREEMENT_READOUT)
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +107,8 @@ def test_left_padding_gives_each_prompt_its_own_margin(tiny, prompts):
     assert (batch.attention_mask[:, -1] == 1).all()  # last real token at the last position
     assert batch.input_ids[0, 0] == tiny.prefix_id or batch.attention_mask[0, 0] == 0
     with torch.no_grad():
-        together = tiny(batch.input_ids, batch.attention_mask, return_type="margin")
-        alone = torch.cat([tiny(b.input_ids, b.attention_mask, return_type="margin")
+        together = tiny(batch.input_ids, batch.attention_mask, return_type="readout")
+        alone = torch.cat([tiny(b.input_ids, b.attention_mask, return_type="readout")
                            for b in (tiny.tokenize([p]) for p in prompts)])
     assert torch.allclose(together, alone, atol=1e-5)
     assert together.std() > 1e-3  # not a constant: the test would be empty otherwise
@@ -117,10 +118,25 @@ def test_margin_uses_the_four_verb_logits(tiny, prompts):
     batch = tiny.tokenize(prompts)
     with torch.no_grad():
         logits = tiny(batch.input_ids, batch.attention_mask)[:, -1]
-        margin = tiny(batch.input_ids, batch.attention_mask, return_type="margin")
-    v = tiny.verb_ids
+        margin = tiny(batch.input_ids, batch.attention_mask, return_type="readout")
+    v = tiny.readout_ids
     expected = logits[:, v[" are"]] + logits[:, v[" were"]] - logits[:, v[" is"]] - logits[:, v[" was"]]
     assert torch.allclose(margin, expected, atol=1e-5)
+
+
+def test_the_readout_is_the_tasks_choice(prompts):
+    plain = load_model("tiny-random-llama", "cpu")  # the model knows no task
+    batch = plain.tokenize(prompts)
+    with pytest.raises(ValueError, match="no read-out.*AGREEMENT_READOUT"):
+        plain(batch.input_ids, batch.attention_mask, return_type="readout")
+    plain = load_model("tiny-random-llama", "cpu", readout={" has": 2.0, " have": -0.5})
+    with torch.no_grad():
+        logits = plain(batch.input_ids, batch.attention_mask)[:, -1]
+        readout = plain(batch.input_ids, batch.attention_mask, return_type="readout")
+    v = plain.readout_ids
+    assert torch.allclose(readout, 2.0 * logits[:, v[" has"]] - 0.5 * logits[:, v[" have"]], atol=1e-5)
+    with pytest.raises(ValueError, match="single token"):
+        load_model("tiny-random-llama", "cpu", readout={" is are": 1.0})
 
 
 def test_cached_last_token_equals_full_forward_and_restores_the_cache(tiny, prompts):
@@ -128,7 +144,7 @@ def test_cached_last_token_equals_full_forward_and_restores_the_cache(tiny, prom
     cache = tiny.prefix_cache(batch)
     length = cache.get_seq_length()
     with torch.no_grad():
-        full = tiny(batch.input_ids, batch.attention_mask, return_type="margin")
+        full = tiny(batch.input_ids, batch.attention_mask, return_type="readout")
         first = tiny.last_token(batch, cache)
         second = tiny.last_token(batch, cache)
     assert cache.get_seq_length() == length
@@ -165,7 +181,7 @@ def test_start_at_layer_runs_only_later_layers_from_the_given_residual(tiny, pro
     assert len(calls) == 1  # layer 0 did not run with start_at_layer
     assert torch.allclose(rest, full, atol=1e-5)
     assert not torch.allclose(shifted, rest, atol=1e-3)
-    assert torch.allclose(readout, tiny.margin_from_final(tiny.final_norm(resid[:, 0])), atol=1e-5)
+    assert torch.allclose(readout, tiny.readout_from_final(tiny.final_norm(resid[:, 0])), atol=1e-5)
     assert [layer.get_seq_length() for layer in cache.layers] == lengths
     assert not any(isinstance(m, _NotRun) for m in tiny.layers)  # the real layers are back
 
@@ -197,7 +213,7 @@ def test_hook_names_follow_transformer_lens(tiny, prompts):
 def test_errors_name_the_problem(tiny):
     with pytest.raises(ValueError, match="(?s)offline models are available.*smollm2-135m"):
         load_model("/nonexistent/folder/of/a-model", "cpu")
-    with pytest.raises(ValueError, match="single-token"):
+    with pytest.raises(ValueError, match="single token"):
         tiny.single_token("is are")
     with pytest.raises(TypeError, match="list of prompts"):
         tiny.tokenize("The key")
@@ -268,7 +284,7 @@ def test_interventions_with_a_full_rank_core(tiny, prompts):
     assert np.allclose(m[(1, "keep")], m["baseline"], atol=1e-5)  # P = I: mu + (h - mu) = h
     # removal at the last layer replaces every last token by mu: one margin for all prompts
     with torch.no_grad():
-        expected = tiny.margin_from_final(tiny.final_norm(torch.tensor(mean, dtype=torch.float32)))
+        expected = tiny.readout_from_final(tiny.final_norm(torch.tensor(mean, dtype=torch.float32)))
     assert np.allclose(m[(1, "remove")], float(expected), atol=1e-5)
     assert np.ptp(m[(1, "remove")]) < 1e-5 and np.ptp(m["baseline"]) > 1e-2
     assert m["acts"][1].shape == (len(prompts), tiny.d_model)
@@ -372,7 +388,7 @@ def _full_pass_margins(lm, core, layer, gen):
 
     with torch.no_grad():
         logits = lm.run_with_hooks(torch.tensor([ids]), fwd_hooks=[(resid_hook(layer), fn)])
-    return generation_margin(logits[0, start:], lm.verb_ids)
+    return generation_margin(logits[0, start:], lm.readout_ids)
 
 
 def test_batched_steering_matches_single_rows_and_a_cache_free_pass(tiny, prompts):
@@ -397,7 +413,7 @@ def test_batched_steering_matches_single_rows_and_a_cache_free_pass(tiny, prompt
     assert sum(batch[1].gated) == 4 and not any(batch[0].gated)
     with torch.no_grad():  # the gate's verb mass at the first step, from an uncached pass
         first = torch.softmax(tiny(torch.tensor([tiny.encode(rows[1])]))[0, -1], -1)
-    assert batch[1].verb_mass[0] == pytest.approx(float(first[list(tiny.verb_ids.values())].sum()), abs=1e-5)
+    assert batch[1].verb_mass[0] == pytest.approx(float(first[list(tiny.readout_ids.values())].sum()), abs=1e-5)
     # requests of one prompt share a row until their gates disagree: a gate between the verb
     # masses of the plain continuation makes that row fork mid-way
     prompt = rows[0]

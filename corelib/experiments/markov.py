@@ -138,7 +138,7 @@ def _summary(p: MarkovParams, analyses: list[dict], pairs: list[dict], histories
         "params": asdict(p),
         "bayes_accuracy": markov.bayes_accuracy(t),
         "chance_accuracy": markov.chance_accuracy(t),
-        "oracle_r2": operators.oracle_r2(t),
+        "oracle_r2": markov.oracle_r2(t),
         "chain_eigenvalues": [[float(v.real), float(v.imag)] for v in target],
         "models": [
             {

@@ -40,7 +40,7 @@ from ..interventions import MODES, intervention_hook
 from ..lm import Batch, LanguageModel, load_model, resid_hook
 from ..results import load_json, run_dir, save_json
 from ..steering import Generation, SteeringConfig, generate_batch, inversion_stats, word_inversion_stats
-from ..tasks.sva import FLIP_DEMO_PROMPTS, NUMBER_WORD_PAIRS, SVADataset, make_dataset
+from ..tasks.sva import AGREEMENT_READOUT, FLIP_DEMO_PROMPTS, NUMBER_WORD_PAIRS, SVADataset, make_dataset
 
 __all__ = [
     "SVAParams",
@@ -405,7 +405,7 @@ def flip_demo(lm: LanguageModel, core: Core, layer: int, prompts=FLIP_DEMO_PROMP
     Probabilities are over the whole vocabulary (softmax of the last token's logits); the flip
     is the centred reflection at the core's layer, last token only.
     """
-    ids = lm.verb_ids
+    ids = lm.readout_ids
     rows = []
     hook = intervention_hook(core, "flip", centered=True, positions="last")
     for prompt in prompts:
@@ -548,11 +548,11 @@ def run(p: SVAParams | None = None, *, progress: bool = True) -> dict:
         analysis_path, steering_path = sweep_dir / "analysis.json", steer_dir / "steering.json"
         lm = None
         if not analysis_path.exists():
-            lm = load_model(name)
+            lm = load_model(name, readout=AGREEMENT_READOUT)
             save_json(analysis_path, analyse_model(lm, ds, p, progress=progress))
         analysis = load_json(analysis_path)
         if not steering_path.exists():
-            lm = lm or load_model(name)
+            lm = lm or load_model(name, readout=AGREEMENT_READOUT)
             save_json(steering_path, steering_run(lm, analysis, p, progress=progress))
         analysis["steering"] = load_json(steering_path)
         models.append(analysis)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
+    "AGREEMENT_READOUT",
+    "AGREEMENT_VERBS",
     "ATTRACTORS",
     "CONNECTORS",
     "HEADS",
@@ -48,6 +50,14 @@ BACK_PADS = ("in the old kingdom", "in this strange world", "in the present tens
 RELATIVES = ("that the", "that guards the", "that surrounds the", "that hides the")
 TEMPLATES = ("base", "front", "back", "there", "relative")
 PAST = "In the past,"
+
+AGREEMENT_VERBS = {"singular": (" is", " was"), "plural": (" are", " were")}
+"""The agreement verbs, by the number they mark."""
+
+AGREEMENT_READOUT = {verb: (1.0 if number == "plural" else -1.0)
+                     for number, verbs in AGREEMENT_VERBS.items() for verb in verbs}
+"""The number margin ``(are + were) - (is + was)`` as a :class:`corelib.lm.LanguageModel` read-out
+(``load_model(name, readout=AGREEMENT_READOUT)``): positive when the model prefers the plural."""
 
 NUMBER_WORD_PAIRS = ((" has", " have"), (" does", " do"), (" this", " these"), (" it", " they"),
                      (" its", " their"))
