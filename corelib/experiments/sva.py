@@ -37,7 +37,8 @@ from tqdm.auto import tqdm
 
 from ..ace import Core, MomentAccumulator
 from ..interventions import MODES, intervention_hook
-from ..lm import Batch, LanguageModel, load_model, resid_hook
+from ..lm import Batch, LanguageModel, load_model
+from ..models import resid_hook
 from ..results import load_json, run_dir, save_json
 from ..steering import Generation, SteeringConfig, generate_batch, inversion_stats, word_inversion_stats
 from ..tasks.sva import AGREEMENT_READOUT, FLIP_DEMO_PROMPTS, NUMBER_WORD_PAIRS, SVADataset, make_dataset
