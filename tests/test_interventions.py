@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from corelib.ace import Core
-from corelib.interventions import ablation_accuracy, ablation_curve, intervention_hook, refine_rank
+from corelib.interventions import ablation_curve, accuracy, intervention_accuracy, intervention_hook, refine_rank
 from corelib.models import Transformer, TransformerConfig, resid_hook
 
 
@@ -62,28 +62,30 @@ def test_full_rank_keep_is_identity_and_full_rank_remove_leaves_the_bias(model_a
     model, x, y = model_and_data
     d = model.cfg.d_model
     full = Core(basis=np.eye(d), singular_values=np.ones(d), mean=np.zeros(d))
-    base = ablation_accuracy(model, x, y)
+    base = accuracy(model, x, y)
     with torch.no_grad():
         manual = float((model(x).argmax(-1) == y).float().mean())
     assert base == pytest.approx(manual)
-    assert ablation_accuracy(model, x, y, hook_name=resid_hook(0), core=full, mode="keep") == pytest.approx(base)
+    assert intervention_accuracy(model, x, y, resid_hook(0), full, "keep") == pytest.approx(base)
     # Removing every direction zeroes the block output: only the unembedding bias decides.
     constant = int(model.unembed.bias.argmax())
     expected = float((y == constant).float().mean())
-    assert ablation_accuracy(model, x, y, hook_name=resid_hook(0), core=full, mode="remove") == pytest.approx(expected)
+    assert intervention_accuracy(model, x, y, resid_hook(0), full, "remove") == pytest.approx(expected)
 
 
 def test_last_position_scoring(model_and_data):
     model, x, y = model_and_data
     with torch.no_grad():
         manual = float((model(x)[:, -1].argmax(-1) == y[:, -1]).float().mean())
-    assert ablation_accuracy(model, x, y, score_positions="last") == pytest.approx(manual)
+    assert accuracy(model, x, y, score_positions="last") == pytest.approx(manual)
 
 
-def test_hook_and_core_come_together(model_and_data):
+def test_accuracy_refuses_what_it_cannot_score(model_and_data):
     model, x, y = model_and_data
-    with pytest.raises(ValueError, match="both hook_name and core"):
-        ablation_accuracy(model, x, y, hook_name=resid_hook(0))
+    with pytest.raises(ValueError, match="score_positions must be 'all' or 'last'"):
+        accuracy(model, x, y, score_positions="first")
+    with pytest.raises(ValueError, match=r"inputs \(40, 6\) and targets \(40, 5\) differ"):
+        accuracy(model, x, y[:, :5])
 
 
 def test_refine_rank_finds_known_thresholds():

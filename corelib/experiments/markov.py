@@ -17,7 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import ace, compare, operators
-from ..interventions import ablation_accuracy
+from ..interventions import accuracy, intervention_accuracy
 from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
 from ..results import load_json, run_dir, save_json
 from ..tasks import markov
@@ -105,8 +105,8 @@ def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p
     jac = ace.jacobians(model.readout(layer), flat, n_samples=p.n_jacobians, seed=p.jacobian_seed)
     core = ace.extract(flat.double().cpu(), jac, energy=p.energy)
     acc = {
-        mode: ablation_accuracy(model, x, y, hook_name=None if mode == "full" else resid_hook(layer),
-                                core=None if mode == "full" else core, mode=mode)
+        mode: accuracy(model, x, y) if mode == "full" else
+        intervention_accuracy(model, x, y, resid_hook(layer), core, mode)
         for mode in ("full", "keep", "remove")
     }
     z = core.coords(flat.double().cpu().numpy()).reshape(h.shape[0], h.shape[1], core.rank)

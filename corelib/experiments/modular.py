@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from .. import ace, operators
 from ..engine import PrefixData, SeedStack, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
-from ..interventions import ablation_accuracy, ablation_curve, refine_rank
+from ..interventions import ablation_curve, accuracy, intervention_accuracy, refine_rank
 from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
 from ..results import load_json, params_key, run_dir, save_json
 from ..tasks.modular import modular_addition_split
@@ -176,11 +176,11 @@ def _model_core(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p: 
     hd = h.double().cpu()
     full = ace.extract(hd, jac, rank=h.shape[1])
 
-    def accuracy(core, mode="full"):
-        return ablation_accuracy(model, x, y, hook_name=None if core is None else resid_hook(layer),
-                                 core=core, mode=mode, positions="last", score_positions="last")
+    def accuracy_with(core, mode="full"):
+        return (accuracy(model, x, y, score_positions="last") if core is None else intervention_accuracy(
+            model, x, y, resid_hook(layer), core, mode, positions="last", score_positions="last"))
 
-    return hd, full, ace.energy_rank(full.singular_values, p.energy), accuracy
+    return hd, full, ace.energy_rank(full.singular_values, p.energy), accuracy_with
 
 
 def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p: ModularParams) -> dict:
