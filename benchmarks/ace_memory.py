@@ -1,30 +1,18 @@
 """Memory and time of ACE: streaming moments versus stacking per-sample Gram matrices.
 
-ACE needs two D x D moments: the activation covariance and the mean of J^T J over sampled
-Jacobians. ``corelib.ace.MomentAccumulator`` adds each batch into two float64 D x D sums, so its
-memory is O(D^2 + batch x D) whatever the number of samples N. The naive route materialises one
-D x D matrix per sample (h_i h_i^T for every activation and J_i^T J_i for every Jacobian) and sums
-them afterwards: O((N + M) D^2) memory, 8 MB per sample at D = 1024.
+ACE needs two D x D moments (activation covariance, mean of J^T J). ``corelib.ace.MomentAccumulator``
+adds each batch into two float64 D x D sums, O(D^2 + batch x D) memory for any number of samples;
+the naive route keeps one D x D matrix per sample and sums them afterwards, O((N + M) D^2).
 
-Every configuration runs in a fresh subprocess so that its peak memory is its own. Two peak
-measurements are printed side by side:
-
-* ``tracemalloc``: peak of the Python/numpy allocations traced during the run;
-* ``RSS``: growth of the resident set's high-water mark (``VmHWM``, reset via
-  ``/proc/self/clear_refs`` where the kernel allows it, else ``ru_maxrss``) over the resident
-  size just before the run.
-
-Synthetic data: activations with a rank-16 signal plus isotropic noise, generated batch by batch
-from per-batch seeds (both routes see identical numbers); a read-out ``f(h) = W2 tanh(W1 h)`` with
-K outputs whose Jacobians ``W2 diag(1 - tanh^2(W1 h)) W1`` are computed in closed form at M rows
-spread evenly over the stream.
-
-Usage::
+Each configuration runs in a fresh subprocess, so its peak memory is its own; the table shows the
+``tracemalloc`` peak and the growth of the resident set's high-water mark (``VmHWM``, reset via
+``/proc/self/clear_refs`` where allowed, else ``ru_maxrss``). The data are synthetic: a rank-16
+signal plus noise, generated per batch from per-batch seeds, and a read-out
+``f(h) = W2 tanh(W1 h)`` whose Jacobians are computed in closed form at M rows. Nothing is
+asserted about time. Usage::
 
     python benchmarks/ace_memory.py            # D = 1024, N up to 200 000, M = 1024, K = 8
-    python benchmarks/ace_memory.py --quick    # small sizes, a few seconds
-
-Nothing is asserted about time; the table reports what this machine measured in this run.
+    python benchmarks/ace_memory.py --quick    # small sizes
 """
 from __future__ import annotations
 

@@ -1,23 +1,17 @@
 """Wall time and memory of the subject-verb agreement layer sweep on SmolLM2-135M.
 
-One run measures, on the paper's 1 200 prompts (600 train, 600 test):
+On the paper's 1 200 prompts (600 train, 600 test) it measures
 
-1. **the layer sweep** as the chapter runs it: prefix caches, Jacobians of the margin at every
-   swept layer in one backward pass per batch, one rank-1 core per layer, and the intervened
-   margins (remove and flip by default) of the test prompts at every swept layer: wall time and
-   the peak resident memory of the process during the sweep (sampled every 20 ms) above the
-   resident memory before it;
-2. **Jacobians: one backward pass for all layers versus one forward and backward pass per
-   layer**, on the first ``--ratio-prompts`` training prompts (the per-layer route is slow), with
-   the largest difference between the two results as a check.
+1. **the layer sweep** as the chapter runs it (prefix caches, margin Jacobians at every swept
+   layer in one backward pass per batch, a rank-1 core per layer, intervened test margins):
+   wall time and peak resident memory above the memory before it (sampled every 20 ms);
+2. **Jacobians in one backward pass for all layers versus one pass per layer**, on the first
+   ``--ratio-prompts`` training prompts, with the largest difference of the two as a check.
 
-Usage::
+Nothing is asserted about time; other processes on the machine change it. Usage::
 
     python benchmarks/sva_layer_sweep.py                      # every layer, 1 200 prompts
     python benchmarks/sva_layer_sweep.py --stride 3 --quick   # a few prompts, every 3rd layer
-
-Nothing is asserted about time. Other processes on the machine change the timings; run it on an
-idle machine for numbers worth comparing.
 """
 from __future__ import annotations
 

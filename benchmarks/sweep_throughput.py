@@ -1,32 +1,16 @@
 """Seed-steps per second of the grokking sweeps: 12 seeds together vs a plain loop, one seed at a time.
 
-Both sides train the sweeps' model (one post-norm block, d_model 128, 4 heads, d_ff 512, dropout
-0.1 during training unless ``--dropout`` says otherwise) on modular addition with p = 53, batch
-512, AdamW (lr 1e-3, weight decay 1), and know the training and test accuracy of the weights after
-*every* optimizer step:
+Both sides train the sweeps' model (one post-norm block, d_model 128, p = 53, batch 512, AdamW,
+dropout 0.1 unless ``--dropout``) and know the training and test accuracy after *every* step:
+the **sweep engine** (:func:`corelib.sweeps.train_condition`: seeds in one vectorised model,
+last position only, exact early-exit accuracy checks) and a **plain loop** (one model, full
+forward, ``torch.optim.AdamW``, then a full evaluation of both sets after every step). Both start
+from fresh models, so the steps measured are the early phase of training. The engine's fixed cost
+per condition is removed by differencing a 1-step and a ``--steps`` run, and printed apart.
 
-- **sweep engine** (:func:`corelib.sweeps.train_condition`): the 12 seeds in one vectorised model,
-  trained at the last position only (each seed with its own dropout stream), evaluated with
-  shared prefixes and exact early-exit accuracy checks (a seed is decided as soon as its errors
-  exceed the 1 % budget);
-- **plain loop**: an ordinary PyTorch loop over one model (full forward over both positions, loss
-  at the last position, ``torch.optim.AdamW``, ``nn.Dropout``), followed after every step by a
-  full forward over the whole training and test sets, in eval mode, to compute both accuracies.
-
-Both start from fresh models, so the measured steps are the early phase of training (no seed has
-memorised yet: the early exit stops after the first chunk, which is also the situation of the
-long phase between memorisation and generalisation for the test set). The plain loop's throughput
-per seed does not depend on the number of seeds, so it is measured on ``--plain-seeds`` of them.
-The sweep engine's fixed cost per condition (initialisation, a full evaluation of each seed when
-it stops) is removed by timing a 1-step run and a ``--steps`` run and taking the difference; it
-is printed separately.
-
-The FLOPs of each side are counted on the operations it dispatches (one short run of each,
-apart from the timed runs) and compared with this machine's fp32 matmul throughput, measured here
-with a large matmul. The script also times the dropout masks (both sides draw the same number, as
-``nn.Dropout`` draws them) and prints the engine's ceiling: its counted FLOPs at 100 % of the
-matmul peak plus its masks, the most any tuning of its method could reach here. Run from the
-project root::
+Each side's FLOPs are counted on the operations it dispatches and compared with this machine's
+fp32 matmul peak; with the time of the dropout masks this gives the engine's ceiling, the most
+any tuning of its method could reach here. Run from the project root::
 
     python benchmarks/sweep_throughput.py              # 40 steps per side
     python benchmarks/sweep_throughput.py --steps 10   # quicker

@@ -1,23 +1,19 @@
 """Epochs per second: 3 seeds trained together (corelib.engine) vs one after another (plain loop).
 
 Both sides train the book's modular-addition model (two blocks, d_model 128, p = 53, batch 512,
-AdamW, weight decay 1, dropout 0.1 unless ``--dropout`` says otherwise) on the same data and
-record the same history every epoch: training loss, training accuracy and test accuracy of each
-seed. The plain loop is
-:func:`corelib.training.train`, an ordinary PyTorch loop over one model (full forward, loss at the
-last position). Run from the project root::
+AdamW, weight decay 1, dropout 0.1 unless ``--dropout``) on the same data and record training
+loss, training accuracy and test accuracy of each seed every epoch. The plain loop is
+:func:`corelib.training.train` (one model, full forward, loss at the last position).
 
-    python benchmarks/train_throughput.py            # 20 epochs per side
-    python benchmarks/train_throughput.py --epochs 5 # quicker
+It also prints each side's FLOPs per second (counted on the operations it dispatches) against this
+machine's fp32 matmul peak, the time of the dropout masks, the engine's ceiling (its FLOPs at the
+peak plus the masks: the most any tuning could reach), and what the book profile's training for
+the two modular-addition chapters costs at the measured rate and at the ceiling. Run from the
+project root::
+
+    python benchmarks/train_throughput.py              # 20 epochs per side
+    python benchmarks/train_throughput.py --epochs 5   # quicker
     python benchmarks/train_throughput.py --dropout 0  # the engine's shared-prefix path
-
-It also prints the FLOPs each side performs per second (counted on the operations each side dispatches
-in one epoch, apart from the timed runs), as a fraction of this machine's measured fp32
-matmul peak; the time the dropout masks take to draw; the engine's ceiling on this machine (its
-counted FLOPs at 100 % of the matmul peak, plus the masks), which bounds the speed-up any tuning
-of the engine could reach; and what the book profile's training for the two modular-addition
-chapters (Figure 2, then both arms of the core-inflation run) costs: its seed-epochs, its time at
-the engine's measured rate, and at the engine's ceiling.
 """
 from __future__ import annotations
 

@@ -18,11 +18,7 @@ The hidden-state change is the core's own flip (:meth:`corelib.ace.Core.flip`) s
 applied with a TransformerLens hook at ``blocks.{layer}.hook_resid_post``. Steps reuse a
 key/value cache: the token's keys and values in the cache are those of the pass that produced it
 (steered or clean), so a steered token keeps influencing the tokens after it.
-
-:func:`generate_batch` runs many requests (prompts, gates, plain or steered, greedy or sampled)
-as one batch, with the same result per request as :func:`generate`; requests of one prompt
-share a batch row until their gates first disagree, so a sweep over gate thresholds costs
-little more than its most divergent member.
+:func:`generate_batch` runs many requests as one batch, with the result :func:`generate` gives each.
 """
 from __future__ import annotations
 

@@ -1,47 +1,18 @@
 r"""The paper's model of core inflation and grokking time, in closed form and as fits.
 
-The paper (section "Redundancy Drives Core Inflation and Grokking" and appendix "Grokking
-Dynamics") models a transformer that has memorised modular addition mod ``p`` after the fact:
-the task can be solved by any of the ``mu = floor(p/2)`` Fourier modes, mode ``k`` being a
-rotation by ``theta_k = 2 pi k / p``. This module evaluates that model and fits it to measured
-grokking delays. The chapter ``notebooks/grokking_theory.py`` derives every formula below and
-checks it numerically; the tests in ``tests/test_theory.py`` check them against scipy.
+After memorising modular addition mod ``p``, a transformer can solve it with any of the
+``mu = floor(p/2)`` Fourier modes; mode ``k`` adds ``psi_k = 1 - cos(2 pi k / p)`` per unit
+amplitude to the classification margin (:func:`psi`; ``||psi||^2 = 3p/4`` for odd ``p``). The
+minimum-norm amplitudes reaching margin ``delta`` use every mode (:func:`min_norm_amplitudes`).
+Under weight decay ``omega`` and a corrective force ``c omega`` the margin relaxes as
+``m(t) = m* (1 - exp(-omega t))`` with ``m* = c ||psi||^2 = kappa p`` (:func:`margin_trajectory`),
+so it reaches ``delta`` at ``tau(p) = -Omega log(1 - p_crit / p)`` (:func:`grok_time`) with
+``Omega = 1/omega`` and ``p_crit = delta / kappa`` (:func:`grok_constants`): grokking happens
+only for ``p > p_crit``. In optimizer steps ``Omega ~ 1 / (eta omega)`` is fitted
+(:func:`fit_grok_time`).
 
-Symbols and how they relate
----------------------------
-``p``
-    Modulus; the number of functionally equivalent modes is ``mu = floor(p/2)``.
-``psi`` (:func:`psi`)
-    ``psi_k = 1 - cos(2 pi k / p)``, ``k = 1..mu``: the contribution of mode ``k`` (at unit
-    amplitude) to the classification margin. Its squared norm (:func:`psi_norm_sq`) is
-    ``3p/4`` for odd ``p``, ``3p/4 + 2`` for even ``p >= 4`` (the extra 2 comes from the mode
-    ``k = p/2``, a reflection with ``psi = 2``) and 4 for ``p = 2``
-    (:func:`psi_norm_sq_closed_form`).
-``alpha``
-    Mode amplitudes, ``alpha >= 0``. With modes in orthogonal parameter subspaces the weight norm
-    is ``||W||^2 ~ ||alpha||^2`` and the margin is ``m = <alpha, psi>``.
-``delta``
-    Margin needed for correct classification. The minimum-norm amplitudes with margin ``delta``
-    are ``alpha* = (delta / ||psi||^2) psi`` (:func:`min_norm_amplitudes`): every mode is active.
-``omega``
-    Weight decay, the rate of the continuous-time relaxation.
-``c``
-    Scale of the corrective force ``gamma(t) ~ c omega`` that keeps the training loss at zero.
-    After memorisation the margin obeys ``dm/dt = -omega m + c omega ||psi||^2``, so
-    ``m(t) = m* (1 - exp(-omega t))`` for ``m(0) = 0`` (:func:`margin_trajectory`).
-``m*``
-    Saturation margin, ``m* = c ||psi||^2``.
-``kappa``
-    Saturation margin per unit of modulus, ``m* = kappa p``; since ``||psi||^2 = 3p/4`` for odd
-    ``p``, ``kappa = 3c/4`` (for even ``p``, ``m* = kappa p + 2c`` is only approximately linear).
-``Omega``, ``p_crit``
-    Solving ``m(tau) = delta`` gives ``tau(p) = -(1/omega) log(1 - delta / (kappa p))``, i.e.
-    ``tau = -Omega log(1 - p_crit / p)`` (:func:`grok_time`) with ``Omega = 1/omega`` (continuous
-    time) and ``p_crit = delta / kappa = 4 delta / (3 c)`` (:func:`grok_constants`). Grokking
-    happens only for ``p > p_crit`` (``m* > delta``). In optimizer steps ``Omega`` is an empirical
-    constant ``~ 1 / (eta omega)`` (``eta`` the learning rate), which :func:`fit_grok_time` fits.
-    For ``p >> p_crit``, ``tau ~ Omega p_crit / p = delta / (omega m*)`` with relative error
-    ``~ p_crit / (2p)``.
+The chapter ``notebooks/grokking_theory.py`` derives each formula; every function's docstring
+states its own.
 """
 from __future__ import annotations
 

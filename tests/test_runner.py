@@ -373,8 +373,8 @@ def test_a_run_time_record_names_the_code_that_ran(project: Path, monkeypatch: p
     [record] = run_times.recorded_run_times(times, root=project)
     assert record["same_code"] is False
     assert run_times.code_label(record) == f"corelib {record['corelib']} (other corelib)"
-    legacy = {k: v for k, v in record.items() if k not in ("corelib", "commit", "same_code")}
-    (times / "alpha.json").write_text(json.dumps(legacy))  # written before code versions were kept
+    unversioned = {k: v for k, v in record.items() if k not in ("corelib", "commit", "same_code")}
+    (times / "alpha.json").write_text(json.dumps(unversioned))  # a record without a code version
     [record] = run_times.recorded_run_times(times, root=project)
     assert record["same_code"] is None and run_times.code_label(record) == "not recorded"
 
