@@ -41,8 +41,9 @@ def test_mask_seconds_times_the_draws_of_every_batch_for_all_seeds(monkeypatch):
 
 
 @pytest.mark.parametrize("script, args, expect", [
-    ("train_throughput.py", ["--epochs", "1"], "the engine's ceiling here"),
-    ("sweep_throughput.py", ["--steps", "2", "--seeds", "2", "--plain-seeds", "1"], "the engine's ceiling here"),
+    pytest.param("train_throughput.py", ["--epochs", "1"], "the engine's ceiling here", marks=pytest.mark.slow),
+    pytest.param("sweep_throughput.py", ["--steps", "2", "--seeds", "2", "--plain-seeds", "1"],
+                 "the engine's ceiling here", marks=pytest.mark.slow),
     ("sweep_throughput.py", ["--steps", "1"], "--steps must be at least 2"),
 ])
 def test_benchmark_scripts_print_their_ratio_and_ceiling(script, args, expect):

@@ -7,7 +7,11 @@ conftest.py, shared with test_browser.py, which opens the same site in headless 
 import json
 import re
 
+import pytest
+
 from acebook import project, runner
+
+pytestmark = pytest.mark.slow  # builds the whole book
 
 
 def test_every_chapter_renders(built_book):

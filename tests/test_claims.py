@@ -120,6 +120,7 @@ def test_a_stale_record_is_reported(tmp_path):
         claims.load_records(tmp_path)
 
 
+@pytest.mark.slow  # builds the whole book
 def test_every_measured_claim_is_on_the_claims_page(built_book):
     root, _ = built_book
     records = claims.load_records(root / "results" / "claims")
