@@ -8,8 +8,9 @@ of its own claims (:func:`chapter_frame`).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from corelib.claims import CLAIMS, Claim, load_records, status
 
@@ -19,6 +20,7 @@ __all__ = ["chapter_frame", "chapter_table", "claims_table", "format_value"]
 def format_value(value: Any) -> str:
     """A measured value as a table cell: a number to 3 significant digits, the range of a list,
     ``label: number`` pairs of a mapping, ``n/a`` for a missing or non-finite number."""
+
     def one(v):
         if v is None or (isinstance(v, float) and not math.isfinite(v)):
             return "n/a"
@@ -40,13 +42,20 @@ def _row(c: Claim, data: Mapping[str, Any]) -> dict:
     state, within = status(c, data)
     measured = within is not None
     settings = data.get("settings", {})
-    return {"id": c.id, "chapter": c.chapter, "claim": c.text, "paper": c.paper,
-            "ours": format_value(data["values"][c.id]) if measured else "—", "tolerance": c.tolerance,
-            "within tolerance": "—" if within is None else ("yes" if within else "no"),
-            "status": state, "basis": c.basis,
-            "settings": "; ".join(f"{k}: {v}" for k, v in settings.items()) if measured else "",
-            "profile": data.get("profile", "—") if measured else "—",
-            "note": data.get("notes", {}).get(c.id, "")}
+    return {
+        "id": c.id,
+        "chapter": c.chapter,
+        "claim": c.text,
+        "paper": c.paper,
+        "ours": format_value(data["values"][c.id]) if measured else "—",
+        "tolerance": c.tolerance,
+        "within tolerance": "—" if within is None else ("yes" if within else "no"),
+        "status": state,
+        "basis": c.basis,
+        "settings": "; ".join(f"{k}: {v}" for k, v in settings.items()) if measured else "",
+        "profile": data.get("profile", "—") if measured else "—",
+        "note": data.get("notes", {}).get(c.id, ""),
+    }
 
 
 def claims_table(records: Mapping[str, dict] | None = None) -> list[dict]:
@@ -65,8 +74,9 @@ def chapter_table(chapter: str, root: Path | str | None = None) -> list[dict]:
     ``root``: folder of the recorded claims (default: ``claims/`` of the results root).
     """
     if not any(c.chapter == chapter for c in CLAIMS):
-        raise ValueError(f"no claims belong to chapter {chapter!r}; chapters with claims: "
-                         f"{sorted({c.chapter for c in CLAIMS})}.")
+        raise ValueError(
+            f"no claims belong to chapter {chapter!r}; chapters with claims: {sorted({c.chapter for c in CLAIMS})}."
+        )
     records = load_records(root, chapters=[chapter])
     return [r for r in claims_table(records) if r["chapter"] == chapter]
 
@@ -76,10 +86,15 @@ def chapter_frame(chapter: str, root: Path | str | None = None):
     import pandas as pd
 
     rows = chapter_table(chapter, root)
-    frame = pd.DataFrame(rows).set_index("id")[["claim", "paper", "ours", "tolerance", "within tolerance",
-                                                 "status", "basis"]]
+    frame = pd.DataFrame(rows).set_index("id")[
+        ["claim", "paper", "ours", "tolerance", "within tolerance", "status", "basis"]
+    ]
     settings = next((r["settings"] for r in rows if r["settings"]), "")
-    caption = (f"Measured at settings other than the paper's: {settings}." if settings
-               else "Measured at the paper's settings." if any(r["ours"] != "—" for r in rows)
-               else "Not measured in this run.")
+    caption = (
+        f"Measured at settings other than the paper's: {settings}."
+        if settings
+        else "Measured at the paper's settings."
+        if any(r["ours"] != "—" for r in rows)
+        else "Not measured in this run."
+    )
     return frame.style.set_caption(caption).set_properties(**{"text-align": "left"})

@@ -13,8 +13,19 @@ from typing import Any
 
 import yaml
 
-__all__ = ["CHAPTER_DIR", "PROJECT_ROOT", "ConfigError", "RunnerError", "chapters", "output_path",
-           "profile_parameters", "profiles", "project_root", "show_path", "source_path"]
+__all__ = [
+    "CHAPTER_DIR",
+    "PROJECT_ROOT",
+    "ConfigError",
+    "RunnerError",
+    "chapters",
+    "output_path",
+    "profile_parameters",
+    "profiles",
+    "project_root",
+    "show_path",
+    "source_path",
+]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CHAPTER_DIR = "book/chapters"
@@ -56,8 +67,9 @@ def source_path(name: str, root: str | os.PathLike | None = None) -> Path:
     path = project_root(root) / "notebooks" / f"{name}.py"
     if not path.is_file():
         known = sorted(p.stem for p in path.parent.glob("*.py"))
-        raise ConfigError(f"no notebook {name!r}: {show_path(path)} does not exist "
-                          f"(notebooks: {', '.join(known) or 'none'})")
+        raise ConfigError(
+            f"no notebook {name!r}: {show_path(path)} does not exist (notebooks: {', '.join(known) or 'none'})"
+        )
     return path
 
 
@@ -74,7 +86,7 @@ def chapters(root: str | os.PathLike | None = None) -> list[str]:
         if isinstance(node, dict):
             file = node.get("file")
             if isinstance(file, str) and file.startswith(CHAPTER_DIR + "/"):
-                found.append(file[len(CHAPTER_DIR) + 1:].removesuffix(".ipynb"))
+                found.append(file[len(CHAPTER_DIR) + 1 :].removesuffix(".ipynb"))
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):
@@ -90,24 +102,20 @@ def profiles(root: str | os.PathLike | None = None) -> dict[str, dict[str, dict[
     data = read_yaml(project_root(root) / "profiles.yml") or {}
     if not isinstance(data, dict):
         raise ConfigError("profiles.yml must map profile names to notebooks")
-    return {str(p): {str(nb): dict(params or {}) for nb, params in (nbs or {}).items()}
-            for p, nbs in data.items()}
+    return {str(p): {str(nb): dict(params or {}) for nb, params in (nbs or {}).items()} for p, nbs in data.items()}
 
 
 def profile_table(profile: str, root: str | os.PathLike | None = None) -> dict[str, dict[str, Any]]:
     """``{notebook: {param: value}}`` of one profile; an unknown profile or notebook is an error."""
     table = profiles(root)
     if profile not in table:
-        raise ConfigError(f"unknown profile {profile!r}; profiles.yml defines: "
-                          f"{', '.join(table) or 'no profiles'}")
+        raise ConfigError(f"unknown profile {profile!r}; profiles.yml defines: {', '.join(table) or 'no profiles'}")
     for nb in table[profile]:
         if not (project_root(root) / "notebooks" / f"{nb}.py").is_file():
-            raise ConfigError(f"profile {profile!r} sets parameters for {nb!r}, "
-                              f"but notebooks/{nb}.py does not exist")
+            raise ConfigError(f"profile {profile!r} sets parameters for {nb!r}, but notebooks/{nb}.py does not exist")
     return table[profile]
 
 
-def profile_parameters(name: str, profile: str,
-                       root: str | os.PathLike | None = None) -> dict[str, Any]:
+def profile_parameters(name: str, profile: str, root: str | os.PathLike | None = None) -> dict[str, Any]:
     """Parameters that ``profile`` sets for notebook ``name`` (empty if it sets none)."""
     return dict(profile_table(profile, root).get(name, {}))

@@ -12,16 +12,26 @@ import hashlib
 import os
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from corelib.claims import claims_dir
 from corelib.results import load_json, results_root, save_json
 
 from .project import RunnerError, chapters, project_root
 
-__all__ = ["CODE_DIGITS", "RUN_TIMES", "code_label", "corelib_hash", "git_commit", "package_hash",
-           "record_run_time", "recorded_run_times", "results_written_since"]
+__all__ = [
+    "CODE_DIGITS",
+    "RUN_TIMES",
+    "code_label",
+    "corelib_hash",
+    "git_commit",
+    "package_hash",
+    "record_run_time",
+    "recorded_run_times",
+    "results_written_since",
+]
 
 RUN_TIMES = "run_times"  # folder of the results root
 CODE_DIGITS = 12  # of the corelib hash kept in a record: enough to tell versions apart
@@ -46,9 +56,12 @@ def corelib_hash(root: str | os.PathLike | None = None) -> str:
 def git_commit(root: str | os.PathLike | None = None) -> str | None:
     """Short commit of the checkout ``root``, with ``+modified`` when the code a chapter runs
     (``corelib/``, ``acebook/``, ``notebooks/``) differs from it; None outside a git checkout."""
+
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(project_root(root)), *args], capture_output=True,
-                              text=True, check=True, timeout=30).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(project_root(root)), *args], capture_output=True, text=True, check=True, timeout=30
+        ).stdout.strip()
+
     try:
         commit = git("rev-parse", "--short", "HEAD")
         modified = git("status", "--porcelain", "--", "corelib", "acebook", "notebooks")
@@ -67,6 +80,7 @@ def _threads() -> int:
 def results_written_since(started: float) -> bool:
     """Whether an execution stored results: a file under the results root, other than the run
     times and the recorded claims, modified at or after ``started`` (a ``time.time()``)."""
+
     def modified(path: Path) -> float:
         try:
             return path.stat().st_mtime
@@ -81,8 +95,9 @@ def results_written_since(started: float) -> bool:
     return False
 
 
-def record_run_time(chapter: str, profile: str, seconds: float, *, computed: bool,
-                    root: str | os.PathLike | None = None) -> None:
+def record_run_time(
+    chapter: str, profile: str, seconds: float, *, computed: bool, root: str | os.PathLike | None = None
+) -> None:
     """Record a chapter's wall time and code version, unless it only read back stored results
     and a record of the same profile exists.
 
@@ -94,13 +109,24 @@ def record_run_time(chapter: str, profile: str, seconds: float, *, computed: boo
     if not computed and path.exists() and load_json(path).get("profile") == profile:
         return
     folder.mkdir(parents=True, exist_ok=True)
-    save_json(path, {"chapter": chapter, "profile": profile, "seconds": seconds, "computed": computed,
-                     "threads": _threads(), "finished": time.strftime("%Y-%m-%d %H:%M", time.localtime()),
-                     "corelib": corelib_hash(root)[:CODE_DIGITS], "commit": git_commit(root)})
+    save_json(
+        path,
+        {
+            "chapter": chapter,
+            "profile": profile,
+            "seconds": seconds,
+            "computed": computed,
+            "threads": _threads(),
+            "finished": time.strftime("%Y-%m-%d %H:%M", time.localtime()),
+            "corelib": corelib_hash(root)[:CODE_DIGITS],
+            "commit": git_commit(root),
+        },
+    )
 
 
-def recorded_run_times(folder: str | os.PathLike | None = None,
-                       root: str | os.PathLike | None = None) -> list[dict[str, Any]]:
+def recorded_run_times(
+    folder: str | os.PathLike | None = None, root: str | os.PathLike | None = None
+) -> list[dict[str, Any]]:
     """The run-time record of each executed chapter, in chapter order.
 
     A record holds ``chapter``, ``profile``, ``seconds``, ``threads`` (CPUs the process could

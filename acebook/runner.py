@@ -24,21 +24,44 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
 from corelib.claims import claims_dir
 from corelib.results import results_root
 
-from .project import (CHAPTER_DIR, ConfigError, RunnerError, chapters, output_path, profile_parameters,
-                      profile_table, project_root, show_path, source_path)
+from .project import (
+    CHAPTER_DIR,
+    ConfigError,
+    RunnerError,
+    chapters,
+    output_path,
+    profile_parameters,
+    profile_table,
+    project_root,
+    show_path,
+    source_path,
+)
 from .run_times import RUN_TIMES, package_hash, record_run_time, results_written_since
 
-__all__ = ["ConfigError", "NotebookExecutionError", "RenderError", "RunnerError", "build_book", "cache_key",
-           "code_hash", "main", "notebook_parameters", "parse_value", "render_book", "run_notebook"]
+__all__ = [
+    "ConfigError",
+    "NotebookExecutionError",
+    "RenderError",
+    "RunnerError",
+    "build_book",
+    "cache_key",
+    "code_hash",
+    "main",
+    "notebook_parameters",
+    "parse_value",
+    "render_book",
+    "run_notebook",
+]
 
 KERNEL = "python3"
 METADATA_KEY = "acebook_runner"  # of an executed notebook's metadata: cache key, profile, parameters, time
@@ -49,8 +72,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 class NotebookExecutionError(RunnerError):
     """A cell of a notebook raised; the partial notebook is kept at ``partial_path``."""
 
-    def __init__(self, message: str, *, notebook: str, cell_index: int | None,
-                 partial_path: Path, traceback: str = "") -> None:
+    def __init__(
+        self, message: str, *, notebook: str, cell_index: int | None, partial_path: Path, traceback: str = ""
+    ) -> None:
         super().__init__(message)
         self.notebook = notebook
         self.cell_index = cell_index
@@ -78,6 +102,7 @@ def cache_key(source_text: str, parameters: Mapping[str, Any], library_hash: str
 
 # --------------------------------------------------------------------------- notebooks
 
+
 def _convert(name: str, root: Path) -> Path:
     """Convert the jupytext source to ``_build/runner/<name>.input.ipynb``."""
     import jupytext
@@ -100,13 +125,13 @@ def _inspect(name: str, root: Path) -> tuple[Path, dict[str, dict[str, Any]]]:
     converted = _convert(name, root)
     nb = nbformat.read(converted, as_version=4)
     if not any("parameters" in c.metadata.get("tags", []) for c in nb.cells):
-        raise ConfigError(f"notebook {name!r} has no cell tagged 'parameters' "
-                          f"(add a cell starting with: # %% tags=[\"parameters\"])")
+        raise ConfigError(
+            f"notebook {name!r} has no cell tagged 'parameters' (add a cell starting with: # %% tags=[\"parameters\"])"
+        )
     return converted, papermill.inspect_notebook(str(converted))
 
 
-def notebook_parameters(name: str,
-                        root: str | os.PathLike | None = None) -> dict[str, dict[str, Any]]:
+def notebook_parameters(name: str, root: str | os.PathLike | None = None) -> dict[str, dict[str, Any]]:
     """Parameters of notebook ``name``: ``{param: {default, inferred_type_name, help}}``."""
     return _inspect(name, project_root(root))[1]
 
@@ -115,13 +140,16 @@ def _describe(declared: Mapping[str, Mapping[str, Any]]) -> str:
     return ", ".join(f"{p} (default {info['default']})" for p, info in declared.items()) or "none"
 
 
-def _check_parameters(name: str, params: Mapping[str, Any],
-                      declared: Mapping[str, Mapping[str, Any]], origin: str) -> None:
+def _check_parameters(
+    name: str, params: Mapping[str, Any], declared: Mapping[str, Mapping[str, Any]], origin: str
+) -> None:
     unknown = [p for p in params if p not in declared]
     if unknown:
-        raise ConfigError(f"unknown parameter{'s' if len(unknown) > 1 else ''} "
-                          f"{', '.join(map(repr, unknown))} for notebook {name!r} ({origin}); "
-                          f"its parameters are: {_describe(declared)}")
+        raise ConfigError(
+            f"unknown parameter{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(map(repr, unknown))} for notebook {name!r} ({origin}); "
+            f"its parameters are: {_describe(declared)}"
+        )
 
 
 @dataclass
@@ -166,8 +194,14 @@ def _stored_key(path: Path) -> str | None:
         return None
 
 
-def _plan(name: str, profile: str, overrides: Mapping[str, Any], root: Path, library_hash: str,
-          inspected: tuple[Path, dict[str, dict[str, Any]]] | None = None) -> _Job:
+def _plan(
+    name: str,
+    profile: str,
+    overrides: Mapping[str, Any],
+    root: Path,
+    library_hash: str,
+    inspected: tuple[Path, dict[str, dict[str, Any]]] | None = None,
+) -> _Job:
     """Validate the parameters and compute the cache key -- before any execution."""
     params = profile_parameters(name, profile, root)
     converted, declared = inspected or _inspect(name, root)
@@ -184,8 +218,10 @@ def _declared_inputs(name: str, converted: Path) -> tuple[str, ...]:
 
     inputs = nbformat.read(converted, as_version=4).metadata.get("corelib_inputs", [])
     if not isinstance(inputs, list) or not all(isinstance(i, str) and i and "/" not in i for i in inputs):
-        raise ConfigError(f"notebook {name!r}: corelib_inputs must be a list of folder names of the "
-                          f"results root, e.g. [claims]; got {inputs!r}")
+        raise ConfigError(
+            f"notebook {name!r}: corelib_inputs must be a list of folder names of the "
+            f"results root, e.g. [claims]; got {inputs!r}"
+        )
     return tuple(inputs)
 
 
@@ -206,8 +242,7 @@ def _source_line(py_text: str, cells: list, index: int) -> int | None:
     return None if found is None else found + 1 - skipped
 
 
-def _execution_error(job: _Job, root: Path, partial: Path,
-                     exc: BaseException) -> NotebookExecutionError:
+def _execution_error(job: _Job, root: Path, partial: Path, exc: BaseException) -> NotebookExecutionError:
     """Describe the failing cell of the partial notebook (numbered as in the source)."""
     import nbformat
 
@@ -216,8 +251,7 @@ def _execution_error(job: _Job, root: Path, partial: Path,
         nb = nbformat.read(partial, as_version=4)
     except (OSError, ValueError):
         nb = None
-    cells = [c for c in (nb.cells if nb else [])
-             if not _PAPERMILL_EXTRA_TAGS & set(c.metadata.get("tags", []))]
+    cells = [c for c in (nb.cells if nb else []) if not _PAPERMILL_EXTRA_TAGS & set(c.metadata.get("tags", []))]
     for i, cell in enumerate(cells):
         out = next((o for o in cell.get("outputs", []) if o.output_type == "error"), None)
         if out is None:
@@ -232,10 +266,13 @@ def _execution_error(job: _Job, root: Path, partial: Path,
             line += int(in_cell[1]) - 1 if in_cell else 0
             where += f", at notebooks/{job.name}.py:{line}"
         break
-    message = (f"notebook {job.name!r} failed{where}\n    {error}\n"
-               f"The partially executed notebook is kept at {show_path(partial)}")
-    return NotebookExecutionError(message, notebook=job.name, cell_index=index,
-                                  partial_path=partial, traceback=traceback)
+    message = (
+        f"notebook {job.name!r} failed{where}\n    {error}\n"
+        f"The partially executed notebook is kept at {show_path(partial)}"
+    )
+    return NotebookExecutionError(
+        message, notebook=job.name, cell_index=index, partial_path=partial, traceback=traceback
+    )
 
 
 def _kernel_config() -> dict[str, Any]:
@@ -263,10 +300,15 @@ def _execute(job: _Job, root: Path) -> Path:
     os.environ["ACE_PROFILE"] = job.profile  # inherited by the kernel
     try:
         papermill.execute_notebook(
-            str(job.converted), str(running), parameters=job.parameters, kernel_name=KERNEL,
-            cwd=str(root), log_output=False,
+            str(job.converted),
+            str(running),
+            parameters=job.parameters,
+            kernel_name=KERNEL,
+            cwd=str(root),
+            log_output=False,
             progress_bar={"desc": f"  {job.name}", "leave": False, "disable": None},
-            **_kernel_config())
+            **_kernel_config(),
+        )
     except Exception as exc:  # papermill raises PapermillExecutionError, nbclient others
         failed.parent.mkdir(parents=True, exist_ok=True)
         if running.exists():
@@ -282,8 +324,12 @@ def _execute(job: _Job, root: Path) -> Path:
     nb = nbformat.read(running, as_version=4)
     seconds = round(time.perf_counter() - start, 2)
     nb.metadata[METADATA_KEY] = {
-        "cache_key": job.key, "profile": job.profile, "parameters": job.parameters,
-        "source": f"notebooks/{job.name}.py", "seconds": seconds}
+        "cache_key": job.key,
+        "profile": job.profile,
+        "parameters": job.parameters,
+        "source": f"notebooks/{job.name}.py",
+        "seconds": seconds,
+    }
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, running)
     os.replace(running, target)
@@ -304,16 +350,14 @@ def _run_jobs(jobs: list[_Job], root: Path, force: bool) -> dict[str, dict[str, 
         if not cached:
             _execute(job, root)
         seconds = round(time.perf_counter() - start, 2)
-        timings[job.name] = {"profile": job.profile, "cached": cached, "seconds": seconds,
-                             "parameters": job.parameters}
+        timings[job.name] = {"profile": job.profile, "cached": cached, "seconds": seconds, "parameters": job.parameters}
         _write_timings(root, timings)
         tqdm.write(f"{job.name}: {'cached' if cached else 'executed'} in {seconds:.1f} s")
     bar.close()
     return timings
 
 
-def _write_timings(root: Path, notebooks: Mapping[str, Any],
-                   render: Mapping[str, Any] | None = None) -> None:
+def _write_timings(root: Path, notebooks: Mapping[str, Any], render: Mapping[str, Any] | None = None) -> None:
     """Merge per-notebook (and render) wall times into ``_build/timings.json``."""
     path = root / "_build" / "timings.json"
     try:
@@ -329,8 +373,15 @@ def _write_timings(root: Path, notebooks: Mapping[str, Any],
 
 # --------------------------------------------------------------------------- public API
 
-def run_notebook(name: str, profile: str = "book", overrides: Mapping[str, Any] | None = None,
-                 *, force: bool = False, root: str | os.PathLike | None = None) -> Path:
+
+def run_notebook(
+    name: str,
+    profile: str = "book",
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    force: bool = False,
+    root: str | os.PathLike | None = None,
+) -> Path:
     """Execute one notebook and return the path of the executed ``.ipynb``.
 
     Parameters are those of ``profile`` for ``name``, updated with ``overrides``.
@@ -344,9 +395,15 @@ def run_notebook(name: str, profile: str = "book", overrides: Mapping[str, Any] 
     return output_path(name, root)
 
 
-def build_book(profile: str = "book", *, only: list[str] | None = None,
-               overrides: Mapping[str, Any] | None = None, force: bool = False,
-               render: bool = True, root: str | os.PathLike | None = None) -> Path:
+def build_book(
+    profile: str = "book",
+    *,
+    only: list[str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    force: bool = False,
+    render: bool = True,
+    root: str | os.PathLike | None = None,
+) -> Path:
     """Execute the chapters of ``_toc.yml`` (or just ``only``) and render the book.
 
     ``overrides`` maps parameter names to values: ``"param"`` applies to every
@@ -359,40 +416,37 @@ def build_book(profile: str = "book", *, only: list[str] | None = None,
     selected = list(only) if only else names
     missing = [n for n in selected if n not in names]
     if missing:
-        raise ConfigError(f"not a chapter of _toc.yml: {', '.join(missing)} "
-                          f"(chapters: {', '.join(names) or 'none'})")
+        raise ConfigError(f"not a chapter of _toc.yml: {', '.join(missing)} (chapters: {', '.join(names) or 'none'})")
     profile_table(profile, root)  # fail early on an unknown profile
     if render:
         for name in (n for n in names if n not in selected):
             if not output_path(name, root).exists():
-                raise ConfigError(f"chapter {name!r} has never been executed; build it too "
-                                  f"(or all chapters), or pass --no-render")
+                raise ConfigError(
+                    f"chapter {name!r} has never been executed; build it too (or all chapters), or pass --no-render"
+                )
             print(f"{name}: not re-run; rendering the existing {show_path(output_path(name, root))}")
     library_hash = code_hash(root)
     inspected = {n: _inspect(n, root) for n in selected}
     declared = {n: params for n, (_, params) in inspected.items()}
     per_notebook = _split_overrides(dict(overrides or {}), declared)
-    jobs = [_plan(n, profile, per_notebook[n], root, library_hash, inspected[n])
-            for n in selected]
+    jobs = [_plan(n, profile, per_notebook[n], root, library_hash, inspected[n]) for n in selected]
     _run_jobs(jobs, root, force)
     return render_book(root) if render else root / CHAPTER_DIR
 
 
-def _split_overrides(overrides: Mapping[str, Any],
-                     declared: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def _split_overrides(
+    overrides: Mapping[str, Any], declared: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
     """Distribute ``param`` / ``notebook.param`` overrides over the selected notebooks."""
     result: dict[str, dict[str, Any]] = {name: {} for name in declared}
     for key, value in overrides.items():
         notebook, _, param = key.rpartition(".")
         if notebook and notebook not in declared:
-            raise ConfigError(f"override {key!r}: {notebook!r} is not a selected chapter "
-                              f"({', '.join(declared)})")
+            raise ConfigError(f"override {key!r}: {notebook!r} is not a selected chapter ({', '.join(declared)})")
         targets = [n for n in ([notebook] if notebook else declared) if param in declared[n]]
         if not targets:
-            listing = "; ".join(f"{n}: {_describe(declared[n])}"
-                                for n in ([notebook] if notebook else declared))
-            raise ConfigError(f"unknown parameter {param!r} (override {key!r}); "
-                              f"the parameters are -- {listing}")
+            listing = "; ".join(f"{n}: {_describe(declared[n])}" for n in ([notebook] if notebook else declared))
+            raise ConfigError(f"unknown parameter {param!r} (override {key!r}); the parameters are -- {listing}")
         for name in targets:
             result[name][param] = value
     return result
@@ -402,8 +456,16 @@ def render_book(root: str | os.PathLike | None = None) -> Path:
     """Run ``jupyter-book build`` (warnings are errors) and return ``_build/html/index.html``."""
     root = project_root(root)
     exe = Path(sys.executable).parent / "jupyter-book"
-    command = [str(exe) if exe.exists() else "jupyter-book", "build", str(root),
-               "--all", "-W", "-n", "--keep-going", "--quiet"]
+    command = [
+        str(exe) if exe.exists() else "jupyter-book",
+        "build",
+        str(root),
+        "--all",
+        "-W",
+        "-n",
+        "--keep-going",
+        "--quiet",
+    ]
     start = time.perf_counter()
     print("rendering:", " ".join(command[1:]), flush=True)
     try:
@@ -414,13 +476,15 @@ def render_book(root: str | os.PathLike | None = None) -> Path:
     _write_timings(root, {}, {"seconds": seconds, "ok": result.returncode == 0})
     index = root / "_build" / "html" / "index.html"
     if result.returncode != 0 or not index.exists():
-        raise RenderError(f"jupyter-book build failed (exit code {result.returncode}); "
-                          f"Sphinx warnings are errors, see the log above")
+        raise RenderError(
+            f"jupyter-book build failed (exit code {result.returncode}); Sphinx warnings are errors, see the log above"
+        )
     print(f"rendered in {seconds:.1f} s: {show_path(index)}")
     return index
 
 
 # --------------------------------------------------------------------------- command line
+
 
 def parse_value(text: str) -> Any:
     """Parse a ``-p`` value as YAML (``10`` -> int, ``[1, 2]`` -> list, ``1e-3`` -> float)."""
@@ -434,21 +498,28 @@ def parse_value(text: str) -> Any:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m acebook.runner",
-                                     description="Execute the book's notebooks and render it.")
+    parser = argparse.ArgumentParser(
+        prog="python -m acebook.runner", description="Execute the book's notebooks and render it."
+    )
     where = argparse.ArgumentParser(add_help=False)
-    where.add_argument("--root", type=Path, default=None,
-                       help="project directory (default: the checkout containing acebook)")
+    where.add_argument(
+        "--root", type=Path, default=None, help="project directory (default: the checkout containing acebook)"
+    )
     how = argparse.ArgumentParser(add_help=False)
     how.add_argument("--profile", default="book", help="profile of profiles.yml (default: book)")
-    how.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
-                     metavar=("NAME", "VALUE"),
-                     help="override a parameter; the value is parsed as YAML (build: NAME "
-                          "applies to every chapter declaring it, NOTEBOOK.NAME to one)")
+    how.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="override a parameter; the value is parsed as YAML (build: NAME "
+        "applies to every chapter declaring it, NOTEBOOK.NAME to one)",
+    )
     how.add_argument("--force", action="store_true", help="re-run even if cached")
     sub = parser.add_subparsers(dest="command", required=True)
-    build = sub.add_parser("build", parents=[how, where],
-                           help="execute the chapters of _toc.yml and render the book")
+    build = sub.add_parser("build", parents=[how, where], help="execute the chapters of _toc.yml and render the book")
     build.add_argument("--only", nargs="+", metavar="NAME", help="execute only these chapters")
     build.add_argument("--no-render", action="store_true", help="do not run jupyter-book")
     run = sub.add_parser("run", parents=[how, where], help="execute one notebook")
@@ -475,11 +546,20 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         overrides = {name: parse_value(value) for name, value in args.parameter}
         if args.command == "run":
-            print(show_path(run_notebook(args.name, args.profile, overrides, force=args.force,
-                                     root=args.root)))
+            print(show_path(run_notebook(args.name, args.profile, overrides, force=args.force, root=args.root)))
         else:
-            print(show_path(build_book(args.profile, only=args.only, overrides=overrides,
-                                   force=args.force, render=not args.no_render, root=args.root)))
+            print(
+                show_path(
+                    build_book(
+                        args.profile,
+                        only=args.only,
+                        overrides=overrides,
+                        force=args.force,
+                        render=not args.no_render,
+                        root=args.root,
+                    )
+                )
+            )
         return 0
     except NotebookExecutionError as exc:
         if exc.traceback:

@@ -13,6 +13,7 @@ Nothing is asserted about time; other processes on the machine change it. Usage:
     python benchmarks/sva_layer_sweep.py                      # every layer, 1 200 prompts
     python benchmarks/sva_layer_sweep.py --stride 3 --quick   # a few prompts, every 3rd layer
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,15 +67,21 @@ def main() -> None:
     parser.add_argument("--stride", type=int, default=1, help="sweep every STRIDE-th layer (default: all)")
     parser.add_argument("--modes", nargs="+", default=["remove", "flip"])
     parser.add_argument("--batch-size", type=int, default=200)
-    parser.add_argument("--ratio-prompts", type=int, default=100,
-                        help="training prompts for the one-pass vs per-layer Jacobian comparison")
+    parser.add_argument(
+        "--ratio-prompts",
+        type=int,
+        default=100,
+        help="training prompts for the one-pass vs per-layer Jacobian comparison",
+    )
     parser.add_argument("--quick", action="store_true", help="20 + 20 prompts, 20 for the ratio")
     args = parser.parse_args()
     if args.quick:
         args.n_per_number, args.ratio_prompts = 20, 20
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"load average {os.getloadavg()[0]:.1f} (other processes make timings noisy)")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"load average {os.getloadavg()[0]:.1f} (other processes make timings noisy)"
+    )
     start = time.perf_counter()
     lm = load_model(args.model, readout=AGREEMENT_READOUT)
     print(f"load {args.model}: {time.perf_counter() - start:.1f} s")
@@ -87,23 +94,26 @@ def main() -> None:
         t0 = time.perf_counter()
         cores = sva.layer_cores(lm, train, layers, batch_size=args.batch_size)
         t1 = time.perf_counter()
-        margins = sva.intervened_margins(lm, test, cores, {layer: tuple(args.modes) for layer in layers},
-                                         batch_size=args.batch_size)
+        margins = sva.intervened_margins(
+            lm, test, cores, {layer: tuple(args.modes) for layer in layers}, batch_size=args.batch_size
+        )
         t2 = time.perf_counter()
     base = sva.auc(margins["baseline"], plural)
     flip = [sva.auc(margins[(layer, "flip")], plural) for layer in layers]
     best = layers[int(np.argmax([base - f for f in flip]))]
-    print(f"\nlayer sweep: {len(layers)} layers x {len(args.modes)} interventions, "
-          f"{len(train)} + {len(test)} prompts")
+    print(f"\nlayer sweep: {len(layers)} layers x {len(args.modes)} interventions, {len(train)} + {len(test)} prompts")
     print(f"  cores (prefix + all-layer Jacobians + ACE): {t1 - t0:8.1f} s")
-    print(f"  interventions (prefix + {len(layers) * len(args.modes) + 1} last-token passes): "
-          f"{t2 - t1:8.1f} s")
-    print(f"  total: {t2 - t0:.1f} s; peak RSS {mem.peak / 2**20:.0f} MiB "
-          f"(+{(mem.peak - mem.start) / 2**20:.0f} MiB over the {mem.start / 2**20:.0f} MiB before)")
-    print(f"  baseline AUC {base:.3f}; chosen layer {best} (flip AUC {min(flip):.3f}, "
-          f"spectral gap {cores[best].spectral_gap:.3g})")
+    print(f"  interventions (prefix + {len(layers) * len(args.modes) + 1} last-token passes): {t2 - t1:8.1f} s")
+    print(
+        f"  total: {t2 - t0:.1f} s; peak RSS {mem.peak / 2**20:.0f} MiB "
+        f"(+{(mem.peak - mem.start) / 2**20:.0f} MiB over the {mem.start / 2**20:.0f} MiB before)"
+    )
+    print(
+        f"  baseline AUC {base:.3f}; chosen layer {best} (flip AUC {min(flip):.3f}, "
+        f"spectral gap {cores[best].spectral_gap:.3g})"
+    )
 
-    sub = train[:args.ratio_prompts]
+    sub = train[: args.ratio_prompts]
     batch = lm.tokenize(sub)
     cache = lm.prefix_cache(batch)
     all_layers = list(range(lm.n_layers))
@@ -116,8 +126,7 @@ def main() -> None:
     print(f"\nJacobians at all {lm.n_layers} layers, {len(sub)} prompts (prefix cached):")
     print(f"  one backward pass:        {timings[True]:8.2f} s")
     print(f"  one pass per layer:       {timings[False]:8.2f} s")
-    print(f"  ratio per-layer / one:    {timings[False] / timings[True]:8.1f}x   "
-          f"(largest difference {diff:.1e})")
+    print(f"  ratio per-layer / one:    {timings[False] / timings[True]:8.1f}x   (largest difference {diff:.1e})")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ any tuning of its method could reach here. Run from the project root::
     python benchmarks/sweep_throughput.py --steps 10   # quicker
     python benchmarks/sweep_throughput.py --dropout 0  # without dropout
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,12 +29,11 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _machine import counted_flops, mask_seconds, matmul_gflops  # noqa: E402
 from corelib.models import Transformer  # noqa: E402
 from corelib.sweeps import Condition, SweepConfig, SweepStats, condition_data, train_condition  # noqa: E402
 from corelib.tasks.modular import modular_addition_split  # noqa: E402
 from corelib.training import epoch_order  # noqa: E402
-
-from _machine import counted_flops, mask_seconds, matmul_gflops  # noqa: E402
 
 
 def plain_loop(cfg: SweepConfig, cond: Condition, seeds: list[int], steps: int) -> float:
@@ -80,9 +80,11 @@ def main() -> None:
     cfg, cond = SweepConfig(dropout=args.dropout), Condition(p=53, weight_decay=1.0, batch_size=512)
     seeds = [42 + s for s in range(args.seeds)]
     peak = matmul_gflops()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, p = {cond.p}, batch "
-          f"{cond.batch_size}, dropout {cfg.dropout:g}, {args.steps} steps; fp32 matmul peak measured: "
-          f"{peak:.1f} GFLOP/s")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, p = {cond.p}, batch "
+        f"{cond.batch_size}, dropout {cfg.dropout:g}, {args.steps} steps; fp32 matmul peak measured: "
+        f"{peak:.1f} GFLOP/s"
+    )
 
     plain_rate = plain_loop(cfg, cond, seeds[: args.plain_seeds], args.steps)
     model_cfg = cfg.model_config(cond.p)
@@ -109,24 +111,29 @@ def main() -> None:
     # The work per seed-step, counted on the operations each side dispatches (apart from the
     # timed runs), and the dropout masks, which both sides draw alike for every step.
     n_count = min(args.steps, 5)
-    sweep_flops = ((counted_flops(lambda: run(n_count)) - counted_flops(lambda: run(1)))
-                   / ((n_count - 1) * len(seeds)))
+    sweep_flops = (counted_flops(lambda: run(n_count)) - counted_flops(lambda: run(1))) / ((n_count - 1) * len(seeds))
     plain_flops = counted_flops(lambda: plain_loop(cfg, cond, seeds[:1], 1))
     length = condition_data(cond, cfg)[0].prefixes.shape[1] + 1
-    masks = (mask_seconds(model_cfg, seeds, [cond.batch_size], length) / len(seeds) if cfg.dropout else 0.0)
-    for name, rate, flops in (("plain loop, one seed at a time, full evaluation", plain_rate, plain_flops),
-                              (f"sweep engine, {args.seeds} seeds together, early exit", sweep_rate, sweep_flops)):
+    masks = mask_seconds(model_cfg, seeds, [cond.batch_size], length) / len(seeds) if cfg.dropout else 0.0
+    for name, rate, flops in (
+        ("plain loop, one seed at a time, full evaluation", plain_rate, plain_flops),
+        (f"sweep engine, {args.seeds} seeds together, early exit", sweep_rate, sweep_flops),
+    ):
         gflops = rate * flops / 1e9
-        print(f"{name}: {rate:8.2f} seed-steps/s, {flops / 1e9:.2f} GFLOP per seed-step, {gflops:6.2f} GFLOP/s "
-              f"({gflops / peak:.1%} of matmul peak)")
+        print(
+            f"{name}: {rate:8.2f} seed-steps/s, {flops / 1e9:.2f} GFLOP per seed-step, {gflops:6.2f} GFLOP/s "
+            f"({gflops / peak:.1%} of matmul peak)"
+        )
     print(f"the engine evaluated {eval_per_seed_step:.0f} rows per seed-step")
     print(f"speed-up: {sweep_rate / plain_rate:.1f}x  (target >= 10x)")
     # What no tuning of the engine's method can beat here: its counted FLOPs at the full matmul
     # peak, plus the masks, which are drawn one element at a time on one core.
     ceiling = 1 / (sweep_flops / peak / 1e9 + masks)
-    print(f"dropout masks: {masks * 1e3:.1f} ms per seed-step; the engine's ceiling here (its matmuls at 100% "
-          f"of the peak, plus the masks): {ceiling:.1f} seed-steps/s, a speed-up of at most "
-          f"{ceiling / plain_rate:.1f}x")
+    print(
+        f"dropout masks: {masks * 1e3:.1f} ms per seed-step; the engine's ceiling here (its matmuls at 100% "
+        f"of the peak, plus the masks): {ceiling:.1f} seed-steps/s, a speed-up of at most "
+        f"{ceiling / plain_rate:.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -13,20 +13,21 @@ settings, whatever the numbers: only the paper's settings can reproduce a claim)
 this profile``. A measured value is a number, a list of numbers or a ``{label: number}`` mapping;
 every number must pass. The book renders the tables with :mod:`acebook.claims_page`.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import math
 import os
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from .results import load_json, results_root, save_json
 
-__all__ = ["CLAIMS", "STATUSES", "Claim", "claim", "claims_dir", "deviations", "load_records", "record",
-           "status"]
+__all__ = ["CLAIMS", "STATUSES", "Claim", "claim", "claims_dir", "deviations", "load_records", "record", "status"]
 
 STATUSES = ("reproduced", "differs", "measured at reduced settings", "not run in this profile")
 
@@ -91,8 +92,15 @@ def _equal(x: float) -> tuple[str, Callable[[float], bool]]:
     return f"= {x:g}", lambda v: v == x
 
 
-def _new_claim(id: str, chapter: str, text: str, paper: str, rule: tuple[str, Callable[[float], bool]],
-               basis: str, value: float | None = None) -> Claim:
+def _new_claim(
+    id: str,
+    chapter: str,
+    text: str,
+    paper: str,
+    rule: tuple[str, Callable[[float], bool]],
+    basis: str,
+    value: float | None = None,
+) -> Claim:
     """A :class:`Claim` whose tolerance ``rule`` is one of the helpers above (display text, test)."""
     return Claim(id, chapter, text, paper, rule[0], rule[1], basis, value)
 
@@ -106,6 +114,8 @@ _SWEEPS = "grokking_sweeps"
 _AGREEMENT = "subject_verb_agreement"
 _NO_NUMBER = "the paper states this without a number; "
 
+# A table, one claim per entry, its fields in reading order: not reformatted.
+# fmt: off
 CLAIMS: tuple[Claim, ...] = (
     # Markov chain (Figure 1, Tables A1-A3)
     _new_claim("markov.accuracy", _MARKOV, "test accuracy of each model (Bayes-optimal 0.75)", "0.748 (each model)",
@@ -219,6 +229,7 @@ CLAIMS: tuple[Claim, ...] = (
        "untouched", _at_least(0.9), _NO_NUMBER + "'untouched' read as at least 90 %"),
 )
 """Every quantitative claim of the paper that the book measures, in chapter order."""
+# fmt: on
 
 _BY_ID = {c.id: c for c in CLAIMS}
 if len(_BY_ID) != len(CLAIMS):  # pragma: no cover - a typo in the registry above
@@ -257,8 +268,10 @@ def _check_value(claim_id: str, value: Any) -> Any:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
-        raise TypeError(f"claim {claim_id!r}: a measured value must be a number, a list of numbers or a "
-                        f"{{label: number}} mapping, got {type(value).__name__}.")
+        raise TypeError(
+            f"claim {claim_id!r}: a measured value must be a number, a list of numbers or a "
+            f"{{label: number}} mapping, got {type(value).__name__}."
+        )
     v = float(value)
     return int(v) if isinstance(value, int) or (hasattr(value, "dtype") and "int" in str(value.dtype)) else v
 
@@ -271,6 +284,7 @@ def deviations(ours: Any, paper: Any, *, ignore: Iterable[str] = ()) -> dict[str
     skipped, as are fields that only ``ours`` has. Passed to :func:`record`: an empty result means
     the chapter ran at the paper's settings.
     """
+
     def as_dict(x):
         return dataclasses.asdict(x) if dataclasses.is_dataclass(x) else dict(x)
 
@@ -280,8 +294,11 @@ def deviations(ours: Any, paper: Any, *, ignore: Iterable[str] = ()) -> dict[str
     def norm(v):
         return list(v) if isinstance(v, tuple) else v
 
-    return {k: f"{_setting(a[k])} (paper: {_setting(b[k])})" for k in a
-            if k in b and k not in skip and norm(a[k]) != norm(b[k])}
+    return {
+        k: f"{_setting(a[k])} (paper: {_setting(b[k])})"
+        for k in a
+        if k in b and k not in skip and norm(a[k]) != norm(b[k])
+    }
 
 
 def _setting(v: Any) -> str:
@@ -290,8 +307,14 @@ def _setting(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def record(chapter: str, values: Mapping[str, Any], *, settings: Mapping[str, str],
-           notes: Mapping[str, str] | None = None, root: Path | str | None = None) -> Path:
+def record(
+    chapter: str,
+    values: Mapping[str, Any],
+    *,
+    settings: Mapping[str, str],
+    notes: Mapping[str, str] | None = None,
+    root: Path | str | None = None,
+) -> Path:
     """Save what ``chapter`` measured for its claims; returns the file written.
 
     ``values`` maps claim ids (see :data:`CLAIMS`) to measured values; an unknown id, or a claim
@@ -332,21 +355,30 @@ def load_records(root: Path | str | None = None, chapters: Iterable[str] | None 
     """
     out = {}
     folder = claims_dir(root)
-    paths = sorted(folder.glob("*.json")) if chapters is None else \
-        [folder / f"{c}.json" for c in chapters if (folder / f"{c}.json").exists()]
+    paths = (
+        sorted(folder.glob("*.json"))
+        if chapters is None
+        else [folder / f"{c}.json" for c in chapters if (folder / f"{c}.json").exists()]
+    )
     for path in paths:
         try:
             data = load_json(path)
         except ValueError as err:
             raise ValueError(f"{path} is not valid JSON ({err}); rerun chapter {path.stem!r}.") from None
-        if not isinstance(data, dict) or not isinstance(data.get("values"), dict) \
-                or not isinstance(data.get("settings"), dict):
-            raise ValueError(f"{path} is not a claims record of this version of corelib (no 'values' and "
-                             f"'settings'); rerun chapter {path.stem!r}.")
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("values"), dict)
+            or not isinstance(data.get("settings"), dict)
+        ):
+            raise ValueError(
+                f"{path} is not a claims record of this version of corelib (no 'values' and "
+                f"'settings'); rerun chapter {path.stem!r}."
+            )
         unknown = [cid for cid in data["values"] if cid not in _BY_ID]
         if unknown:
-            raise ValueError(f"{path} records unknown claims {unknown}; rerun chapter {path.stem!r} "
-                             "with this version of corelib.")
+            raise ValueError(
+                f"{path} records unknown claims {unknown}; rerun chapter {path.stem!r} with this version of corelib."
+            )
         out[data.get("chapter", path.stem)] = data
     return out
 

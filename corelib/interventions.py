@@ -8,9 +8,11 @@ same way: a small pure hook function ``fn(act, hook)`` passed to
 * remove (core-removed, necessity):  ``h - P h``      or centred ``h - P (h - mu)``
 * flip (reflection, steering):       ``h - 2 P h``    or centred ``h - 2 P (h - mu)``
 """
+
 from __future__ import annotations
 
-from typing import Callable, Literal, Sequence
+from collections.abc import Callable, Sequence
+from typing import Literal
 
 import numpy as np
 import torch
@@ -111,8 +113,9 @@ def intervention_accuracy(
     ``positions`` and ``centered`` are those of :func:`intervention_hook`.
     """
     hook = intervention_hook(core, mode, centered=centered, positions=positions)
-    return accuracy(model, inputs, targets, score_positions=score_positions, fwd_hooks=[(hook_name, hook)],
-                    batch_size=batch_size)
+    return accuracy(
+        model, inputs, targets, score_positions=score_positions, fwd_hooks=[(hook_name, hook)], batch_size=batch_size
+    )
 
 
 def _first_true(lo: int, hi: int, pred: Callable[[int], bool]) -> int | None:
@@ -158,8 +161,9 @@ def refine_rank(
     return necessary, sufficient
 
 
-def ablation_curve(full_core: Core, accuracy: Callable[[Core, str], float], mode: str,
-                   ranks: Sequence[int] | None = None) -> np.ndarray:
+def ablation_curve(
+    full_core: Core, accuracy: Callable[[Core, str], float], mode: str, ranks: Sequence[int] | None = None
+) -> np.ndarray:
     """``accuracy(full_core.truncate(r), mode)`` for every r in ``ranks`` (default 1..rank).
 
     The whole curve that :func:`refine_rank` scans until its criterion first holds: with

@@ -8,6 +8,7 @@ For modular addition the "dynamics" is the cycle of answer classes: the class ce
 eigenvalues near the unit circle are read as rotational (Fourier) modes of frequency ``k``.
 ``cycle_spectrum`` reads the same frequencies straight from the centroids, without a fit.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -105,8 +106,7 @@ def class_centroids(coords, labels, n_classes: int) -> np.ndarray:
     lab = np.asarray(labels)
     if lab.ndim != 1 or lab.shape[0] != x.shape[0]:
         raise ValueError(
-            f"labels must be a 1-D array with one entry per row of coords ({x.shape[0]}), "
-            f"got shape {lab.shape}."
+            f"labels must be a 1-D array with one entry per row of coords ({x.shape[0]}), got shape {lab.shape}."
         )
     if lab.dtype.kind not in "iu":
         labf = lab.astype(np.float64)
@@ -116,8 +116,7 @@ def class_centroids(coords, labels, n_classes: int) -> np.ndarray:
     bad = (lab < 0) | (lab >= p)
     if bad.any():
         raise ValueError(
-            f"labels must lie in [0, {p}) for n_classes={p}; found {int(bad.sum())} outside "
-            f"(e.g. {int(lab[bad][0])})."
+            f"labels must lie in [0, {p}) for n_classes={p}; found {int(bad.sum())} outside (e.g. {int(lab[bad][0])})."
         )
     counts = np.bincount(lab, minlength=p)
     empty = np.flatnonzero(counts == 0)
@@ -286,8 +285,7 @@ def fit_shift_operator(
 
     eig = np.linalg.eigvals(a)
     eig = eig[np.lexsort((np.angle(eig), -np.round(np.abs(eig), 12)))]
-    return ShiftFit(A=a, eigenvalues=eig, r2=r2, basis=basis, r2_heldout=r2_heldout,
-                    center=center, singular_values=s)
+    return ShiftFit(A=a, eigenvalues=eig, r2=r2, basis=basis, r2_heldout=r2_heldout, center=center, singular_values=s)
 
 
 def _as_eigenvalues(eigenvalues) -> np.ndarray:
@@ -297,8 +295,7 @@ def _as_eigenvalues(eigenvalues) -> np.ndarray:
         raise ValueError(f"eigenvalues must be a 1-D list, got shape {arr.shape}.")
     if not np.all(np.isfinite(arr)):
         raise ValueError(
-            f"eigenvalues contain {int((~np.isfinite(arr)).sum())} NaN/Inf values; check the "
-            "fitted operator."
+            f"eigenvalues contain {int((~np.isfinite(arr)).sum())} NaN/Inf values; check the fitted operator."
         )
     return arr
 

@@ -1,4 +1,5 @@
 """Fixtures shared by several test files."""
+
 import shutil
 from pathlib import Path
 

@@ -4,6 +4,7 @@ The build runs in a copy of the project in a temporary folder, so running the te
 replaces a book you built with `make book`. It is the session fixture `built_book` of
 conftest.py, shared with test_browser.py, which opens the same site in headless Chromium.
 """
+
 import json
 import re
 

@@ -1,4 +1,5 @@
 """Interventions: hook algebra on known cores, through a real hooked model, and rank refinement."""
+
 import numpy as np
 import pytest
 import torch
@@ -99,8 +100,8 @@ def test_refine_rank_finds_known_thresholds():
         return min(1.0, r / 13) if mode == "keep" else max(0.0, 1.0 - r / 16)
 
     necessary, sufficient = refine_rank(core, accuracy, baseline=1.0, chance_level=0.25, start_rank=3)
-    assert sufficient == 13          # first r with r/13 >= 0.999
-    assert necessary == 12           # first r with 1 - r/16 <= 0.25
+    assert sufficient == 13  # first r with r/13 >= 0.999
+    assert necessary == 12  # first r with 1 - r/16 <= 0.25
     # The scans stop at the answer: removal is tried on 3..12 only, core-only on 1..13 only.
     assert sorted(r for m, r in calls if m == "remove") == list(range(3, 13))
     assert sorted(r for m, r in calls if m == "keep") == list(range(1, 14))

