@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from corelib.ace import Core
+from corelib.ace import Core, extract
 from corelib.experiments import sva
 from corelib.interventions import intervention_hook
 from corelib.lm import OFFLINE_MODELS, _NotRun, load_model
@@ -283,11 +283,14 @@ def test_jacobians_match_finite_differences(tiny, prompts):
 def test_layer_cores_are_rank_one_with_the_training_mean(tiny, prompts):
     cores = sva.layer_cores(tiny, prompts, [0, 1], batch_size=5, progress=False)
     batch = tiny.tokenize(prompts)
-    acts, _, _ = sva.all_layer_jacobians(tiny, batch, [0, 1], tiny.prefix_cache(batch))
+    acts, jacs, _ = sva.all_layer_jacobians(tiny, batch, [0, 1], tiny.prefix_cache(batch))
     for layer, core in cores.items():
         assert core.rank == 1
         assert np.allclose(core.mean, acts[layer].double().mean(0).numpy(), atol=1e-6)
-        assert core.spectral_gap >= 1
+        # streamed in batches of 5, the core is the one extracted from all prompts at once
+        whole = extract(acts[layer].double().numpy(), jacs[layer].double().numpy()[:, None, :], rank=1)
+        np.testing.assert_allclose(core.singular_values, whole.singular_values, rtol=1e-6, atol=1e-9)
+        assert abs(float(core.basis[:, 0] @ whole.basis[:, 0])) == pytest.approx(1.0, abs=1e-6)
 
 
 def test_sweep_layers():
@@ -534,7 +537,7 @@ def test_params_validation():
     assert sva.SVAParams(gate=0.25, gate_grid=[0.5, 0.1, 0.1]).gates == (0.1, 0.25, 0.5)
 
 
-def test_run_on_the_tiny_model(tmp_path, monkeypatch):
+def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
     p = sva.SVAParams(
         models=("tiny-random-llama",),
@@ -568,7 +571,11 @@ def test_run_on_the_tiny_model(tmp_path, monkeypatch):
     assert [r["prompt"] for r in s["flip_demo"]] == list(FLIP_DEMO_PROMPTS)
     for r in s["flip_demo"]:
         assert set(r["baseline"]) == {"is", "are", "was", "were"}
-        assert 0 < sum(r["baseline"].values()) <= 1 and 0 < sum(r["flip"].values()) <= 1
+        with torch.no_grad():  # the unmodified probabilities, from a plain forward pass of the same model
+            probs = torch.softmax(tiny(torch.tensor([tiny.encode(r["prompt"])]))[0, -1].double(), -1)
+        expected = {verb.strip(): float(probs[i]) for verb, i in tiny.readout_ids.items()}
+        assert r["baseline"] == pytest.approx(expected, rel=1e-4, abs=1e-7)
+        assert r["flip"] != pytest.approx(r["baseline"], rel=1e-3)  # the flip moved them
     # every gate of the grid and the chosen one were run; the chosen one's pairs are its rows
     assert p.gates == (0.0, 0.5, 1.0) and set(s["gate_sweep"]) == {"0.0", "0.5", "1.0"}
     assert [pair["steered"] for pair in s["greedy"]] == s["gate_sweep"]["0.0"]["greedy"]
