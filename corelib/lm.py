@@ -499,7 +499,7 @@ class LanguageModel(HookedRootModule):
             return self.readout_from_final(h[:, -1])
         return self.logits_from_final(h)
 
-    def _cap(self, logits: torch.Tensor) -> torch.Tensor:
+    def _softcap(self, logits: torch.Tensor) -> torch.Tensor:
         if self.softcap:
             return torch.tanh(logits / self.softcap) * self.softcap
         return logits
@@ -507,7 +507,7 @@ class LanguageModel(HookedRootModule):
     def logits_from_final(self, h: torch.Tensor) -> torch.Tensor:
         """Full-vocabulary logits from final normalised hidden states."""
         head = self.hf.get_output_embeddings()
-        return self._cap(head(h.to(head.weight.device)))
+        return self._softcap(head(h.to(head.weight.device)))
 
     def token_logits(self, h: torch.Tensor, tokens: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
         """``{token: logits}`` of single tokens (default: the read-out's) from final hidden states
@@ -518,7 +518,7 @@ class LanguageModel(HookedRootModule):
         logits = h.to(head.weight.device) @ head.weight[ids].T
         if getattr(head, "bias", None) is not None:
             logits = logits + head.bias[ids]
-        logits = self._cap(logits)
+        logits = self._softcap(logits)
         return {t: logits[..., i] for i, t in enumerate(names)}
 
     def readout_from_final(self, h: torch.Tensor) -> torch.Tensor:

@@ -149,7 +149,7 @@ def _choose(logits: torch.Tensor, greedy: bool, temperature: float, top_k: int, 
     return int(idx[torch.multinomial(torch.softmax(values, -1), 1, generator=gen)])
 
 
-class _single_thread:
+class _OneThreadForSmallBatches:
     """One intra-op thread on the CPU while decoding a few rows: one-token passes of a small batch
     are too small to gain from threads, and on a busy machine synchronising threads costs several
     times the work. Larger batches keep the threads."""
@@ -338,7 +338,7 @@ def generate_batch(
     eos = lm.tokenizer.eos_token_id
 
     bar = tqdm(total=max(budget), desc=f"{lm.name}: generation", disable=not progress, leave=False)
-    with _single_thread(lm.device, len(keys)), bar:
+    with _OneThreadForSmallBatches(lm.device, len(keys)), bar:
         while members:
             bar.update()
             clean = (
