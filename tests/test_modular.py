@@ -174,10 +174,10 @@ def test_first_rank_at_or_below_reads_the_first_crossing_above_the_energy_rank()
             [
                 [0.01, 0.5, 0.04, 0.02, 0.06, 0.01],  # rank 1 is below the energy rank
                 [0.9, 0.3, 0.06, 0.04, 0.07, 0.02],  # crosses 0.05 at 4, then bounces
-                [0.9, 0.8, 0.7, 0.6, 0.5, 0.4],
+                [0.9, 0.8, 0.7, 0.6, 0.5, 0.4],  # never gets there
             ]
         ),
-    }  # never gets there
+    }
     assert modular.first_rank_at_or_below(curves, 0.05) == [3, 4, None]
     assert modular.first_rank_at_or_below(curves, 0.5) == [2, 2, 5]
     assert modular.first_rank_at_or_below(curves, 1.0) == [2, 1, 1]
