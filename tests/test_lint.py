@@ -27,5 +27,5 @@ def test_ruff_check_passes() -> None:
 
 
 def test_ruff_format_leaves_every_file_unchanged() -> None:
-    run = ruff("format", "--check")
+    run = ruff("format", "--check", "--output-format", "concise")
     assert run.returncode == 0, f"files not formatted (run `ruff format`):\n{run.stdout}{run.stderr}"
