@@ -50,7 +50,7 @@ def test_mask_seconds_times_the_draws_of_every_batch_for_all_seeds(monkeypatch):
             "the engine's ceiling here",
             marks=pytest.mark.slow,
         ),
-        ("sweep_throughput.py", ["--steps", "1"], "--steps must be at least 2"),
+        pytest.param("sweep_throughput.py", ["--steps", "1"], "--steps must be at least 2", marks=pytest.mark.slow),
     ],
 )
 def test_benchmark_scripts_print_their_ratio_and_ceiling(script, args, expect):

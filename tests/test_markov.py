@@ -61,6 +61,7 @@ def test_spectrum_distance_is_order_free():
         spectrum_distance(a, a[:2])
 
 
+@pytest.mark.slow  # trains the chapter's models end to end
 def test_experiment_runs_caches_and_reports(tmp_path, monkeypatch):
     from corelib.experiments import markov
 

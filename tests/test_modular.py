@@ -95,6 +95,7 @@ def test_branch_epoch_must_be_a_snapshot_of_the_first_arm():
             modular.ModularParams(branch_epoch=bad)
 
 
+@pytest.mark.slow  # trains and analyses both arms end to end
 def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
     p = modular.ModularParams(**TINY)

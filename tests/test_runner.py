@@ -249,6 +249,7 @@ def test_cli_failing_notebook_exits_1(project: Path, capsys: pytest.CaptureFixtu
     assert "error: notebook 'broken' failed in cell 3" in err
 
 
+@pytest.mark.slow  # runs jupyter-book
 def test_build_renders_the_book(project: Path) -> None:
     """End to end with the repository's real _config.yml (Sphinx warnings are errors)."""
     shutil.copy(REPO / "_config.yml", project / "_config.yml")

