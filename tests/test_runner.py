@@ -145,6 +145,7 @@ def test_unknown_notebook(project: Path) -> None:
         runner.run_notebook("gamma", root=project)
 
 
+@pytest.mark.slow  # two notebook executions and a traceback
 def test_failing_cell_names_notebook_and_cell_and_keeps_partial_notebook(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -346,6 +347,7 @@ if not path.exists():
 """
 
 
+@pytest.mark.slow  # six notebook executions
 def test_a_run_on_stored_results_keeps_the_time_of_the_run_that_computed_them(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

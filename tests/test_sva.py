@@ -442,6 +442,7 @@ def _full_pass_margins(lm, core, layer, gen):
     return generation_margin(logits[0, start:], lm.readout_ids)
 
 
+@pytest.mark.slow  # many generations, each also without a cache
 def test_batched_steering_matches_single_rows_and_a_cache_free_pass(tiny, prompts):
     # layer 0: its steered state feeds the keys and values of layer 1 (those of the last layer
     # would reach only the logits, and a wrong cache would go unnoticed)
