@@ -1,5 +1,6 @@
 # make book [PROFILE=smoke|book|paper]   execute the notebooks and render _build/html
 # make test                              run the test suite
+# make test-fast                         the test suite without the tests marked slow (a few minutes less)
 # Both create .venv and install the project into it when needed.
 
 PYTHON ?= python3
@@ -9,13 +10,16 @@ TORCH_PIP_ARGS ?=
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: book test chromium
+.PHONY: book test test-fast chromium
 
 book: $(STAMP)
-	$(VENV)/bin/python -m corelib.runner build --profile $(PROFILE)
+	$(VENV)/bin/python -m acebook.runner build --profile $(PROFILE)
 
 test: $(STAMP) chromium
 	$(VENV)/bin/python -m pytest
+
+test-fast: $(STAMP)
+	$(VENV)/bin/python -m pytest -m "not slow"
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

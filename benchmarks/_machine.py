@@ -1,8 +1,9 @@
 """What the benchmarks share: this machine's matmul throughput, counted FLOPs, dropout-mask cost."""
+
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -54,8 +55,9 @@ def counted_flops(work: Callable[[], object]) -> float:
     return float(counter.total)
 
 
-def mask_seconds(model_cfg: TransformerConfig, seeds: list[int], batches: list[int], length: int,
-                 repeats: int = 3) -> float:
+def mask_seconds(
+    model_cfg: TransformerConfig, seeds: list[int], batches: list[int], length: int, repeats: int = 3
+) -> float:
     """Seconds to draw the dropout masks of one pass over ``batches`` for all ``seeds``, best of ``repeats``.
 
     The masks are drawn as ``nn.Dropout`` draws them (whole, with ``bernoulli_`` on the CPU), which

@@ -1,31 +1,20 @@
 """Memory and time of ACE: streaming moments versus stacking per-sample Gram matrices.
 
-ACE needs two D x D moments: the activation covariance and the mean of J^T J over sampled
-Jacobians. ``corelib.ace.MomentAccumulator`` adds each batch into two float64 D x D sums, so its
-memory is O(D^2 + batch x D) whatever the number of samples N. The naive route materialises one
-D x D matrix per sample (h_i h_i^T for every activation and J_i^T J_i for every Jacobian) and sums
-them afterwards: O((N + M) D^2) memory, 8 MB per sample at D = 1024.
+ACE needs two D x D moments (activation covariance, mean of J^T J). ``corelib.ace.MomentAccumulator``
+adds each batch into two float64 D x D sums, O(D^2 + batch x D) memory for any number of samples;
+the naive route keeps one D x D matrix per sample and sums them afterwards, O((N + M) D^2).
 
-Every configuration runs in a fresh subprocess so that its peak memory is its own. Two peak
-measurements are printed side by side:
-
-* ``tracemalloc``: peak of the Python/numpy allocations traced during the run;
-* ``RSS``: growth of the resident set's high-water mark (``VmHWM``, reset via
-  ``/proc/self/clear_refs`` where the kernel allows it, else ``ru_maxrss``) over the resident
-  size just before the run.
-
-Synthetic data: activations with a rank-16 signal plus isotropic noise, generated batch by batch
-from per-batch seeds (both routes see identical numbers); a read-out ``f(h) = W2 tanh(W1 h)`` with
-K outputs whose Jacobians ``W2 diag(1 - tanh^2(W1 h)) W1`` are computed in closed form at M rows
-spread evenly over the stream.
-
-Usage::
+Each configuration runs in a fresh subprocess, so its peak memory is its own; the table shows the
+``tracemalloc`` peak and the growth of the resident set's high-water mark (``VmHWM``, reset via
+``/proc/self/clear_refs`` where allowed, else ``ru_maxrss``). The data are synthetic: a rank-16
+signal plus noise, generated per batch from per-batch seeds, and a read-out
+``f(h) = W2 tanh(W1 h)`` whose Jacobians are computed in closed form at M rows. Nothing is
+asserted about time. Usage::
 
     python benchmarks/ace_memory.py            # D = 1024, N up to 200 000, M = 1024, K = 8
-    python benchmarks/ace_memory.py --quick    # small sizes, a few seconds
-
-Nothing is asserted about time; the table reports what this machine measured in this run.
+    python benchmarks/ace_memory.py --quick    # small sizes
 """
+
 from __future__ import annotations
 
 import argparse
@@ -147,15 +136,23 @@ def worker(route: str, n: int, m: int, d: int, k: int, batch: int, seed: int, ra
     _, traced_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     hwm = _hwm_kb(reset_ok)
-    out = {"route": route, "n": n, "m": len(jacobian_rows(n, m)), "d": d, "k": k,
-           "seconds": seconds, "traced_mb": traced_peak / 2**20,
-           "rss_mb": max(hwm - baseline, 0) / 1024, "hwm_reset": reset_ok,
-           "sv": core.singular_values[:rank].tolist()}
+    out = {
+        "route": route,
+        "n": n,
+        "m": len(jacobian_rows(n, m)),
+        "d": d,
+        "k": k,
+        "seconds": seconds,
+        "traced_mb": traced_peak / 2**20,
+        "rss_mb": max(hwm - baseline, 0) / 1024,
+        "hwm_reset": reset_ok,
+        "sv": core.singular_values[:rank].tolist(),
+    }
     if route == "naive":  # agreement check on identical data, outside the measured region
         ref = streamed_core(problem, n, m, batch, rank)
-        out["max_rel_sv_diff"] = float(np.max(np.abs(core.singular_values[:rank]
-                                                     - ref.singular_values[:rank])
-                                              / ref.singular_values[:rank]))
+        out["max_rel_sv_diff"] = float(
+            np.max(np.abs(core.singular_values[:rank] - ref.singular_values[:rank]) / ref.singular_values[:rank])
+        )
         from corelib.compare import principal_angles
 
         out["max_angle_deg"] = float(np.max(principal_angles(core.basis, ref.basis)))
@@ -163,9 +160,24 @@ def worker(route: str, n: int, m: int, d: int, k: int, batch: int, seed: int, ra
 
 
 def run(route: str, n: int, m: int, args) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", route, str(n), str(m),
-           "--d", str(args.d), "--k", str(args.k), "--batch", str(args.batch),
-           "--seed", str(args.seed), "--rank", str(args.rank)]
+    cmd = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--worker",
+        route,
+        str(n),
+        str(m),
+        "--d",
+        str(args.d),
+        "--k",
+        str(args.k),
+        "--batch",
+        str(args.batch),
+        "--seed",
+        str(args.seed),
+        "--rank",
+        str(args.rank),
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if res.returncode != 0:
         raise SystemExit(f"worker failed ({' '.join(cmd[2:])}):\n{res.stderr}")
@@ -199,12 +211,10 @@ def main(argv=None) -> int:
         stream_ns, naive_ns, m_full = [25_000, 50_000, 100_000, 200_000], [64, 128, 256], args.m or 1024
     d, k = args.d, args.k
     gram_mb = d * d * 8 / 2**20
-    print(f"ACE memory benchmark: D = {d}, K = {k}, batch = {args.batch}, "
-          f"one D x D float64 matrix = {gram_mb:.2f} MB")
+    print(f"ACE memory benchmark: D = {d}, K = {k}, batch = {args.batch}, one D x D float64 matrix = {gram_mb:.2f} MB")
     print(f"machine: {os.cpu_count()} CPUs, numpy {np.__version__}\n")
 
-    header = (f"{'route':<8}{'N':>9}{'M':>7}{'time s':>9}{'tracemalloc MB':>16}{'RSS MB':>9}"
-              f"{'MB per 1k rows':>16}")
+    header = f"{'route':<8}{'N':>9}{'M':>7}{'time s':>9}{'tracemalloc MB':>16}{'RSS MB':>9}{'MB per 1k rows':>16}"
     print(header)
     print("-" * len(header))
     results = []
@@ -213,8 +223,11 @@ def main(argv=None) -> int:
             r = run(route, n, mfn(n), args)
             results.append(r)
             per_k = r["traced_mb"] / (r["n"] + r["m"]) * 1000
-            print(f"{route:<8}{r['n']:>9,}{r['m']:>7,}{r['seconds']:>9.2f}{r['traced_mb']:>16.1f}"
-                  f"{r['rss_mb']:>9.1f}{per_k:>16.1f}", flush=True)
+            print(
+                f"{route:<8}{r['n']:>9,}{r['m']:>7,}{r['seconds']:>9.2f}{r['traced_mb']:>16.1f}"
+                f"{r['rss_mb']:>9.1f}{per_k:>16.1f}",
+                flush=True,
+            )
     if not results[0]["hwm_reset"]:
         print("(VmHWM could not be reset; RSS column uses ru_maxrss growth)")
 
@@ -227,21 +240,31 @@ def main(argv=None) -> int:
     slope = float(np.polyfit(counts, mb, 1)[0])
     naive_at_big = slope * (big["n"] + big["m"])
     print("\nSummary (measured in this run):")
-    print(f"  streamed: N x {big['n'] / small['n']:.0f} ({small['n']:,} -> {big['n']:,}) changes peak "
-          f"tracemalloc by x {big['traced_mb'] / small['traced_mb']:.2f} and time by "
-          f"x {big['seconds'] / small['seconds']:.2f}")
-    print(f"  naive: {slope:.2f} MB per stacked sample (one D x D matrix is {gram_mb:.2f} MB); "
-          f"N x {naive[-1]['n'] / naive[0]['n']:.0f} changes peak by "
-          f"x {naive[-1]['traced_mb'] / naive[0]['traced_mb']:.2f}")
-    print(f"  naive extrapolated to N = {big['n']:,}, M = {big['m']:,}: {naive_at_big / 2**20:.2f} TB "
-          f"(x {naive_at_big / big['traced_mb']:,.0f} the streamed peak of {big['traced_mb']:.0f} MB)")
-    print(f"  at N = {naive[-1]['n']}, the naive route needs x "
-          f"{naive[-1]['traced_mb'] / big['traced_mb']:.1f} the memory the streamed route needs "
-          f"for N = {big['n']:,}")
+    print(
+        f"  streamed: N x {big['n'] / small['n']:.0f} ({small['n']:,} -> {big['n']:,}) changes peak "
+        f"tracemalloc by x {big['traced_mb'] / small['traced_mb']:.2f} and time by "
+        f"x {big['seconds'] / small['seconds']:.2f}"
+    )
+    print(
+        f"  naive: {slope:.2f} MB per stacked sample (one D x D matrix is {gram_mb:.2f} MB); "
+        f"N x {naive[-1]['n'] / naive[0]['n']:.0f} changes peak by "
+        f"x {naive[-1]['traced_mb'] / naive[0]['traced_mb']:.2f}"
+    )
+    print(
+        f"  naive extrapolated to N = {big['n']:,}, M = {big['m']:,}: {naive_at_big / 2**20:.2f} TB "
+        f"(x {naive_at_big / big['traced_mb']:,.0f} the streamed peak of {big['traced_mb']:.0f} MB)"
+    )
+    print(
+        f"  at N = {naive[-1]['n']}, the naive route needs x "
+        f"{naive[-1]['traced_mb'] / big['traced_mb']:.1f} the memory the streamed route needs "
+        f"for N = {big['n']:,}"
+    )
     # Agreement at the largest naive size (smaller ones may have fewer samples than the rank).
     last = naive[-1]
-    print(f"  agreement on identical data (N = {last['n']}): top-{args.rank} singular values within "
-          f"{last['max_rel_sv_diff']:.1e} (relative), cores within {last['max_angle_deg']:.1e} degrees")
+    print(
+        f"  agreement on identical data (N = {last['n']}): top-{args.rank} singular values within "
+        f"{last['max_rel_sv_diff']:.1e} (relative), cores within {last['max_angle_deg']:.1e} degrees"
+    )
     return 0
 
 

@@ -1,24 +1,19 @@
 """Wall time and memory of the subject-verb agreement layer sweep on SmolLM2-135M.
 
-One run measures, on the paper's 1 200 prompts (600 train, 600 test):
+On the paper's 1 200 prompts (600 train, 600 test) it measures
 
-1. **the layer sweep** as the chapter runs it: prefix caches, Jacobians of the margin at every
-   swept layer in one backward pass per batch, one rank-1 core per layer, and the intervened
-   margins (remove and flip by default) of the test prompts at every swept layer: wall time and
-   the peak resident memory of the process during the sweep (sampled every 20 ms) above the
-   resident memory before it;
-2. **Jacobians: one backward pass for all layers versus one forward and backward pass per
-   layer**, on the first ``--ratio-prompts`` training prompts (the per-layer route is slow), with
-   the largest difference between the two results as a check.
+1. **the layer sweep** as the chapter runs it (prefix caches, margin Jacobians at every swept
+   layer in one backward pass per batch, a rank-1 core per layer, intervened test margins):
+   wall time and peak resident memory above the memory before it (sampled every 20 ms);
+2. **Jacobians in one backward pass for all layers versus one pass per layer**, on the first
+   ``--ratio-prompts`` training prompts, with the largest difference of the two as a check.
 
-Usage::
+Nothing is asserted about time; other processes on the machine change it. Usage::
 
     python benchmarks/sva_layer_sweep.py                      # every layer, 1 200 prompts
     python benchmarks/sva_layer_sweep.py --stride 3 --quick   # a few prompts, every 3rd layer
-
-Nothing is asserted about time. Other processes on the machine change the timings; run it on an
-idle machine for numbers worth comparing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +26,7 @@ import torch
 
 from corelib.experiments import sva
 from corelib.lm import load_model
-from corelib.tasks.sva import make_dataset
+from corelib.tasks.sva import AGREEMENT_READOUT, make_dataset
 
 
 def rss() -> int:
@@ -72,17 +67,23 @@ def main() -> None:
     parser.add_argument("--stride", type=int, default=1, help="sweep every STRIDE-th layer (default: all)")
     parser.add_argument("--modes", nargs="+", default=["remove", "flip"])
     parser.add_argument("--batch-size", type=int, default=200)
-    parser.add_argument("--ratio-prompts", type=int, default=100,
-                        help="training prompts for the one-pass vs per-layer Jacobian comparison")
+    parser.add_argument(
+        "--ratio-prompts",
+        type=int,
+        default=100,
+        help="training prompts for the one-pass vs per-layer Jacobian comparison",
+    )
     parser.add_argument("--quick", action="store_true", help="20 + 20 prompts, 20 for the ratio")
     args = parser.parse_args()
     if args.quick:
         args.n_per_number, args.ratio_prompts = 20, 20
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"load average {os.getloadavg()[0]:.1f} (other processes make timings noisy)")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"load average {os.getloadavg()[0]:.1f} (other processes make timings noisy)"
+    )
     start = time.perf_counter()
-    lm = load_model(args.model)
+    lm = load_model(args.model, readout=AGREEMENT_READOUT)
     print(f"load {args.model}: {time.perf_counter() - start:.1f} s")
     ds = make_dataset(args.n_per_number)
     train, _ = ds.split("train")
@@ -93,23 +94,26 @@ def main() -> None:
         t0 = time.perf_counter()
         cores = sva.layer_cores(lm, train, layers, batch_size=args.batch_size)
         t1 = time.perf_counter()
-        margins = sva.intervened_margins(lm, test, cores, {layer: tuple(args.modes) for layer in layers},
-                                         batch_size=args.batch_size)
+        margins = sva.intervened_margins(
+            lm, test, cores, {layer: tuple(args.modes) for layer in layers}, batch_size=args.batch_size
+        )
         t2 = time.perf_counter()
     base = sva.auc(margins["baseline"], plural)
     flip = [sva.auc(margins[(layer, "flip")], plural) for layer in layers]
     best = layers[int(np.argmax([base - f for f in flip]))]
-    print(f"\nlayer sweep: {len(layers)} layers x {len(args.modes)} interventions, "
-          f"{len(train)} + {len(test)} prompts")
+    print(f"\nlayer sweep: {len(layers)} layers x {len(args.modes)} interventions, {len(train)} + {len(test)} prompts")
     print(f"  cores (prefix + all-layer Jacobians + ACE): {t1 - t0:8.1f} s")
-    print(f"  interventions (prefix + {len(layers) * len(args.modes) + 1} last-token passes): "
-          f"{t2 - t1:8.1f} s")
-    print(f"  total: {t2 - t0:.1f} s; peak RSS {mem.peak / 2**20:.0f} MiB "
-          f"(+{(mem.peak - mem.start) / 2**20:.0f} MiB over the {mem.start / 2**20:.0f} MiB before)")
-    print(f"  baseline AUC {base:.3f}; chosen layer {best} (flip AUC {min(flip):.3f}, "
-          f"spectral gap {cores[best].spectral_gap:.3g})")
+    print(f"  interventions (prefix + {len(layers) * len(args.modes) + 1} last-token passes): {t2 - t1:8.1f} s")
+    print(
+        f"  total: {t2 - t0:.1f} s; peak RSS {mem.peak / 2**20:.0f} MiB "
+        f"(+{(mem.peak - mem.start) / 2**20:.0f} MiB over the {mem.start / 2**20:.0f} MiB before)"
+    )
+    print(
+        f"  baseline AUC {base:.3f}; chosen layer {best} (flip AUC {min(flip):.3f}, "
+        f"spectral gap {cores[best].spectral_gap:.3g})"
+    )
 
-    sub = train[:args.ratio_prompts]
+    sub = train[: args.ratio_prompts]
     batch = lm.tokenize(sub)
     cache = lm.prefix_cache(batch)
     all_layers = list(range(lm.n_layers))
@@ -122,8 +126,7 @@ def main() -> None:
     print(f"\nJacobians at all {lm.n_layers} layers, {len(sub)} prompts (prefix cached):")
     print(f"  one backward pass:        {timings[True]:8.2f} s")
     print(f"  one pass per layer:       {timings[False]:8.2f} s")
-    print(f"  ratio per-layer / one:    {timings[False] / timings[True]:8.1f}x   "
-          f"(largest difference {diff:.1e})")
+    print(f"  ratio per-layer / one:    {timings[False] / timings[True]:8.1f}x   (largest difference {diff:.1e})")
 
 
 if __name__ == "__main__":

@@ -1,37 +1,22 @@
 """Seed-steps per second of the grokking sweeps: 12 seeds together vs a plain loop, one seed at a time.
 
-Both sides train the sweeps' model (one post-norm block, d_model 128, 4 heads, d_ff 512, dropout
-0.1 during training unless ``--dropout`` says otherwise) on modular addition with p = 53, batch
-512, AdamW (lr 1e-3, weight decay 1), and know the training and test accuracy of the weights after
-*every* optimizer step:
+Both sides train the sweeps' model (one post-norm block, d_model 128, p = 53, batch 512, AdamW,
+dropout 0.1 unless ``--dropout``) and know the training and test accuracy after *every* step:
+the **sweep engine** (:func:`corelib.sweeps.train_condition`: seeds in one vectorised model,
+last position only, exact early-exit accuracy checks) and a **plain loop** (one model, full
+forward, ``torch.optim.AdamW``, then a full evaluation of both sets after every step). Both start
+from fresh models, so the steps measured are the early phase of training. The engine's fixed cost
+per condition is removed by differencing a 1-step and a ``--steps`` run, and printed apart.
 
-- **sweep engine** (:func:`corelib.sweeps.train_condition`): the 12 seeds in one vectorised model,
-  trained at the last position only (each seed with its own dropout stream), evaluated with
-  shared prefixes and exact early-exit accuracy checks (a seed is decided as soon as its errors
-  exceed the 1 % budget);
-- **plain loop**: an ordinary PyTorch loop over one model (full forward over both positions, loss
-  at the last position, ``torch.optim.AdamW``, ``nn.Dropout``), followed after every step by a
-  full forward over the whole training and test sets, in eval mode, to compute both accuracies.
-
-Both start from fresh models, so the measured steps are the early phase of training (no seed has
-memorised yet: the early exit stops after the first chunk, which is also the situation of the
-long phase between memorisation and generalisation for the test set). The plain loop's throughput
-per seed does not depend on the number of seeds, so it is measured on ``--plain-seeds`` of them.
-The sweep engine's fixed cost per condition (initialisation, a full evaluation of each seed when
-it stops) is removed by timing a 1-step run and a ``--steps`` run and taking the difference; it
-is printed separately.
-
-The FLOPs of each side are counted on the operations it dispatches (one short run of each,
-apart from the timed runs) and compared with this machine's fp32 matmul throughput, measured here
-with a large matmul. The script also times the dropout masks (both sides draw the same number, as
-``nn.Dropout`` draws them) and prints the engine's ceiling: its counted FLOPs at 100 % of the
-matmul peak plus its masks, the most any tuning of its method could reach here. Run from the
-project root::
+Each side's FLOPs are counted on the operations it dispatches and compared with this machine's
+fp32 matmul peak; with the time of the dropout masks this gives the engine's ceiling, the most
+any tuning of its method could reach here. Run from the project root::
 
     python benchmarks/sweep_throughput.py              # 40 steps per side
     python benchmarks/sweep_throughput.py --steps 10   # quicker
     python benchmarks/sweep_throughput.py --dropout 0  # without dropout
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,12 +29,11 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _machine import counted_flops, mask_seconds, matmul_gflops  # noqa: E402
+from corelib.engine import epoch_order  # noqa: E402
 from corelib.models import Transformer  # noqa: E402
 from corelib.sweeps import Condition, SweepConfig, SweepStats, condition_data, train_condition  # noqa: E402
 from corelib.tasks.modular import modular_addition_split  # noqa: E402
-from corelib.engine import epoch_order  # noqa: E402
-
-from _machine import counted_flops, mask_seconds, matmul_gflops  # noqa: E402
 
 
 def plain_loop(cfg: SweepConfig, cond: Condition, seeds: list[int], steps: int) -> float:
@@ -96,9 +80,11 @@ def main() -> None:
     cfg, cond = SweepConfig(dropout=args.dropout), Condition(p=53, weight_decay=1.0, batch_size=512)
     seeds = [42 + s for s in range(args.seeds)]
     peak = matmul_gflops()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, p = {cond.p}, batch "
-          f"{cond.batch_size}, dropout {cfg.dropout:g}, {args.steps} steps; fp32 matmul peak measured: "
-          f"{peak:.1f} GFLOP/s")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, p = {cond.p}, batch "
+        f"{cond.batch_size}, dropout {cfg.dropout:g}, {args.steps} steps; fp32 matmul peak measured: "
+        f"{peak:.1f} GFLOP/s"
+    )
 
     plain_rate = plain_loop(cfg, cond, seeds[: args.plain_seeds], args.steps)
     model_cfg = cfg.model_config(cond.p)
@@ -125,24 +111,29 @@ def main() -> None:
     # The work per seed-step, counted on the operations each side dispatches (apart from the
     # timed runs), and the dropout masks, which both sides draw alike for every step.
     n_count = min(args.steps, 5)
-    sweep_flops = ((counted_flops(lambda: run(n_count)) - counted_flops(lambda: run(1)))
-                   / ((n_count - 1) * len(seeds)))
+    sweep_flops = (counted_flops(lambda: run(n_count)) - counted_flops(lambda: run(1))) / ((n_count - 1) * len(seeds))
     plain_flops = counted_flops(lambda: plain_loop(cfg, cond, seeds[:1], 1))
     length = condition_data(cond, cfg)[0].prefixes.shape[1] + 1
-    masks = (mask_seconds(model_cfg, seeds, [cond.batch_size], length) / len(seeds) if cfg.dropout else 0.0)
-    for name, rate, flops in (("plain loop, one seed at a time, full evaluation", plain_rate, plain_flops),
-                              (f"sweep engine, {args.seeds} seeds together, early exit", sweep_rate, sweep_flops)):
+    masks = mask_seconds(model_cfg, seeds, [cond.batch_size], length) / len(seeds) if cfg.dropout else 0.0
+    for name, rate, flops in (
+        ("plain loop, one seed at a time, full evaluation", plain_rate, plain_flops),
+        (f"sweep engine, {args.seeds} seeds together, early exit", sweep_rate, sweep_flops),
+    ):
         gflops = rate * flops / 1e9
-        print(f"{name}: {rate:8.2f} seed-steps/s, {flops / 1e9:.2f} GFLOP per seed-step, {gflops:6.2f} GFLOP/s "
-              f"({gflops / peak:.1%} of matmul peak)")
+        print(
+            f"{name}: {rate:8.2f} seed-steps/s, {flops / 1e9:.2f} GFLOP per seed-step, {gflops:6.2f} GFLOP/s "
+            f"({gflops / peak:.1%} of matmul peak)"
+        )
     print(f"the engine evaluated {eval_per_seed_step:.0f} rows per seed-step")
     print(f"speed-up: {sweep_rate / plain_rate:.1f}x  (target >= 10x)")
     # What no tuning of the engine's method can beat here: its counted FLOPs at the full matmul
     # peak, plus the masks, which are drawn one element at a time on one core.
     ceiling = 1 / (sweep_flops / peak / 1e9 + masks)
-    print(f"dropout masks: {masks * 1e3:.1f} ms per seed-step; the engine's ceiling here (its matmuls at 100% "
-          f"of the peak, plus the masks): {ceiling:.1f} seed-steps/s, a speed-up of at most "
-          f"{ceiling / plain_rate:.1f}x")
+    print(
+        f"dropout masks: {masks * 1e3:.1f} ms per seed-step; the engine's ceiling here (its matmuls at 100% "
+        f"of the peak, plus the masks): {ceiling:.1f} seed-steps/s, a speed-up of at most "
+        f"{ceiling / plain_rate:.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 Every public function that accepts user data calls these so that bad input fails early with a
 message naming the problem and the fix, instead of producing NaNs or silently clipped ranks.
 """
+
 from __future__ import annotations
 
 import numpy as np

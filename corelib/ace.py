@@ -15,10 +15,11 @@ Gramian this is exactly balanced truncation and ``Sigma`` are the Hankel singula
 Everything is accumulated in float64 and costs O(D^2) memory regardless of N or the number of
 Jacobians (see :class:`MomentAccumulator`).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch
@@ -83,9 +84,7 @@ class Core:
 
     def _check_dim(self, h) -> None:
         if h.shape[-1] != self.dim:
-            raise ValueError(
-                f"activations have last dimension {h.shape[-1]} but the core lives in D={self.dim}."
-            )
+            raise ValueError(f"activations have last dimension {h.shape[-1]} but the core lives in D={self.dim}.")
 
     def coords(self, h, centered: bool = True):
         """Core coordinates ``z = Q^T (h - mean)`` (or ``Q^T h`` if not centred), shape (..., r)."""
@@ -115,7 +114,7 @@ class Core:
         self._check_dim(h)
         return h - 2 * self._project(h, centered)
 
-    def truncate(self, rank: int) -> "Core":
+    def truncate(self, rank: int) -> Core:
         """The same core restricted to its leading ``rank`` directions."""
         check_rank(rank, self.rank, "rank of this core")
         return Core(self.basis[:, :rank], self.singular_values, self.mean)
@@ -213,7 +212,7 @@ class MomentAccumulator:
         self._outer = np.zeros((self.d, self.d))
         self._jtj = np.zeros((self.d, self.d))
 
-    def update(self, h_batch=None, j_batch=None) -> "MomentAccumulator":
+    def update(self, h_batch=None, j_batch=None) -> MomentAccumulator:
         """Add a batch of activations (n, D) and/or Jacobians (m, K, D) or (m, D)."""
         if h_batch is not None:
             h = as_matrix(h_batch, "activations")
@@ -263,9 +262,7 @@ class MomentAccumulator:
 
     def core(self, *, rank: int | None = None, energy: float = 0.99, eps: float = 1e-8) -> Core:
         """The core of everything accumulated so far (see :func:`from_moments`)."""
-        return from_moments(
-            self.activity, self.relevance, rank=rank, energy=energy, eps=eps, mean=self.mean
-        )
+        return from_moments(self.activity, self.relevance, rank=rank, energy=energy, eps=eps, mean=self.mean)
 
 
 def extract(H, J, *, rank: int | None = None, energy: float = 0.99, eps: float = 1e-8) -> Core:
@@ -308,7 +305,6 @@ def jacobians(
         gen = torch.Generator().manual_seed(int(seed))
         idx = torch.randperm(n, generator=gen)[: int(n_samples)]
     jac = torch.func.vmap(torch.func.jacrev(f))
-    out = [jac(h[idx[i : i + batch_size]]).detach().to("cpu", torch.float64)
-           for i in range(0, len(idx), batch_size)]
+    out = [jac(h[idx[i : i + batch_size]]).detach().to("cpu", torch.float64) for i in range(0, len(idx), batch_size)]
     j = torch.cat(out)
     return j[:, None, :] if j.ndim == 2 else j

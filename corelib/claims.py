@@ -1,44 +1,33 @@
-"""The paper's quantitative claims, and what this build measured for each of them.
+"""The paper's quantitative claims, with tolerances, and what the chapters measured for them.
 
-The book's claims page puts every number the paper states next to the value a chapter measured.
-This module is the only place where a tolerance lives. Two halves meet here:
+:data:`CLAIMS` is the registry: what is claimed, the paper's value (as printed, and as a number
+where it gives one) and the **tolerance** our measurement must pass. This is the only place a
+tolerance lives. It is the paper's bound where it states one, otherwise the spread of its
+reported values across models or seeds, otherwise ±10 % of a single value; any other tolerance
+says why in ``basis``. Our values are never typed: a chapter calls :func:`record` with what it
+measured and the settings at which it differs from the paper (:func:`deviations`).
 
-- :data:`CLAIMS` is the registry of the paper's claims: what is claimed, the paper's value (as
-  the paper prints it, and as a number where it gives one), and the **tolerance**, the test our
-  measurement must pass. Tolerances come from the paper: its bound where it states one,
-  otherwise the spread of its reported values across models or seeds, otherwise ±10 % of a
-  single value. A claim whose tolerance is anything else (the paper gives no number) says why in
-  ``basis``. The paper's values are facts about the paper, typed once here; our values are never
-  typed, they come from executing the chapters.
-- :func:`record` is called by a chapter with the values it measured (one entry per claim id)
-  and the settings at which it measured them that differ from the paper's
-  (:func:`deviations`); it writes ``<results root>/claims/<chapter>.json``.
-  :func:`claims_table` joins the registry with every recorded file into the table the claims
-  page shows, and :func:`chapter_table` gives one chapter its own rows.
-
-Status of a claim: ``reproduced`` when every measured number passes at the paper's settings;
-``differs`` when one fails at the paper's settings; ``measured at reduced settings`` when the
-chapter ran at other settings (fewer seeds, a shorter horizon, other language models), whatever
-the numbers, since only the paper's settings can reproduce it (``within tolerance`` still says
-whether they passed); ``not run in this profile`` when no chapter measured it.
-
-A measured value is a number, a list of numbers (one per model or pair: every one must pass)
-or a mapping ``{label: number}`` (likewise). A chapter may attach a note to a claim.
+:func:`status` reads a record: ``reproduced`` (every number passes, at the paper's settings),
+``differs`` (one fails, at the paper's settings), ``measured at reduced settings`` (other
+settings, whatever the numbers: only the paper's settings can reproduce a claim) or ``not run in
+this profile``. A measured value is a number, a list of numbers or a ``{label: number}`` mapping;
+every number must pass. The book renders the tables with :mod:`acebook.claims_page`.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import math
 import os
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
-from .results import load_json, results_root, save_json, stored_files
+from .results import json_files, load_json, results_root, save_json
 
-__all__ = ["Claim", "CLAIMS", "STATUSES", "claims_dir", "claim", "deviations", "record", "load_records",
-           "claims_table", "chapter_table", "chapter_frame"]
+__all__ = ["CLAIMS", "STATUSES", "Claim", "claim", "claims_dir", "deviations", "load_records", "record", "status"]
 
 STATUSES = ("reproduced", "differs", "measured at reduced settings", "not run in this profile")
 
@@ -103,118 +92,144 @@ def _equal(x: float) -> tuple[str, Callable[[float], bool]]:
     return f"= {x:g}", lambda v: v == x
 
 
-def _c(id: str, chapter: str, text: str, paper: str, rule: tuple[str, Callable[[float], bool]],
-       basis: str, value: float | None = None) -> Claim:
+def _new_claim(
+    id: str,
+    chapter: str,
+    text: str,
+    paper: str,
+    rule: tuple[str, Callable[[float], bool]],
+    basis: str,
+    value: float | None = None,
+) -> Claim:
+    """A :class:`Claim` whose tolerance ``rule`` is one of the helpers above (display text, test)."""
     return Claim(id, chapter, text, paper, rule[0], rule[1], basis, value)
 
 
-_M, _A, _I, _T, _S, _L = ("markov_chain", "modular_addition", "core_inflation", "grokking_theory",
-                          "grokking_sweeps", "subject_verb_agreement")
+# The chapters (notebooks/<name>.py) that measure the claims.
+_MARKOV = "markov_chain"
+_MODULAR = "modular_addition"
+_INFLATION = "core_inflation"
+_THEORY = "grokking_theory"
+_SWEEPS = "grokking_sweeps"
+_AGREEMENT = "subject_verb_agreement"
 _NO_NUMBER = "the paper states this without a number; "
 
+# A table, one claim per entry, its fields in reading order: not reformatted.
+# fmt: off
 CLAIMS: tuple[Claim, ...] = (
     # Markov chain (Figure 1, Tables A1-A3)
-    _c("markov.accuracy", _M, "test accuracy of each model (Bayes-optimal 0.75)", "0.748 (each model)",
+    _new_claim("markov.accuracy", _MARKOV, "test accuracy of each model (Bayes-optimal 0.75)", "0.748 (each model)",
        _between(0.7475, 0.7485),
        "the paper prints 0.748 for every model: the Bayes rule's accuracy on the reference's test set, "
        "which this book samples exactly; the interval is the printed precision", 0.748),
-    _c("markov.keep_accuracy", _M, "core-only accuracy of each model", "0.748 (each model)",
+    _new_claim("markov.keep_accuracy", _MARKOV, "core-only accuracy of each model", "0.748 (each model)",
        _between(0.7475, 0.7485), "as for the full model: the printed precision of the paper's 0.748", 0.748),
-    _c("markov.remove_accuracy", _M, "core-removed accuracy of each model (chance 0.25)", "0.237–0.261",
+    _new_claim("markov.remove_accuracy", _MARKOV, "core-removed accuracy of each model (chance 0.25)", "0.237–0.261",
        _between(0.237, 0.261), _SPREAD),
-    _c("markov.rank", _M, "core rank of each model (99.9 % energy)", "3", _equal(3), "the paper's value", 3),
-    _c("markov.weight_cosine", _M, "|cosine| of the flattened weights, each pair of models", "near zero",
+    _new_claim("markov.rank", _MARKOV, "core rank of each model (99.9 % energy)", "3", _equal(3),
+               "the paper's value", 3),
+    _new_claim("markov.weight_cosine", _MARKOV, "|cosine| of the flattened weights, each pair of models",
+               "near zero",
        _at_most(0.10), _NO_NUMBER + "0.10 is a few times the cosine of two independent "
        "initialisations of this construction"),
-    _c("markov.overlap", _M, "projector overlap, each pair of cores", "0.02–0.04 (Table A2: 0.027–0.031)",
+    _new_claim("markov.overlap", _MARKOV, "projector overlap, each pair of cores",
+               "0.02–0.04 (Table A2: 0.027–0.031)",
        _between(0.02, 0.04), "the range of the paper's text"),
-    _c("markov.angles", _M, "principal angles between cores, each pair (degrees)", "75–90 (Table A2: 76–89)",
+    _new_claim("markov.angles", _MARKOV, "principal angles between cores, each pair (degrees)",
+               "75–90 (Table A2: 76–89)",
        _between(75, 90), "the range of the paper's text"),
-    _c("markov.cca_top2", _M, "top-two canonical correlations, each pair", "0.999 (every pair)",
+    _new_claim("markov.cca_top2", _MARKOV, "top-two canonical correlations, each pair", "0.999 (every pair)",
        _at_least(0.9985), "the paper prints 0.999 for all six; the bound is its printed precision", 0.999),
-    _c("markov.cca_third", _M, "third canonical correlation, each pair", "0.927–0.958 (Table A2)",
+    _new_claim("markov.cca_third", _MARKOV, "third canonical correlation, each pair", "0.927–0.958 (Table A2)",
        _between(0.927, 0.958), _SPREAD),
-    _c("markov.cca_mean", _M, "mean canonical correlation, each pair", "0.975–0.985 (means of Table A2)",
+    _new_claim("markov.cca_mean", _MARKOV, "mean canonical correlation, each pair", "0.975–0.985 (means of Table A2)",
        _between(0.975, 0.985), _SPREAD + " (the text rounds them to 'near 0.99')"),
-    _c("markov.spectrum_error", _M, "largest distance of core eigenvalues to {0.75 ± 0.25i, 0.5}",
+    _new_claim("markov.spectrum_error", _MARKOV, "largest distance of core eigenvalues to {0.75 ± 0.25i, 0.5}",
        "≤ 0.02 (0.48–0.51 for 0.5)", _at_most(0.02), "the largest deviation in the paper's Table A3"),
-    _c("markov.r2_ratio", _M, "R²_core / R²_oracle of the fitted dynamics", "> 0.98", _above(0.98), _BOUND),
+    _new_claim("markov.r2_ratio", _MARKOV, "R²_core / R²_oracle of the fitted dynamics", "> 0.98",
+               _above(0.98), _BOUND),
     # Modular addition (Figure 2)
-    _c("modular.grok_epoch", _A, "epoch at which every model has test accuracy ≥ 0.99", "800",
+    _new_claim("modular.grok_epoch", _MODULAR, "epoch at which every model has test accuracy ≥ 0.99", "800",
        _ten_percent(800), _TEN_PERCENT + " (snapshots every 100 epochs: only 800 passes)", 800),
-    _c("modular.core_settles", _A, "cores crystallise at grokking: first epoch at which the mean core "
+    _new_claim("modular.core_settles", _MODULAR, "cores crystallise at grokking: first epoch at which the mean core "
        "dimension is within 10 % of its smallest value, minus the grokking epoch", "coincident (0)",
        _between(-100, 100), _NO_NUMBER + "'coincident' read as within one of the paper's 100-epoch "
        "analysis intervals", 0),
-    _c("modular.keep_ratio", _A, "after grokking: core-only / baseline accuracy (worst snapshot)",
+    _new_claim("modular.keep_ratio", _MODULAR, "after grokking: core-only / baseline accuracy (worst snapshot)",
        "preserves baseline", _at_least(0.999),
        _NO_NUMBER + "the reference's sufficiency criterion (baseline − 0.001) at accuracy ≈ 1"),
-    _c("modular.remove_accuracy", _A, "after grokking: core-removed accuracy (worst snapshot)",
+    _new_claim("modular.remove_accuracy", _MODULAR, "after grokking: core-removed accuracy (worst snapshot)",
        "near chance", _at_most(2 / 53), _NO_NUMBER + "the reference's necessity criterion, 2/p = 0.038"),
-    _c("modular.unit_before", _A, "before grokking: share of eigenvalues near the unit circle",
+    _new_claim("modular.unit_before", _MODULAR, "before grokking: share of eigenvalues near the unit circle",
        "scattered inside", _at_most(0.2), _NO_NUMBER + "a fifth or fewer near the circle"),
-    _c("modular.unit_after", _A, "after grokking: share of eigenvalues near the unit circle", "on the circle",
+    _new_claim("modular.unit_after", _MODULAR, "after grokking: share of eigenvalues near the unit circle",
+               "on the circle",
        _at_least(0.5), _NO_NUMBER + "at least half near the circle"),
-    _c("modular.modes_at_grok", _A, "rotational modes at grokking, each model", "more than 1",
+    _new_claim("modular.modes_at_grok", _MODULAR, "rotational modes at grokking, each model", "more than 1",
        _at_least(2), _BOUND),
     # Core inflation (Figure 3)
-    _c("inflation.core_dim_grok", _I, "weight decay kept: core dimension at the branch epoch (900)",
+    _new_claim("inflation.core_dim_grok", _INFLATION, "weight decay kept: core dimension at the branch epoch (900)",
        "≈ 15", _ten_percent(15), _TEN_PERCENT, 15),
-    _c("inflation.core_dim_end", _I, "weight decay kept: core dimension at the end (epoch 20 000)",
+    _new_claim("inflation.core_dim_end", _INFLATION, "weight decay kept: core dimension at the end (epoch 20 000)",
        "≈ 60", _ten_percent(60), _TEN_PERCENT, 60),
-    _c("inflation.sufficient_stable", _I, "weight decay kept: sufficient dimension, end / branch epoch",
+    _new_claim("inflation.sufficient_stable", _INFLATION, "weight decay kept: sufficient dimension, end / branch epoch",
        "stable", _between(0.9, 1.1), _NO_NUMBER + "'stable' read as within 10 %", 1),
-    _c("inflation.modes_end", _I, "weight decay kept: rotational modes at the end (max 26)", "≈ 26",
+    _new_claim("inflation.modes_end", _INFLATION, "weight decay kept: rotational modes at the end (max 26)", "≈ 26",
        _between(23.4, 26), _TEN_PERCENT + " (26 is the maximum)", 26),
-    _c("inflation.modes_sparse", _I, "weight decay removed: rotational modes, end / branch epoch",
+    _new_claim("inflation.modes_sparse", _INFLATION, "weight decay removed: rotational modes, end / branch epoch",
        "stay sparse", _at_most(1.1), _NO_NUMBER + "'stayed sparse' read as at most 10 % more modes "
        "than at the branch", 1),
-    _c("inflation.arm_dim_gap", _I, "core dimension at the end, weight decay kept minus removed",
+    _new_claim("inflation.arm_dim_gap", _INFLATION, "core dimension at the end, weight decay kept minus removed",
        "> 0 (≈ 60 vs compact)", _above(0), _BOUND),
-    _c("inflation.arm_mode_gap", _I, "rotational modes at the end, weight decay kept minus removed",
+    _new_claim("inflation.arm_mode_gap", _INFLATION, "rotational modes at the end, weight decay kept minus removed",
        "> 0 (≈ 26 vs sparse)", _above(0), _BOUND),
     # Grokking theory
-    _c("theory.psi_norm", _T, "‖ψ‖² = 3p/4 for odd p: largest relative error", "exact", _at_most(1e-9),
+    _new_claim("theory.psi_norm", _THEORY, "‖ψ‖² = 3p/4 for odd p: largest relative error", "exact",
+               _at_most(1e-9),
        "an identity: floating-point rounding only"),
     # Grokking sweeps (Figure 4)
-    _c("sweeps.omega_exponent", _S, "exponent of τ ∝ ω^β", "−1.02", _ten_percent(-1.02), _TEN_PERCENT, -1.02),
-    _c("sweeps.Omega", _S, "optimizer constant Ω at ω = 1 (steps)", "≈ 2770", _ten_percent(2770),
+    _new_claim("sweeps.omega_exponent", _SWEEPS, "exponent of τ ∝ ω^β", "−1.02",
+               _ten_percent(-1.02), _TEN_PERCENT, -1.02),
+    _new_claim("sweeps.Omega", _SWEEPS, "optimizer constant Ω at ω = 1 (steps)", "≈ 2770", _ten_percent(2770),
        _TEN_PERCENT, 2770),
-    _c("sweeps.p_crit", _S, "critical modulus p_crit", "≈ 23", _ten_percent(23), _TEN_PERCENT, 23),
-    _c("sweeps.r2_p", _S, "R² of the ODE fit τ(p)", "> 0.99", _above(0.99), _BOUND),
+    _new_claim("sweeps.p_crit", _SWEEPS, "critical modulus p_crit", "≈ 23", _ten_percent(23), _TEN_PERCENT, 23),
+    _new_claim("sweeps.r2_p", _SWEEPS, "R² of the ODE fit τ(p)", "> 0.99", _above(0.99), _BOUND),
     # Subject-verb agreement (Figure 5, Tables A5-A7)
-    _c("sva.rank", _L, "core rank at the chosen layer, each model", "1", _equal(1), "the paper's value", 1),
-    _c("sva.spectral_gap", _L, "spectral gap at the chosen layer in the paper's convention, (σ1/σ2)⁴, "
-       "each model", "40 – 2.8e10 (Table A6)", _at_least(40),
+    _new_claim("sva.rank", _AGREEMENT, "core rank at the chosen layer, each model", "1", _equal(1),
+               "the paper's value", 1),
+    _new_claim("sva.spectral_gap", _AGREEMENT, "spectral gap at the chosen layer in the paper's "
+       "convention, (σ1/σ2)⁴, each model", "40 – 2.8e10 (Table A6)", _at_least(40),
        "the smallest of the paper's Table A6, which its code computes as (σ1/σ2)⁴ (the caption says "
        "σ1²/σ2²)"),
-    _c("sva.auc_baseline", _L, "agreement AUC, unmodified model", "0.808–0.934", _between(0.808, 0.934),
+    _new_claim("sva.auc_baseline", _AGREEMENT, "agreement AUC, unmodified model", "0.808–0.934",
+               _between(0.808, 0.934),
        _SPREAD),
-    _c("sva.auc_keep", _L, "agreement AUC, core only", "≥ 0.91", _at_least(0.91), _BOUND),
-    _c("sva.auc_remove", _L, "agreement AUC, core removed", "≤ 0.25", _at_most(0.25), _BOUND),
-    _c("sva.auc_flip", _L, "agreement AUC, core flipped", "≤ 0.10", _at_most(0.10), _BOUND),
-    _c("sva.pearson", _L, "Pearson r of core coordinates across model families", "0.62–0.94",
+    _new_claim("sva.auc_keep", _AGREEMENT, "agreement AUC, core only", "≥ 0.91", _at_least(0.91), _BOUND),
+    _new_claim("sva.auc_remove", _AGREEMENT, "agreement AUC, core removed", "≤ 0.25", _at_most(0.25), _BOUND),
+    _new_claim("sva.auc_flip", _AGREEMENT, "agreement AUC, core flipped", "≤ 0.10", _at_most(0.10), _BOUND),
+    _new_claim("sva.pearson", _AGREEMENT, "Pearson r of core coordinates across model families", "0.62–0.94",
        _at_least(0.62), "the lower end of the paper's across-family range; a higher correlation is a "
        "closer alignment, so the upper end is not a test"),
-    _c("sva.spearman", _L, "Spearman ρ of core coordinates across model families", "0.59–0.93",
+    _new_claim("sva.spearman", _AGREEMENT, "Spearman ρ of core coordinates across model families", "0.59–0.93",
        _at_least(0.59), "the lower end of the paper's across-family range, as for Pearson r"),
-    _c("sva.key_is_base", _L, "'The key next to the cabinets': P(is), unmodified", "0.51",
+    _new_claim("sva.key_is_base", _AGREEMENT, "'The key next to the cabinets': P(is), unmodified", "0.51",
        _ten_percent(0.51), _TEN_PERCENT, 0.51),
-    _c("sva.key_is_flip", _L, "'The key next to the cabinets': P(is), core flipped", "0.01",
+    _new_claim("sva.key_is_flip", _AGREEMENT, "'The key next to the cabinets': P(is), core flipped", "0.01",
        _ten_percent(0.01), _TEN_PERCENT, 0.01),
-    _c("sva.key_are_base", _L, "'The key next to the cabinets': P(are), unmodified", "0.06",
+    _new_claim("sva.key_are_base", _AGREEMENT, "'The key next to the cabinets': P(are), unmodified", "0.06",
        _ten_percent(0.06), _TEN_PERCENT, 0.06),
-    _c("sva.key_are_flip", _L, "'The key next to the cabinets': P(are), core flipped", "0.71",
+    _new_claim("sva.key_are_flip", _AGREEMENT, "'The key next to the cabinets': P(are), core flipped", "0.71",
        _ten_percent(0.71), _TEN_PERCENT, 0.71),
-    _c("sva.steering_rate", _L, "share of agreement decisions inverted by adaptive steering (sampling)",
+    _new_claim("sva.steering_rate", _AGREEMENT, "share of agreement decisions inverted by adaptive steering (sampling)",
        "systematic", _at_least(0.5), _NO_NUMBER + "'systematic' read as at least half"),
-    _c("sva.steering_other_words", _L, "share of other number-marked words (has/have, does/do, this/these, "
-       "it/they, its/their, ...) inverted by steering (sampling)", "effect generalised",
+    _new_claim("sva.steering_other_words", _AGREEMENT, "share of other number-marked words (has/have, does/do, "
+       "this/these, it/they, its/their, ...) inverted by steering (sampling)", "effect generalised",
        _at_least(0.5), _NO_NUMBER + "read as at least half, as for the verbs"),
-    _c("sva.steering_untouched", _L, "share of generations without agreement decisions left unchanged",
+    _new_claim("sva.steering_untouched", _AGREEMENT, "share of generations without agreement decisions left unchanged",
        "untouched", _at_least(0.9), _NO_NUMBER + "'untouched' read as at least 90 %"),
 )
 """Every quantitative claim of the paper that the book measures, in chapter order."""
+# fmt: on
 
 _BY_ID = {c.id: c for c in CLAIMS}
 if len(_BY_ID) != len(CLAIMS):  # pragma: no cover - a typo in the registry above
@@ -253,8 +268,10 @@ def _check_value(claim_id: str, value: Any) -> Any:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
-        raise TypeError(f"claim {claim_id!r}: a measured value must be a number, a list of numbers or a "
-                        f"{{label: number}} mapping, got {type(value).__name__}.")
+        raise TypeError(
+            f"claim {claim_id!r}: a measured value must be a number, a list of numbers or a "
+            f"{{label: number}} mapping, got {type(value).__name__}."
+        )
     v = float(value)
     return int(v) if isinstance(value, int) or (hasattr(value, "dtype") and "int" in str(value.dtype)) else v
 
@@ -267,6 +284,7 @@ def deviations(ours: Any, paper: Any, *, ignore: Iterable[str] = ()) -> dict[str
     skipped, as are fields that only ``ours`` has. Passed to :func:`record`: an empty result means
     the chapter ran at the paper's settings.
     """
+
     def as_dict(x):
         return dataclasses.asdict(x) if dataclasses.is_dataclass(x) else dict(x)
 
@@ -276,8 +294,11 @@ def deviations(ours: Any, paper: Any, *, ignore: Iterable[str] = ()) -> dict[str
     def norm(v):
         return list(v) if isinstance(v, tuple) else v
 
-    return {k: f"{_setting(a[k])} (paper: {_setting(b[k])})" for k in a
-            if k in b and k not in skip and norm(a[k]) != norm(b[k])}
+    return {
+        k: f"{_setting(a[k])} (paper: {_setting(b[k])})"
+        for k in a
+        if k in b and k not in skip and norm(a[k]) != norm(b[k])
+    }
 
 
 def _setting(v: Any) -> str:
@@ -286,8 +307,14 @@ def _setting(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def record(chapter: str, values: Mapping[str, Any], *, settings: Mapping[str, str],
-           notes: Mapping[str, str] | None = None, root: Path | str | None = None) -> Path:
+def record(
+    chapter: str,
+    values: Mapping[str, Any],
+    *,
+    settings: Mapping[str, str],
+    notes: Mapping[str, str] | None = None,
+    root: Path | str | None = None,
+) -> Path:
     """Save what ``chapter`` measured for its claims; returns the file written.
 
     ``values`` maps claim ids (see :data:`CLAIMS`) to measured values; an unknown id, or a claim
@@ -328,90 +355,39 @@ def load_records(root: Path | str | None = None, chapters: Iterable[str] | None 
     """
     out = {}
     folder = claims_dir(root)
-    # Files the store never recorded are read too, so that they are refused rather than ignored.
-    names = sorted(set(stored_files(folder)) | {p.name for p in folder.glob("*.json") if p.name != "manifest.json"}) \
-        if folder.exists() else []
+    paths = json_files(folder)
     if chapters is not None:
-        names = [n for n in names if n[: -len(".json")] in set(chapters)]
-    for path in (folder / n for n in names if n.endswith(".json")):
+        paths = [path for path in paths if path.stem in set(chapters)]
+    for path in paths:
         data = load_json(path)  # verified: a damaged record names itself and the fix
-        if not isinstance(data, dict) or not isinstance(data.get("values"), dict) \
-                or not isinstance(data.get("settings"), dict):
-            raise ValueError(f"{path} is not a claims record of this version of corelib (no 'values' and "
-                             f"'settings'); rerun chapter {path.stem!r}.")
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("values"), dict)
+            or not isinstance(data.get("settings"), dict)
+        ):
+            raise ValueError(
+                f"{path} is not a claims record of this version of corelib (no 'values' and "
+                f"'settings'); rerun chapter {path.stem!r}."
+            )
         unknown = [cid for cid in data["values"] if cid not in _BY_ID]
         if unknown:
-            raise ValueError(f"{path} records unknown claims {unknown}; rerun chapter {path.stem!r} "
-                             "with this version of corelib.")
+            raise ValueError(
+                f"{path} records unknown claims {unknown}; rerun chapter {path.stem!r} with this version of corelib."
+            )
         out[data.get("chapter", path.stem)] = data
     return out
 
 
-def _display(value: Any) -> str:
-    def one(v):
-        if v is None or (isinstance(v, float) and not math.isfinite(v)):
-            return "n/a"
-        if isinstance(v, int) or float(v).is_integer() and abs(v) < 1e6:
-            return f"{int(v)}"
-        return f"{v:.3g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.1e}"
+def status(c: Claim, data: Mapping[str, Any]) -> tuple[str, bool | None]:
+    """The status of claim ``c`` given its chapter's record ``data`` (one of :data:`STATUSES`),
+    and whether the measured value is within tolerance (None when nothing was measured).
 
-    if isinstance(value, Mapping):
-        return "; ".join(f"{k}: {one(v)}" for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        nums = [v for v in value if v is not None]
-        if len(nums) > 1 and len(set(nums)) > 1:
-            return f"{one(min(nums))} – {one(max(nums))} ({len(value)} values)"
-        return one(nums[0]) if nums else "n/a"
-    return one(value)
-
-
-def _row(c: Claim, data: Mapping[str, Any]) -> dict:
-    values = data.get("values", {})
-    settings = data.get("settings", {})
-    measured = c.id in values and bool(_numbers(values[c.id]))  # {} : nothing to measure (e.g. one model, no pair)
-    within = c.holds(values[c.id]) if measured else None
-    if not measured:
-        status = "not run in this profile"
-    elif settings:
-        status = "measured at reduced settings"
-    else:
-        status = "reproduced" if within else "differs"
-    return {"id": c.id, "chapter": c.chapter, "claim": c.text, "paper": c.paper,
-            "ours": _display(values[c.id]) if measured else "—", "tolerance": c.tolerance,
-            "within tolerance": "—" if within is None else ("yes" if within else "no"),
-            "status": status, "basis": c.basis,
-            "settings": "; ".join(f"{k}: {v}" for k, v in settings.items()) if measured else "",
-            "profile": data.get("profile", "—") if measured else "—",
-            "note": data.get("notes", {}).get(c.id, "")}
-
-
-def claims_table(records: Mapping[str, dict] | None = None) -> list[dict]:
-    """One row per registered claim: paper value, ours, tolerance and its basis, status, settings.
-
-    ``records`` defaults to :func:`load_records`. See the module docstring for the statuses.
+    An empty value (e.g. ``{}``: one model, no pair to compare) counts as not measured.
     """
-    records = load_records() if records is None else records
-    return [_row(c, records.get(c.chapter, {})) for c in CLAIMS]
-
-
-def chapter_table(chapter: str, root: Path | str | None = None) -> list[dict]:
-    """The rows of :func:`claims_table` for one chapter, from what it recorded (for its own page)."""
-    if not any(c.chapter == chapter for c in CLAIMS):
-        raise ValueError(f"no claims belong to chapter {chapter!r}; chapters with claims: "
-                         f"{sorted({c.chapter for c in CLAIMS})}.")
-    records = load_records(root, chapters=[chapter])
-    return [r for r in claims_table(records) if r["chapter"] == chapter]
-
-
-def chapter_frame(chapter: str, root: Path | str | None = None):
-    """:func:`chapter_table` as a styled table for a chapter page, its settings in the caption."""
-    import pandas as pd
-
-    rows = chapter_table(chapter, root)
-    frame = pd.DataFrame(rows).set_index("id")[["claim", "paper", "ours", "tolerance", "within tolerance",
-                                                 "status", "basis"]]
-    settings = next((r["settings"] for r in rows if r["settings"]), "")
-    caption = (f"Measured at settings other than the paper's: {settings}." if settings
-               else "Measured at the paper's settings." if any(r["ours"] != "—" for r in rows)
-               else "Not measured in this run.")
-    return frame.style.set_caption(caption).set_properties(**{"text-align": "left"})
+    values = data.get("values", {})
+    if c.id not in values or not _numbers(values[c.id]):
+        return "not run in this profile", None
+    within = c.holds(values[c.id])
+    if data.get("settings"):
+        return "measured at reduced settings", within
+    return ("reproduced" if within else "differs"), within

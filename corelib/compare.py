@@ -4,6 +4,7 @@ Two cores can sit in nearly orthogonal subspaces (large principal angles, overla
 still carry the same information (canonical correlations near 1): the signature of functionally
 equivalent but differently realised mechanisms.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +13,11 @@ import torch
 from ._checks import as_matrix
 
 __all__ = [
-    "cca", "principal_angles", "projector_overlap", "weight_cosine", "weight_cosines_by_tensor",
+    "cca",
+    "principal_angles",
+    "projector_overlap",
+    "weight_cosine",
+    "weight_cosines_by_tensor",
 ]
 
 
@@ -46,7 +51,7 @@ def principal_angles(q1, q2) -> np.ndarray:
     # min() only removes round-off above 1; cosines of orthonormal bases are at most 1.
     theta_cos = np.arccos(np.minimum(cos, 1.0))
     theta_sin = np.arcsin(np.minimum(sin, 1.0))
-    theta = np.where(cos ** 2 < 0.5, theta_cos, theta_sin)
+    theta = np.where(cos**2 < 0.5, theta_cos, theta_sin)
     return np.sort(np.degrees(theta))
 
 

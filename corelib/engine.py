@@ -14,13 +14,15 @@ state, and ``progress.json``, which commits a checkpoint only once its files are
 run killed at any moment resumes to exactly the results of an uninterrupted one. Files go
 through :mod:`corelib.results` (safetensors and JSON, verified by SHA-256 on every read).
 """
+
 from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -34,10 +36,22 @@ from .models import Transformer, TransformerConfig, default_device
 from .results import StoreError, load_json, params_key, save_json
 
 __all__ = [
-    "epoch_order", "PrefixData", "SequenceData", "StackConfig", "SeedStack", "StackOptimizer", "DropoutStreams",
-    "Trainer", "train_stack", "load_snapshot", "snapshot_epochs", "load_history",
-    "stacked_last_logits", "dropout_seed",
+    "epoch_order",
+    "PrefixData",
+    "SequenceData",
+    "StackConfig",
+    "SeedStack",
+    "StackOptimizer",
+    "DropoutStreams",
+    "Trainer",
+    "train_stack",
+    "load_snapshot",
+    "snapshot_epochs",
+    "load_history",
+    "stacked_last_logits",
+    "dropout_seed",
 ]
+
 
 def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
     """The order in which seed ``seed`` visits ``n`` training examples in ``epoch``.
@@ -67,7 +81,7 @@ class PrefixData:
     targets: torch.Tensor
 
     @classmethod
-    def from_tokens(cls, x: torch.Tensor, y: torch.Tensor) -> "PrefixData":
+    def from_tokens(cls, x: torch.Tensor, y: torch.Tensor) -> PrefixData:
         """From inputs (N, T) and targets (N,) or (N, T) (only the last target is used)."""
         if x.ndim != 2 or x.shape[1] < 2:
             raise ValueError(f"inputs must be (N, T) with T >= 2, got {tuple(x.shape)}.")
@@ -88,7 +102,7 @@ class PrefixData:
         """The full token sequences of rows ``idx`` (any shape), (*idx.shape, T)."""
         return torch.cat([self.prefixes[self.index[idx]], self.last[idx][..., None]], dim=-1)
 
-    def to(self, device) -> "PrefixData":
+    def to(self, device) -> PrefixData:
         return PrefixData(*(t.to(device) for t in (self.last, self.prefixes, self.index, self.targets)))
 
     def fingerprint(self) -> str:
@@ -104,8 +118,10 @@ class SequenceData:
 
     def __post_init__(self):
         if self.inputs.ndim != 2 or self.targets.shape != self.inputs.shape:
-            raise ValueError(f"inputs and targets must both be (N, T), got {tuple(self.inputs.shape)} "
-                             f"and {tuple(self.targets.shape)}.")
+            raise ValueError(
+                f"inputs and targets must both be (N, T), got {tuple(self.inputs.shape)} "
+                f"and {tuple(self.targets.shape)}."
+            )
 
     def __len__(self) -> int:
         return self.inputs.shape[0]
@@ -114,7 +130,7 @@ class SequenceData:
     def length(self) -> int:
         return self.inputs.shape[1]
 
-    def to(self, device) -> "SequenceData":
+    def to(self, device) -> SequenceData:
         return SequenceData(self.inputs.to(device), self.targets.to(device))
 
     def fingerprint(self) -> str:
@@ -201,8 +217,9 @@ class _Call(nn.Module):
 def _stacked(model_cfg: TransformerConfig, fn: Callable, in_dims: tuple) -> Callable:
     """``vmap`` over the seed dimension of ``fn(model, *args)`` with the seed's weights."""
     wrapper = _Call(Transformer(model_cfg).to("meta"), fn)
-    return vmap(lambda p, *args: functional_call(wrapper, {f"model.{k}": v for k, v in p.items()}, args),
-                in_dims=(0, *in_dims))
+    return vmap(
+        lambda p, *args: functional_call(wrapper, {f"model.{k}": v for k, v in p.items()}, args), in_dims=(0, *in_dims)
+    )
 
 
 def stacked_last_logits(model_cfg: TransformerConfig, *, shared_rows: bool) -> Callable:
@@ -215,6 +232,7 @@ def stacked_last_logits(model_cfg: TransformerConfig, *, shared_rows: bool) -> C
 
     def fn(model, last, index, prefixes):
         return prefix_last_logits(model, last, prefixes, index)
+
     return _stacked(model_cfg, fn, (rows, rows, None))
 
 
@@ -257,8 +275,9 @@ class DropoutStreams:
         self.p = float(p)
         self.generators = [torch.Generator().manual_seed(dropout_seed(int(s), start_epoch)) for s in seeds]
 
-    def draw(self, model_cfg: TransformerConfig, batch: int, length: int, device, *,
-             last_only: bool = True) -> list[torch.Tensor]:
+    def draw(
+        self, model_cfg: TransformerConfig, batch: int, length: int, device, *, last_only: bool = True
+    ) -> list[torch.Tensor]:
         """The masks of one training step on (batch, length) tokens: a list of (S, *shape) tensors.
 
         Each mask is drawn whole, as a full forward pass draws it, so the streams advance as
@@ -267,11 +286,13 @@ class DropoutStreams:
         full = mask_shapes(model_cfg, batch, length)
         used = mask_shapes(model_cfg, batch, length, last_only=True) if last_only else full
         keep = 1.0 - self.p
-        per_seed = [[trailing_part(torch.empty(f).bernoulli_(keep, generator=g), u).div(keep)
-                     for f, u in zip(full, used)] for g in self.generators]
+        per_seed = [
+            [trailing_part(torch.empty(f).bernoulli_(keep, generator=g), u).div(keep) for f, u in zip(full, used)]
+            for g in self.generators
+        ]
         return [torch.stack(masks).to(device) for masks in zip(*per_seed)]
 
-    def subset(self, keep: list[int]) -> "DropoutStreams":
+    def subset(self, keep: list[int]) -> DropoutStreams:
         """The streams of the seeds at positions ``keep``, continuing where they are (not copies)."""
         new = DropoutStreams.__new__(DropoutStreams)
         new.p = self.p
@@ -298,12 +319,14 @@ class SeedStack:
         expected = {k: v.shape for k, v in template.state_dict().items()}
         got = {k: v.shape[1:] for k, v in params.items()}
         if expected != got or any(v.shape[0] != len(self.seeds) for v in params.values()):
-            raise StoreError("stacked weights do not match the architecture and seeds "
-                                  f"({len(self.seeds)} seeds, {model_cfg}).")
+            raise StoreError(
+                f"stacked weights do not match the architecture and seeds ({len(self.seeds)} seeds, {model_cfg})."
+            )
         # The model's order (files may store names sorted): the optimizer's state follows it.
         self.params = {k: params[k] for k in expected}
+
     @classmethod
-    def initialise(cls, model_cfg: TransformerConfig, seeds, device=None) -> "SeedStack":
+    def initialise(cls, model_cfg: TransformerConfig, seeds, device=None) -> SeedStack:
         """Fresh models, seed s initialised exactly as ``torch.manual_seed(s); Transformer(cfg)``."""
         models = []
         for s in seeds:
@@ -327,11 +350,12 @@ class SeedStack:
         model.load_state_dict({k: v[i].detach().clone() for k, v in self.params.items()})
         return model.eval()
 
-    def subset(self, keep: list[int]) -> "SeedStack":
+    def subset(self, keep: list[int]) -> SeedStack:
         """The seeds at positions ``keep`` (copies of their weights)."""
         index = torch.tensor(keep, device=self.device)
-        return SeedStack(self.cfg, [self.seeds[i] for i in keep],
-                         {k: v.detach()[index].clone() for k, v in self.params.items()})
+        return SeedStack(
+            self.cfg, [self.seeds[i] for i in keep], {k: v.detach()[index].clone() for k, v in self.params.items()}
+        )
 
     def last_logits(self, data: PrefixData, idx: torch.Tensor | None = None) -> torch.Tensor:
         """Last-position logits (S, B, vocab) without dropout: every seed on its rows ``idx`` (S, B).
@@ -362,8 +386,8 @@ class SeedStack:
         if isinstance(data, SequenceData):
             rows = max(1, batch_size // data.length)
             for i in range(0, len(data), rows):
-                logits = _stacked_fn(self.cfg, "all_shared")(self.params, data.inputs[i: i + rows])
-                correct += (logits.argmax(-1) == data.targets[i: i + rows]).flatten(1).sum(1)
+                logits = _stacked_fn(self.cfg, "all_shared")(self.params, data.inputs[i : i + rows])
+                correct += (logits.argmax(-1) == data.targets[i : i + rows]).flatten(1).sum(1)
             return (correct / data.targets.numel()).cpu()
         for i in range(0, len(data), batch_size):
             rows = torch.arange(i, min(i + batch_size, len(data)), device=self.device).expand(len(self), -1)
@@ -386,18 +410,23 @@ class StackOptimizer:
             v.requires_grad_(True)
         # The fused kernel: the same algorithm in one pass per tensor, equal up to float rounding.
         self.opt = torch.optim.AdamW(list(stack.params.values()), lr=lr, weight_decay=0.0, fused=True)
-        self.shrink = {k: (1.0 - lr * self.decay).to(v.dtype).to(v.device).view(-1, *[1] * (v.ndim - 1))
-                       for k, v in stack.params.items()}
+        self.shrink = {
+            k: (1.0 - lr * self.decay).to(v.dtype).to(v.device).view(-1, *[1] * (v.ndim - 1))
+            for k, v in stack.params.items()
+        }
 
-    def step(self, stack: SeedStack, data: Data, idx: torch.Tensor,
-             masks: list[torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def step(
+        self, stack: SeedStack, data: Data, idx: torch.Tensor, masks: list[torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """One update of every seed on its rows ``idx`` (S, B); returns the losses (S,) and logits.
 
         ``masks``: the step's dropout masks (:class:`DropoutStreams`), for a model with dropout.
         """
         if (masks is None) != (not stack.cfg.dropout):
-            raise ValueError("a model with dropout needs the step's masks (DropoutStreams.draw) and one "
-                             f"without takes none; dropout is {stack.cfg.dropout}.")
+            raise ValueError(
+                "a model with dropout needs the step's masks (DropoutStreams.draw) and one "
+                f"without takes none; dropout is {stack.cfg.dropout}."
+            )
         logits = stack.train_logits(data, idx, masks)
         targets = data.targets[idx]
         losses = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
@@ -410,7 +439,7 @@ class StackOptimizer:
         self.opt.step()
         return losses.detach(), logits.detach()
 
-    def subset(self, stack: SeedStack, keep: list[int]) -> "StackOptimizer":
+    def subset(self, stack: SeedStack, keep: list[int]) -> StackOptimizer:
         """This optimizer's state restricted to the seeds at positions ``keep``, for ``stack`` (their weights)."""
         index = torch.tensor(keep, device=stack.device)
         state = self.opt.state_dict()
@@ -446,8 +475,17 @@ class Trainer:
     training logits of that step; it may :meth:`drop` seeds, or return ``True`` to end training.
     """
 
-    def __init__(self, stack: SeedStack, data: Data, *, lr: float, weight_decay, batch_size: int,
-                 keep_partial_batch: bool = True, streams: DropoutStreams | None = None):
+    def __init__(
+        self,
+        stack: SeedStack,
+        data: Data,
+        *,
+        lr: float,
+        weight_decay,
+        batch_size: int,
+        keep_partial_batch: bool = True,
+        streams: DropoutStreams | None = None,
+    ):
         if not isinstance(data, (PrefixData, SequenceData)):
             raise TypeError(f"data must be PrefixData or SequenceData, got {type(data).__name__}.")
         if bool(stack.cfg.dropout) != (streams is not None):
@@ -472,9 +510,12 @@ class Trainer:
         self._correct = torch.zeros(len(stack), device=device)
         last_only = isinstance(data, PrefixData)
         for i in range(0, self.end, self.batch):
-            idx = self.order[:, i: i + self.batch]
-            masks = None if self.streams is None else self.streams.draw(
-                stack.cfg, idx.shape[1], data.length, device, last_only=last_only)
+            idx = self.order[:, i : i + self.batch]
+            masks = (
+                None
+                if self.streams is None
+                else self.streams.draw(stack.cfg, idx.shape[1], data.length, device, last_only=last_only)
+            )
             losses, logits = self.opt.step(stack, data, idx, masks)
             self.step_count += 1
             self._total += losses * idx.shape[1]
@@ -515,8 +556,9 @@ def _check_identity(run: Path, meta: dict) -> None:
         stored = load_json(path)
         if stored != meta:
             diff = sorted(k for k in set(stored) | set(meta) if stored.get(k) != meta.get(k))
-            raise StoreError(f"{run} holds a different run (differs in {', '.join(diff)}); "
-                                  "use another folder or delete it.")
+            raise StoreError(
+                f"{run} holds a different run (differs in {', '.join(diff)}); use another folder or delete it."
+            )
     else:
         save_json(path, meta)
 
@@ -547,9 +589,11 @@ def load_history(run_dir: Path) -> dict:
 
 def _save_state(run: Path, name: str, trainer: Trainer, epoch: int, history: dict, key: str) -> None:
     opt_tensors, opt_meta = trainer.opt.tensors()
-    tensors = {**{f"params.{k}": v for k, v in trainer.stack.params.items()},
-               **{f"optimizer.{k}": v for k, v in opt_tensors.items()},
-               "rng.torch": torch.get_rng_state()}
+    tensors = {
+        **{f"params.{k}": v for k, v in trainer.stack.params.items()},
+        **{f"optimizer.{k}": v for k, v in opt_tensors.items()},
+        "rng.torch": torch.get_rng_state(),
+    }
     if trainer.streams is not None:
         tensors["rng.dropout"] = trainer.streams.state()
     results.save_tensors(run / f"{name}.safetensors", tensors)
@@ -562,7 +606,7 @@ def _load_state(run: Path, name: str, device) -> tuple[dict, dict]:
 
 
 def _split(tensors: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
-    return {k[len(prefix) + 1:]: v for k, v in tensors.items() if k.startswith(prefix + ".")}
+    return {k[len(prefix) + 1 :]: v for k, v in tensors.items() if k.startswith(prefix + ".")}
 
 
 # ---------------------------------------------------------------- training a run
@@ -593,28 +637,44 @@ def train_stack(
     """
     expected = PrefixData if cfg.loss_positions == "last" else SequenceData
     if not isinstance(train_data, expected) or not (test_data is None or isinstance(test_data, expected)):
-        raise TypeError(f"loss_positions={cfg.loss_positions!r} trains on {expected.__name__}, "
-                        f"got {type(train_data).__name__}.")
+        raise TypeError(
+            f"loss_positions={cfg.loss_positions!r} trains on {expected.__name__}, got {type(train_data).__name__}."
+        )
     run = Path(run_dir)
     with results.run_lock(run, "training"):
-        return _train_locked(model_cfg, cfg, tuple(int(s) for s in seeds), train_data, test_data, run,
-                             start, device or default_device(), progress)
+        return _train_locked(
+            model_cfg,
+            cfg,
+            tuple(int(s) for s in seeds),
+            train_data,
+            test_data,
+            run,
+            start,
+            device or default_device(),
+            progress,
+        )
 
 
 def _train_locked(model_cfg, cfg, seeds, train_data, test_data, run, start, device, progress):
     origin = None
     if start is not None:
         origin = {"run": params_key(load_json(Path(start[0]) / "run.json")), "epoch": int(start[1])}
-    meta = {"model": model_cfg.to_dict(), "train": cfg.identity(), "seeds": list(seeds),
-            "train_data": train_data.fingerprint(),
-            "test_data": None if test_data is None else test_data.fingerprint(), "origin": origin}
+    meta = {
+        "model": model_cfg.to_dict(),
+        "train": cfg.identity(),
+        "seeds": list(seeds),
+        "train_data": train_data.fingerprint(),
+        "test_data": None if test_data is None else test_data.fingerprint(),
+        "origin": origin,
+    }
     _check_identity(run, meta)
     key = params_key(meta)
     train_data = train_data.to(device)
     test_data = None if test_data is None else test_data.to(device)
     done = _progress(run)
-    streams = DropoutStreams(model_cfg.dropout, seeds, 0 if start is None else int(start[1])) \
-        if model_cfg.dropout else None
+    streams = (
+        DropoutStreams(model_cfg.dropout, seeds, 0 if start is None else int(start[1])) if model_cfg.dropout else None
+    )
     state = None
     if done["state"] is not None:
         tensors, state = _load_state(run, done["state"], device)
@@ -637,8 +697,15 @@ def _train_locked(model_cfg, cfg, seeds, train_data, test_data, run, start, devi
     if state is None:
         history = {"epoch": [], "loss": [], "train_acc": [], "test_acc": []}
     stack.params = {k: v.detach() for k, v in stack.params.items()}
-    trainer = Trainer(stack, train_data, lr=cfg.lr, weight_decay=cfg.decay(len(seeds)), batch_size=cfg.batch_size,
-                      keep_partial_batch=cfg.keep_partial_batch, streams=streams)
+    trainer = Trainer(
+        stack,
+        train_data,
+        lr=cfg.lr,
+        weight_decay=cfg.decay(len(seeds)),
+        batch_size=cfg.batch_size,
+        keep_partial_batch=cfg.keep_partial_batch,
+        streams=streams,
+    )
     if state is not None:
         trainer.opt.load_tensors(_split(tensors, "optimizer"), state["optimizer"])
 
@@ -658,8 +725,14 @@ def _train_locked(model_cfg, cfg, seeds, train_data, test_data, run, start, devi
         snapshots.add(epoch)
         commit(epoch, None)
     positions = 1 if isinstance(train_data, PrefixData) else train_data.length
-    bar = tqdm(range(epoch, cfg.epochs), desc=f"train {len(seeds)} seeds", disable=not progress,
-               initial=epoch, total=cfg.epochs, leave=False)
+    bar = tqdm(
+        range(epoch, cfg.epochs),
+        desc=f"train {len(seeds)} seeds",
+        disable=not progress,
+        initial=epoch,
+        total=cfg.epochs,
+        leave=False,
+    )
     for e in bar:
         total, correct = trainer.epoch(e)
         used = trainer.end

@@ -10,11 +10,12 @@ prefix share its computation. The tests keep each of them equal to ``forward``.
 dropout sites per block, in the order ``nn.Dropout`` draws them in ``forward`` (attention pattern,
 attention output, MLP hidden layer, MLP output), and returns it multiplied by its mask.
 """
+
 from __future__ import annotations
 
 import functools
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -82,8 +83,9 @@ def _block(block: Block, x: torch.Tensor, qkv, past, drop: Drop) -> torch.Tensor
     return x + drop(proj(drop(act(fc(block.ln2(x))))))
 
 
-def masked_forward(model: Transformer, tokens: torch.Tensor, drop: Drop | None = None, *,
-                   last_only: bool = False) -> torch.Tensor:
+def masked_forward(
+    model: Transformer, tokens: torch.Tensor, drop: Drop | None = None, *, last_only: bool = False
+) -> torch.Tensor:
     """``model(tokens)`` with dropout ``drop``: logits (batch, pos, vocab), or (batch, vocab) at the last position.
 
     With ``last_only``, the last block runs only at the last position (it needs the keys and
@@ -105,8 +107,9 @@ def masked_forward(model: Transformer, tokens: torch.Tensor, drop: Drop | None =
     return logits[:, -1] if last_only else logits
 
 
-def prefix_last_logits(model: Transformer, last_tokens: torch.Tensor, prefixes: torch.Tensor,
-                       prefix_index: torch.Tensor) -> torch.Tensor:
+def prefix_last_logits(
+    model: Transformer, last_tokens: torch.Tensor, prefixes: torch.Tensor, prefix_index: torch.Tensor
+) -> torch.Tensor:
     """Last-position logits (batch, vocab) without dropout, computing each shared prefix once.
 
     Equal (up to float rounding) to ``model(tokens)[:, -1]`` for ``tokens[i] =
@@ -141,12 +144,16 @@ def mask_feed(masks: Sequence[torch.Tensor]) -> Drop:
 
     def drop(x: torch.Tensor) -> torch.Tensor:
         if not queue:
-            raise RuntimeError(f"the forward pass has more dropout sites than the {len(masks)} masks given; "
-                               "draw them with mask_shapes for this model and batch.")
+            raise RuntimeError(
+                f"the forward pass has more dropout sites than the {len(masks)} masks given; "
+                "draw them with mask_shapes for this model and batch."
+            )
         mask = queue.pop(0)
         if mask.shape != x.shape:
-            raise ValueError(f"dropout mask of shape {tuple(mask.shape)} for an activation of shape "
-                             f"{tuple(x.shape)}; draw the masks with mask_shapes for this batch.")
+            raise ValueError(
+                f"dropout mask of shape {tuple(mask.shape)} for an activation of shape "
+                f"{tuple(x.shape)}; draw the masks with mask_shapes for this batch."
+            )
         return x * mask
 
     return drop
@@ -171,8 +178,7 @@ def _mask_shapes(cfg: TransformerConfig, batch: int, length: int, last_only: boo
 
     model = Transformer(cfg).to("meta")
     with torch.no_grad():
-        masked_forward(model, torch.zeros(batch, length, dtype=torch.long, device="meta"), record,
-                       last_only=last_only)
+        masked_forward(model, torch.zeros(batch, length, dtype=torch.long, device="meta"), record, last_only=last_only)
     return tuple(shapes)
 
 

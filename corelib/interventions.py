@@ -8,16 +8,18 @@ same way: a small pure hook function ``fn(act, hook)`` passed to
 * remove (core-removed, necessity):  ``h - P h``      or centred ``h - P (h - mu)``
 * flip (reflection, steering):       ``h - 2 P h``    or centred ``h - 2 P (h - mu)``
 """
+
 from __future__ import annotations
 
-from typing import Callable, Literal, Sequence
+from collections.abc import Callable, Sequence
+from typing import Literal
 
 import numpy as np
 import torch
 
 from .ace import Core
 
-__all__ = ["MODES", "ablation_accuracy", "ablation_curve", "intervention_hook", "refine_rank"]
+__all__ = ["MODES", "ablation_curve", "accuracy", "intervention_accuracy", "intervention_hook", "refine_rank"]
 
 MODES = ("keep", "remove", "flip")
 Positions = Literal["all", "last"] | torch.Tensor
@@ -60,36 +62,32 @@ def intervention_hook(
 
 
 @torch.no_grad()
-def ablation_accuracy(
+def accuracy(
     model,
     inputs: torch.Tensor,
     targets: torch.Tensor,
     *,
-    hook_name: str | None = None,
-    core: Core | None = None,
-    mode: str = "keep",
-    positions: Positions = "all",
     score_positions: Literal["all", "last"] = "all",
-    centered: bool = False,
+    fwd_hooks: Sequence[tuple[str, Callable]] = (),
     batch_size: int = 1024,
 ) -> float:
-    """Next-token accuracy of ``model`` with an optional intervention at ``hook_name``.
+    """Next-token accuracy of ``model`` (a HookedRootModule) on ``inputs`` (N, T) against
+    ``targets`` (N, T), run with ``fwd_hooks`` (none: the unmodified model).
 
-    Without ``core`` this is the plain accuracy. ``score_positions`` says which positions count
-    (all of them, or only the last one as in modular addition).
+    ``score_positions``: which positions count, all of them or only the last one (as in modular
+    addition, where only the answer is scored).
     """
-    if (core is None) != (hook_name is None):
-        raise ValueError("pass both hook_name and core for an intervention, or neither.")
+    if score_positions not in ("all", "last"):
+        raise ValueError(f"score_positions must be 'all' or 'last', got {score_positions!r}.")
     if inputs.shape[:2] != targets.shape[:2]:
         raise ValueError(f"inputs {tuple(inputs.shape)} and targets {tuple(targets.shape)} differ in shape.")
-    hooks = [] if core is None else [(hook_name, intervention_hook(core, mode, centered=centered, positions=positions))]
     model.eval()
     device = next(model.parameters()).device
     correct = total = 0
     for i in range(0, inputs.shape[0], batch_size):
         x = inputs[i : i + batch_size].to(device)
         y = targets[i : i + batch_size].to(device)
-        logits = model.run_with_hooks(x, fwd_hooks=hooks)
+        logits = model.run_with_hooks(x, fwd_hooks=list(fwd_hooks))
         if score_positions == "last":
             logits, y = logits[:, -1], y[:, -1]
         correct += int((logits.argmax(-1) == y).sum())
@@ -97,14 +95,35 @@ def ablation_accuracy(
     return correct / total
 
 
+def intervention_accuracy(
+    model,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    hook_name: str,
+    core: Core,
+    mode: str,
+    *,
+    positions: Positions = "all",
+    score_positions: Literal["all", "last"] = "all",
+    centered: bool = False,
+    batch_size: int = 1024,
+) -> float:
+    """:func:`accuracy` with ``core`` kept, removed or flipped (``mode``) at ``hook_name``.
+
+    ``positions`` and ``centered`` are those of :func:`intervention_hook`.
+    """
+    hook = intervention_hook(core, mode, centered=centered, positions=positions)
+    return accuracy(
+        model, inputs, targets, score_positions=score_positions, fwd_hooks=[(hook_name, hook)], batch_size=batch_size
+    )
+
+
 def _first_true(lo: int, hi: int, pred: Callable[[int], bool]) -> int | None:
     """Smallest r in [lo, hi] with pred(r), scanning upward; None if there is none.
 
-    A scan, not a bisection: the ablation criteria are not monotone in r. Once a removal has
-    destroyed the answer, accuracy fluctuates around chance, so "≤ 2/p" flips back and forth for
-    larger r and a bisection can land on a later crossing (a modular model whose removal
-    criterion first holds at r = 16 read 73 by bisection). The scan also stops early: the ranks
-    sought lie close to where it starts.
+    A scan, because the criteria are not monotone in r: once a removal has destroyed the answer,
+    accuracy fluctuates around chance, so "≤ 2/p" flips back and forth for larger r and a
+    bisection can land on a later crossing.
     """
     for r in range(lo, hi + 1):
         if pred(r):
@@ -142,8 +161,9 @@ def refine_rank(
     return necessary, sufficient
 
 
-def ablation_curve(full_core: Core, accuracy: Callable[[Core, str], float], mode: str,
-                   ranks: Sequence[int] | None = None) -> np.ndarray:
+def ablation_curve(
+    full_core: Core, accuracy: Callable[[Core, str], float], mode: str, ranks: Sequence[int] | None = None
+) -> np.ndarray:
     """``accuracy(full_core.truncate(r), mode)`` for every r in ``ranks`` (default 1..rank).
 
     The whole curve that :func:`refine_rank` scans until its criterion first holds: with

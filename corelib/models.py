@@ -12,6 +12,7 @@ Two layouts are supported: ``norm="post"`` (PyTorch's default encoder layer, use
 reference code: LayerNorm after each residual addition) and ``norm="pre"`` (GPT-style, with a final
 LayerNorm before the unembedding).
 """
+
 from __future__ import annotations
 
 import math
@@ -100,7 +101,9 @@ class Block(nn.Module):
         self.post = cfg.norm == "post"
         self.attn = Attention(cfg)
         self.mlp = nn.Sequential(
-            nn.Linear(cfg.d_model, cfg.d_ff), nn.ReLU(), nn.Dropout(cfg.dropout),
+            nn.Linear(cfg.d_model, cfg.d_ff),
+            nn.ReLU(),
+            nn.Dropout(cfg.dropout),
             nn.Linear(cfg.d_ff, cfg.d_model),
         )
         self.ln1, self.ln2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
@@ -174,7 +177,6 @@ class Transformer(HookedRootModule):
         """
         if layer != self.cfg.n_layers - 1:
             raise ValueError(
-                f"readout is position-wise only from the last block ({self.cfg.n_layers - 1}), "
-                f"got layer {layer}."
+                f"readout is position-wise only from the last block ({self.cfg.n_layers - 1}), got layer {layer}."
             )
         return lambda h: self(h[None, None, :], start_at_layer=layer + 1)[0, 0]

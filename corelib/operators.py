@@ -8,6 +8,7 @@ For modular addition the "dynamics" is the cycle of answer classes: the class ce
 eigenvalues near the unit circle are read as rotational (Fourier) modes of frequency ``k``.
 ``cycle_spectrum`` reads the same frequencies straight from the centroids, without a fit.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,7 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._checks import as_matrix
-from .tasks.markov import stationary_distribution
 
 __all__ = [
     "ShiftFit",
@@ -27,7 +27,6 @@ __all__ = [
     "holdout_block",
     "mode_count",
     "near_unit_circle",
-    "oracle_r2",
     "rotational_modes",
     "spectrum_distance",
     "unit_circle_fraction",
@@ -61,21 +60,6 @@ def fit_dynamics(z_t, z_next, center: bool = True) -> tuple[np.ndarray, np.ndarr
     eig = np.linalg.eigvals(a)
     eig = eig[np.lexsort((-eig.imag, -np.abs(eig)))]
     return a, eig, r2
-
-
-def oracle_r2(T) -> float:
-    """R^2 ceiling for predicting the next one-hot token from the current state.
-
-    For next-token coordinate j, ``m_j = sum_i pi_i T_ij (1 - T_ij)`` is the variance no predictor
-    can remove and ``v_j = pi_j (1 - pi_j)`` the total variance; the ceiling is
-    ``1 - mean_j m_j / v_j``. The paper writes ``m = diag(pi) (T * (1 - T))^T 1``, which is the
-    same number whenever pi is uniform (as for the chains in the book).
-    """
-    t = as_matrix(T, "T")
-    pi = stationary_distribution(t)
-    m = (pi[:, None] * t * (1.0 - t)).sum(axis=0)
-    v = pi * (1.0 - pi)
-    return float(1.0 - np.mean(m / v))
 
 
 def spectrum_distance(eigenvalues, reference) -> float:
@@ -122,8 +106,7 @@ def class_centroids(coords, labels, n_classes: int) -> np.ndarray:
     lab = np.asarray(labels)
     if lab.ndim != 1 or lab.shape[0] != x.shape[0]:
         raise ValueError(
-            f"labels must be a 1-D array with one entry per row of coords ({x.shape[0]}), "
-            f"got shape {lab.shape}."
+            f"labels must be a 1-D array with one entry per row of coords ({x.shape[0]}), got shape {lab.shape}."
         )
     if lab.dtype.kind not in "iu":
         labf = lab.astype(np.float64)
@@ -133,8 +116,7 @@ def class_centroids(coords, labels, n_classes: int) -> np.ndarray:
     bad = (lab < 0) | (lab >= p)
     if bad.any():
         raise ValueError(
-            f"labels must lie in [0, {p}) for n_classes={p}; found {int(bad.sum())} outside "
-            f"(e.g. {int(lab[bad][0])})."
+            f"labels must lie in [0, {p}) for n_classes={p}; found {int(bad.sum())} outside (e.g. {int(lab[bad][0])})."
         )
     counts = np.bincount(lab, minlength=p)
     empty = np.flatnonzero(counts == 0)
@@ -303,8 +285,7 @@ def fit_shift_operator(
 
     eig = np.linalg.eigvals(a)
     eig = eig[np.lexsort((np.angle(eig), -np.round(np.abs(eig), 12)))]
-    return ShiftFit(A=a, eigenvalues=eig, r2=r2, basis=basis, r2_heldout=r2_heldout,
-                    center=center, singular_values=s)
+    return ShiftFit(A=a, eigenvalues=eig, r2=r2, basis=basis, r2_heldout=r2_heldout, center=center, singular_values=s)
 
 
 def _as_eigenvalues(eigenvalues) -> np.ndarray:
@@ -314,8 +295,7 @@ def _as_eigenvalues(eigenvalues) -> np.ndarray:
         raise ValueError(f"eigenvalues must be a 1-D list, got shape {arr.shape}.")
     if not np.all(np.isfinite(arr)):
         raise ValueError(
-            f"eigenvalues contain {int((~np.isfinite(arr)).sum())} NaN/Inf values; check the "
-            "fitted operator."
+            f"eigenvalues contain {int((~np.isfinite(arr)).sum())} NaN/Inf values; check the fitted operator."
         )
     return arr
 

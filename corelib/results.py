@@ -8,6 +8,7 @@ under the folder's lock, so two processes may write into one folder. Reading a f
 against the manifest: a damaged, edited, truncated or unrecorded file raises :class:`StoreError`
 naming the file and the fix. :func:`run_lock` serialises whole computations on one folder.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,8 +17,9 @@ import json
 import os
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -25,8 +27,19 @@ from filelock import FileLock, Timeout
 from safetensors.torch import load as _st_load
 from safetensors.torch import save as _st_save
 
-__all__ = ["StoreError", "results_root", "params_key", "run_dir", "save_json", "load_json", "save_tensors",
-           "load_tensors", "remove", "stored_files", "run_lock"]
+__all__ = [
+    "StoreError",
+    "results_root",
+    "params_key",
+    "run_dir",
+    "save_json",
+    "load_json",
+    "save_tensors",
+    "load_tensors",
+    "remove",
+    "stored_files",
+    "run_lock",
+]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = "manifest.json"
@@ -91,11 +104,15 @@ def _read_manifest(folder: Path) -> dict[str, list[str]]:
         files = manifest["files"]
         ok = manifest["digest"] == _sha256(_canonical(files).encode())
     except (ValueError, KeyError, TypeError) as err:
-        raise StoreError(f"{path} cannot be read ({err}); delete the folder {folder} to recompute it "
-                         "(folders written by corelib before its verified store have no such manifest).") from err
+        raise StoreError(
+            f"{path} cannot be read ({err}); delete the folder {folder} to recompute it "
+            "(folders written by corelib before its verified store have no such manifest)."
+        ) from err
     if not ok:
-        raise StoreError(f"{path} was changed outside the store (its digest does not match); "
-                         f"delete the folder {folder} to recompute it.")
+        raise StoreError(
+            f"{path} was changed outside the store (its digest does not match); "
+            f"delete the folder {folder} to recompute it."
+        )
     return files
 
 
@@ -139,8 +156,10 @@ def _fetch(path: Path) -> bytes:
             raise StoreError(f"{path} does not exist; the run that writes it has not finished (run it again).")
         data = path.read_bytes()
     if path.name not in files:
-        raise StoreError(f"{path} is not recorded in {path.parent / MANIFEST} (written outside the store or by "
-                         f"an older version); {_FIX}.")
+        raise StoreError(
+            f"{path} is not recorded in {path.parent / MANIFEST} (written outside the store or by "
+            f"an older version); {_FIX}."
+        )
     if _sha256(data) not in files[path.name]:
         raise StoreError(f"{path} is damaged or was edited (SHA-256 mismatch with its manifest); {_FIX}.")
     return data
@@ -193,6 +212,19 @@ def stored_files(folder: Path | str) -> list[str]:
     folder = Path(folder)
     with _folder_lock(folder):
         return sorted(_read_manifest(folder))
+
+
+def json_files(folder: Path | str) -> list[Path]:
+    """The JSON files of ``folder`` (not its manifest), sorted; an empty list if it does not exist.
+
+    Files the store did not record are listed too, so that reading them refuses them rather than
+    skipping them silently.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    names = set(stored_files(folder)) | {p.name for p in folder.glob("*.json")}
+    return [folder / n for n in sorted(names) if n.endswith(".json") and n != MANIFEST]
 
 
 def run_dir(kind: str, params: dict, root: Path | str | None = None) -> Path:

@@ -18,12 +18,9 @@ The hidden-state change is the core's own flip (:meth:`corelib.ace.Core.flip`) s
 applied with a TransformerLens hook at ``blocks.{layer}.hook_resid_post``. Steps reuse a
 key/value cache: the token's keys and values in the cache are those of the pass that produced it
 (steered or clean), so a steered token keeps influencing the tokens after it.
-
-:func:`generate_batch` runs many requests (prompts, gates, plain or steered, greedy or sampled)
-as one batch, with the same result per request as :func:`generate`; requests of one prompt
-share a batch row until their gates first disagree, so a sweep over gate thresholds costs
-little more than its most divergent member.
+:func:`generate_batch` runs many requests as one batch, with the result :func:`generate` gives each.
 """
+
 from __future__ import annotations
 
 import copy
@@ -34,10 +31,20 @@ from tqdm.auto import tqdm
 from transformers.cache_utils import DynamicLayer
 
 from .ace import Core
-from .lm import AGREEMENT_VERBS, LanguageModel, resid_hook
+from .lm import LanguageModel
+from .models import resid_hook
+from .tasks.sva import AGREEMENT_VERBS
 
-__all__ = ["Generation", "SteeringConfig", "generate", "generate_batch", "generation_margin",
-           "steer_hook", "inversion_stats", "word_inversion_stats"]
+__all__ = [
+    "Generation",
+    "SteeringConfig",
+    "generate",
+    "generate_batch",
+    "generation_margin",
+    "steer_hook",
+    "inversion_stats",
+    "word_inversion_stats",
+]
 
 
 @dataclass(frozen=True)
@@ -135,15 +142,14 @@ def _number(token: int, verb_ids: dict[str, int]) -> str | None:
     return None
 
 
-def _choose(logits: torch.Tensor, greedy: bool, temperature: float, top_k: int,
-            gen: torch.Generator) -> int:
+def _choose(logits: torch.Tensor, greedy: bool, temperature: float, top_k: int, gen: torch.Generator) -> int:
     if greedy:
         return int(logits.argmax())
     values, idx = torch.topk(logits.float().cpu() / temperature, min(top_k, logits.shape[-1]))
     return int(idx[torch.multinomial(torch.softmax(values, -1), 1, generator=gen)])
 
 
-class _single_thread:
+class _OneThreadForSmallBatches:
     """One intra-op thread on the CPU while decoding a few rows: one-token passes of a small batch
     are too small to gain from threads, and on a busy machine synchronising threads costs several
     times the work. Larger batches keep the threads."""
@@ -161,10 +167,19 @@ class _single_thread:
             torch.set_num_threads(self.threads)
 
 
-def generate(lm: LanguageModel, prompt: str, *, core: Core | None = None, layer: int | None = None,
-             config: SteeringConfig = SteeringConfig(), max_new_tokens: int = 50,
-             greedy: bool = True, temperature: float = 1.0, top_k: int = 50,
-             seed: int = 0) -> Generation:
+def generate(
+    lm: LanguageModel,
+    prompt: str,
+    *,
+    core: Core | None = None,
+    layer: int | None = None,
+    config: SteeringConfig = SteeringConfig(),
+    max_new_tokens: int = 50,
+    greedy: bool = True,
+    temperature: float = 1.0,
+    top_k: int = 50,
+    seed: int = 0,
+) -> Generation:
     """Generate from ``prompt``, steering agreement decisions when ``core`` is given.
 
     Args:
@@ -179,14 +194,22 @@ def generate(lm: LanguageModel, prompt: str, *, core: Core | None = None, layer:
     """
     if core is not None and layer is None:
         raise ValueError("pass the core's layer (layer=...) together with core")
-    return generate_batch(lm, [prompt], core=core, layer=layer,
-                          configs=[config if core is not None else None],
-                          max_new_tokens=max_new_tokens, greedy=greedy, temperature=temperature,
-                          top_k=top_k, seed=seed)[0]
+    return generate_batch(
+        lm,
+        [prompt],
+        core=core,
+        layer=layer,
+        configs=[config if core is not None else None],
+        max_new_tokens=max_new_tokens,
+        greedy=greedy,
+        temperature=temperature,
+        top_k=top_k,
+        seed=seed,
+    )[0]
 
 
 def _verb_margin(verbs: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The generation margin from the four verb logits (:meth:`LanguageModel.verb_logits`)."""
+    """The generation margin from the four verb logits (:meth:`LanguageModel.token_logits`)."""
     plural = torch.stack([verbs[v] for v in AGREEMENT_VERBS["plural"]], -1)
     singular = torch.stack([verbs[v] for v in AGREEMENT_VERBS["singular"]], -1)
     return torch.logsumexp(plural.float(), -1) - torch.logsumexp(singular.float(), -1)
@@ -207,8 +230,10 @@ def _rows_without_last(cache, rows: torch.Tensor, *, crop: bool = True):
 
 def _check_dynamic(layer) -> None:
     if not isinstance(layer, DynamicLayer):
-        raise TypeError(f"steering rewrites key/value caches of type DynamicLayer; this model's "
-                        f"cache has {type(layer).__name__} layers")
+        raise TypeError(
+            f"steering rewrites key/value caches of type DynamicLayer; this model's "
+            f"cache has {type(layer).__name__} layers"
+        )
 
 
 def _replace_last(cache, sub, rows: torch.Tensor) -> None:
@@ -242,10 +267,20 @@ def _clone(gen: torch.Generator) -> torch.Generator:
 
 
 @torch.no_grad()
-def generate_batch(lm: LanguageModel, prompts: list[str], *, core: Core | None = None,
-                   layer: int | None = None, configs=None, max_new_tokens=50, greedy=True,
-                   temperature: float = 1.0, top_k: int = 50, seed=0,
-                   progress: bool = False) -> list[Generation]:
+def generate_batch(
+    lm: LanguageModel,
+    prompts: list[str],
+    *,
+    core: Core | None = None,
+    layer: int | None = None,
+    configs=None,
+    max_new_tokens=50,
+    greedy=True,
+    temperature: float = 1.0,
+    top_k: int = 50,
+    seed=0,
+    progress: bool = False,
+) -> list[Generation]:
     """Generate from several prompts at once (one left-padded batch, one key/value cache).
 
     Request ``i`` is steered with ``configs[i]`` (a :class:`SteeringConfig`; None: plain
@@ -282,32 +317,35 @@ def generate_batch(lm: LanguageModel, prompts: list[str], *, core: Core | None =
     for prompt in prompts:
         n = len(lm.encode(prompt))
         if n < 2:
-            raise ValueError(f"prompt {prompt!r} is {n} token(s) long; generation needs at "
-                             "least two (the prefix is cached)")
+            raise ValueError(
+                f"prompt {prompt!r} is {n} token(s) long; generation needs at least two (the prefix is cached)"
+            )
     outs = [Generation(p) for p in prompts]
     # one row per prompt and decoding; its members are the requests it serves
     keys = list(dict.fromkeys((p, g, v) for p, g, v, n in zip(prompts, greedy, seeds, budget) if n > 0))
     if not keys:
         return outs
-    members = [[i for i in range(n_req) if (prompts[i], greedy[i], seeds[i]) == k and budget[i] > 0]
-               for k in keys]
+    members = [[i for i in range(n_req) if (prompts[i], greedy[i], seeds[i]) == k and budget[i] > 0] for k in keys]
     batch = lm.tokenize([k[0] for k in keys])
     cache = lm.prefix_cache(batch)
     mask = batch.attention_mask.clone()
     x = batch.input_ids[:, -1:].clone()
     gens = [torch.Generator().manual_seed(k[2]) for k in keys]
     row_greedy = [k[1] for k in keys]
-    vid = lm.verb_ids
+    vid = {verb: lm.single_token(verb) for verbs in AGREEMENT_VERBS.values() for verb in verbs}
     verb_tensor = torch.tensor(list(vid.values()))
     name = resid_hook(layer) if steering else None
     eos = lm.tokenizer.eos_token_id
 
     bar = tqdm(total=max(budget), desc=f"{lm.name}: generation", disable=not progress, leave=False)
-    with _single_thread(lm.device, len(keys)), bar:
+    with _OneThreadForSmallBatches(lm.device, len(keys)), bar:
         while members:
             bar.update()
-            clean = lm.run_with_hooks(x, mask, past_key_values=cache, use_cache=True,
-                                      return_type="logits")[:, -1].float().cpu()
+            clean = (
+                lm.run_with_hooks(x, mask, past_key_values=cache, use_cache=True, return_type="logits")[:, -1]
+                .float()
+                .cpu()
+            )
             m0 = generation_margin(clean, vid).double()
             mass = torch.softmax(clean, -1)[:, verb_tensor].sum(-1)
             # each row's members by what this step does to them: None (clean) or the steering
@@ -339,15 +377,22 @@ def generate_batch(lm: LanguageModel, prompts: list[str], *, core: Core | None =
                 sub = _rows_without_last(cache, rows_of.to(lm.device))
                 probe = torch.tensor([action[j][0] for j in steered], dtype=torch.float64)
                 epsilon = torch.tensor([action[j][1] for j in steered], dtype=torch.float64)
-                cap = torch.tensor([action[j][2] if action[j][2] is not None else float("inf")
-                                    for j in steered], dtype=torch.float64)
+                cap = torch.tensor(
+                    [action[j][2] if action[j][2] is not None else float("inf") for j in steered], dtype=torch.float64
+                )
 
-                def sub_step(s, return_type):
-                    return lm.run_with_hooks(x[rows_of], mask[rows_of], past_key_values=sub,
-                                             use_cache=True, return_type=return_type,
-                                             fwd_hooks=[(name, steer_hook(core, s.float()))])[:, -1]
+                def sub_step(s, return_type, x=x[rows_of], mask=mask[rows_of], sub=sub):
+                    """The steered rows' last position at strength ``s``, on their own cache."""
+                    return lm.run_with_hooks(
+                        x,
+                        mask,
+                        past_key_values=sub,
+                        use_cache=True,
+                        return_type=return_type,
+                        fwd_hooks=[(name, steer_hook(core, s.float()))],
+                    )[:, -1]
 
-                m1 = _verb_margin(lm.verb_logits(sub_step(probe, "hidden"))).double().cpu()
+                m1 = _verb_margin(lm.token_logits(sub_step(probe, "hidden"), list(vid))).double().cpu()
                 base = m0[rows_of]
                 gain = (m1 - base) / probe
                 target = torch.where(base > 0, -epsilon, epsilon)
@@ -362,8 +407,7 @@ def generate_batch(lm: LanguageModel, prompts: list[str], *, core: Core | None =
                     _replace_last(cache, part, rows_of[kept].to(lm.device))
                 new = [k for k, j in enumerate(steered) if j >= rows]
                 if new:  # forks: new rows
-                    _append_rows(cache, _rows_without_last(sub, torch.tensor(new, device=lm.device),
-                                                           crop=False))
+                    _append_rows(cache, _rows_without_last(sub, torch.tensor(new, device=lm.device), crop=False))
             # forks were appended in the order of ``steered`` beyond ``rows``: the same order
             gens = gens + [_clone(gens[source[j]]) for j in range(rows, len(source))]
             row_greedy = row_greedy + [row_greedy[source[j]] for j in range(rows, len(source))]
@@ -388,8 +432,14 @@ def generate_batch(lm: LanguageModel, prompts: list[str], *, core: Core | None =
                     g.verb.append(_number(token, vid))
                     g.clean_verb.append(_number(clean_token, vid))
                     g.verb_mass.append(float(mass[r]))
-            groups = [[m for m in ms if len(outs[m].tokens) < budget[m]
-                       and not (eos is not None and outs[m].tokens[-1] == eos)] for ms in groups]
+            groups = [
+                [
+                    m
+                    for m in ms
+                    if len(outs[m].tokens) < budget[m] and not (eos is not None and outs[m].tokens[-1] == eos)
+                ]
+                for ms in groups
+            ]
             keep = [j for j, ms in enumerate(groups) if ms]
             x = tokens[:, None]
             mask = torch.cat([mask, torch.ones((len(source), 1), dtype=mask.dtype)], dim=1)
@@ -428,10 +478,16 @@ def inversion_stats(generations: list[Generation]) -> dict:
             if clean_verb is not None:
                 strict += 1
                 strict_inverted += flipped
-    return {"decisions": decisions, "inverted": inverted, "ungated_decisions": ungated,
-            "steered_steps": steered, "rate": inverted / decisions if decisions else None,
-            "clean_verb_decisions": strict, "clean_verbs_inverted": strict_inverted,
-            "rate_clean_verbs": strict_inverted / strict if strict else None}
+    return {
+        "decisions": decisions,
+        "inverted": inverted,
+        "ungated_decisions": ungated,
+        "steered_steps": steered,
+        "rate": inverted / decisions if decisions else None,
+        "clean_verb_decisions": strict,
+        "clean_verbs_inverted": strict_inverted,
+        "rate_clean_verbs": strict_inverted / strict if strict else None,
+    }
 
 
 def word_inversion_stats(generations: list[Generation], counterpart: dict[int, int]) -> dict:

@@ -18,13 +18,14 @@ Each (condition, seed) gets a JSON record in its condition's run folder as soon 
 interrupted sweep resumes with the missing seeds. Conditions are independent :mod:`joblib` jobs
 (:func:`run_sweep`); the README shows how to send them to a cluster.
 """
+
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 import joblib
 import numpy as np
@@ -39,17 +40,41 @@ from .tasks.modular import modular_addition_split
 from .theory import fit_grok_time, fit_power_law
 
 __all__ = [
-    "PAPER_SWEEPS", "SweepConfig", "Condition", "SweepStats", "RECORD_FIELDS", "condition_data", "batch_plan", "min_correct",
+    "PAPER_SWEEPS",
+    "SweepConfig",
+    "Condition",
+    "SweepStats",
+    "RECORD_FIELDS",
+    "condition_data",
+    "batch_plan",
+    "min_correct",
     "train_condition",
-    "condition_dir", "record_problems", "load_record", "run_condition", "run_sweep", "summarise",
-    "usable_delays", "bootstrap_fit", "power_law_constants", "grok_time_constants",
+    "condition_dir",
+    "record_problems",
+    "load_record",
+    "run_condition",
+    "run_sweep",
+    "summarise",
+    "usable_delays",
+    "bootstrap_fit",
+    "power_law_constants",
+    "grok_time_constants",
 ]
 
 RECORD_FIELDS = {
-    "seed": int, "condition": str, "p": int, "weight_decay": float, "batch_size": int,
-    "steps_per_epoch": int, "t_mem": (int, type(None)), "t_gen": (int, type(None)),
-    "delay": (int, type(None)), "stopped_at": int, "reason": str,
-    "final_train_acc": float, "final_test_acc": float,
+    "seed": int,
+    "condition": str,
+    "p": int,
+    "weight_decay": float,
+    "batch_size": int,
+    "steps_per_epoch": int,
+    "t_mem": (int, type(None)),
+    "t_gen": (int, type(None)),
+    "delay": (int, type(None)),
+    "stopped_at": int,
+    "reason": str,
+    "final_train_acc": float,
+    "final_test_acc": float,
 }
 """Fields of a per-(condition, seed) record and their JSON types."""
 
@@ -57,9 +82,15 @@ RECORD_FIELDS = {
 # --------------------------------------------------------------------------- settings
 
 PAPER_SWEEPS = {
-    "n_seeds": 12, "omega_p": 53, "omegas": [0.3, 0.5, 1.0, 1.5, 2.0, 3.0], "omega_batch_size": 512,
-    "omega_max_epochs": 30000, "moduli": [31, 43, 53, 61, 79, 89, 101], "p_weight_decay": 1.0,
-    "p_batch_size": None, "p_max_epochs": 30000,
+    "n_seeds": 12,
+    "omega_p": 53,
+    "omegas": [0.3, 0.5, 1.0, 1.5, 2.0, 3.0],
+    "omega_batch_size": 512,
+    "omega_max_epochs": 30000,
+    "moduli": [31, 43, 53, 61, 79, 89, 101],
+    "p_weight_decay": 1.0,
+    "p_batch_size": None,
+    "p_max_epochs": 30000,
 }
 """The paper's two sweeps (its appendix; the caps from the reference code); with
 :class:`SweepConfig`'s defaults, the settings at which the sweep claims can be reproduced."""
@@ -108,8 +139,15 @@ class SweepConfig:
 
     def model_config(self, p: int) -> TransformerConfig:
         """The transformer for modulus ``p`` (vocabulary ``p``, two-token context)."""
-        return TransformerConfig(vocab_size=p, d_model=self.d_model, n_heads=self.n_heads, d_ff=self.d_ff,
-                                 n_layers=self.n_layers, norm=self.norm, dropout=self.dropout)
+        return TransformerConfig(
+            vocab_size=p,
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            d_ff=self.d_ff,
+            n_layers=self.n_layers,
+            norm=self.norm,
+            dropout=self.dropout,
+        )
 
 
 @dataclass(frozen=True)
@@ -130,8 +168,9 @@ class Condition:
         object.__setattr__(self, "weight_decay", wd)
         if self.batch_size is not None:
             if int(self.batch_size) != self.batch_size or self.batch_size < 1:
-                raise ValueError(f"batch_size must be a positive integer or None (full batch), "
-                                 f"got {self.batch_size!r}.")
+                raise ValueError(
+                    f"batch_size must be a positive integer or None (full batch), got {self.batch_size!r}."
+                )
             object.__setattr__(self, "batch_size", int(self.batch_size))
 
     def label(self) -> str:
@@ -169,8 +208,12 @@ def batch_plan(n: int, batch_size: int | None, keep_partial_batch: bool = False)
     batch = min(batch_size or n, n)
     per_epoch = -(-n // batch)
     skipped = 0 if keep_partial_batch else n % batch
-    return {"batch": batch, "steps_per_permutation": per_epoch if keep_partial_batch else n // batch,
-            "skipped": skipped, "steps_per_epoch": per_epoch}
+    return {
+        "batch": batch,
+        "steps_per_permutation": per_epoch if keep_partial_batch else n // batch,
+        "skipped": skipped,
+        "steps_per_epoch": per_epoch,
+    }
 
 
 def min_correct(n: int, threshold: float) -> int:
@@ -221,8 +264,11 @@ class _ThresholdTest:
         k = len(which)
         errors = torch.zeros(k, dtype=torch.long, device=which.device)
         alive = torch.arange(k, device=which.device)  # positions in `which` still undecided
-        sub = params if k == next(iter(params.values())).shape[0] and bool(
-            (which == torch.arange(k, device=which.device)).all()) else {n: v[which] for n, v in params.items()}
+        sub = (
+            params
+            if k == next(iter(params.values())).shape[0] and bool((which == torch.arange(k, device=which.device)).all())
+            else {n: v[which] for n, v in params.items()}
+        )
         for a, b in self.bounds:
             logits = self.fn(sub, self.last[a:b], self.index[a:b], self.prefixes)
             self.rows_evaluated += (b - a) * len(alive)
@@ -237,8 +283,9 @@ class _ThresholdTest:
 
 
 @torch.no_grad()
-def _accuracy(params: dict[str, torch.Tensor], which: torch.Tensor, data: PrefixData, fn: Callable,
-              chunk: int = 4096) -> list[float]:
+def _accuracy(
+    params: dict[str, torch.Tensor], which: torch.Tensor, data: PrefixData, fn: Callable, chunk: int = 4096
+) -> list[float]:
     """Full accuracy of the selected seeds on ``data`` (used once per seed, when it stops)."""
     sub = {n: v[which] for n, v in params.items()}
     correct = torch.zeros(len(which), dtype=torch.long, device=which.device)
@@ -249,8 +296,14 @@ def _accuracy(params: dict[str, torch.Tensor], which: torch.Tensor, data: Prefix
     return (correct.double() / len(data)).tolist()
 
 
-def _mark_first_pass(times: dict[int, int | None], check: _ThresholdTest, params: dict[str, torch.Tensor],
-                     seeds: Sequence[int], step: int, positions: Sequence[int] | None = None) -> None:
+def _mark_first_pass(
+    times: dict[int, int | None],
+    check: _ThresholdTest,
+    params: dict[str, torch.Tensor],
+    seeds: Sequence[int],
+    step: int,
+    positions: Sequence[int] | None = None,
+) -> None:
     """Set ``times[seed] = step`` for every seed without a time yet that passes ``check`` now.
 
     ``positions``: only the seeds at these positions of the stack (default: all of them).
@@ -314,9 +367,15 @@ def train_condition(
     stats = stats if stats is not None else SweepStats()
 
     streams = DropoutStreams(model_cfg.dropout, seeds) if model_cfg.dropout else None
-    trainer = Trainer(SeedStack.initialise(model_cfg, seeds, device), train, lr=cfg.lr,
-                      weight_decay=[cond.weight_decay] * len(seeds), batch_size=batch,
-                      keep_partial_batch=cfg.keep_partial_batch, streams=streams)
+    trainer = Trainer(
+        SeedStack.initialise(model_cfg, seeds, device),
+        train,
+        lr=cfg.lr,
+        weight_decay=[cond.weight_decay] * len(seeds),
+        batch_size=batch,
+        keep_partial_batch=cfg.keep_partial_batch,
+        streams=streams,
+    )
     # A full batch's training forward gives the training accuracy of the weights before the
     # step for free, but only without dropout: with it, that forward is a noisy model's.
     free_train_acc = full_batch and streams is None
@@ -336,16 +395,28 @@ def train_condition(
         acc_test = _accuracy(params, which, test, fn)
         for j, a_tr, a_te in zip(positions, acc_train, acc_test):
             s = stack.seeds[j]
-            rec = {"seed": s, "condition": condition_key, "p": cond.p, "weight_decay": cond.weight_decay,
-                   "batch_size": batch, "steps_per_epoch": per_epoch, "t_mem": t_mem[s], "t_gen": t_gen[s],
-                   "delay": None if t_mem[s] is None or t_gen[s] is None else t_gen[s] - t_mem[s],
-                   "stopped_at": step, "reason": reason, "final_train_acc": a_tr, "final_test_acc": a_te}
+            rec = {
+                "seed": s,
+                "condition": condition_key,
+                "p": cond.p,
+                "weight_decay": cond.weight_decay,
+                "batch_size": batch,
+                "steps_per_epoch": per_epoch,
+                "t_mem": t_mem[s],
+                "t_gen": t_gen[s],
+                "delay": None if t_mem[s] is None or t_gen[s] is None else t_gen[s] - t_mem[s],
+                "stopped_at": step,
+                "reason": reason,
+                "final_train_acc": a_tr,
+                "final_test_acc": a_te,
+            }
             records[s] = rec
             if on_record is not None:
                 on_record(rec)
 
-    bar = tqdm(total=cap, desc=f"{cond.label()}, {len(seeds)} seeds", disable=not progress, leave=False,
-               mininterval=1.0)
+    bar = tqdm(
+        total=cap, desc=f"{cond.label()}, {len(seeds)} seeds", disable=not progress, leave=False, mininterval=1.0
+    )
 
     def after_step(trainer: Trainer, step: int, idx: torch.Tensor, logits: torch.Tensor) -> bool:
         """Measure the times of the weights after ``step``, stop seeds; True ends the condition."""
@@ -377,8 +448,11 @@ def train_condition(
             trainer.drop(done)
         if progress and step % 50 == 0:
             bar.update(step - bar.n)
-            bar.set_postfix(running=len(trainer.stack), memorised=sum(v is not None for v in t_mem.values()),
-                            generalised=sum(v is not None for v in t_gen.values()))
+            bar.set_postfix(
+                running=len(trainer.stack),
+                memorised=sum(v is not None for v in t_mem.values()),
+                generalised=sum(v is not None for v in t_gen.values()),
+            )
         return False
 
     epoch = 0
@@ -429,8 +503,12 @@ def record_problems(rec, cond: Condition, cfg: SweepConfig, seed: int) -> list[s
                 problems.append(f"field {name!r} has type {type(value).__name__}")
     if problems:
         return problems
-    expected = {"seed": seed, "condition": params_key(_condition_params(cond, cfg)), "p": cond.p,
-                "weight_decay": cond.weight_decay}
+    expected = {
+        "seed": seed,
+        "condition": params_key(_condition_params(cond, cfg)),
+        "p": cond.p,
+        "weight_decay": cond.weight_decay,
+    }
     problems += [f"{k} is {rec[k]!r}, expected {v!r}" for k, v in expected.items() if rec[k] != v]
     for name in ("t_mem", "t_gen"):
         if rec[name] is not None and not 1 <= rec[name] <= rec["stopped_at"]:
@@ -456,13 +534,14 @@ def load_record(folder: Path, cond: Condition, cfg: SweepConfig, seed: int) -> d
     try:
         rec = load_json(path)
     except (ValueError, OSError) as err:
-        warnings.warn(f"{path} cannot be read ({err}); seed {seed} of {cond.label()} will be recomputed.",
-                      stacklevel=2)
+        warnings.warn(f"{path} cannot be read ({err}); seed {seed} of {cond.label()} will be recomputed.", stacklevel=2)
         return None
     problems = record_problems(rec, cond, cfg, seed)
     if problems:
-        warnings.warn(f"{path} is not a valid record ({'; '.join(problems)}); seed {seed} of "
-                      f"{cond.label()} will be recomputed.", stacklevel=2)
+        warnings.warn(
+            f"{path} is not a valid record ({'; '.join(problems)}); seed {seed} of {cond.label()} will be recomputed.",
+            stacklevel=2,
+        )
         return None
     return rec
 
@@ -488,6 +567,7 @@ def run_condition(
     found = {s: load_record(folder, cond, cfg, s) for s in seeds}
     missing = [s for s in seeds if found[s] is None]
     if missing:
+
         def save(rec: dict) -> None:
             save_json(_record_path(folder, rec["seed"]), rec)
             found[rec["seed"]] = rec
@@ -567,11 +647,19 @@ def summarise(table: pd.DataFrame, by: str) -> pd.DataFrame:
     for value, g in table.groupby(by, sort=True):
         ok = g[usable_delays(g)]
         missing = int(g["delay"].isna().sum())
-        rows.append({by: value, "n_seeds": len(g), "n_grokked": len(ok), "n_missing": missing,
-                     "n_nonpositive": len(g) - len(ok) - missing,
-                     "t_mem_mean": ok["t_mem"].mean(), "t_gen_mean": ok["t_gen"].mean(),
-                     "delay_mean": ok["delay"].mean(),
-                     "delay_sd": ok["delay"].std(ddof=1) if len(ok) > 1 else float("nan")})
+        rows.append(
+            {
+                by: value,
+                "n_seeds": len(g),
+                "n_grokked": len(ok),
+                "n_missing": missing,
+                "n_nonpositive": len(g) - len(ok) - missing,
+                "t_mem_mean": ok["t_mem"].mean(),
+                "t_gen_mean": ok["t_gen"].mean(),
+                "delay_mean": ok["delay"].mean(),
+                "delay_sd": ok["delay"].std(ddof=1) if len(ok) > 1 else float("nan"),
+            }
+        )
     return pd.DataFrame(rows).set_index(by)
 
 
@@ -613,8 +701,10 @@ def bootstrap_fit(
     ok = table[usable_delays(table)]
     groups = {v: g["delay"].to_numpy(dtype=float) for v, g in ok.groupby(by, sort=True)}
     if len(groups) < 2:
-        raise ValueError(f"need grokked seeds at >= 2 values of {by!r} to fit, got {len(groups)}; "
-                         "run more conditions or raise max_epochs.")
+        raise ValueError(
+            f"need grokked seeds at >= 2 values of {by!r} to fit, got {len(groups)}; "
+            "run more conditions or raise max_epochs."
+        )
     x = np.array(list(groups), dtype=float)
     estimate = fit(x, np.array([d.mean() for d in groups.values()]))
     rng = np.random.default_rng(seed)
@@ -628,7 +718,15 @@ def bootstrap_fit(
     rows = []
     for name, value in estimate.items():
         s = np.array([b[name] for b in samples], dtype=float)
-        lo, hi = (np.percentile(s, [2.5, 97.5]) if s.size else (np.nan, np.nan))
-        rows.append({"constant": name, "estimate": value, "sd": float(s.std(ddof=1)) if s.size > 1 else np.nan,
-                     "ci_low": float(lo), "ci_high": float(hi), "n_failed": failed})
+        lo, hi = np.percentile(s, [2.5, 97.5]) if s.size else (np.nan, np.nan)
+        rows.append(
+            {
+                "constant": name,
+                "estimate": value,
+                "sd": float(s.std(ddof=1)) if s.size > 1 else np.nan,
+                "ci_low": float(lo),
+                "ci_high": float(hi),
+                "n_failed": failed,
+            }
+        )
     return pd.DataFrame(rows).set_index("constant")

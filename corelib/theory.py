@@ -1,48 +1,20 @@
 r"""The paper's model of core inflation and grokking time, in closed form and as fits.
 
-The paper (section "Redundancy Drives Core Inflation and Grokking" and appendix "Grokking
-Dynamics") models a transformer that has memorised modular addition mod ``p`` after the fact:
-the task can be solved by any of the ``mu = floor(p/2)`` Fourier modes, mode ``k`` being a
-rotation by ``theta_k = 2 pi k / p``. This module evaluates that model and fits it to measured
-grokking delays. The chapter ``notebooks/grokking_theory.py`` derives every formula below and
-checks it numerically; the tests in ``tests/test_theory.py`` check them against scipy.
+After memorising modular addition mod ``p``, a transformer can solve it with any of the
+``mu = floor(p/2)`` Fourier modes; mode ``k`` adds ``psi_k = 1 - cos(2 pi k / p)`` per unit
+amplitude to the classification margin (:func:`psi`; ``||psi||^2 = 3p/4`` for odd ``p``). The
+minimum-norm amplitudes reaching margin ``delta`` use every mode (:func:`min_norm_amplitudes`).
+Under weight decay ``omega`` and a corrective force ``c omega`` the margin relaxes as
+``m(t) = m* (1 - exp(-omega t))`` with ``m* = c ||psi||^2 = kappa p`` (:func:`margin_trajectory`),
+so it reaches ``delta`` at ``tau(p) = -Omega log(1 - p_crit / p)`` (:func:`grok_time`) with
+``Omega = 1/omega`` and ``p_crit = delta / kappa`` (:func:`grok_constants`): grokking happens
+only for ``p > p_crit``. In optimizer steps ``Omega ~ 1 / (eta omega)`` is fitted
+(:func:`fit_grok_time`).
 
-Symbols and how they relate
----------------------------
-``p``
-    Modulus; the number of functionally equivalent modes is ``mu = floor(p/2)``.
-``psi`` (:func:`psi`)
-    ``psi_k = 1 - cos(2 pi k / p)``, ``k = 1..mu``: the contribution of mode ``k`` (at unit
-    amplitude) to the classification margin. Its squared norm (:func:`psi_norm_sq`) is
-    ``3p/4`` for odd ``p``, ``3p/4 + 2`` for even ``p >= 4`` (the extra 2 comes from the mode
-    ``k = p/2``, a reflection with ``psi = 2``) and 4 for ``p = 2``
-    (:func:`psi_norm_sq_closed_form`).
-``alpha``
-    Mode amplitudes, ``alpha >= 0``. With modes in orthogonal parameter subspaces the weight norm
-    is ``||W||^2 ~ ||alpha||^2`` and the margin is ``m = <alpha, psi>``.
-``delta``
-    Margin needed for correct classification. The minimum-norm amplitudes with margin ``delta``
-    are ``alpha* = (delta / ||psi||^2) psi`` (:func:`min_norm_amplitudes`): every mode is active.
-``omega``
-    Weight decay, the rate of the continuous-time relaxation.
-``c``
-    Scale of the corrective force ``gamma(t) ~ c omega`` that keeps the training loss at zero.
-    After memorisation the margin obeys ``dm/dt = -omega m + c omega ||psi||^2``, so
-    ``m(t) = m* (1 - exp(-omega t))`` for ``m(0) = 0`` (:func:`margin_trajectory`).
-``m*``
-    Saturation margin, ``m* = c ||psi||^2``.
-``kappa``
-    Saturation margin per unit of modulus, ``m* = kappa p``; since ``||psi||^2 = 3p/4`` for odd
-    ``p``, ``kappa = 3c/4`` (for even ``p``, ``m* = kappa p + 2c`` is only approximately linear).
-``Omega``, ``p_crit``
-    Solving ``m(tau) = delta`` gives ``tau(p) = -(1/omega) log(1 - delta / (kappa p))``, i.e.
-    ``tau = -Omega log(1 - p_crit / p)`` (:func:`grok_time`) with ``Omega = 1/omega`` (continuous
-    time) and ``p_crit = delta / kappa = 4 delta / (3 c)`` (:func:`grok_constants`). Grokking
-    happens only for ``p > p_crit`` (``m* > delta``). In optimizer steps ``Omega`` is an empirical
-    constant ``~ 1 / (eta omega)`` (``eta`` the learning rate), which :func:`fit_grok_time` fits.
-    For ``p >> p_crit``, ``tau ~ Omega p_crit / p = delta / (omega m*)`` with relative error
-    ``~ p_crit / (2p)``.
+The chapter ``notebooks/grokking_theory.py`` derives each formula; every function's docstring
+states its own.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -74,6 +46,7 @@ __all__ = [
 
 # --------------------------------------------------------------------------- validation
 
+
 def _modulus(p) -> int:
     if isinstance(p, (bool, np.bool_)) or not isinstance(p, (Integral, np.integer)):
         if isinstance(p, (float, np.floating)) and float(p).is_integer():
@@ -97,16 +70,21 @@ def _vector(x, name: str, *, positive: bool = True) -> np.ndarray:
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-D sequence of numbers, got shape {arr.shape}.")
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN/Inf values; drop the runs that produced them "
-                         "(e.g. a run that never generalised) before fitting.")
+        raise ValueError(
+            f"{name} contains NaN/Inf values; drop the runs that produced them "
+            "(e.g. a run that never generalised) before fitting."
+        )
     if positive and np.any(arr <= 0):
         bad = arr[arr <= 0]
-        raise ValueError(f"{name} must be strictly positive, got {bad.size} value(s) <= 0 "
-                         f"(first: {bad[0]}); drop them or shift the data before a log-log fit.")
+        raise ValueError(
+            f"{name} must be strictly positive, got {bad.size} value(s) <= 0 "
+            f"(first: {bad[0]}); drop them or shift the data before a log-log fit."
+        )
     return arr
 
 
 # --------------------------------------------------------------------------- modes and amplitudes
+
 
 def psi(p: int) -> np.ndarray:
     """Margin contributions of the ``floor(p/2)`` Fourier modes: ``psi_k = 1 - cos(2 pi k / p)``.
@@ -163,7 +141,10 @@ def min_norm_amplitudes_numeric(p: int, delta: float) -> np.ndarray:
     x0 = np.zeros_like(v)
     x0[np.argmax(v)] = 1.0 / v.max()
     res = scipy.optimize.minimize(
-        lambda a: float(a @ a), x0, jac=lambda a: 2.0 * a, method="SLSQP",
+        lambda a: float(a @ a),
+        x0,
+        jac=lambda a: 2.0 * a,
+        method="SLSQP",
         bounds=[(0.0, None)] * v.size,
         constraints=[{"type": "ineq", "fun": lambda a: float(a @ v) - 1.0, "jac": lambda a: v}],
         options={"ftol": 1e-12, "maxiter": 1000},
@@ -187,6 +168,7 @@ def participation_ratio(a: ArrayLike) -> float:
 
 # --------------------------------------------------------------------------- margin dynamics
 
+
 def margin_trajectory(t: ArrayLike, omega: float, m_star: float, m0: float = 0.0) -> np.ndarray | float:
     """Closed-form margin ``m(t) = m* + (m0 - m*) exp(-omega t)``; ``m*(1 - e^{-omega t})`` for ``m0 = 0``.
 
@@ -199,8 +181,9 @@ def margin_trajectory(t: ArrayLike, omega: float, m_star: float, m0: float = 0.0
     return float(m) if m.ndim == 0 else m
 
 
-def integrate_margin(t: ArrayLike, omega: float, m_star: float, m0: float = 0.0, *,
-                     rtol: float = 1e-12, atol: float = 1e-12) -> np.ndarray:
+def integrate_margin(
+    t: ArrayLike, omega: float, m_star: float, m0: float = 0.0, *, rtol: float = 1e-12, atol: float = 1e-12
+) -> np.ndarray:
     """The margin ODE ``dm/dt = -omega (m - m*)`` integrated numerically (``solve_ivp``, DOP853).
 
     A numerical reference for :func:`margin_trajectory`; ``t`` must be non-negative, the result
@@ -212,16 +195,22 @@ def integrate_margin(t: ArrayLike, omega: float, m_star: float, m0: float = 0.0,
         raise ValueError("t must be a 1-D array of finite times >= 0 (the ODE starts at t = 0).")
     order = np.argsort(t_arr)
     sol = scipy.integrate.solve_ivp(
-        lambda _t, m: -omega * (m - m_star), (0.0, float(t_arr.max()) or 1.0), [float(m0)],
-        method="DOP853", t_eval=t_arr[order], rtol=rtol, atol=atol,
+        lambda _t, m: -omega * (m - m_star),
+        (0.0, float(t_arr.max()) or 1.0),
+        [float(m0)],
+        method="DOP853",
+        t_eval=t_arr[order],
+        rtol=rtol,
+        atol=atol,
     )
     out = np.empty_like(t_arr)
     out[order] = sol.y[0]
     return out
 
 
-def hitting_time_numeric(omega: float, m_star: float, delta: float, m0: float = 0.0, *,
-                         rtol: float = 1e-12, atol: float = 1e-12) -> float:
+def hitting_time_numeric(
+    omega: float, m_star: float, delta: float, m0: float = 0.0, *, rtol: float = 1e-12, atol: float = 1e-12
+) -> float:
     """First time the numerically integrated margin reaches ``delta`` (``solve_ivp`` event).
 
     A numerical reference for :func:`grok_time`. Raises ``ValueError`` when ``m* <= delta``
@@ -230,20 +219,30 @@ def hitting_time_numeric(omega: float, m_star: float, delta: float, m0: float = 
     omega = _positive(omega, "omega", "Weight decay must be > 0 for the margin to relax.")
     delta = _positive(delta, "delta", "The margin threshold must be > 0.")
     if m_star <= delta:
-        raise ValueError(f"m_star={m_star} <= delta={delta}: the margin saturates below the "
-                         "threshold and never reaches it (p <= p_crit); increase m_star (or p).")
+        raise ValueError(
+            f"m_star={m_star} <= delta={delta}: the margin saturates below the "
+            "threshold and never reaches it (p <= p_crit); increase m_star (or p)."
+        )
     if m0 >= delta:
         return 0.0
     event = lambda _t, m: m[0] - delta  # noqa: E731
     event.terminal = True
-    sol = scipy.integrate.solve_ivp(lambda _t, m: -omega * (m - m_star), (0.0, 1e3 / omega),
-                                    [float(m0)], method="DOP853", events=event, rtol=rtol, atol=atol)
+    sol = scipy.integrate.solve_ivp(
+        lambda _t, m: -omega * (m - m_star),
+        (0.0, 1e3 / omega),
+        [float(m0)],
+        method="DOP853",
+        events=event,
+        rtol=rtol,
+        atol=atol,
+    )
     if sol.t_events[0].size == 0:  # pragma: no cover - only when m* - delta < e^-1000
         raise RuntimeError("the margin did not reach delta within 1000 relaxation times.")
     return float(sol.t_events[0][0])
 
 
 # --------------------------------------------------------------------------- grokking time
+
 
 def grok_constants(omega: float, delta: float, kappa: float) -> tuple[float, float]:
     """``(Omega, p_crit) = (1/omega, delta/kappa)``: the ODE's constants in the form of :func:`grok_time`.
@@ -277,7 +276,8 @@ def grok_time(p: ArrayLike, Omega: float, p_crit: float) -> np.ndarray | float:
         raise ValueError(
             f"grok_time needs p > p_crit = {p_crit:g}, got p = {p_arr[bad].ravel()[0]:g}: for "
             "p <= p_crit the margin saturates at kappa p <= delta and grokking never happens "
-            "(tau is infinite). Pass only moduli above p_crit.")
+            "(tau is infinite). Pass only moduli above p_crit."
+        )
     tau = _grok_time(p_arr, Omega, p_crit)
     return float(tau) if tau.ndim == 0 else tau
 
@@ -320,15 +320,17 @@ def fit_grok_time(p: ArrayLike, tau: ArrayLike, sigma: ArrayLike | None = None) 
     if p.shape != tau.shape:
         raise ValueError(f"p and tau must have the same length, got {p.size} and {tau.size}.")
     if p.size < 3 or np.unique(p).size < 2:
-        raise ValueError("fit_grok_time needs at least 3 (p, tau) pairs with at least 2 distinct "
-                         f"p to fit 2 constants and their errors, got {p.size} pairs with "
-                         f"{np.unique(p).size} distinct p.")
+        raise ValueError(
+            "fit_grok_time needs at least 3 (p, tau) pairs with at least 2 distinct "
+            f"p to fit 2 constants and their errors, got {p.size} pairs with "
+            f"{np.unique(p).size} distinct p."
+        )
     w = None
     if sigma is not None:
         sigma = _vector(sigma, "sigma")
         if sigma.shape != p.shape:
             raise ValueError(f"sigma must have one entry per point ({p.size}), got {sigma.size}.")
-        w = 1.0 / sigma ** 2
+        w = 1.0 / sigma**2
     p_min = float(p.min())
 
     # Initial guess: for fixed p_crit the model is linear in Omega.
@@ -343,15 +345,31 @@ def fit_grok_time(p: ArrayLike, tau: ArrayLike, sigma: ArrayLike | None = None) 
     _, om0, pc0 = best
     upper = np.nextafter(p_min, 0.0) * (1.0 - 1e-12)
     popt, pcov = scipy.optimize.curve_fit(
-        _grok_time, p, tau, p0=[om0, pc0], sigma=sigma, bounds=([0.0, 0.0], [np.inf, upper]),
-        method="trf", x_scale="jac", ftol=1e-15, xtol=1e-15, gtol=1e-15, max_nfev=10000,
+        _grok_time,
+        p,
+        tau,
+        p0=[om0, pc0],
+        sigma=sigma,
+        bounds=([0.0, 0.0], [np.inf, upper]),
+        method="trf",
+        x_scale="jac",
+        ftol=1e-15,
+        xtol=1e-15,
+        gtol=1e-15,
+        max_nfev=10000,
     )
     se = np.sqrt(np.clip(np.diag(pcov), 0.0, None))
-    return GrokTimeFit(Omega=float(popt[0]), p_crit=float(popt[1]), Omega_se=float(se[0]),
-                       p_crit_se=float(se[1]), r2=_r2(tau, _grok_time(p, *popt)))
+    return GrokTimeFit(
+        Omega=float(popt[0]),
+        p_crit=float(popt[1]),
+        Omega_se=float(se[0]),
+        p_crit_se=float(se[1]),
+        r2=_r2(tau, _grok_time(p, *popt)),
+    )
 
 
 # --------------------------------------------------------------------------- power laws
+
 
 @dataclass(frozen=True)
 class PowerLawFit:
@@ -391,5 +409,4 @@ def fit_power_law(x: ArrayLike, y: ArrayLike) -> PowerLawFit:
         se = float(np.sqrt(s2 / np.sum((lx - lx.mean()) ** 2)))
     else:
         se = float("nan")
-    return PowerLawFit(exponent=float(beta), prefactor=float(np.exp(log_c)), r2=_r2(ly, fitted),
-                       exponent_se=se)
+    return PowerLawFit(exponent=float(beta), prefactor=float(np.exp(log_c)), r2=_r2(ly, fitted), exponent_se=se)

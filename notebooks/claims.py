@@ -50,10 +50,11 @@ import pandas as pd
 from IPython.display import HTML, display
 from myst_nb import glue
 
+from acebook.claims_page import claims_table
 from corelib import claims
 
 records = claims.load_records(claims_folder)
-table = pd.DataFrame(claims.claims_table(records))
+table = pd.DataFrame(claims_table(records))
 
 # %% tags=["hide-input"]
 counts = table["status"].value_counts()
@@ -133,7 +134,7 @@ for chapter, rows in table.groupby("chapter", sort=False):
 # only recorded run found its results already stored.
 
 # %%
-from corelib.runner import code_label, recorded_run_times
+from acebook.run_times import code_label, recorded_run_times
 
 # every chapter but this page
 records = [r for r in recorded_run_times() if r["chapter"] != "claims"]

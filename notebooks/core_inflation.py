@@ -54,10 +54,10 @@ energy = 0.99
 
 # %%
 import matplotlib.pyplot as plt
-import numpy as np
 from IPython.display import display
 from myst_nb import glue
 
+from acebook.claims_page import chapter_frame
 from corelib import claims, plots
 from corelib.experiments import modular
 
@@ -283,7 +283,7 @@ for name, value in values.items():
     glue(name, value, display=False)
 
 # %%
-display(claims.chapter_frame("core_inflation"))
+display(chapter_frame("core_inflation"))
 
 # %% [markdown]
 # ## Exercises
@@ -436,7 +436,7 @@ display(claims.chapter_frame("core_inflation"))
 #
 # These models train with dropout 0.1, the default of the PyTorch encoder layer the paper's
 # reference implementation used; the paper itself does not state it. Rerun the previous chapter
-# and this one without it (`python -m corelib.runner run modular_addition -p dropout 0`, then the
+# and this one without it (`python -m acebook.runner run modular_addition -p dropout 0`, then the
 # same for `core_inflation`) and compare the grokking epochs, the training-loss figure and panels
 # A and C. Before you run: which of them do you expect to change, and why could a regulariser that
 # only adds noise to the training passes matter for the loss spikes?

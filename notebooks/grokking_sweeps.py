@@ -30,7 +30,7 @@
 # from a bootstrap over seeds. The defaults of the parameters are the paper's (12 seeds, six
 # weight decays, seven moduli, up to 30 000 epochs: many CPU hours); the published book uses a
 # reduced sweep, see {ref}`sweeps-settings`. Rerun with your own settings, e.g.
-# `python -m corelib.runner run grokking_sweeps -p omegas "[1, 2, 3]" -p n_seeds 3`.
+# `python -m acebook.runner run grokking_sweeps -p omegas "[1, 2, 3]" -p n_seeds 3`.
 
 # %% tags=["parameters"]
 n_seeds = 12  # models per condition, initialised with seeds 42, 43, ...
@@ -61,6 +61,7 @@ import matplotlib.pyplot as plt
 from IPython.display import display
 from myst_nb import glue
 
+from acebook.claims_page import chapter_frame
 from corelib import claims, plots
 from corelib.experiments import grokking_sweeps
 
@@ -190,7 +191,7 @@ plt.close(fig)
 # used {glue:text}`n_seeds` seeds per condition, weight decays {glue:text}`omegas_text`, moduli
 # {glue:text}`moduli_text` at $\omega =$ {glue:text}`p_omega`, at most {glue:text}`omega_cap` and
 # {glue:text}`p_cap` epochs per condition, and stopped each seed {glue:text}`patience` epochs after
-# it generalised. `python -m corelib.runner run grokking_sweeps --profile paper` runs the paper's
+# it generalised. `python -m acebook.runner run grokking_sweeps --profile paper` runs the paper's
 # settings (it resumes where it stops, so it can be run in pieces). Minibatches follow the
 # reference code: each seed draws a fresh permutation of the training pairs whenever the next
 # batch would run past its end, so with {glue:text}`omega_batch_text` at
@@ -204,7 +205,7 @@ plt.close(fig)
 # than the paper's is "measured at reduced settings", whatever its numbers.
 
 # %%
-display(claims.chapter_frame("grokking_sweeps"))
+display(chapter_frame("grokking_sweeps"))
 
 # %% [markdown]
 # ## Exercises

@@ -35,7 +35,7 @@
 #    $(\Omega, p_{\rm crit})$.
 #
 # The parameters below set the model's constants. Change them, e.g.
-# `python -m corelib.runner run grokking_theory -p omega 0.5 -p kappa 0.03`, and the curves move.
+# `python -m acebook.runner run grokking_theory -p omega 0.5 -p kappa 0.03`, and the curves move.
 # All formulas live in `corelib.theory`; the training sweeps that measure real grokking delays are
 # in another chapter.
 

@@ -32,7 +32,7 @@
 # minutes rather than hours on a laptop CPU (the last section of the claims page lists how long
 # this build's chapters took).
 # Rerun the chapter with your own values, e.g.
-# `python -m corelib.runner run markov_chain -p alpha 0.6 -p beta 0.4`.
+# `python -m acebook.runner run markov_chain -p alpha 0.6 -p beta 0.4`.
 
 # %% tags=["parameters"]
 alpha = 0.75          # probability of staying in the current state
@@ -61,6 +61,7 @@ import numpy as np
 from IPython.display import display
 from myst_nb import glue
 
+from acebook.claims_page import chapter_frame
 from corelib import claims, plots
 from corelib.experiments import markov
 from corelib.tasks.markov import chain_eigenvalues
@@ -197,7 +198,7 @@ display(tables["A3"])
 # your own parameters) a claim is "measured at reduced settings", never "reproduced".
 
 # %%
-display(claims.chapter_frame("markov_chain"))
+display(chapter_frame("markov_chain"))
 
 # %% [markdown]
 # ## Exercises
@@ -253,7 +254,7 @@ display(claims.chapter_frame("markov_chain"))
 # Estimate $R^2_{\rm oracle}$ by simulation: sample sequences with
 # `corelib.tasks.markov.sample_sequences`, predict the next one-hot token by the row of $\mathbf T$
 # of the current state, and compute $R^2$ averaged over the four one-hot coordinates. Compare with
-# `corelib.operators.oracle_r2`.
+# `corelib.tasks.markov.oracle_r2`.
 # ```
 #
 # ````{solution} ex-markov-oracle
@@ -261,8 +262,7 @@ display(claims.chapter_frame("markov_chain"))
 #
 # ```python
 # import numpy as np
-# from corelib.tasks.markov import transition_matrix, sample_sequences
-# from corelib.operators import oracle_r2
+# from corelib.tasks.markov import oracle_r2, sample_sequences, transition_matrix
 # T = transition_matrix()
 # seq = sample_sequences(T, 2000, 64, seed=1)
 # cur, nxt = seq[:, :-1].ravel(), seq[:, 1:].ravel()

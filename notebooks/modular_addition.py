@@ -38,7 +38,7 @@
 # Training for 2 000 epochs takes about half an hour on a two-core laptop CPU (the last section
 # of the claims page lists how long this build's chapters took), much less on a GPU. Try another
 # modulus with
-# `python -m corelib.runner run modular_addition -p p 59`.
+# `python -m acebook.runner run modular_addition -p p 59`.
 
 # %% tags=["parameters"]
 p = 53                 # the modulus (also the vocabulary size)
@@ -66,6 +66,7 @@ import matplotlib.pyplot as plt
 from IPython.display import display
 from myst_nb import glue
 
+from acebook.claims_page import chapter_frame
 from corelib import claims, plots
 from corelib.experiments import modular
 
@@ -197,7 +198,7 @@ display(modular.phase_table(records, summary))
 # where it comes from. Only a run at the paper's settings can reproduce a claim.
 
 # %%
-display(claims.chapter_frame("modular_addition"))
+display(chapter_frame("modular_addition"))
 
 # %% [markdown]
 # ## Exercises

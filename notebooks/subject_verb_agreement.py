@@ -34,7 +34,7 @@
 # where this book is built, so the published book uses the two real pretrained models that ship
 # as Python packages: **SmolLM2-135M-Instruct** (a Llama-architecture model) and **Gemma-3
 # 270M** (see `corelib.lm`). With a network, pass any model names, e.g.
-# `python -m corelib.runner run subject_verb_agreement -p models "[gpt2, gpt2-medium]"`; the
+# `python -m acebook.runner run subject_verb_agreement -p models "[gpt2, gpt2-medium]"`; the
 # code runs on a GPU when there is one and spreads large models over several.
 
 # %% tags=["parameters"]
@@ -70,6 +70,7 @@ import matplotlib.pyplot as plt
 from IPython.display import HTML, display
 from myst_nb import glue
 
+from acebook.claims_page import chapter_frame
 from corelib import claims, plots
 from corelib.experiments import sva
 from corelib.lm import available_models
@@ -293,7 +294,7 @@ display(sva.flip_demo_table(summary))
 # so every claim is "measured at reduced settings": on other, smaller models.
 
 # %%
-display(claims.chapter_frame("subject_verb_agreement"))
+display(chapter_frame("subject_verb_agreement"))
 
 # %% [markdown]
 # ## Exercises
@@ -362,11 +363,12 @@ display(claims.chapter_frame("subject_verb_agreement"))
 #
 # ```python
 # import torch
-# from corelib.lm import load_model, resid_hook
+# from corelib.lm import load_model
+# from corelib.models import resid_hook
 # from corelib.experiments.sva import all_layer_jacobians
-# from corelib.tasks.sva import make_dataset
+# from corelib.tasks.sva import AGREEMENT_READOUT, make_dataset
 #
-# lm = load_model("tiny-random-llama")
+# lm = load_model("tiny-random-llama", readout=AGREEMENT_READOUT)
 # batch = lm.tokenize(list(make_dataset(10).prompts[:6]))
 # cache = lm.prefix_cache(batch)
 # _, jac, m = all_layer_jacobians(lm, batch, [0, 1], cache)

@@ -10,6 +10,7 @@ files and the old manifest are removed. Every other JSON file that parses is rec
 its folder's new manifest. Anything that fails a check is reported and left untouched, so the
 code recomputes it. Nothing runs while another process trains in the same folder (its run lock).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,10 @@ def convert_run(run: Path, dry_run: bool) -> str:
         return f"would convert {run} (state {old['state']}, {len(old['snapshots'])} snapshots)"
     run_json = json.loads((run / "run.json").read_text())
     state = torch.load(run / old["state"], map_location="cpu", weights_only=True)
-    snapshots = {e: torch.load(run / f"snapshots/epoch_{e:06d}.pt", map_location="cpu", weights_only=True)["params"]
-                 for e in old["snapshots"]}
+    snapshots = {
+        e: torch.load(run / f"snapshots/epoch_{e:06d}.pt", map_location="cpu", weights_only=True)["params"]
+        for e in old["snapshots"]
+    }
     (run / "manifest.json").unlink()
     (run / "snapshots" / "manifest.json").unlink(missing_ok=True)
     results.save_json(run / "run.json", run_json)
@@ -57,17 +60,26 @@ def convert_run(run: Path, dry_run: bool) -> str:
         results.save_tensors(run / "snapshots" / f"epoch_{e:06d}.safetensors", params)
     name = Path(old["state"]).stem
     opt = state["optimizer"]
-    tensors = {**{f"params.{k}": v for k, v in state["params"].items()},
-               **{f"optimizer.{i}.{n}": t for i, slot in opt["state"].items() for n, t in slot.items()},
-               "rng.torch": state["rng"]}
+    tensors = {
+        **{f"params.{k}": v for k, v in state["params"].items()},
+        **{f"optimizer.{i}.{n}": t for i, slot in opt["state"].items() for n, t in slot.items()},
+        "rng.torch": state["rng"],
+    }
     if "dropout_rng" in state:
         tensors["rng.dropout"] = state["dropout_rng"]
     results.save_tensors(run / f"{name}.safetensors", tensors)
-    results.save_json(run / f"{name}.json", {"epoch": state["epoch"], "history": state["history"],
-                                             "run_key": state["run_key"],
-                                             "optimizer": {"param_groups": opt["param_groups"]}})
-    results.save_json(run / "progress.json", {"epoch": state["epoch"], "state": name,
-                                              "snapshots": sorted(old["snapshots"])})
+    results.save_json(
+        run / f"{name}.json",
+        {
+            "epoch": state["epoch"],
+            "history": state["history"],
+            "run_key": state["run_key"],
+            "optimizer": {"param_groups": opt["param_groups"]},
+        },
+    )
+    results.save_json(
+        run / "progress.json", {"epoch": state["epoch"], "state": name, "snapshots": sorted(old["snapshots"])}
+    )
     for rel in old["files"]:
         if rel.endswith(".pt"):
             (run / rel).unlink()

@@ -1,14 +1,15 @@
 """Fixtures shared by several test files."""
+
 import shutil
 from pathlib import Path
 
 import pytest
 
-from corelib import runner
+from acebook import runner
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# What the book build reads besides corelib (which is linked, not copied).
+# What the book build reads besides the code (corelib and acebook are linked, not copied).
 BOOK_FILES = ("_config.yml", "_toc.yml", "profiles.yml", "references.bib")
 BOOK_DIRS = ("book", "notebooks", "tests")
 
@@ -25,7 +26,8 @@ def built_book(tmp_path_factory):
         shutil.copy(ROOT / name, root / name)
     for name in BOOK_DIRS:
         shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("chapters", "*.ipynb"))
-    (root / "corelib").symlink_to(ROOT / "corelib")  # the runner hashes it for its cache
+    for package in ("corelib", "acebook"):  # the runner hashes their code for its cache
+        (root / package).symlink_to(ROOT / package)
     mp = pytest.MonkeyPatch()
     mp.setenv("ACE_RESULTS_DIR", str(root / "results"))
     try:

@@ -4,6 +4,7 @@ Each test plants a structure whose core is known in closed form -- a low-rank re
 a linear system whose core is its balanced truncation, a known linear/quadratic read-out -- and
 checks that ACE recovers it to a stated tolerance.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -151,8 +152,13 @@ def test_energy_rank_rejects_thresholds_outside_unit_interval(threshold):
 
 @pytest.mark.parametrize(
     "values, message",
-    [([], "non-empty"), ([[1.0, 2.0]], "1-D"), ([1.0, -1.0], "non-negative"),
-     ([1.0, np.nan], "finite"), ([0.0, 0.0], "zero")],
+    [
+        ([], "non-empty"),
+        ([[1.0, 2.0]], "1-D"),
+        ([1.0, -1.0], "non-negative"),
+        ([1.0, np.nan], "finite"),
+        ([0.0, 0.0], "zero"),
+    ],
 )
 def test_energy_rank_rejects_bad_singular_values(values, message):
     with pytest.raises(ValueError, match=message):
@@ -176,8 +182,7 @@ def test_accumulator_uneven_batches_match_one_shot_and_numpy():
     assert acc.n == n and acc.n_jac == m
     np.testing.assert_allclose(acc.mean, h.mean(axis=0), rtol=1e-12)
     np.testing.assert_allclose(acc.activity, np.cov(h.T), rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(acc.relevance, np.einsum("mki,mkj->ij", jac, jac) / m,
-                               rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(acc.relevance, np.einsum("mki,mkj->ij", jac, jac) / m, rtol=1e-12, atol=1e-14)
 
     streamed, one_shot = acc.core(rank=4), extract(h, jac, rank=4)
     np.testing.assert_allclose(streamed.singular_values, one_shot.singular_values, rtol=1e-9)
@@ -297,8 +302,7 @@ def test_ace_direct_route_matches_moment_route():
 
 def _core_and_data(seed=0, d=6, r=2):
     rng = np.random.default_rng(seed)
-    core = Core(basis=_orthonormal(d, r, rng), singular_values=np.array([3.0, 2.0, 1.0]),
-                mean=rng.standard_normal(d))
+    core = Core(basis=_orthonormal(d, r, rng), singular_values=np.array([3.0, 2.0, 1.0]), mean=rng.standard_normal(d))
     return core, rng.standard_normal((10, d)) + 2.0
 
 
@@ -316,8 +320,7 @@ def test_keep_remove_flip_algebra_uncentred():
 def test_keep_remove_flip_algebra_centred_uses_the_mean():
     core, h = _core_and_data(seed=1)
     mu, p = core.mean, core.projector
-    keep, remove, flip = (core.keep(h, centered=True), core.remove(h, centered=True),
-                          core.flip(h, centered=True))
+    keep, remove, flip = (core.keep(h, centered=True), core.remove(h, centered=True), core.flip(h, centered=True))
     np.testing.assert_allclose(keep, mu + (h - mu) @ p, atol=1e-12)
     np.testing.assert_allclose(remove, h - (h - mu) @ p, atol=1e-12)
     np.testing.assert_allclose(flip, h - 2 * (h - mu) @ p, atol=1e-12)

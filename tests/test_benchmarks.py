@@ -1,4 +1,5 @@
 """The benchmark scripts: their FLOP counter gives known counts, and both scripts run to the end."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import _machine  # noqa: E402
 from _machine import counted_flops, mask_seconds  # noqa: E402
-
 from corelib.models import TransformerConfig  # noqa: E402
 
 
@@ -40,14 +40,27 @@ def test_mask_seconds_times_the_draws_of_every_batch_for_all_seeds(monkeypatch):
     assert drawn == [(2, 16, 3), (2, 4, 3)] * 2
 
 
-@pytest.mark.parametrize("script, args, expect", [
-    ("train_throughput.py", ["--epochs", "1"], "the engine's ceiling here"),
-    ("sweep_throughput.py", ["--steps", "2", "--seeds", "2", "--plain-seeds", "1"], "the engine's ceiling here"),
-    ("sweep_throughput.py", ["--steps", "1"], "--steps must be at least 2"),
-])
+@pytest.mark.parametrize(
+    "script, args, expect",
+    [
+        pytest.param("train_throughput.py", ["--epochs", "1"], "the engine's ceiling here", marks=pytest.mark.slow),
+        pytest.param(
+            "sweep_throughput.py",
+            ["--steps", "2", "--seeds", "2", "--plain-seeds", "1"],
+            "the engine's ceiling here",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param("sweep_throughput.py", ["--steps", "1"], "--steps must be at least 2", marks=pytest.mark.slow),
+    ],
+)
 def test_benchmark_scripts_print_their_ratio_and_ceiling(script, args, expect):
-    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], cwd=ROOT,
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert expect in run.stdout + run.stderr, run.stderr[-2000:]
     if expect.startswith("--"):
         assert run.returncode == 2

@@ -4,16 +4,21 @@ The build runs in a copy of the project in a temporary folder, so running the te
 replaces a book you built with `make book`. It is the session fixture `built_book` of
 conftest.py, shared with test_browser.py, which opens the same site in headless Chromium.
 """
+
 import json
 import re
 
-from corelib import runner
+import pytest
+
+from acebook import project, runner
+
+pytestmark = pytest.mark.slow  # builds the whole book
 
 
 def test_every_chapter_renders(built_book):
     root, index = built_book
     assert index.exists()
-    for name in runner.chapters(root):
+    for name in project.chapters(root):
         page = root / "_build" / "html" / "book" / "chapters" / f"{name}.html"
         assert page.exists(), name
         html = page.read_text()
@@ -23,8 +28,8 @@ def test_every_chapter_renders(built_book):
 
 def test_executed_notebooks_have_no_errors(built_book):
     root, _ = built_book
-    for name in runner.chapters(root):
-        nb = json.loads(runner.output_path(name, root).read_text())
+    for name in project.chapters(root):
+        nb = json.loads(project.output_path(name, root).read_text())
         errors = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "error"]
         assert not errors, name
 
@@ -34,7 +39,7 @@ def test_second_build_uses_the_cache(built_book, monkeypatch):
     # The same results folder as the first build (conftest.py): the claims page's cache key
     # covers the claims recorded there, and nothing is written to the checkout's results/.
     monkeypatch.setenv("ACE_RESULTS_DIR", str(root / "results"))
-    before = {n: runner.output_path(n, root).stat().st_mtime for n in runner.chapters(root)}
+    before = {n: project.output_path(n, root).stat().st_mtime for n in project.chapters(root)}
     runner.build_book("smoke", root=root, render=False)
-    after = {n: runner.output_path(n, root).stat().st_mtime for n in runner.chapters(root)}
+    after = {n: project.output_path(n, root).stat().st_mtime for n in project.chapters(root)}
     assert before == after

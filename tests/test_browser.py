@@ -13,6 +13,7 @@ A screenshot of the Markov chapter is saved to `_build/artifacts/markov_chain.pn
 checkout (or `$ACE_ARTIFACTS_DIR`). Chromium is Debian's `chromium` package, which `make test`
 installs; it is driven over the Chrome DevTools Protocol with `websocket-client`.
 """
+
 from __future__ import annotations
 
 import base64
@@ -32,13 +33,23 @@ from urllib.parse import urlsplit
 
 import pytest
 
+pytestmark = pytest.mark.slow  # builds the whole book and drives Chromium
+
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = Path(os.environ.get("ACE_ARTIFACTS_DIR", ROOT / "_build" / "artifacts"))
 SCREENSHOT_PAGE = "book/chapters/markov_chain.html"
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync",
-    "--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
+    "--mute-audio",
 ]
 VIEWPORT = (1280, 1800)
 PAGE_TIMEOUT = 60.0  # seconds for one page to load, typeset and settle
@@ -49,14 +60,18 @@ def chromium_executable() -> str:
     wanted = os.environ.get("CHROMIUM", "chromium")
     found = shutil.which(wanted)
     if found is None:
-        pytest.fail(f"headless Chromium is needed for this test but {wanted!r} was not found. "
-                    "`make test` installs Debian's package (apt-get install chromium) when "
-                    "/usr/bin/chromium is missing; install it, or set CHROMIUM to a Chromium "
-                    "executable.", pytrace=False)
+        pytest.fail(
+            f"headless Chromium is needed for this test but {wanted!r} was not found. "
+            "`make test` installs Debian's package (apt-get install chromium) when "
+            "/usr/bin/chromium is missing; install it, or set CHROMIUM to a Chromium "
+            "executable.",
+            pytrace=False,
+        )
     return found
 
 
 # --------------------------------------------------------------------------- local web server
+
 
 class _QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, format, *args):  # noqa: A002 (signature of the base class)
@@ -68,8 +83,7 @@ def site(built_book):
     """(base URL, html folder): the built smoke book served on 127.0.0.1."""
     root, index = built_book
     html = index.parent
-    server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                 functools.partial(_QuietHandler, directory=str(html)))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(html)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -80,6 +94,7 @@ def site(built_book):
 
 
 # --------------------------------------------------------------------------- Chrome DevTools
+
 
 class DevTools:
     """A minimal Chrome DevTools Protocol client for one page target."""
@@ -115,8 +130,13 @@ class DevTools:
 
     def evaluate(self, expression: str):
         """Value of a JavaScript expression (promises are awaited)."""
-        result = self.call("Runtime.evaluate", expression=expression, awaitPromise=True,
-                           returnByValue=True, timeout=PAGE_TIMEOUT * 1000)
+        result = self.call(
+            "Runtime.evaluate",
+            expression=expression,
+            awaitPromise=True,
+            returnByValue=True,
+            timeout=PAGE_TIMEOUT * 1000,
+        )
         if "exceptionDetails" in result:
             raise RuntimeError(f"script failed: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -143,9 +163,17 @@ def browser(tmp_path_factory):
     profile = tmp_path_factory.mktemp("chromium-profile")
     log = open(profile.parent / "chromium.log", "wb")
     process = subprocess.Popen(
-        [executable, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
-         f"--window-size={VIEWPORT[0]},{VIEWPORT[1]}", "about:blank"],
-        stdout=log, stderr=subprocess.STDOUT)
+        [
+            executable,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={profile}",
+            "--remote-debugging-port=0",
+            f"--window-size={VIEWPORT[0]},{VIEWPORT[1]}",
+            "about:blank",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     devtools = None
     try:
         port_file = profile / "DevToolsActivePort"
@@ -153,8 +181,10 @@ def browser(tmp_path_factory):
         while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
             if process.poll() is not None or time.monotonic() > deadline:
                 log.flush()
-                raise RuntimeError(f"chromium did not start (exit code {process.poll()}):\n"
-                                   + (profile.parent / "chromium.log").read_text()[-3000:])
+                raise RuntimeError(
+                    f"chromium did not start (exit code {process.poll()}):\n"
+                    + (profile.parent / "chromium.log").read_text()[-3000:]
+                )
             time.sleep(0.1)
         port = int(port_file.read_text().split()[0])
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30) as reply:
@@ -164,8 +194,13 @@ def browser(tmp_path_factory):
         for domain in ("Page", "Network", "Runtime"):
             devtools.call(f"{domain}.enable")
         devtools.call("Network.setCacheDisabled", cacheDisabled=True)
-        devtools.call("Emulation.setDeviceMetricsOverride", width=VIEWPORT[0],
-                      height=VIEWPORT[1], deviceScaleFactor=1, mobile=False)
+        devtools.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=VIEWPORT[0],
+            height=VIEWPORT[1],
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         yield devtools
     finally:
         if devtools is not None:
@@ -237,8 +272,10 @@ def _request_problems(events: list[dict], base: str) -> list[str]:
                 problems.append(f"request to another host: {url}")
         elif method == "Network.loadingFailed":
             url = urls.get(params["requestId"], params["requestId"])
-            problems.append(f"failed request: {url} ({params.get('errorText')}"
-                            f"{', blocked: ' + params['blockedReason'] if params.get('blockedReason') else ''})")
+            problems.append(
+                f"failed request: {url} ({params.get('errorText')}"
+                f"{', blocked: ' + params['blockedReason'] if params.get('blockedReason') else ''})"
+            )
         elif method == "Network.responseReceived":
             status = params["response"]["status"]
             url = params["response"]["url"]
@@ -272,8 +309,7 @@ def open_page(browser: DevTools, url: str) -> tuple[dict, list[str]]:
     result = browser.call("Page.navigate", url=url)
     if result.get("errorText"):
         return {}, [f"navigation failed: {result['errorText']}"]
-    if not browser.pump(lambda ev: any(e["method"] == "Page.loadEventFired" for e in ev),
-                        PAGE_TIMEOUT):
+    if not browser.pump(lambda ev: any(e["method"] == "Page.loadEventFired" for e in ev), PAGE_TIMEOUT):
         return {}, ["the page did not finish loading"]
     report = browser.evaluate(_INSPECT)
     # Late requests (MathJax fonts and extensions): let them finish, then a short quiet period.
@@ -294,11 +330,9 @@ def site_pages(html: Path) -> tuple[list[str], dict[str, str]]:
         name = path.relative_to(html).as_posix()
         if name.startswith(("_static/", "_sources/")):
             continue
-        refresh = re.fullmatch(r'\s*<meta http-equiv="Refresh" content="0; url=([^"]+)" />\s*',
-                               path.read_text(), re.I)
+        refresh = re.fullmatch(r'\s*<meta http-equiv="Refresh" content="0; url=([^"]+)" />\s*', path.read_text(), re.I)
         if refresh:
-            redirects[name] = posixpath.normpath(posixpath.join(posixpath.dirname(name),
-                                                                refresh[1]))
+            redirects[name] = posixpath.normpath(posixpath.join(posixpath.dirname(name), refresh[1]))
         else:
             pages.append(name)
     return pages, redirects
@@ -306,20 +340,24 @@ def site_pages(html: Path) -> tuple[list[str], dict[str, str]]:
 
 # --------------------------------------------------------------------------- the test
 
+
 def test_every_page_in_headless_chromium(site, browser, built_book):
-    from corelib import runner
+    from acebook import project
 
     base, html = site
     pages, redirects = site_pages(html)
     assert pages, f"no HTML page in {html}"
     broken = {name: target for name, target in redirects.items() if target not in pages}
     assert not broken, f"redirects to missing pages: {broken}"
-    chapters = [f"book/chapters/{name}.html" for name in runner.chapters(built_book[0])]
+    chapters = [f"book/chapters/{name}.html" for name in project.chapters(built_book[0])]
     assert set(chapters) <= set(pages), f"chapters missing from the site: {set(chapters) - set(pages)}"
     assert SCREENSHOT_PAGE in pages
 
-    figures_expected = {f"book/chapters/{name}.html": count for name in runner.chapters(built_book[0])
-                        if (count := _image_outputs(runner.output_path(name, built_book[0])))}
+    figures_expected = {
+        f"book/chapters/{name}.html": count
+        for name in project.chapters(built_book[0])
+        if (count := _image_outputs(project.output_path(name, built_book[0])))
+    }
     failures: dict[str, list[str]] = {}
     start = time.perf_counter()
     for page in pages:
@@ -329,15 +367,15 @@ def test_every_page_in_headless_chromium(site, browser, built_book):
                 problems.append("the page has no title or no content")
             problems += [f"image not loaded: {img['src']}" for img in report["images"] if not img["ok"]]
             if page in figures_expected and not report["figures"]:
-                problems.append(f"no figure shown, though the notebook has "
-                                f"{figures_expected[page]} image outputs")
+                problems.append(f"no figure shown, though the notebook has {figures_expected[page]} image outputs")
             if report["math"]:
                 if not report["mathjax"]:
                     problems.append("the page has math but MathJax did not start")
                 problems += [f"math not typeset: {t!r}" for t in report["untypeset"]]
                 problems += [f"MathJax error: {t!r}" for t in report["mathErrors"]]
-                problems += [f"MathJax loaded from elsewhere: {s}" for s in report["mathjaxSrc"]
-                             if not s.startswith(base)]
+                problems += [
+                    f"MathJax loaded from elsewhere: {s}" for s in report["mathjaxSrc"] if not s.startswith(base)
+                ]
             problems += [f"raw TeX delimiter {d!r} left in the text" for d in report["rawTex"]]
             problems += [f"Python traceback in an output: {t!r}" for t in report["tracebacks"]]
             if page in chapters and not report["launch"]:
@@ -348,15 +386,18 @@ def test_every_page_in_headless_chromium(site, browser, built_book):
             failures[page] = problems
     seconds = time.perf_counter() - start
     print(f"opened {len(pages)} pages in {seconds:.1f} s; screenshot: {ARTIFACTS / 'markov_chain.png'}")
-    assert not failures, "\n".join(f"{page}:\n  " + "\n  ".join(problems)
-                                   for page, problems in failures.items())
+    assert not failures, "\n".join(f"{page}:\n  " + "\n  ".join(problems) for page, problems in failures.items())
 
 
 def _image_outputs(notebook: Path) -> int:
     """Number of image outputs in an executed notebook."""
     cells = json.loads(notebook.read_text())["cells"]
-    return sum(1 for cell in cells for output in cell.get("outputs", [])
-               if any(kind.startswith("image/") for kind in output.get("data", {})))
+    return sum(
+        1
+        for cell in cells
+        for output in cell.get("outputs", [])
+        if any(kind.startswith("image/") for kind in output.get("data", {}))
+    )
 
 
 def _screenshot(browser: DevTools, path: Path) -> None:

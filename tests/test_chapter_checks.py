@@ -1,5 +1,6 @@
 """The numerical checks the "How ACE works" and "Grokking theory" chapters show, held to the
 tolerances the chapters quote (the chapters report the differences; these tests own the limits)."""
+
 import pytest
 
 from corelib.experiments import ace_method

@@ -14,6 +14,7 @@ page's table of contents on the right), a code block's text area is 640 px wide,
 cell collapsed behind a ``hide-input`` toggle once opened, and the code font (14 px monospace)
 is 8.43 px per character: 73 characters fit in either.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -52,28 +53,32 @@ def test_the_cells_are_found():
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_no_code_cell_is_long(path):
-    long = [f"{path.name}:{number} has {len(code_lines(lines))} code lines"
-            for number, marker, lines in code_cells(path)
-            if '"parameters"' not in marker and len(code_lines(lines)) > MAX_CELL_LINES]
+    long = [
+        f"{path.name}:{number} has {len(code_lines(lines))} code lines"
+        for number, marker, lines in code_cells(path)
+        if '"parameters"' not in marker and len(code_lines(lines)) > MAX_CELL_LINES
+    ]
     assert not long, "\n".join(long)
 
 
 def test_the_median_code_cell_is_short():
-    sizes = [len(code_lines(lines)) for path in CHAPTERS for _, _, lines in code_cells(path)
-             if code_lines(lines)]
+    sizes = [len(code_lines(lines)) for path in CHAPTERS for _, _, lines in code_cells(path) if code_lines(lines)]
     assert statistics.median(sizes) <= MAX_MEDIAN_LINES
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_no_code_line_scrolls_sideways(path):
-    wide = [f"{path.name}:{number + k + 1} has {len(line)} characters"
-            for number, _, lines in code_cells(path) for k, line in enumerate(lines)
-            if len(line) > MAX_LINE_CHARS]
+    wide = [
+        f"{path.name}:{number + k + 1} has {len(line)} characters"
+        for number, _, lines in code_cells(path)
+        for k, line in enumerate(lines)
+        if len(line) > MAX_LINE_CHARS
+    ]
     assert not wide, "\n".join(wide)
 
 
 def test_the_modular_chapters_share_their_settings_in_every_profile():
-    from corelib.runner import profiles
+    from acebook.project import profiles
 
     for profile, notebooks in profiles(ROOT).items():
         emergence, inflation = notebooks.get("modular_addition", {}), notebooks.get("core_inflation", {})

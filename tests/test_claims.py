@@ -1,14 +1,15 @@
 """The claims registry, recorded values, statuses, and the claims page of the smoke book."""
+
 from __future__ import annotations
 
 import json
-import math
 import re
 
 import numpy as np
 import pytest
 
-from corelib import claims, runner
+from acebook import claims_page, project
+from corelib import claims
 from corelib.results import StoreError, remove, save_json
 
 
@@ -19,7 +20,7 @@ def by_id(rows: list[dict]) -> dict[str, dict]:
 def test_registry_ids_are_unique_and_belong_to_chapters_of_the_book():
     ids = [c.id for c in claims.CLAIMS]
     assert len(ids) == len(set(ids))
-    chapters = set(runner.chapters())
+    chapters = set(project.chapters())
     for c in claims.CLAIMS:
         assert c.chapter in chapters | {"subject_verb_agreement"}, c.id
         assert c.text and c.paper and c.tolerance and c.basis, c.id
@@ -31,24 +32,38 @@ def test_tolerances_follow_the_papers_numbers():
         if c.basis.startswith("±10 %"):
             assert c.value is not None, c.id
             edge = 1.1 * abs(c.value)
-            assert c.holds(c.value) and not c.holds(c.value + 1.01 * (edge - abs(c.value)) * (1 if c.value > 0 else -1)), c.id
+            outside = c.value + 1.01 * (edge - abs(c.value)) * (1 if c.value > 0 else -1)
+            assert c.holds(c.value) and not c.holds(outside), c.id
     assert claims.claim("sva.auc_keep").holds(0.91) and not claims.claim("sva.auc_keep").holds(0.909)
     assert claims.claim("sva.auc_remove").holds(0.25) and not claims.claim("sva.auc_remove").holds(0.251)
     assert claims.claim("sva.auc_flip").holds(0.10) and not claims.claim("sva.auc_flip").holds(0.101)
-    assert claims.claim("markov.remove_accuracy").holds(0.237) and not claims.claim("markov.remove_accuracy").holds(0.262)
+    remove = claims.claim("markov.remove_accuracy")
+    assert remove.holds(0.237) and not remove.holds(0.262)
     # p_crit's interval lies inside what a fit to the paper's moduli (smallest 31) can return
     assert claims.claim("sweeps.p_crit").holds(23) and not claims.claim("sweeps.p_crit").holds(26)
 
 
 def test_status_reads_the_settings_and_the_tolerance(tmp_path):
-    claims.record("markov_chain", {"markov.rank": [3, 3, 3], "markov.overlap": [0.03, 0.15],
-                                   "markov.remove_accuracy": [0.25, 0.26]},
-                  settings={}, notes={"markov.overlap": "one pair happens to be close"}, root=tmp_path)
-    claims.record("grokking_sweeps", {"sweeps.p_crit": 23.0, "sweeps.r2_p": 0.5},
-                  settings={"n_seeds": "3 (paper: 12)"}, root=tmp_path)
-    claims.record("subject_verb_agreement", {"sva.rank": {"a": 1}, "sva.pearson": {}},
-                  settings={"models": "[a] (paper: six)"}, root=tmp_path)
-    rows = by_id(claims.claims_table(claims.load_records(tmp_path)))
+    claims.record(
+        "markov_chain",
+        {"markov.rank": [3, 3, 3], "markov.overlap": [0.03, 0.15], "markov.remove_accuracy": [0.25, 0.26]},
+        settings={},
+        notes={"markov.overlap": "one pair happens to be close"},
+        root=tmp_path,
+    )
+    claims.record(
+        "grokking_sweeps",
+        {"sweeps.p_crit": 23.0, "sweeps.r2_p": 0.5},
+        settings={"n_seeds": "3 (paper: 12)"},
+        root=tmp_path,
+    )
+    claims.record(
+        "subject_verb_agreement",
+        {"sva.rank": {"a": 1}, "sva.pearson": {}},
+        settings={"models": "[a] (paper: six)"},
+        root=tmp_path,
+    )
+    rows = by_id(claims_page.claims_table(claims.load_records(tmp_path)))
     assert rows["markov.rank"]["status"] == "reproduced"
     assert rows["markov.remove_accuracy"]["status"] == "reproduced"
     # every number must pass: one overlap of 0.15 > 0.04 makes the claim differ, with its note
@@ -64,25 +79,36 @@ def test_status_reads_the_settings_and_the_tolerance(tmp_path):
     assert rows["sweeps.Omega"]["status"] == "not run in this profile"
     assert rows["sva.pearson"]["status"] == "not run in this profile"  # one model: no pair to correlate
     assert rows["sva.rank"]["status"] == "measured at reduced settings"
-    chapter = claims.chapter_table("grokking_sweeps", root=tmp_path)
+    chapter = claims_page.chapter_table("grokking_sweeps", root=tmp_path)
     assert [r["id"] for r in chapter] == [c.id for c in claims.CLAIMS if c.chapter == "grokking_sweeps"]
     with pytest.raises(ValueError, match="no claims belong to chapter 'claims'"):
-        claims.chapter_table("claims", root=tmp_path)
+        claims_page.chapter_table("claims", root=tmp_path)
 
 
 def test_deviations_name_every_setting_that_differs_from_the_papers():
     from corelib.experiments.modular import ModularParams
+
     assert claims.deviations(ModularParams(), ModularParams()) == {}
-    got = claims.deviations(ModularParams(long_epochs=4000, seeds=(1, 2), eval_every=5), ModularParams(),
-                            ignore=["eval_every"])
+    got = claims.deviations(
+        ModularParams(long_epochs=4000, seeds=(1, 2), eval_every=5), ModularParams(), ignore=["eval_every"]
+    )
     assert got == {"seeds": "[1, 2] (paper: [1031, 1032, 1033])", "long_epochs": "4000 (paper: 20000)"}
     assert claims.deviations({"lr": 1e-4, "extra": 1}, {"lr": 1e-3}) == {"lr": "0.0001 (paper: 0.001)"}
 
 
-@pytest.mark.parametrize("value, holds", [
-    (3, True), (4, False), ([3, 4], False), ({"SmolLM2": 3, "Gemma-3": 3}, True),
-    (float("nan"), False), (None, False), ([], False), (np.int64(3), True),
-])
+@pytest.mark.parametrize(
+    "value, holds",
+    [
+        (3, True),
+        (4, False),
+        ([3, 4], False),
+        ({"SmolLM2": 3, "Gemma-3": 3}, True),
+        (float("nan"), False),
+        (None, False),
+        ([], False),
+        (np.int64(3), True),
+    ],
+)
 def test_holds_needs_every_number_finite_and_passing(value, holds):
     assert claims.claim("markov.rank").holds(value) is holds
 
@@ -101,8 +127,12 @@ def test_record_rejects_unknown_ids_foreign_claims_and_non_numbers(tmp_path):
 
 def test_record_stores_the_profile_settings_and_plain_json(tmp_path, monkeypatch):
     monkeypatch.setenv("ACE_PROFILE", "book")
-    path = claims.record("grokking_sweeps", {"sweeps.p_crit": np.float32(21.5), "sweeps.r2_p": 0.97},
-                         settings={"n_seeds": "3 (paper: 12)"}, root=tmp_path)
+    path = claims.record(
+        "grokking_sweeps",
+        {"sweeps.p_crit": np.float32(21.5), "sweeps.r2_p": 0.97},
+        settings={"n_seeds": "3 (paper: 12)"},
+        root=tmp_path,
+    )
     data = json.loads(path.read_text())
     assert data["profile"] == "book" and data["chapter"] == "grokking_sweeps"
     assert data["values"] == {"sweeps.p_crit": 21.5, "sweeps.r2_p": 0.97}
@@ -111,8 +141,10 @@ def test_record_stores_the_profile_settings_and_plain_json(tmp_path, monkeypatch
 
 def test_a_stale_or_hand_written_record_is_reported(tmp_path):
     record = tmp_path / "markov_chain.json"
-    save_json(record, {"chapter": "markov_chain", "profile": "book", "values": {"markov.retired": 1},
-                       "settings": {}, "notes": {}})
+    save_json(
+        record,
+        {"chapter": "markov_chain", "profile": "book", "values": {"markov.retired": 1}, "settings": {}, "notes": {}},
+    )
     with pytest.raises(ValueError, match="unknown claims.*rerun chapter 'markov_chain'"):
         claims.load_records(tmp_path)
     save_json(record, {"chapter": "markov_chain", "values": {}})
@@ -124,21 +156,25 @@ def test_a_stale_or_hand_written_record_is_reported(tmp_path):
         claims.load_records(tmp_path)
 
 
+@pytest.mark.slow  # builds the whole book
 def test_every_measured_claim_is_on_the_claims_page(built_book):
     root, _ = built_book
     records = claims.load_records(root / "results" / "claims")
     measured = {cid for data in records.values() for cid in data["values"]}
-    expected_chapters = {c.chapter for c in claims.CLAIMS} & set(runner.chapters(root))
+    expected_chapters = {c.chapter for c in claims.CLAIMS} & set(project.chapters(root))
     assert set(records) == expected_chapters, "every chapter with claims recorded them"
     html = (root / "_build" / "html" / "book" / "chapters" / "claims.html").read_text()
     missing = sorted(cid for cid in measured if f">{cid}<" not in html)
     assert not missing, f"measured claims missing from the claims page: {missing}"
     # and the page's counts are those of the table it shows
-    rows = claims.claims_table(records)
+    rows = claims_page.claims_table(records)
     n_rep = sum(r["status"] == "reproduced" for r in rows)
     text = re.sub(r"<[^>]+>", "", html)
     assert re.search(rf"this build reproduced\s+{n_rep},", text), "glued count of reproduced claims"
     # the smoke profile runs nothing at the paper's settings (the theory chapter checks an identity)
-    assert all(r["status"] in ("measured at reduced settings", "not run in this profile")
-               for r in rows if r["chapter"] != "grokking_theory")
+    assert all(
+        r["status"] in ("measured at reduced settings", "not run in this profile")
+        for r in rows
+        if r["chapter"] != "grokking_theory"
+    )
     assert all(data["profile"] == "smoke" for data in records.values())

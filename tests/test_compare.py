@@ -1,4 +1,5 @@
 """Known-answer tests for corelib.compare: principal angles, projector overlap, CCA, weight cosine."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -94,8 +95,7 @@ def test_exercise_solution_matches_corelib_and_naive_arccos_does_not():
     rng = np.random.default_rng(3)
     for r1, r2 in [(3, 3), (2, 5), (6, 1)]:
         a, b = _random_basis(15, r1, rng), _random_basis(15, r2, rng)
-        np.testing.assert_allclose(np.degrees(principal_angles_by_hand(a, b)),
-                                   principal_angles(a, b), atol=1e-10)
+        np.testing.assert_allclose(np.degrees(principal_angles_by_hand(a, b)), principal_angles(a, b), atol=1e-10)
 
 
 def test_principal_angles_reject_bad_bases():
@@ -152,8 +152,7 @@ def test_cca_recovers_a_planted_correlation_through_mixing():
     n, rho_true = 50000, 0.6
     x = rng.standard_normal(n)
     z1 = np.column_stack([x, rng.standard_normal(n)])
-    z2 = np.column_stack([rho_true * x + np.sqrt(1 - rho_true**2) * rng.standard_normal(n),
-                          rng.standard_normal(n)])
+    z2 = np.column_stack([rho_true * x + np.sqrt(1 - rho_true**2) * rng.standard_normal(n), rng.standard_normal(n)])
     m1, m2 = rng.standard_normal((2, 2)) + np.eye(2), rng.standard_normal((2, 2)) + np.eye(2)
     rho = cca(z1 @ m1, z2 @ m2 - 3.0)
     # Sampling sd of a correlation is (1 - rho^2) / sqrt(N) ~ 0.003; the second one is ~0.

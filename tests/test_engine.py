@@ -1,4 +1,5 @@
 """The vectorised multi-seed engine: same updates as separate runs, exact resume, refusals, branching."""
+
 from __future__ import annotations
 
 import os
@@ -7,23 +8,30 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
-
-from dataclasses import replace
-
 import torch.nn.functional as F
 
 from corelib import results
 from corelib.engine import (
-    DropoutStreams, PrefixData, SeedStack, SequenceData, StackConfig, StackOptimizer,
-    epoch_order, load_history, load_snapshot, snapshot_epochs, train_stack,
+    DropoutStreams,
+    PrefixData,
+    SeedStack,
+    SequenceData,
+    StackConfig,
+    StackOptimizer,
+    epoch_order,
+    load_history,
+    load_snapshot,
+    snapshot_epochs,
+    train_stack,
 )
-from corelib.results import StoreError
 from corelib.fastpath import mask_feed, mask_shapes, masked_forward, prefix_last_logits, trailing_part
 from corelib.models import Transformer, TransformerConfig
+from corelib.results import StoreError
 from corelib.tasks.modular import modular_addition_split
 
 P = 11
@@ -58,7 +66,7 @@ def plain_training(model_cfg, seed, data, *, epochs, batch_size, weight_decay=0.
         order = epoch_order(len(x), seed, epoch)
         total, correct, seen = 0.0, 0, 0
         for i in range(0, len(x), batch_size):
-            idx = order[i: i + batch_size]
+            idx = order[i : i + batch_size]
             logits, target = model(x[idx]), y[idx]
             if positions == "last":
                 logits, target = logits[:, -1], target[:, -1]
@@ -90,8 +98,9 @@ def _key_bias(name: str, d: int) -> slice | None:
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_last_logits_equal_the_full_forward(norm):
     torch.manual_seed(0)
-    model = Transformer(TransformerConfig(vocab_size=9, d_model=16, n_heads=2, d_ff=32, n_layers=3,
-                                          n_ctx=4, norm=norm)).eval()
+    model = Transformer(
+        TransformerConfig(vocab_size=9, d_model=16, n_heads=2, d_ff=32, n_layers=3, n_ctx=4, norm=norm)
+    ).eval()
     x = torch.randint(0, 9, (50, 4))
     data = PrefixData.from_tokens(x, x)
     assert len(data.prefixes) < len(x)  # some prefixes are shared
@@ -117,7 +126,7 @@ def test_stacked_seeds_get_the_updates_of_separate_runs(tmp_path, model_cfg):
             a, b = ref[name], got[name]
             cut = _key_bias(name, CFG.d_model)
             if cut is not None:
-                a, b = torch.cat([a[: cut.start], a[cut.stop:]]), torch.cat([b[: cut.start], b[cut.stop:]])
+                a, b = torch.cat([a[: cut.start], a[cut.stop :]]), torch.cat([b[: cut.start], b[cut.stop :]])
             torch.testing.assert_close(b, a, rtol=1e-4, atol=2e-6, msg=f"seed {seed}, {name}")
         torch.testing.assert_close(stack.model(i)(xt)[:, -1], alone(xt)[:, -1], rtol=1e-4, atol=1e-5)
         assert hist["loss"][-1][i] == pytest.approx(h["loss"][-1], rel=1e-5)
@@ -127,23 +136,27 @@ def test_stacked_seeds_get_the_updates_of_separate_runs(tmp_path, model_cfg):
     assert not torch.equal(stack.params["embed.weight"][0], stack.params["embed.weight"][1])
 
 
-@pytest.mark.parametrize("model_cfg", [replace(CFG, vocab_size=4, n_ctx=8), replace(DROP, vocab_size=4, n_ctx=8)],
-                         ids=["no dropout", "dropout"])
+@pytest.mark.parametrize(
+    "model_cfg",
+    [replace(CFG, vocab_size=4, n_ctx=8), replace(DROP, vocab_size=4, n_ctx=8)],
+    ids=["no dropout", "dropout"],
+)
 def test_every_position_scored_matches_the_plain_loop(tmp_path, model_cfg):
     # The Markov chapter's mode: the loss over all positions, a partial last batch, one seed or several.
     g = torch.Generator().manual_seed(0)
     seq = torch.randint(0, 4, (70, 9), generator=g)
     x, y, xt, yt = seq[:50, :-1], seq[:50, 1:], seq[50:, :-1], seq[50:, 1:]
     cfg = StackConfig(epochs=3, batch_size=16, weight_decay=0.0, loss_positions="all", checkpoint_every=1)
-    stack, hist = train_stack(model_cfg, cfg, (7, 8), SequenceData(x, y), SequenceData(xt, yt), tmp_path / "run",
-                              progress=False)
+    stack, hist = train_stack(
+        model_cfg, cfg, (7, 8), SequenceData(x, y), SequenceData(xt, yt), tmp_path / "run", progress=False
+    )
     for i, seed in enumerate((7, 8)):
         alone, h = plain_training(model_cfg, seed, (x, y), epochs=3, batch_size=16, positions="all", test=(xt, yt))
         for name, ref in alone.state_dict().items():
             a, b = ref, stack.model(i).state_dict()[name]
             cut = _key_bias(name, model_cfg.d_model)
             if cut is not None:
-                a, b = torch.cat([a[: cut.start], a[cut.stop:]]), torch.cat([b[: cut.start], b[cut.stop:]])
+                a, b = torch.cat([a[: cut.start], a[cut.stop :]]), torch.cat([b[: cut.start], b[cut.stop :]])
             torch.testing.assert_close(b, a, rtol=1e-4, atol=2e-6, msg=f"seed {seed}, {name}")
         assert [row[i] for row in hist["loss"]] == pytest.approx(h["loss"], rel=1e-5)
         assert [row[i] for row in hist["train_acc"]] == pytest.approx(h["train_acc"], abs=1e-6)
@@ -175,8 +188,11 @@ def test_killed_run_resumes_to_identical_results(tmp_path):
     epochs = 400
     run = tmp_path / "killed"
     root = str(Path(__file__).resolve().parent.parent)
-    child = subprocess.Popen([sys.executable, "-c", _CHILD.format(root=root, epochs=epochs, run=str(run))],
-                             cwd=root, env={**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())})
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD.format(root=root, epochs=epochs, run=str(run))],
+        cwd=root,
+        env={**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())},
+    )
     deadline = time.time() + 120
     while _state_epoch(run) < 10 and child.poll() is None and time.time() < deadline:
         time.sleep(0.01)
@@ -247,15 +263,43 @@ def test_branch_starts_from_the_snapshot_with_a_fresh_optimizer(tmp_path):
 def test_extending_a_run_continues_it_and_shorter_requests_reuse_snapshots(tmp_path, model_cfg):
     # With dropout this also checks that the dropout streams are checkpointed and restored.
     train, test = _prefix_data()
-    short, _ = train_stack(model_cfg, StackConfig(epochs=2, batch_size=16, snapshot_every=1), SEEDS, train, test,
-                           tmp_path / "a", progress=False)
-    long_, hist = train_stack(model_cfg, StackConfig(epochs=4, batch_size=16, snapshot_every=1), SEEDS, train,
-                              test, tmp_path / "a", progress=False)
-    direct, _ = train_stack(model_cfg, StackConfig(epochs=4, batch_size=16, snapshot_every=1), SEEDS, train, test,
-                            tmp_path / "b", progress=False)
+    short, _ = train_stack(
+        model_cfg,
+        StackConfig(epochs=2, batch_size=16, snapshot_every=1),
+        SEEDS,
+        train,
+        test,
+        tmp_path / "a",
+        progress=False,
+    )
+    long_, hist = train_stack(
+        model_cfg,
+        StackConfig(epochs=4, batch_size=16, snapshot_every=1),
+        SEEDS,
+        train,
+        test,
+        tmp_path / "a",
+        progress=False,
+    )
+    direct, _ = train_stack(
+        model_cfg,
+        StackConfig(epochs=4, batch_size=16, snapshot_every=1),
+        SEEDS,
+        train,
+        test,
+        tmp_path / "b",
+        progress=False,
+    )
     assert all(torch.equal(long_.params[k], direct.params[k]) for k in direct.params)
-    again, hist2 = train_stack(model_cfg, StackConfig(epochs=2, batch_size=16, snapshot_every=1), SEEDS, train,
-                               test, tmp_path / "a", progress=False)
+    again, hist2 = train_stack(
+        model_cfg,
+        StackConfig(epochs=2, batch_size=16, snapshot_every=1),
+        SEEDS,
+        train,
+        test,
+        tmp_path / "a",
+        progress=False,
+    )
     assert all(torch.equal(again.params[k], short.params[k]) for k in short.params)
     assert hist2["epoch"] == [1, 2] and hist["epoch"] == [1, 2, 3, 4]
 

@@ -63,7 +63,8 @@ def test_same_packages() -> None:
     ours, conda = pyproject_requirements(), environment_requirements()
     assert sorted(ours) == sorted(conda), (
         f"only in pyproject.toml: {sorted(set(ours) - set(conda))}; "
-        f"only in environment.yml: {sorted(set(conda) - set(ours))}")
+        f"only in environment.yml: {sorted(set(conda) - set(ours))}"
+    )
 
 
 def test_same_version_constraints() -> None:
@@ -73,8 +74,9 @@ def test_same_version_constraints() -> None:
 
 
 def test_environment_python_is_supported() -> None:
-    python = next(e for e in environment()["dependencies"]
-                  if isinstance(e, str) and conda_requirement(e).name == "python")
+    python = next(
+        e for e in environment()["dependencies"] if isinstance(e, str) and conda_requirement(e).name == "python"
+    )
     version = str(next(iter(conda_requirement(python).specifier))).lstrip("=")
     assert SpecifierSet(pyproject()["project"]["requires-python"]).contains(version)
 

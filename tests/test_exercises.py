@@ -6,6 +6,7 @@ show a solution that does not run) and compare what it computes with an independ
 The ACE-method chapter's solutions are functions in tests/test_ace.py and tests/test_compare.py,
 shown in the book with ``literalinclude``.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,14 +21,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def solution_code(chapter: str, label: str) -> str:
     """The ```python blocks of the ``{solution} label`` dropdown of ``notebooks/<chapter>.py``."""
-    lines = [ln[2:] if ln.startswith("# ") else ln.lstrip("#")
-             for ln in (ROOT / "notebooks" / f"{chapter}.py").read_text().splitlines()]
-    start = next((i for i, ln in enumerate(lines) if re.match(rf"`{{3,}}\{{solution\}} {re.escape(label)}\s*$", ln)),
-                 None)
+    lines = [
+        ln[2:] if ln.startswith("# ") else ln.lstrip("#")
+        for ln in (ROOT / "notebooks" / f"{chapter}.py").read_text().splitlines()
+    ]
+    start = next(
+        (i for i, ln in enumerate(lines) if re.match(rf"`{{3,}}\{{solution\}} {re.escape(label)}\s*$", ln)), None
+    )
     assert start is not None, f"no solution {label!r} in notebooks/{chapter}.py"
     fence = re.match(r"`+", lines[start]).group()
     end = next(i for i in range(start + 1, len(lines)) if lines[i].strip() == fence)
-    body, blocks, inside = lines[start + 1:end], [], None
+    body, blocks, inside = lines[start + 1 : end], [], None
     for ln in body:
         if inside is None and ln.strip() == "```python":
             inside = []
@@ -50,12 +54,13 @@ def test_markov_spectrum_prediction_matches_the_chain():
     from corelib.tasks.markov import chain_eigenvalues, transition_matrix
 
     ns = run_solution("markov_chain", "ex-markov-spectrum")
-    assert np.allclose(np.sort_complex(ns["predicted"]),
-                       np.sort_complex(chain_eigenvalues(transition_matrix(0.6, 0.4, 5))), atol=1e-12)
+    assert np.allclose(
+        np.sort_complex(ns["predicted"]), np.sort_complex(chain_eigenvalues(transition_matrix(0.6, 0.4, 5))), atol=1e-12
+    )
 
 
 def test_markov_oracle_by_simulation_matches_the_closed_form():
-    from corelib.operators import oracle_r2
+    from corelib.tasks.markov import oracle_r2
 
     ns = run_solution("markov_chain", "ex-markov-oracle")
     assert abs(ns["r2"].mean() - oracle_r2(ns["T"])) < 0.01

@@ -7,6 +7,7 @@ panel letters, legend entries, annotations. Two texts whose boxes overlap by mor
 ``TOLERANCE_PX`` in both directions fail the test, which names them. A new figure function
 without inputs here fails too.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -32,13 +33,29 @@ RNG = np.random.default_rng(0)
 
 def _markov_summary(n_models: int = 3) -> dict:
     tensors = ["embed.weight", "blocks.0.attn.in_proj_weight", "blocks.0.ff.0.weight", "unembed.weight"]
-    models = [{"accuracy": {"full": 0.7, "keep": 0.69, "remove": 0.3 + 0.01 * i},
-               "eigenvalues": [[0.5, 0.2], [0.5, -0.2], [0.9, 0.0]]} for i in range(n_models)]
-    pairs = [{"pair": [i, j], "weight_cosine_by_tensor": {t: RNG.uniform(-0.1, 0.1) for t in tensors},
-              "overlap": 0.98, "cca": [0.99, 0.98, 0.97]}
-             for i, j in itertools.combinations(range(n_models), 2)]
-    return {"models": models, "pairs": pairs, "bayes_accuracy": 0.75, "chance_accuracy": 0.25,
-            "chain_eigenvalues": [[0.5, 0.25], [0.5, -0.25], [0.5, 0.0]]}
+    models = [
+        {
+            "accuracy": {"full": 0.7, "keep": 0.69, "remove": 0.3 + 0.01 * i},
+            "eigenvalues": [[0.5, 0.2], [0.5, -0.2], [0.9, 0.0]],
+        }
+        for i in range(n_models)
+    ]
+    pairs = [
+        {
+            "pair": [i, j],
+            "weight_cosine_by_tensor": {t: RNG.uniform(-0.1, 0.1) for t in tensors},
+            "overlap": 0.98,
+            "cca": [0.99, 0.98, 0.97],
+        }
+        for i, j in itertools.combinations(range(n_models), 2)
+    ]
+    return {
+        "models": models,
+        "pairs": pairs,
+        "bayes_accuracy": 0.75,
+        "chance_accuracy": 0.25,
+        "chain_eigenvalues": [[0.5, 0.25], [0.5, -0.25], [0.5, 0.0]],
+    }
 
 
 def _sva_summary() -> dict:
@@ -47,14 +64,24 @@ def _sva_summary() -> dict:
         layers = np.arange(0, n_layers, 3)
         depth = (layers + 1) / n_layers
         coords = RNG.standard_normal(200)
-        models.append({
-            "model": name, "depth": depth.tolist(), "baseline_auc": 0.97,
-            "sweep_auc": {"keep": (0.5 + 0.45 * depth).tolist(), "remove": (0.9 - 0.4 * depth).tolist(),
-                          "flip": (0.9 - 0.8 * depth).tolist()},
-            "coords": coords.tolist(), "margins": {"baseline": (2 * coords + RNG.standard_normal(200)).tolist()},
-            "scores": {mode: (RNG.standard_normal(200) + shift).tolist()
-                       for mode, shift in (("baseline", 2.0), ("remove", 0.5), ("flip", -1.5))},
-        })
+        models.append(
+            {
+                "model": name,
+                "depth": depth.tolist(),
+                "baseline_auc": 0.97,
+                "sweep_auc": {
+                    "keep": (0.5 + 0.45 * depth).tolist(),
+                    "remove": (0.9 - 0.4 * depth).tolist(),
+                    "flip": (0.9 - 0.8 * depth).tolist(),
+                },
+                "coords": coords.tolist(),
+                "margins": {"baseline": (2 * coords + RNG.standard_normal(200)).tolist()},
+                "scores": {
+                    mode: (RNG.standard_normal(200) + shift).tolist()
+                    for mode, shift in (("baseline", 2.0), ("remove", 0.5), ("flip", -1.5))
+                },
+            }
+        )
     return {"models": models, "fisher_p": {"remove": 1.2e-30, "flip": 3.4e-80}}
 
 
@@ -62,11 +89,21 @@ def _modular_model(epoch: int, p: int, i: int) -> dict:
     grokked = epoch >= 400 + 100 * i
     angles = 2 * np.pi * np.array([3, 7]) / p
     eig = np.r_[np.exp(1j * angles), np.exp(-1j * angles)] * (1.0 if grokked else 0.6)
-    return {"test_acc": 1.0 if grokked else 0.05, "keep_acc": 0.99 if grokked else 0.05,
-            "remove_acc": 0.02, "core_dim": 8 if grokked else 30, "necessary_rank": 8 if grokked else 30,
-            "sufficient_rank": 4, "energy_rank": 6, "modes": [3, 7] if grokked else [],
-            "eigenvalues": np.c_[eig.real, eig.imag].tolist(), "operator": RNG.standard_normal((6, 6)).tolist(),
-            "unit_fraction": 1.0 if grokked else 0.0, "r2": 0.99, "r2_heldout": 0.9}
+    return {
+        "test_acc": 1.0 if grokked else 0.05,
+        "keep_acc": 0.99 if grokked else 0.05,
+        "remove_acc": 0.02,
+        "core_dim": 8 if grokked else 30,
+        "necessary_rank": 8 if grokked else 30,
+        "sufficient_rank": 4,
+        "energy_rank": 6,
+        "modes": [3, 7] if grokked else [],
+        "eigenvalues": np.c_[eig.real, eig.imag].tolist(),
+        "operator": RNG.standard_normal((6, 6)).tolist(),
+        "unit_fraction": 1.0 if grokked else 0.0,
+        "r2": 0.99,
+        "r2_heldout": 0.9,
+    }
 
 
 def _modular_records(p: int = 53, epochs=range(0, 2001, 100)) -> list[dict]:
@@ -75,25 +112,33 @@ def _modular_records(p: int = 53, epochs=range(0, 2001, 100)) -> list[dict]:
 
 def _modular_history(until: int = 2000) -> dict:
     epochs = np.arange(1, until + 1)
-    return {"epoch": epochs.tolist(),
-            "test_acc": [[min(1.0, e / (500 + 100 * i)) for i in range(3)] if e % 10 == 0 else None for e in epochs],
-            "train_acc": np.ones((until, 3)).tolist(),
-            "loss": np.exp(-np.outer(epochs, [1, 1.1, 1.2]) / 300).tolist()}
+    return {
+        "epoch": epochs.tolist(),
+        "test_acc": [[min(1.0, e / (500 + 100 * i)) for i in range(3)] if e % 10 == 0 else None for e in epochs],
+        "train_acc": np.ones((until, 3)).tolist(),
+        "loss": np.exp(-np.outer(epochs, [1, 1.1, 1.2]) / 300).tolist(),
+    }
 
 
 def _emergence_inputs() -> tuple:
     records = _modular_records()
     phases = {"before": [200, 300, 300], "at": [400, 500, 600], "after": [2000, 2000, 2000]}
     by_epoch = {r["epoch"]: r for r in records}
-    summary = {"grok_epoch": 600, "phases": phases,
-               "eigenvalues": {k: [by_epoch[e]["models"][i]["eigenvalues"] for i, e in enumerate(es)]
-                               for k, es in phases.items()}}
+    summary = {
+        "grok_epoch": 600,
+        "phases": phases,
+        "eigenvalues": {
+            k: [by_epoch[e]["models"][i]["eigenvalues"] for i, e in enumerate(es)] for k, es in phases.items()
+        },
+    }
     return (records, _modular_history(), summary), {"p": 53}
 
 
 def _inflation_inputs(name: str) -> tuple[tuple, dict]:
-    arms = {"wd": _modular_records(epochs=range(900, 4001, 100)),
-            "no_wd": _modular_records(epochs=range(900, 4001, 100))}
+    arms = {
+        "wd": _modular_records(epochs=range(900, 4001, 100)),
+        "no_wd": _modular_records(epochs=range(900, 4001, 100)),
+    }
     if name == "figure_inflation":
         return (arms,), {"p": 53, "branch_epoch": 900}
     if name == "figure_spikes":
@@ -102,7 +147,10 @@ def _inflation_inputs(name: str) -> tuple[tuple, dict]:
         ranks = np.arange(1, 129)
         curve = {"rank": ranks, "remove": np.array([np.exp(-ranks / (5 + i)) + 0.01 for i in range(3)])}
         return ({"wd": curve, "no_wd": curve}, {"wd": [8, 9, 10], "no_wd": [8, None, 12]}), {
-            "chance": 2 / 53, "loose_level": 0.1, "epoch": 4000}
+            "chance": 2 / 53,
+            "loose_level": 0.1,
+            "epoch": 4000,
+        }
     epochs = np.arange(900, 4001, 100)
     shares = RNG.dirichlet(np.ones(26), size=(len(epochs), 3))
     spectrum = {"epoch": epochs, "shares": shares, "count": RNG.integers(3, 10, size=(len(epochs), 3))}
@@ -115,17 +163,35 @@ def _sweeps_summary() -> dict:
     from corelib.theory import grok_time
 
     params = SweepsParams(n_seeds=3, n_boot=20)
-    rows_w = [{"weight_decay": w, "p": 53, "seed": s, "t_mem": 100.0, "t_gen": 100 + 2000 / w * (1 + 0.1 * s),
-               "delay": 2000 / w * (1 + 0.1 * s)} for w in params.omegas for s in range(3)]
-    rows_p = [{"weight_decay": 1.0, "p": q, "seed": s, "t_mem": 100.0,
-               "delay": float(grok_time(q, 2770, 23)) * (1 + 0.1 * s)} for q in params.moduli for s in range(3)]
+    rows_w = [
+        {
+            "weight_decay": w,
+            "p": 53,
+            "seed": s,
+            "t_mem": 100.0,
+            "t_gen": 100 + 2000 / w * (1 + 0.1 * s),
+            "delay": 2000 / w * (1 + 0.1 * s),
+        }
+        for w in params.omegas
+        for s in range(3)
+    ]
+    rows_p = [
+        {"weight_decay": 1.0, "p": q, "seed": s, "t_mem": 100.0, "delay": float(grok_time(q, 2770, 23)) * (1 + 0.1 * s)}
+        for q in params.moduli
+        for s in range(3)
+    ]
     table_w, table_p = pd.DataFrame(rows_w), pd.DataFrame(rows_p)
     table_p["t_gen"] = table_p["t_mem"] + table_p["delay"]
-    return {"params": params, "table_omega": table_w, "table_p": table_p,
-            "summary_omega": summarise(table_w, "weight_decay"), "summary_p": summarise(table_p, "p"),
-            "fit_omega": bootstrap_fit(table_w, "weight_decay", power_law_constants, n_boot=20),
-            "fit_p": bootstrap_fit(table_p, "p", grok_time_constants, n_boot=20),
-            "paper": {"omega_exponent": -1.02, "Omega": 2770.0, "p_crit": 23.0}}
+    return {
+        "params": params,
+        "table_omega": table_w,
+        "table_p": table_p,
+        "summary_omega": summarise(table_w, "weight_decay"),
+        "summary_p": summarise(table_p, "p"),
+        "fit_omega": bootstrap_fit(table_w, "weight_decay", power_law_constants, n_boot=20),
+        "fit_p": bootstrap_fit(table_p, "p", grok_time_constants, n_boot=20),
+        "paper": {"omega_exponent": -1.02, "Omega": 2770.0, "p_crit": 23.0},
+    }
 
 
 def _ace_method_inputs() -> dict:
@@ -133,8 +199,7 @@ def _ace_method_inputs() -> dict:
 
     params = ace_method.AceMethodParams(sim_steps=(300, 1000), sim_repeats=2, pca_samples=500)
     lti = ace_method.lti_comparison(params)
-    return {"lti": lti, "simulation": ace_method.from_simulation(lti),
-            "decoy": ace_method.decoy_comparison(params)}
+    return {"lti": lti, "simulation": ace_method.from_simulation(lti), "decoy": ace_method.decoy_comparison(params)}
 
 
 def _theory_inputs() -> dict:
@@ -142,8 +207,13 @@ def _theory_inputs() -> dict:
 
     params = theory.TheoryParams(p_check_max=120, p_plot_max=120)
     delays = theory.grokking_delays(params)
-    return {"norms": theory.norm_identity(params), "amplitudes": theory.amplitudes(params),
-            "margins": theory.margins(params), "delays": delays, "fits": theory.sweep_fits(delays)}
+    return {
+        "norms": theory.norm_identity(params),
+        "amplitudes": theory.amplitudes(params),
+        "margins": theory.margins(params),
+        "delays": delays,
+        "fits": theory.sweep_fits(delays),
+    }
 
 
 def _inputs(name: str) -> tuple[tuple, dict]:
@@ -163,8 +233,13 @@ def _inputs(name: str) -> tuple[tuple, dict]:
         if name == "figure_spectra":
             return (results["lti"],), {"tolerance": 1e-8}
         return ((results["simulation"] if name == "figure_from_data" else results["decoy"]),), {}
-    theory = {"figure_psi": "norms", "figure_amplitudes": "amplitudes", "figure_margin": "margins",
-              "figure_delay": "delays", "figure_theory_sweeps": "fits"}
+    theory = {
+        "figure_psi": "norms",
+        "figure_amplitudes": "amplitudes",
+        "figure_margin": "margins",
+        "figure_delay": "delays",
+        "figure_theory_sweeps": "fits",
+    }
     if name in theory:
         return (_theory_inputs()[theory[name]],), {}
     raise LookupError(f"no test inputs for plots.{name}: add them to tests/test_figures.py")

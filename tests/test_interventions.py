@@ -1,10 +1,11 @@
 """Interventions: hook algebra on known cores, through a real hooked model, and rank refinement."""
+
 import numpy as np
 import pytest
 import torch
 
 from corelib.ace import Core
-from corelib.interventions import ablation_accuracy, ablation_curve, intervention_hook, refine_rank
+from corelib.interventions import ablation_curve, accuracy, intervention_accuracy, intervention_hook, refine_rank
 from corelib.models import Transformer, TransformerConfig, resid_hook
 
 
@@ -62,28 +63,30 @@ def test_full_rank_keep_is_identity_and_full_rank_remove_leaves_the_bias(model_a
     model, x, y = model_and_data
     d = model.cfg.d_model
     full = Core(basis=np.eye(d), singular_values=np.ones(d), mean=np.zeros(d))
-    base = ablation_accuracy(model, x, y)
+    base = accuracy(model, x, y)
     with torch.no_grad():
         manual = float((model(x).argmax(-1) == y).float().mean())
     assert base == pytest.approx(manual)
-    assert ablation_accuracy(model, x, y, hook_name=resid_hook(0), core=full, mode="keep") == pytest.approx(base)
+    assert intervention_accuracy(model, x, y, resid_hook(0), full, "keep") == pytest.approx(base)
     # Removing every direction zeroes the block output: only the unembedding bias decides.
     constant = int(model.unembed.bias.argmax())
     expected = float((y == constant).float().mean())
-    assert ablation_accuracy(model, x, y, hook_name=resid_hook(0), core=full, mode="remove") == pytest.approx(expected)
+    assert intervention_accuracy(model, x, y, resid_hook(0), full, "remove") == pytest.approx(expected)
 
 
 def test_last_position_scoring(model_and_data):
     model, x, y = model_and_data
     with torch.no_grad():
         manual = float((model(x)[:, -1].argmax(-1) == y[:, -1]).float().mean())
-    assert ablation_accuracy(model, x, y, score_positions="last") == pytest.approx(manual)
+    assert accuracy(model, x, y, score_positions="last") == pytest.approx(manual)
 
 
-def test_hook_and_core_come_together(model_and_data):
+def test_accuracy_refuses_what_it_cannot_score(model_and_data):
     model, x, y = model_and_data
-    with pytest.raises(ValueError, match="both hook_name and core"):
-        ablation_accuracy(model, x, y, hook_name=resid_hook(0))
+    with pytest.raises(ValueError, match="score_positions must be 'all' or 'last'"):
+        accuracy(model, x, y, score_positions="first")
+    with pytest.raises(ValueError, match=r"inputs \(40, 6\) and targets \(40, 5\) differ"):
+        accuracy(model, x, y[:, :5])
 
 
 def test_refine_rank_finds_known_thresholds():
@@ -97,8 +100,8 @@ def test_refine_rank_finds_known_thresholds():
         return min(1.0, r / 13) if mode == "keep" else max(0.0, 1.0 - r / 16)
 
     necessary, sufficient = refine_rank(core, accuracy, baseline=1.0, chance_level=0.25, start_rank=3)
-    assert sufficient == 13          # first r with r/13 >= 0.999
-    assert necessary == 12           # first r with 1 - r/16 <= 0.25
+    assert sufficient == 13  # first r with r/13 >= 0.999
+    assert necessary == 12  # first r with 1 - r/16 <= 0.25
     # The scans stop at the answer: removal is tried on 3..12 only, core-only on 1..13 only.
     assert sorted(r for m, r in calls if m == "remove") == list(range(3, 13))
     assert sorted(r for m, r in calls if m == "keep") == list(range(1, 14))

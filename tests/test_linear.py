@@ -1,4 +1,5 @@
 """Known-answer tests for corelib.linear (the LTI reference that checks ACE)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,8 +37,7 @@ def test_gramians_solve_the_lyapunov_equations_and_equal_the_series():
     wc, wo = gramians(a, b, c)
     np.testing.assert_allclose(a @ wc @ a.T - wc + b @ b.T, 0.0, atol=1e-12)
     np.testing.assert_allclose(a.T @ wo @ a - wo + c.T @ c, 0.0, atol=1e-12)
-    series_c = sum(np.linalg.matrix_power(a, k) @ b @ b.T @ np.linalg.matrix_power(a, k).T
-                   for k in range(200))
+    series_c = sum(np.linalg.matrix_power(a, k) @ b @ b.T @ np.linalg.matrix_power(a, k).T for k in range(200))
     np.testing.assert_allclose(wc, series_c, rtol=1e-10, atol=1e-12)
     o = observability_matrix(a, c, 200)
     np.testing.assert_allclose(wo, o.T @ o, rtol=1e-10, atol=1e-12)
@@ -58,8 +58,10 @@ def test_balanced_truncation_balances_and_bounds_the_error():
     assert bt.rank == r
     # Classical bound: sup_|z|=1 ||G(z) - G_r(z)||_2 <= 2 * (sum of discarded HSVs).
     bound = 2 * hsv[r:].sum()
-    errors = [np.linalg.norm(_transfer(a, b, c, z) - _transfer(bt.A_r, bt.B_r, bt.C_r, z), 2)
-              for z in np.exp(1j * np.linspace(0, np.pi, 400))]
+    errors = [
+        np.linalg.norm(_transfer(a, b, c, z) - _transfer(bt.A_r, bt.B_r, bt.C_r, z), 2)
+        for z in np.exp(1j * np.linspace(0, np.pi, 400))
+    ]
     assert max(errors) <= bound
     assert max(errors) >= hsv[r] * 0.5  # and the bound is not vacuous: error ~ sigma_{r+1}
     assert spectral_radius(bt.A_r) < 1  # truncation preserves stability

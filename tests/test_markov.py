@@ -1,4 +1,5 @@
 """The Markov task (known answers) and the Markov experiment pipeline (cached, end to end)."""
+
 import numpy as np
 import pytest
 
@@ -60,12 +61,14 @@ def test_spectrum_distance_is_order_free():
         spectrum_distance(a, a[:2])
 
 
+@pytest.mark.slow  # trains the chapter's models end to end
 def test_experiment_runs_caches_and_reports(tmp_path, monkeypatch):
     from corelib.experiments import markov
 
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
-    p = markov.MarkovParams(n_train=400, n_test=100, seeds=(0, 1), epochs=4, d_model=16, d_ff=32,
-                            n_jacobians=8, dropout=0.0, lr=3e-3)
+    p = markov.MarkovParams(
+        n_train=400, n_test=100, seeds=(0, 1), epochs=4, d_model=16, d_ff=32, n_jacobians=8, dropout=0.0, lr=3e-3
+    )
     summary = markov.run(p, progress=False)
     assert [m["seed"] for m in summary["models"]] == [0, 1]
     assert summary["bayes_accuracy"] == pytest.approx(0.75)

@@ -1,5 +1,5 @@
 """The hooked transformer: hooks, layer slicing, causality, input checks."""
-import numpy as np
+
 import pytest
 import torch
 
@@ -9,8 +9,9 @@ from corelib.models import Transformer, TransformerConfig, resid_hook
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_start_and_stop_at_layer_compose_to_the_full_forward(norm):
     torch.manual_seed(0)
-    model = Transformer(TransformerConfig(vocab_size=7, d_model=16, n_heads=4, d_ff=32, n_layers=2,
-                                          n_ctx=5, norm=norm)).eval()
+    model = Transformer(
+        TransformerConfig(vocab_size=7, d_model=16, n_heads=4, d_ff=32, n_layers=2, n_ctx=5, norm=norm)
+    ).eval()
     x = torch.randint(0, 7, (3, 5))
     full = model(x)
     for layer in range(3):

@@ -6,6 +6,7 @@ dropout 0.1) with a causal mask, and an ``nn.Linear`` read-out. ``TorchBuilt`` b
 model, written from those facts with torch's own layers; our :class:`Transformer` must compute
 the same function and start from the same distribution of weights.
 """
+
 import math
 
 import pytest
@@ -25,7 +26,8 @@ class TorchBuilt(nn.Module):
         self.pos_emb = nn.Embedding(64, d)
         self.layers = nn.ModuleList(
             nn.TransformerEncoderLayer(d, heads, dim_feedforward=d_ff, dropout=dropout, batch_first=True)
-            for _ in range(n_layers))
+            for _ in range(n_layers)
+        )
         self.lm_head = nn.Linear(d, vocab)
 
     def forward(self, x):
@@ -45,15 +47,27 @@ def copy_into_torch(ours: Transformer) -> TorchBuilt:
     """A :class:`TorchBuilt` holding ``ours``'s weights (names mapped, nothing transformed)."""
     c = ours.cfg
     ref = TorchBuilt(c.vocab_size, c.d_model, c.n_heads, c.d_ff, c.n_layers, c.dropout)
-    sd = {"token_emb.weight": ours.embed.weight, "pos_emb.weight": ours.pos_embed,
-          "lm_head.weight": ours.unembed.weight, "lm_head.bias": ours.unembed.bias}
+    sd = {
+        "token_emb.weight": ours.embed.weight,
+        "pos_emb.weight": ours.pos_embed,
+        "lm_head.weight": ours.unembed.weight,
+        "lm_head.bias": ours.unembed.bias,
+    }
     for i, b in enumerate(ours.blocks):
-        pairs = {"self_attn.in_proj_weight": b.attn.qkv.weight, "self_attn.in_proj_bias": b.attn.qkv.bias,
-                 "self_attn.out_proj.weight": b.attn.out.weight, "self_attn.out_proj.bias": b.attn.out.bias,
-                 "linear1.weight": b.mlp[0].weight, "linear1.bias": b.mlp[0].bias,
-                 "linear2.weight": b.mlp[3].weight, "linear2.bias": b.mlp[3].bias,
-                 "norm1.weight": b.ln1.weight, "norm1.bias": b.ln1.bias,
-                 "norm2.weight": b.ln2.weight, "norm2.bias": b.ln2.bias}
+        pairs = {
+            "self_attn.in_proj_weight": b.attn.qkv.weight,
+            "self_attn.in_proj_bias": b.attn.qkv.bias,
+            "self_attn.out_proj.weight": b.attn.out.weight,
+            "self_attn.out_proj.bias": b.attn.out.bias,
+            "linear1.weight": b.mlp[0].weight,
+            "linear1.bias": b.mlp[0].bias,
+            "linear2.weight": b.mlp[3].weight,
+            "linear2.bias": b.mlp[3].bias,
+            "norm1.weight": b.ln1.weight,
+            "norm1.bias": b.ln1.bias,
+            "norm2.weight": b.ln2.weight,
+            "norm2.bias": b.ln2.bias,
+        }
         sd.update({f"layers.{i}.{k}": v for k, v in pairs.items()})
     ref.load_state_dict({k: v.detach().clone() for k, v in sd.items()})
     return ref
@@ -97,12 +111,15 @@ def test_initial_weight_statistics_are_torchs():
     def uniform_std(bound):  # std of U(-bound, bound)
         return bound / math.sqrt(3)
 
-    expected_std = {"embed.weight": 1.0, "pos_embed": 1.0,
-                    "blocks.0.attn.qkv.weight": uniform_std(math.sqrt(6 / (d + 3 * d))),
-                    "blocks.0.attn.out.weight": uniform_std(1 / math.sqrt(d)),
-                    "blocks.0.mlp.0.weight": uniform_std(1 / math.sqrt(d)),
-                    "blocks.0.mlp.3.weight": uniform_std(1 / math.sqrt(d_ff)),
-                    "unembed.weight": uniform_std(1 / math.sqrt(d))}
+    expected_std = {
+        "embed.weight": 1.0,
+        "pos_embed": 1.0,
+        "blocks.0.attn.qkv.weight": uniform_std(math.sqrt(6 / (d + 3 * d))),
+        "blocks.0.attn.out.weight": uniform_std(1 / math.sqrt(d)),
+        "blocks.0.mlp.0.weight": uniform_std(1 / math.sqrt(d)),
+        "blocks.0.mlp.3.weight": uniform_std(1 / math.sqrt(d_ff)),
+        "unembed.weight": uniform_std(1 / math.sqrt(d)),
+    }
     params = dict(ours.named_parameters())
     assert params["pos_embed"].shape == (64, d)
     for name, std in expected_std.items():
@@ -112,8 +129,9 @@ def test_initial_weight_statistics_are_torchs():
     for name in ("blocks.0.attn.qkv.bias", "blocks.0.attn.out.bias", "blocks.1.attn.qkv.bias"):
         assert torch.count_nonzero(params[name]) == 0, name
     # The same numbers from torch's own layer, initialised by torch.
-    torch.testing.assert_close(params["blocks.0.attn.qkv.weight"].std(), torch_layer.self_attn.in_proj_weight.std(),
-                               rtol=0.05, atol=0)
+    torch.testing.assert_close(
+        params["blocks.0.attn.qkv.weight"].std(), torch_layer.self_attn.in_proj_weight.std(), rtol=0.05, atol=0
+    )
     assert torch.count_nonzero(torch_layer.self_attn.in_proj_bias) == 0
     assert torch.count_nonzero(torch_layer.self_attn.out_proj.bias) == 0
 

@@ -1,4 +1,4 @@
-"""Tests of corelib.runner on a small temporary project (real papermill executions)."""
+"""Tests of acebook.runner and acebook.run_times on a small temporary project (real papermill executions)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from corelib import runner
-from corelib.runner import ConfigError, NotebookExecutionError
+from acebook import run_times, runner
+from acebook.project import chapters
+from acebook.runner import ConfigError, NotebookExecutionError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -32,7 +33,7 @@ typo:
 """
 
 # Appends one line "<n> <label>" to runs.txt (relative: the kernel runs in the project root).
-ALPHA = '''\
+ALPHA = """\
 # %% [markdown]
 # # Alpha
 #
@@ -47,9 +48,9 @@ from myst_nb import glue
 with open("runs.txt", "a") as f:
     f.write(f"{n} {label}\\n")
 glue("twice_n", 2 * n)
-'''
+"""
 
-BROKEN = '''\
+BROKEN = """\
 # %% tags=["parameters"]
 divisor = 0
 
@@ -63,12 +64,12 @@ a = 1
 # divide a by divisor
 
 ratio = a / divisor
-'''
+"""
 
-NO_PARAMETERS = '''\
+NO_PARAMETERS = """\
 # %%
 x = 1
-'''
+"""
 
 
 def write(path: Path, text: str) -> Path:
@@ -85,7 +86,7 @@ def _own_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """A mini project: _toc.yml, profiles.yml, three notebooks and a fake corelib."""
+    """A mini project: _toc.yml, profiles.yml, three notebooks and a fake corelib (no acebook yet)."""
     write(tmp_path / "_toc.yml", TOC)
     write(tmp_path / "profiles.yml", PROFILES)
     write(tmp_path / "book" / "intro.md", "# Mini book\n\nSee {doc}`chapters/alpha`.\n")
@@ -119,7 +120,7 @@ def test_unknown_override_is_an_error_listing_the_real_parameters(project: Path)
         runner.run_notebook("alpha", "book", {"nn": 4}, root=project)
     message = str(info.value)
     assert "'nn'" in message and "'alpha'" in message
-    assert "n (default 1)" in message and "label (default \"x\")" in message
+    assert "n (default 1)" in message and 'label (default "x")' in message
     assert runs(project) == []  # raised before execution
 
 
@@ -144,8 +145,10 @@ def test_unknown_notebook(project: Path) -> None:
         runner.run_notebook("gamma", root=project)
 
 
+@pytest.mark.slow  # two notebook executions and a traceback
 def test_failing_cell_names_notebook_and_cell_and_keeps_partial_notebook(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(project)
     good = runner.run_notebook("broken", overrides={"divisor": 2}, root=project)
     assert good.exists()
@@ -161,8 +164,7 @@ def test_failing_cell_names_notebook_and_cell_and_keeps_partial_notebook(
     shown = message.rsplit(" at ", 1)[1].strip()
     assert (project / shown).resolve() == err.partial_path.resolve()
     partial = json.loads(err.partial_path.read_text())
-    assert any(o.get("ename") == "ZeroDivisionError"
-               for c in partial["cells"] for o in c.get("outputs", []))
+    assert any(o.get("ename") == "ZeroDivisionError" for c in partial["cells"] for o in c.get("outputs", []))
     assert "ratio = a / divisor" in err.traceback
     assert not good.exists()  # the earlier success is not left in place
 
@@ -178,12 +180,15 @@ def test_cache_reuses_results_until_an_input_changes(project: Path) -> None:
     write(project / "corelib" / "extra" / "util.py", "X = 2\n")
     run(overrides={"n": 4})
     assert len(runs(project)) == 3  # a corelib change invalidates
+    write(project / "acebook" / "claims_page.py", "X = 2\n")
+    run(overrides={"n": 4})
+    assert len(runs(project)) == 4  # so does a change of the book's code (chapters import it)
     run(overrides={"n": 4}, force=True)
-    assert len(runs(project)) == 4  # force bypasses the cache
+    assert len(runs(project)) == 5  # force bypasses the cache
     source = project / "notebooks" / "alpha.py"
     source.write_text(source.read_text() + "# a comment\n")
     run(overrides={"n": 4})
-    assert len(runs(project)) == 5  # a source change invalidates
+    assert len(runs(project)) == 6  # a source change invalidates
     timings = json.loads((project / "_build" / "timings.json").read_text())
     assert timings["notebooks"]["alpha"]["cached"] is False
 
@@ -199,7 +204,9 @@ def test_build_without_render_and_overrides(project: Path) -> None:
 
 
 def test_chapters_are_read_from_the_toc(tmp_path: Path) -> None:
-    write(tmp_path / "_toc.yml", textwrap.dedent("""\
+    write(
+        tmp_path / "_toc.yml",
+        textwrap.dedent("""\
         format: jb-book
         root: book/intro
         parts:
@@ -212,8 +219,9 @@ def test_chapters_are_read_from_the_toc(tmp_path: Path) -> None:
           - caption: Two
             chapters:
               - file: book/chapters/c
-        """))
-    assert runner.chapters(tmp_path) == ["a", "b", "c"]
+        """),
+    )
+    assert chapters(tmp_path) == ["a", "b", "c"]
 
 
 def test_parse_value() -> None:
@@ -225,8 +233,7 @@ def test_parse_value() -> None:
     assert runner.parse_value("adam") == "adam"
 
 
-def test_cli_reports_user_errors_without_traceback(
-        project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_reports_user_errors_without_traceback(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert runner.main(["run", "alpha", "-p", "nn", "1", "--root", str(project)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: unknown parameter 'nn'") and "Traceback" not in err
@@ -243,12 +250,16 @@ def test_cli_failing_notebook_exits_1(project: Path, capsys: pytest.CaptureFixtu
     assert "error: notebook 'broken' failed in cell 3" in err
 
 
+@pytest.mark.slow  # runs jupyter-book
 def test_build_renders_the_book(project: Path) -> None:
     """End to end with the repository's real _config.yml (Sphinx warnings are errors)."""
     shutil.copy(REPO / "_config.yml", project / "_config.yml")
     shutil.copy(REPO / "references.bib", project / "references.bib")  # its bibtex_bibfiles
-    shutil.copytree(REPO / "book" / "_ext", project / "book" / "_ext",  # its local_extensions
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        REPO / "book" / "_ext",
+        project / "book" / "_ext",  # its local_extensions
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     index = runner.build_book("smoke", root=project)
     assert index == project / "_build" / "html" / "index.html" and index.exists()
     page = (project / "_build" / "html" / "book" / "chapters" / "alpha.html").read_text()
@@ -260,7 +271,7 @@ def test_build_renders_the_book(project: Path) -> None:
 
 
 # Records which profile it ran with, and what it read from the results root's "inbox" folder.
-READER = '''\
+READER = """\
 # ---
 # jupyter:
 #   corelib_inputs: [inbox]
@@ -275,11 +286,12 @@ inbox = pathlib.Path(os.environ["ACE_RESULTS_DIR"]) / "inbox"
 seen = sorted(p.read_text() for p in inbox.glob("*.txt")) if inbox.exists() else []
 with open("runs.txt", "a") as f:
     f.write(f"{os.environ.get('ACE_PROFILE')} {seen}\\n")
-'''
+"""
 
 
 def test_declared_inputs_invalidate_the_cache_and_profile_reaches_the_kernel(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ACE_RESULTS_DIR", str(project / "results"))
     monkeypatch.delenv("ACE_PROFILE", raising=False)
     write(project / "notebooks" / "reader.py", READER)
@@ -305,21 +317,22 @@ def test_declared_inputs_must_be_folder_names(project: Path) -> None:
 
 
 def test_each_execution_records_its_run_time_and_a_cached_run_keeps_it(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ACE_RESULTS_DIR", str(project / "results"))
     runner.run_notebook("alpha", "smoke", root=project)
-    first = runner.recorded_run_times(project / "results" / runner.RUN_TIMES)
+    first = run_times.recorded_run_times(project / "results" / run_times.RUN_TIMES)
     assert [(r["chapter"], r["profile"]) for r in first] == [("alpha", "smoke")]
     executed = json.loads((project / "book" / "chapters" / "alpha.ipynb").read_text())
-    assert first[0]["seconds"] == executed["metadata"]["corelib_runner"]["seconds"] > 0
+    assert first[0]["seconds"] == executed["metadata"][runner.METADATA_KEY]["seconds"] > 0
     runner.run_notebook("alpha", "smoke", root=project)  # cached: the record is the run's, unchanged
-    assert runner.recorded_run_times(project / "results" / runner.RUN_TIMES) == first
+    assert run_times.recorded_run_times(project / "results" / run_times.RUN_TIMES) == first
     runner.run_notebook("alpha", "book", root=project)
-    assert [r["profile"] for r in runner.recorded_run_times(project / "results" / runner.RUN_TIMES)] == ["book"]
+    assert [r["profile"] for r in run_times.recorded_run_times(project / "results" / run_times.RUN_TIMES)] == ["book"]
 
 
 # Stores a result the first time; later runs read it back (as a chapter over its results/ cache).
-STORE = '''\
+STORE = """\
 # %% tags=["parameters"]
 n = 1
 
@@ -331,73 +344,81 @@ if not path.exists():
     time.sleep(0.5)  # the "computation"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("done")
-'''
+"""
 
 
+@pytest.mark.slow  # six notebook executions
 def test_a_run_on_stored_results_keeps_the_time_of_the_run_that_computed_them(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ACE_RESULTS_DIR", str(project / "results"))
     write(project / "notebooks" / "store.py", STORE)
-    times = project / "results" / runner.RUN_TIMES
+    times = project / "results" / run_times.RUN_TIMES
     runner.run_notebook("store", "smoke", root=project)
-    [first] = runner.recorded_run_times(times)
+    [first] = run_times.recorded_run_times(times)
     assert first["computed"] is True and first["seconds"] >= 0.5
     runner.run_notebook("store", "smoke", root=project, force=True)  # reads back what it stored
-    assert runner.recorded_run_times(times) == [first]
+    assert run_times.recorded_run_times(times) == [first]
     # Mark the stored record, so that rewriting it shows even when two runs take the same time.
     (times / "store.json").write_text(json.dumps({**json.loads((times / "store.json").read_text()), "seconds": -1.0}))
     runner.run_notebook("store", "smoke", root=project, force=True, overrides={"n": 2})  # new result
-    [again] = runner.recorded_run_times(times)
+    [again] = run_times.recorded_run_times(times)
     assert again["computed"] is True and again["finished"] >= first["finished"] and again["seconds"] >= 0.5
     runner.run_notebook("store", "book", root=project)  # another profile: recorded even if read back
-    [book] = runner.recorded_run_times(times)
+    [book] = run_times.recorded_run_times(times)
     assert (book["profile"], book["computed"]) == ("book", False)
     (times / "store.json").unlink()
     runner.run_notebook("store", "book", root=project, force=True)  # no record yet: written, flagged
-    assert [r["computed"] for r in runner.recorded_run_times(times)] == [False]
+    assert [r["computed"] for r in run_times.recorded_run_times(times)] == [False]
 
 
 def test_a_run_time_record_names_the_code_that_ran(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ACE_RESULTS_DIR", str(project / "results"))
-    times = project / "results" / runner.RUN_TIMES
+    times = project / "results" / run_times.RUN_TIMES
     runner.run_notebook("alpha", "smoke", root=project)
-    [record] = runner.recorded_run_times(times, root=project)
-    assert record["corelib"] == runner.corelib_hash(project)[:runner.CODE_DIGITS]
+    [record] = run_times.recorded_run_times(times, root=project)
+    assert record["corelib"] == run_times.corelib_hash(project)[: run_times.CODE_DIGITS]
     assert record["commit"] is None  # the mini project is not a git checkout
-    assert record["same_code"] is True and runner.code_label(record) == f"corelib {record['corelib']}"
+    assert record["same_code"] is True and run_times.code_label(record) == f"corelib {record['corelib']}"
     write(project / "corelib" / "__init__.py", "VALUE = 2\n")  # the code moves on; results stay
-    [record] = runner.recorded_run_times(times, root=project)
+    [record] = run_times.recorded_run_times(times, root=project)
     assert record["same_code"] is False
-    assert runner.code_label(record) == f"corelib {record['corelib']} (other corelib)"
-    legacy = {k: v for k, v in record.items() if k not in ("corelib", "commit", "same_code")}
-    (times / "alpha.json").write_text(json.dumps(legacy))  # written before code versions were kept
-    [record] = runner.recorded_run_times(times, root=project)
-    assert record["same_code"] is None and runner.code_label(record) == "not recorded"
+    assert run_times.code_label(record) == f"corelib {record['corelib']} (other corelib)"
+    unversioned = {k: v for k, v in record.items() if k not in ("corelib", "commit", "same_code")}
+    (times / "alpha.json").write_text(json.dumps(unversioned))  # a record without a code version
+    [record] = run_times.recorded_run_times(times, root=project)
+    assert record["same_code"] is None and run_times.code_label(record) == "not recorded"
 
 
 def test_git_commit_names_the_checkout_and_flags_changed_code(project: Path) -> None:
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                              capture_output=True, text=True, check=True).stdout.strip()
-    assert runner.git_commit(project) is None
+        return subprocess.run(
+            ["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
+    assert run_times.git_commit(project) is None
     git("init", "-q")
     git("add", ".")
     git("commit", "-q", "-m", "mini")
     head = git("rev-parse", "--short", "HEAD")
-    assert runner.git_commit(project) == head
+    assert run_times.git_commit(project) == head
     write(project / "book" / "intro.md", "# Edited\n")  # prose only: the code is unchanged
-    assert runner.git_commit(project) == head
+    assert run_times.git_commit(project) == head
     write(project / "notebooks" / "alpha.py", ALPHA + "\n# edited\n")
-    assert runner.git_commit(project) == f"{head}+modified"
+    assert run_times.git_commit(project) == f"{head}+modified"
     git("checkout", "-q", "--", "notebooks")
     write(project / "corelib" / "extra.py", "X = 1\n")  # an untracked module counts too
-    assert runner.git_commit(project) == f"{head}+modified"
+    assert run_times.git_commit(project) == f"{head}+modified"
 
 
 def test_a_reader_of_run_times_is_not_invalidated_by_its_own_run_time(
-        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ACE_RESULTS_DIR", str(project / "results"))
-    write(project / "notebooks" / "reader.py", READER.replace("[inbox]", f"[{runner.RUN_TIMES}]"))
+    write(project / "notebooks" / "reader.py", READER.replace("[inbox]", f"[{run_times.RUN_TIMES}]"))
     runner.run_notebook("reader", "smoke", root=project)
     runner.run_notebook("reader", "smoke", root=project)
     assert len(runs(project)) == 1  # its own record is not an input of it

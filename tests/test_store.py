@@ -1,4 +1,5 @@
 """The verified store: every file read back is checked; racing processes and kills leave usable runs."""
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,14 @@ def _flip(path: Path, where: float = 0.5) -> None:
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("store") / "run"
-    train_stack(CFG, StackConfig(epochs=2, batch_size=8, snapshot_every=1, checkpoint_every=1), (1, 2), *_data(),
-                run, progress=False)
+    train_stack(
+        CFG,
+        StackConfig(epochs=2, batch_size=8, snapshot_every=1, checkpoint_every=1),
+        (1, 2),
+        *_data(),
+        run,
+        progress=False,
+    )
     return run
 
 
@@ -46,11 +53,21 @@ def _readers(run: Path) -> dict:
     """How the engine reads each kind of file of a run."""
     state = json.loads((run / "progress.json").read_text())["state"]
     return {
-        "snapshot (safetensors)": (run / "snapshots" / "epoch_000001.safetensors", lambda: load_snapshot(run, 1, "cpu")),
-        "state tensors": (run / f"{state}.safetensors",
-                          lambda: train_stack(CFG, StackConfig(epochs=3, batch_size=8, snapshot_every=1,
-                                                               checkpoint_every=1), (1, 2), *_data(), run,
-                                              progress=False)),
+        "snapshot (safetensors)": (
+            run / "snapshots" / "epoch_000001.safetensors",
+            lambda: load_snapshot(run, 1, "cpu"),
+        ),
+        "state tensors": (
+            run / f"{state}.safetensors",
+            lambda: train_stack(
+                CFG,
+                StackConfig(epochs=3, batch_size=8, snapshot_every=1, checkpoint_every=1),
+                (1, 2),
+                *_data(),
+                run,
+                progress=False,
+            ),
+        ),
         "state JSON": (run / f"{state}.json", lambda: load_history(run)),
         "run.json": (run / "run.json", lambda: load_snapshot(run, 1, "cpu")),
         "progress.json": (run / "progress.json", lambda: snapshot_epochs(run)),
@@ -58,12 +75,14 @@ def _readers(run: Path) -> dict:
     }
 
 
-@pytest.mark.parametrize("kind", ["snapshot (safetensors)", "state tensors", "state JSON", "run.json",
-                                  "progress.json", "manifest.json"])
+@pytest.mark.parametrize(
+    "kind", ["snapshot (safetensors)", "state tensors", "state JSON", "run.json", "progress.json", "manifest.json"]
+)
 @pytest.mark.parametrize("damage", ["flipped byte", "truncated"])
 def test_a_damaged_file_of_each_kind_is_refused_naming_the_file(trained_run, tmp_path, kind, damage):
     run = tmp_path / "run"
     import shutil
+
     shutil.copytree(trained_run, run)
     path, read = _readers(run)[kind]
     if damage == "flipped byte":
@@ -131,10 +150,19 @@ _RACE = textwrap.dedent("""
 @pytest.mark.slow
 def test_two_processes_running_one_experiment_at_once_both_succeed_with_one_result(tmp_path):
     env = {**os.environ, "ACE_RESULTS_DIR": str(tmp_path), "OMP_NUM_THREADS": "1"}
-    procs = [subprocess.Popen([sys.executable, "-c", _RACE.format(root=str(ROOT))], cwd=ROOT, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RACE.format(root=str(ROOT))],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=600) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs):
         assert p.returncode == 0, err
     assert outs[0][0] == outs[1][0]
     assert "waiting for another process" in outs[0][1] + outs[1][1]
@@ -161,8 +189,13 @@ _KILL = textwrap.dedent("""
 @pytest.mark.slow
 def test_a_run_killed_at_its_last_epoch_resumes_to_the_uninterrupted_result(tmp_path):
     epochs, run = 6, tmp_path / "killed"
-    child = subprocess.run([sys.executable, "-c", _KILL.format(root=str(ROOT), epochs=epochs, run=str(run))],
-                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+    child = subprocess.run(
+        [sys.executable, "-c", _KILL.format(root=str(ROOT), epochs=epochs, run=str(run))],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert child.returncode == -signal.SIGKILL, child.stderr
     # Both final files are complete on disk, but nothing commits them: the run is not finished.
     assert (run / "snapshots" / f"epoch_{epochs:06d}.safetensors").exists()

@@ -3,6 +3,7 @@ interventions, steering and the chapter's experiment, on a tiny random Llama (se
 
 The real pretrained models are tested in tests/test_sva_models.py.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -11,19 +12,36 @@ import numpy as np
 import pytest
 import torch
 
-from corelib.ace import Core
+from corelib.ace import Core, extract
 from corelib.experiments import sva
 from corelib.interventions import intervention_hook
-from corelib.lm import OFFLINE_MODELS, _NotRun, load_model, resid_hook
-from corelib.steering import (Generation, SteeringConfig, generate, generate_batch, generation_margin,
-                              inversion_stats, steer_hook, word_inversion_stats)
-from corelib.tasks.sva import ATTRACTORS, FLIP_DEMO_PROMPTS, HEADS, TEMPLATES, make_dataset, make_prompt
+from corelib.lm import OFFLINE_MODELS, _NotRun, load_model
+from corelib.models import resid_hook
+from corelib.steering import (
+    Generation,
+    SteeringConfig,
+    generate,
+    generate_batch,
+    generation_margin,
+    inversion_stats,
+    steer_hook,
+    word_inversion_stats,
+)
+from corelib.tasks.sva import (
+    AGREEMENT_READOUT,
+    ATTRACTORS,
+    FLIP_DEMO_PROMPTS,
+    HEADS,
+    TEMPLATES,
+    make_dataset,
+    make_prompt,
+)
 from test_exercises import run_solution
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return load_model("tiny-random-llama", "cpu")
+    return load_model("tiny-random-llama", "cpu", readout=AGREEMENT_READOUT)
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +50,7 @@ def prompts():
 
 
 # --------------------------------------------------------------------------- dataset
+
 
 def test_dataset_is_the_papers_design():
     ds = make_dataset()
@@ -57,15 +76,16 @@ def test_dataset_is_seeded():
 def test_templates():
     assert make_prompt("base", "key", "cabinets") == "The key to the cabinets"
     assert make_prompt("there", "key", "boxes", connector="near the") == "There key near the boxes"
-    assert make_prompt("relative", "key", "cabinets", relative="that guards the") == \
-        "The key that guards the cabinets"
-    assert make_prompt("front", "keys", "door", past=True) == \
-        "In the past, in this ancient kingdom, the keys to the door"
+    assert make_prompt("relative", "key", "cabinets", relative="that guards the") == "The key that guards the cabinets"
+    assert (
+        make_prompt("front", "keys", "door", past=True) == "In the past, in this ancient kingdom, the keys to the door"
+    )
     with pytest.raises(ValueError, match="unknown template 'middle'.*base, front"):
         make_prompt("middle", "key", "door")
 
 
 # --------------------------------------------------------------------------- metrics
+
 
 def test_auc_known_answers():
     y = np.array([0, 0, 1, 1])
@@ -101,14 +121,16 @@ def test_alignment_and_agreement_scores():
 
 # --------------------------------------------------------------------------- the wrapper
 
+
 def test_left_padding_gives_each_prompt_its_own_margin(tiny, prompts):
     batch = tiny.tokenize(prompts)
     assert (batch.attention_mask[:, -1] == 1).all()  # last real token at the last position
     assert batch.input_ids[0, 0] == tiny.prefix_id or batch.attention_mask[0, 0] == 0
     with torch.no_grad():
-        together = tiny(batch.input_ids, batch.attention_mask, return_type="margin")
-        alone = torch.cat([tiny(b.input_ids, b.attention_mask, return_type="margin")
-                           for b in (tiny.tokenize([p]) for p in prompts)])
+        together = tiny(batch.input_ids, batch.attention_mask, return_type="readout")
+        alone = torch.cat(
+            [tiny(b.input_ids, b.attention_mask, return_type="readout") for b in (tiny.tokenize([p]) for p in prompts)]
+        )
     assert torch.allclose(together, alone, atol=1e-5)
     assert together.std() > 1e-3  # not a constant: the test would be empty otherwise
 
@@ -117,10 +139,25 @@ def test_margin_uses_the_four_verb_logits(tiny, prompts):
     batch = tiny.tokenize(prompts)
     with torch.no_grad():
         logits = tiny(batch.input_ids, batch.attention_mask)[:, -1]
-        margin = tiny(batch.input_ids, batch.attention_mask, return_type="margin")
-    v = tiny.verb_ids
+        margin = tiny(batch.input_ids, batch.attention_mask, return_type="readout")
+    v = tiny.readout_ids
     expected = logits[:, v[" are"]] + logits[:, v[" were"]] - logits[:, v[" is"]] - logits[:, v[" was"]]
     assert torch.allclose(margin, expected, atol=1e-5)
+
+
+def test_the_readout_is_the_tasks_choice(prompts):
+    plain = load_model("tiny-random-llama", "cpu")  # the model knows no task
+    batch = plain.tokenize(prompts)
+    with pytest.raises(ValueError, match="no read-out.*AGREEMENT_READOUT"):
+        plain(batch.input_ids, batch.attention_mask, return_type="readout")
+    plain = load_model("tiny-random-llama", "cpu", readout={" has": 2.0, " have": -0.5})
+    with torch.no_grad():
+        logits = plain(batch.input_ids, batch.attention_mask)[:, -1]
+        readout = plain(batch.input_ids, batch.attention_mask, return_type="readout")
+    v = plain.readout_ids
+    assert torch.allclose(readout, 2.0 * logits[:, v[" has"]] - 0.5 * logits[:, v[" have"]], atol=1e-5)
+    with pytest.raises(ValueError, match="single token"):
+        load_model("tiny-random-llama", "cpu", readout={" is are": 1.0})
 
 
 def test_cached_last_token_equals_full_forward_and_restores_the_cache(tiny, prompts):
@@ -128,7 +165,7 @@ def test_cached_last_token_equals_full_forward_and_restores_the_cache(tiny, prom
     cache = tiny.prefix_cache(batch)
     length = cache.get_seq_length()
     with torch.no_grad():
-        full = tiny(batch.input_ids, batch.attention_mask, return_type="margin")
+        full = tiny(batch.input_ids, batch.attention_mask, return_type="readout")
         first = tiny.last_token(batch, cache)
         second = tiny.last_token(batch, cache)
     assert cache.get_seq_length() == length
@@ -157,15 +194,16 @@ def test_start_at_layer_runs_only_later_layers_from_the_given_residual(tiny, pro
             full = tiny.last_token(batch, cache, fwd_hooks=[(resid_hook(0), replace)])
             assert len(calls) == 1
             rest = tiny.last_token(batch, cache, start_at_layer=1, resid=resid)
-            shifted = tiny.last_token(batch, cache, fwd_hooks=[(resid_hook(0), _shift)], start_at_layer=1,
-                                      resid=resid)  # a hook on the injected residual still fires
+            shifted = tiny.last_token(
+                batch, cache, fwd_hooks=[(resid_hook(0), _shift)], start_at_layer=1, resid=resid
+            )  # a hook on the injected residual still fires
             readout = tiny.last_token(batch, cache, start_at_layer=2, resid=resid)  # final norm + read-out
     finally:
         spy.remove()
     assert len(calls) == 1  # layer 0 did not run with start_at_layer
     assert torch.allclose(rest, full, atol=1e-5)
     assert not torch.allclose(shifted, rest, atol=1e-3)
-    assert torch.allclose(readout, tiny.margin_from_final(tiny.final_norm(resid[:, 0])), atol=1e-5)
+    assert torch.allclose(readout, tiny.readout_from_final(tiny.final_norm(resid[:, 0])), atol=1e-5)
     assert [layer.get_seq_length() for layer in cache.layers] == lengths
     assert not any(isinstance(m, _NotRun) for m in tiny.layers)  # the real layers are back
 
@@ -197,7 +235,7 @@ def test_hook_names_follow_transformer_lens(tiny, prompts):
 def test_errors_name_the_problem(tiny):
     with pytest.raises(ValueError, match="(?s)offline models are available.*smollm2-135m"):
         load_model("/nonexistent/folder/of/a-model", "cpu")
-    with pytest.raises(ValueError, match="single-token"):
+    with pytest.raises(ValueError, match="single token"):
         tiny.single_token("is are")
     with pytest.raises(TypeError, match="list of prompts"):
         tiny.tokenize("The key")
@@ -207,6 +245,7 @@ def test_errors_name_the_problem(tiny):
 
 
 # --------------------------------------------------------------------------- Jacobians
+
 
 def test_one_backward_pass_equals_one_pass_per_layer(tiny, prompts):
     batch = tiny.tokenize(prompts)
@@ -227,13 +266,16 @@ def test_jacobians_match_finite_differences(tiny, prompts):
     v = torch.randn(tiny.d_model, generator=torch.Generator().manual_seed(0))
     v /= v.norm()
     for layer in (0, 1):
-        def nudged(t):
+
+        def nudged(t, layer=layer):
             def fn(act, hook):
                 out = act.clone()
                 out[:, -1] += t * v
                 return out
+
             with torch.no_grad():
                 return tiny.last_token(batch, cache, fwd_hooks=[(resid_hook(layer), fn)])
+
         central = (nudged(1e-3) - nudged(-1e-3)) / 2e-3
         assert torch.allclose(central, jac[layer] @ v, rtol=1e-2, atol=1e-3)
 
@@ -241,11 +283,14 @@ def test_jacobians_match_finite_differences(tiny, prompts):
 def test_layer_cores_are_rank_one_with_the_training_mean(tiny, prompts):
     cores = sva.layer_cores(tiny, prompts, [0, 1], batch_size=5, progress=False)
     batch = tiny.tokenize(prompts)
-    acts, _, _ = sva.all_layer_jacobians(tiny, batch, [0, 1], tiny.prefix_cache(batch))
+    acts, jacs, _ = sva.all_layer_jacobians(tiny, batch, [0, 1], tiny.prefix_cache(batch))
     for layer, core in cores.items():
         assert core.rank == 1
         assert np.allclose(core.mean, acts[layer].double().mean(0).numpy(), atol=1e-6)
-        assert core.spectral_gap >= 1
+        # streamed in batches of 5, the core is the one extracted from all prompts at once
+        whole = extract(acts[layer].double().numpy(), jacs[layer].double().numpy()[:, None, :], rank=1)
+        np.testing.assert_allclose(core.singular_values, whole.singular_values, rtol=1e-6, atol=1e-9)
+        assert abs(float(core.basis[:, 0] @ whole.basis[:, 0])) == pytest.approx(1.0, abs=1e-6)
 
 
 def test_sweep_layers():
@@ -256,6 +301,7 @@ def test_sweep_layers():
 
 # --------------------------------------------------------------------------- interventions
 
+
 def _full_rank_core(d: int, mean: np.ndarray) -> Core:
     return Core(np.eye(d), np.ones(d), mean)
 
@@ -263,12 +309,11 @@ def _full_rank_core(d: int, mean: np.ndarray) -> Core:
 def test_interventions_with_a_full_rank_core(tiny, prompts):
     mean = np.random.default_rng(0).normal(size=tiny.d_model)
     core = _full_rank_core(tiny.d_model, mean)
-    m = sva.intervened_margins(tiny, prompts, {1: core}, {1: ("keep", "remove", "flip")},
-                               batch_size=5, progress=False)
+    m = sva.intervened_margins(tiny, prompts, {1: core}, {1: ("keep", "remove", "flip")}, batch_size=5, progress=False)
     assert np.allclose(m[(1, "keep")], m["baseline"], atol=1e-5)  # P = I: mu + (h - mu) = h
     # removal at the last layer replaces every last token by mu: one margin for all prompts
     with torch.no_grad():
-        expected = tiny.margin_from_final(tiny.final_norm(torch.tensor(mean, dtype=torch.float32)))
+        expected = tiny.readout_from_final(tiny.final_norm(torch.tensor(mean, dtype=torch.float32)))
     assert np.allclose(m[(1, "remove")], float(expected), atol=1e-5)
     assert np.ptp(m[(1, "remove")]) < 1e-5 and np.ptp(m["baseline"]) > 1e-2
     assert m["acts"][1].shape == (len(prompts), tiny.d_model)
@@ -276,17 +321,16 @@ def test_interventions_with_a_full_rank_core(tiny, prompts):
 
 def test_reused_prefix_batches_give_the_same_margins(tiny, prompts):
     core = sva.layer_cores(tiny, prompts, [0], batch_size=6, progress=False)[0]
-    fresh = sva.intervened_margins(tiny, prompts, {0: core}, {0: ("remove", "flip")}, batch_size=6,
-                                   progress=False)
+    fresh = sva.intervened_margins(tiny, prompts, {0: core}, {0: ("remove", "flip")}, batch_size=6, progress=False)
     batches = sva.prefix_batches(tiny, prompts, batch_size=6, progress=False)
     for modes in (("remove", "flip"), ("flip",)):  # the caches survive a first use unchanged
-        reused = sva.intervened_margins(tiny, prompts, {0: core}, {0: modes}, batch_size=6,
-                                        batches=batches, progress=False)
+        reused = sva.intervened_margins(
+            tiny, prompts, {0: core}, {0: modes}, batch_size=6, batches=batches, progress=False
+        )
         for key in ("baseline", *[(0, m) for m in modes]):
             assert np.array_equal(reused[key], fresh[key])
     with pytest.raises(ValueError, match="prefix_batches"):
-        sva.intervened_margins(tiny, prompts[:-1], {0: core}, {0: ("flip",)}, batches=batches,
-                               progress=False)
+        sva.intervened_margins(tiny, prompts[:-1], {0: core}, {0: ("flip",)}, batches=batches, progress=False)
 
 
 def test_steer_hook_is_a_scaled_core_flip():
@@ -299,28 +343,38 @@ def test_steer_hook_is_a_scaled_core_flip():
     assert torch.allclose(steer_hook(core, 0.0)(act), act)
     half = steer_hook(core, 0.5)(act)
     assert torch.allclose(half[:, :-1], act[:, :-1])
-    z = lambda a: (a[:, -1] - torch.tensor(core.mean)) @ torch.tensor(q)
+
+    def z(a):
+        return (a[:, -1] - torch.tensor(core.mean)) @ torch.tensor(q)
+
     assert torch.allclose(z(half), torch.zeros_like(z(half)), atol=1e-12)  # s = 1/2 zeroes the axis
 
 
 # --------------------------------------------------------------------------- steering
 
+
 def test_plain_generation_matches_transformers_greedy(tiny):
     prompt = "The keys to the cabinet"
     ours = generate(tiny, prompt, max_new_tokens=8)
     ids = torch.tensor([tiny.encode(prompt)])
-    ref = tiny.hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8,
-                           do_sample=False, pad_token_id=tiny.pad_id, eos_token_id=None)
-    assert ours.tokens == ref[0, ids.shape[1]:].tolist()
+    ref = tiny.hf.generate(
+        ids,
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=8,
+        do_sample=False,
+        pad_token_id=tiny.pad_id,
+        eos_token_id=None,
+    )
+    assert ours.tokens == ref[0, ids.shape[1] :].tolist()
 
 
 def test_gate_decides_what_is_steered(tiny, prompts):
     core = sva.layer_cores(tiny, prompts, [1], batch_size=6, progress=False)[1]
     base = generate(tiny, prompts[0], max_new_tokens=6)
-    never = generate(tiny, prompts[0], core=core, layer=1, config=SteeringConfig(gate=1.0),
-                     max_new_tokens=6)
-    always = generate(tiny, prompts[0], core=core, layer=1, max_new_tokens=6,
-                      config=SteeringConfig(gate=0.0, epsilon=0.5, cap=None))
+    never = generate(tiny, prompts[0], core=core, layer=1, config=SteeringConfig(gate=1.0), max_new_tokens=6)
+    always = generate(
+        tiny, prompts[0], core=core, layer=1, max_new_tokens=6, config=SteeringConfig(gate=0.0, epsilon=0.5, cap=None)
+    )
     assert never.tokens == base.tokens and not any(never.gated)
     assert all(always.gated)
     assert always.clean_margin[0] == pytest.approx(base.clean_margin[0], abs=1e-5)
@@ -346,16 +400,29 @@ def test_inversion_stats_known_answer():
     # step 4: clean prefers plural and would write it; steered wrote no verb (not inverted)
     # step 5: not steered, the model wrote the singular verb it preferred (a missed decision)
     # step 6: not steered, no verb (no decision)
-    g = Generation("p", tokens=[1, 2, 3, 4, 5, 6], pieces=["a"] * 6,
-                   gated=[True, True, True, True, False, False], strength=[1, 1, 1, 1, 0, 0],
-                   clean_margin=[-1.0, -2.0, 0.5, 3.0, -1.0, 2.0], margin=[0] * 6,
-                   clean_token=[1, 2, 3, 4, 5, 6],
-                   verb=["plural", "singular", "singular", None, "singular", None],
-                   clean_verb=["singular", "singular", None, "plural", "singular", None])
+    g = Generation(
+        "p",
+        tokens=[1, 2, 3, 4, 5, 6],
+        pieces=["a"] * 6,
+        gated=[True, True, True, True, False, False],
+        strength=[1, 1, 1, 1, 0, 0],
+        clean_margin=[-1.0, -2.0, 0.5, 3.0, -1.0, 2.0],
+        margin=[0] * 6,
+        clean_token=[1, 2, 3, 4, 5, 6],
+        verb=["plural", "singular", "singular", None, "singular", None],
+        clean_verb=["singular", "singular", None, "plural", "singular", None],
+    )
     stats = inversion_stats([g, g])
-    assert stats == {"decisions": 10, "inverted": 4, "ungated_decisions": 2, "steered_steps": 8,
-                     "rate": 0.4, "clean_verb_decisions": 8, "clean_verbs_inverted": 2,
-                     "rate_clean_verbs": 0.25}
+    assert stats == {
+        "decisions": 10,
+        "inverted": 4,
+        "ungated_decisions": 2,
+        "steered_steps": 8,
+        "rate": 0.4,
+        "clean_verb_decisions": 8,
+        "clean_verbs_inverted": 2,
+        "rate_clean_verbs": 0.25,
+    }
     assert inversion_stats([])["rate"] is None
 
 
@@ -372,22 +439,36 @@ def _full_pass_margins(lm, core, layer, gen):
 
     with torch.no_grad():
         logits = lm.run_with_hooks(torch.tensor([ids]), fwd_hooks=[(resid_hook(layer), fn)])
-    return generation_margin(logits[0, start:], lm.verb_ids)
+    return generation_margin(logits[0, start:], lm.readout_ids)
 
 
+@pytest.mark.slow  # many generations, each also without a cache
 def test_batched_steering_matches_single_rows_and_a_cache_free_pass(tiny, prompts):
     # layer 0: its steered state feeds the keys and values of layer 1 (those of the last layer
     # would reach only the logits, and a wrong cache would go unnoticed)
     core = sva.layer_cores(tiny, prompts, [0], batch_size=6, progress=False)[0]
     rows = ["The keys to the cabinet", "1, 2, 3", "In the past, the man behind the old desks", "The key"]
-    configs = [None, SteeringConfig(gate=0.0, epsilon=0.5, cap=None), SteeringConfig(gate=0.001),
-               SteeringConfig(gate=0.0, cap=2.0)]
+    configs = [
+        None,
+        SteeringConfig(gate=0.0, epsilon=0.5, cap=None),
+        SteeringConfig(gate=0.001),
+        SteeringConfig(gate=0.0, cap=2.0),
+    ]
     budget, greedy = [6, 4, 7, 5], [True, True, False, True]
-    batch = generate_batch(tiny, rows, core=core, layer=0, configs=configs, max_new_tokens=budget,
-                           greedy=greedy, seed=3)
+    batch = generate_batch(
+        tiny, rows, core=core, layer=0, configs=configs, max_new_tokens=budget, greedy=greedy, seed=3
+    )
     for prompt, cfg, n, g, got in zip(rows, configs, budget, greedy, batch):
-        alone = generate(tiny, prompt, core=core if cfg else None, layer=0, config=cfg or SteeringConfig(),
-                         max_new_tokens=n, greedy=g, seed=3)
+        alone = generate(
+            tiny,
+            prompt,
+            core=core if cfg else None,
+            layer=0,
+            config=cfg or SteeringConfig(),
+            max_new_tokens=n,
+            greedy=g,
+            seed=3,
+        )
         assert got.tokens == alone.tokens and len(got.tokens) == n
         assert got.gated == alone.gated
         np.testing.assert_allclose(got.strength, alone.strength, rtol=1e-3, atol=1e-4)
@@ -397,19 +478,41 @@ def test_batched_steering_matches_single_rows_and_a_cache_free_pass(tiny, prompt
     assert sum(batch[1].gated) == 4 and not any(batch[0].gated)
     with torch.no_grad():  # the gate's verb mass at the first step, from an uncached pass
         first = torch.softmax(tiny(torch.tensor([tiny.encode(rows[1])]))[0, -1], -1)
-    assert batch[1].verb_mass[0] == pytest.approx(float(first[list(tiny.verb_ids.values())].sum()), abs=1e-5)
+    assert batch[1].verb_mass[0] == pytest.approx(float(first[list(tiny.readout_ids.values())].sum()), abs=1e-5)
     # requests of one prompt share a row until their gates disagree: a gate between the verb
     # masses of the plain continuation makes that row fork mid-way
     prompt = rows[0]
     mass = sorted(generate(tiny, prompt, max_new_tokens=6).verb_mass)
     middle = (mass[2] + mass[3]) / 2
-    shared = [(None, True), (SteeringConfig(gate=0.0), True), (SteeringConfig(gate=middle), True),
-              (SteeringConfig(gate=1.0), True), (None, False), (SteeringConfig(gate=middle), False)]
-    got = generate_batch(tiny, [prompt] * len(shared), core=core, layer=0, configs=[c for c, _ in shared],
-                         greedy=[g for _, g in shared], max_new_tokens=[6, 6, 6, 6, 5, 6], seed=3)
+    shared = [
+        (None, True),
+        (SteeringConfig(gate=0.0), True),
+        (SteeringConfig(gate=middle), True),
+        (SteeringConfig(gate=1.0), True),
+        (None, False),
+        (SteeringConfig(gate=middle), False),
+    ]
+    got = generate_batch(
+        tiny,
+        [prompt] * len(shared),
+        core=core,
+        layer=0,
+        configs=[c for c, _ in shared],
+        greedy=[g for _, g in shared],
+        max_new_tokens=[6, 6, 6, 6, 5, 6],
+        seed=3,
+    )
     for (cfg, g), out in zip(shared, got):
-        alone = generate(tiny, prompt, core=core if cfg else None, layer=0, config=cfg or SteeringConfig(),
-                         max_new_tokens=len(out.tokens), greedy=g, seed=3)
+        alone = generate(
+            tiny,
+            prompt,
+            core=core if cfg else None,
+            layer=0,
+            config=cfg or SteeringConfig(),
+            max_new_tokens=len(out.tokens),
+            greedy=g,
+            seed=3,
+        )
         assert out.tokens == alone.tokens and out.gated == alone.gated
         np.testing.assert_allclose(out.margin, alone.margin, atol=1e-4)
         np.testing.assert_allclose(_full_pass_margins(tiny, core, 0, out), out.margin, atol=1e-4)
@@ -421,6 +524,7 @@ def test_batched_steering_matches_single_rows_and_a_cache_free_pass(tiny, prompt
 
 
 # --------------------------------------------------------------------------- experiment
+
 
 def test_params_validation():
     with pytest.raises(ValueError, match="include 'flip'"):
@@ -434,12 +538,21 @@ def test_params_validation():
     assert sva.SVAParams(gate=0.25, gate_grid=[0.5, 0.1, 0.1]).gates == (0.1, 0.25, 0.5)
 
 
-def test_run_on_the_tiny_model(tmp_path, monkeypatch):
+def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
-    p = sva.SVAParams(models=("tiny-random-llama",), n_per_number=15, sweep_modes=("flip",),
-                      steering_prompts=("The keys to the cabinet", "The key to the doors"),
-                      control_prompts=("1 , 2 , 3",), max_new_tokens=4, control_new_tokens=3,
-                      n_display=1, n_samples=2, gate=0.0, gate_grid=(1.0, 0.5))
+    p = sva.SVAParams(
+        models=("tiny-random-llama",),
+        n_per_number=15,
+        sweep_modes=("flip",),
+        steering_prompts=("The keys to the cabinet", "The key to the doors"),
+        control_prompts=("1 , 2 , 3",),
+        max_new_tokens=4,
+        control_new_tokens=3,
+        n_display=1,
+        n_samples=2,
+        gate=0.0,
+        gate_grid=(1.0, 0.5),
+    )
     summary = sva.run(p, progress=False)
     (m,) = summary["models"]
     assert m["layers"] == [0, 1] and m["chosen_layer"] in (0, 1) and m["rank"] == 1
@@ -451,14 +564,19 @@ def test_run_on_the_tiny_model(tmp_path, monkeypatch):
     assert len(s["greedy"]) == 2 and len(s["sampled"]) == 4 and len(s["control"]) == 1
     # two samples per prompt, each with its own seed, the steered one sharing the unsteered one's draws
     assert [(pair["base"]["prompt"], pair["seed"]) for pair in s["sampled"]] == [
-        (q, seed) for q in p.steering_prompts for seed in (0, 1)]
+        (q, seed) for q in p.steering_prompts for seed in (0, 1)
+    ]
     sampled = [Generation(**pair["steered"]) for pair in s["sampled"]]
     assert s["sampled_inversion"]["steered"] == inversion_stats(sampled)
     assert set(s["other_words"]) == {"words", "greedy", "sampled"}
     assert [r["prompt"] for r in s["flip_demo"]] == list(FLIP_DEMO_PROMPTS)
     for r in s["flip_demo"]:
         assert set(r["baseline"]) == {"is", "are", "was", "were"}
-        assert 0 < sum(r["baseline"].values()) <= 1 and 0 < sum(r["flip"].values()) <= 1
+        with torch.no_grad():  # the unmodified probabilities, from a plain forward pass of the same model
+            probs = torch.softmax(tiny(torch.tensor([tiny.encode(r["prompt"])]))[0, -1].double(), -1)
+        expected = {verb.strip(): float(probs[i]) for verb, i in tiny.readout_ids.items()}
+        assert r["baseline"] == pytest.approx(expected, rel=1e-4, abs=1e-7)
+        assert r["flip"] != pytest.approx(r["baseline"], rel=1e-3)  # the flip moved them
     # every gate of the grid and the chosen one were run; the chosen one's pairs are its rows
     assert p.gates == (0.0, 0.5, 1.0) and set(s["gate_sweep"]) == {"0.0", "0.5", "1.0"}
     assert [pair["steered"] for pair in s["greedy"]] == s["gate_sweep"]["0.0"]["greedy"]
@@ -480,6 +598,7 @@ def test_run_on_the_tiny_model(tmp_path, monkeypatch):
     assert values["sva.key_is_flip"] == {"tiny-random-llama": s["flip_demo"][0]["flip"]["is"]}
     assert values["sva.pearson"] == {}
     from corelib import claims
+
     settings = sva.paper_deviations(p)
     assert settings["models"].startswith("[tiny-random-llama] (paper: [gpt2,")
     claims.record("subject_verb_agreement", values, settings=settings, root=tmp_path)  # known ids
@@ -501,12 +620,24 @@ def test_spectral_gap_in_the_papers_convention():
 def test_control_summary_known_answer():
     def gen(tokens, verbs, gated):
         n = len(tokens)
-        return Generation("1, 2,", tokens=tokens, pieces=[f" {t}" for t in tokens], gated=gated,
-                          strength=[0.0] * n, clean_margin=[0.0] * n, margin=[0.0] * n,
-                          clean_token=tokens, verb=verbs, clean_verb=verbs).to_dict()
+        return Generation(
+            "1, 2,",
+            tokens=tokens,
+            pieces=[f" {t}" for t in tokens],
+            gated=gated,
+            strength=[0.0] * n,
+            clean_margin=[0.0] * n,
+            margin=[0.0] * n,
+            clean_token=tokens,
+            verb=verbs,
+            clean_verb=verbs,
+        ).to_dict()
+
     free = {"base": gen([3, 4], [None, None], [False] * 2), "steered": gen([3, 4], [None, None], [False] * 2)}
-    verb = {"base": gen([3, 9, 5], [None, "singular", None], [False] * 3),
-            "steered": gen([3, 8, 5], [None, "plural", None], [False, True, False])}
+    verb = {
+        "base": gen([3, 9, 5], [None, "singular", None], [False] * 3),
+        "steered": gen([3, 8, 5], [None, "plural", None], [False, True, False]),
+    }
     broken = {"base": gen([3, 4], [None, None], [False] * 2), "steered": gen([7, 4], [None, None], [True, False])}
     c = sva.control_summary({"control": [free, verb, broken]})
     assert (c["n"], c["decision_free"], c["decision_free_unchanged"], c["unchanged"]) == (3, 2, 1, 1)
@@ -517,22 +648,36 @@ def test_control_summary_known_answer():
 def test_gate_table_and_criteria_known_answer():
     def gen(verbs, clean_verbs, gated, tokens=None):
         n = len(verbs)
-        return Generation("p", tokens=tokens or list(range(n)), pieces=["x"] * n, gated=gated,
-                          strength=[1.0] * n, clean_margin=[-1.0] * n, margin=[0.0] * n,
-                          clean_token=list(range(n)), verb=verbs, clean_verb=clean_verbs).to_dict()
+        return Generation(
+            "p",
+            tokens=tokens or list(range(n)),
+            pieces=["x"] * n,
+            gated=gated,
+            strength=[1.0] * n,
+            clean_margin=[-1.0] * n,
+            margin=[0.0] * n,
+            clean_token=list(range(n)),
+            verb=verbs,
+            clean_verb=clean_verbs,
+        ).to_dict()
+
     base_greedy = gen(["singular", None], ["singular", None], [False, False])
     base_control = gen([None, None], [None, None], [False, False])
-    steering = {"greedy": [{"base": base_greedy, "steered": base_greedy}],
-                "control": [{"base": base_control, "steered": base_control}],
-                "gate_sweep": {
-                    # inverts its one decision, but changes the decision-free control
-                    "0.1": {"greedy": [gen(["plural", None], ["singular", None], [True, False])],
-                            "control": [gen([None, "singular"], [None, None], [False, True], [0, 7])]},
-                    # inverts it and leaves the control alone
-                    "0.3": {"greedy": [gen(["plural", None], ["singular", None], [True, False])],
-                            "control": [base_control]},
-                    # lets the verb through unsteered: a decision, not inverted
-                    "0.5": {"greedy": [base_greedy], "control": [base_control]}}}
+    steering = {
+        "greedy": [{"base": base_greedy, "steered": base_greedy}],
+        "control": [{"base": base_control, "steered": base_control}],
+        "gate_sweep": {
+            # inverts its one decision, but changes the decision-free control
+            "0.1": {
+                "greedy": [gen(["plural", None], ["singular", None], [True, False])],
+                "control": [gen([None, "singular"], [None, None], [False, True], [0, 7])],
+            },
+            # inverts it and leaves the control alone
+            "0.3": {"greedy": [gen(["plural", None], ["singular", None], [True, False])], "control": [base_control]},
+            # lets the verb through unsteered: a decision, not inverted
+            "0.5": {"greedy": [base_greedy], "control": [base_control]},
+        },
+    }
     rows = sva.gate_table(steering)
     assert [r["gate"] for r in rows] == [0.1, 0.3, 0.5]
     assert [r["inversion rate"] for r in rows] == [1.0, 1.0, 0.0]
@@ -544,16 +689,21 @@ def test_gate_table_and_criteria_known_answer():
 
 
 def test_alignment_pairs_are_formed(tmp_path, monkeypatch):
-    models = [{"model": n, "coords": list(c), "wilcoxon_p": {"remove": 0.01, "flip": 0.02}}
-              for n, c in (("a", [1, 2, 3, 4]), ("b", [2, 4, 6, 9]), ("c", [4, 3, 2, 1]))]
-    pairs = [{"pair": [x["model"], y["model"]], **sva.alignment(x["coords"], y["coords"])}
-             for x, y in itertools.combinations(models, 2)]
+    models = [
+        {"model": n, "coords": list(c), "wilcoxon_p": {"remove": 0.01, "flip": 0.02}}
+        for n, c in (("a", [1, 2, 3, 4]), ("b", [2, 4, 6, 9]), ("c", [4, 3, 2, 1]))
+    ]
+    pairs = [
+        {"pair": [x["model"], y["model"]], **sva.alignment(x["coords"], y["coords"])}
+        for x, y in itertools.combinations(models, 2)
+    ]
     assert [p["pair"] for p in pairs] == [["a", "b"], ["a", "c"], ["b", "c"]]
     assert pairs[1]["spearman"] == pytest.approx(-1)
     assert 0 < sva._fisher(models)["remove"] < 0.01
 
 
 # --------------------------------------------------------------------------- exercises
+
 
 def test_exercise_auc_solution():
     ns = run_solution("subject_verb_agreement", "sva-ex-auc")

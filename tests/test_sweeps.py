@@ -1,4 +1,5 @@
 """Grokking sweeps: exact every-step times, independence of seeds, resumable records, fits."""
+
 from __future__ import annotations
 
 import json
@@ -9,14 +10,23 @@ import pytest
 import torch
 
 from corelib import sweeps
-from corelib.engine import DropoutStreams, PrefixData, SeedStack, StackOptimizer
+from corelib.engine import DropoutStreams, PrefixData, SeedStack, StackOptimizer, epoch_order
+from corelib.sweeps import (
+    Condition,
+    SweepConfig,
+    batch_plan,
+    bootstrap_fit,
+    condition_dir,
+    grok_time_constants,
+    min_correct,
+    power_law_constants,
+    run_condition,
+    run_sweep,
+    summarise,
+    train_condition,
+)
 from corelib.tasks.modular import modular_addition_split
 from corelib.theory import grok_time
-from corelib.sweeps import (
-    Condition, SweepConfig, batch_plan, bootstrap_fit, condition_dir, grok_time_constants, min_correct, power_law_constants,
-    run_condition, run_sweep, summarise, train_condition,
-)
-from corelib.engine import epoch_order
 
 TINY = dict(d_model=16, n_heads=2, d_ff=32, lr=1e-2)
 
@@ -141,15 +151,34 @@ def test_records_resume_and_corrupt_ones_are_recomputed(tmp_path, monkeypatch):
     assert json.loads((folder / "seed_3.json").read_text()) == first[2]
 
 
-@pytest.mark.parametrize("damage", [
-    lambda r: r.pop("t_gen"), lambda r: r.update(t_mem="12"), lambda r: r.update(seed=99),
-    lambda r: r.update(extra=1), lambda r: r.update(final_test_acc=1.5)])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda r: r.pop("t_gen"),
+        lambda r: r.update(t_mem="12"),
+        lambda r: r.update(seed=99),
+        lambda r: r.update(extra=1),
+        lambda r: r.update(final_test_acc=1.5),
+    ],
+)
 def test_record_problems_detects_wrong_fields(damage):
     cond, cfg = Condition(p=11, weight_decay=1.0), _cfg()
     key = sweeps.params_key(sweeps._condition_params(cond, cfg))
-    good = {"seed": 1, "condition": key, "p": 11, "weight_decay": 1.0, "batch_size": 60, "steps_per_epoch": 1,
-            "t_mem": 5, "t_gen": 9, "delay": 4, "stopped_at": 9, "reason": "patience",
-            "final_train_acc": 1.0, "final_test_acc": 0.2}
+    good = {
+        "seed": 1,
+        "condition": key,
+        "p": 11,
+        "weight_decay": 1.0,
+        "batch_size": 60,
+        "steps_per_epoch": 1,
+        "t_mem": 5,
+        "t_gen": 9,
+        "delay": 4,
+        "stopped_at": 9,
+        "reason": "patience",
+        "final_train_acc": 1.0,
+        "final_test_acc": 0.2,
+    }
     assert sweeps.record_problems(good, cond, cfg, 1) == []
     damage(good)
     assert sweeps.record_problems(good, cond, cfg, 1)
@@ -171,8 +200,11 @@ def test_run_sweep_dispatches_only_unfinished_conditions(tmp_path, monkeypatch):
 def test_bootstrap_recovers_a_planted_power_law():
     rng = np.random.default_rng(1)
     omegas = np.array([0.3, 0.5, 1.0, 2.0, 3.0])
-    rows = [{"weight_decay": w, "t_mem": 100, "t_gen": 100 + d, "delay": d}
-            for w in omegas for d in 1000 / w * np.exp(0.1 * rng.standard_normal(6))]
+    rows = [
+        {"weight_decay": w, "t_mem": 100, "t_gen": 100 + d, "delay": d}
+        for w in omegas
+        for d in 1000 / w * np.exp(0.1 * rng.standard_normal(6))
+    ]
     rows.append({"weight_decay": 1.0, "t_mem": 100, "t_gen": None, "delay": None})  # never grokked: ignored
     table = pd.DataFrame(rows)
     fit = bootstrap_fit(table, "weight_decay", power_law_constants, n_boot=200)
@@ -189,8 +221,9 @@ def test_bootstrap_recovers_a_planted_power_law():
 def test_bootstrap_recovers_planted_grok_time_constants():
     rng = np.random.default_rng(2)
     primes = np.array([31, 43, 53, 61, 79, 89, 101])
-    rows = [{"p": q, "delay": d} for q in primes
-            for d in grok_time(q, 2770.0, 23.0) * np.exp(0.05 * rng.standard_normal(8))]
+    rows = [
+        {"p": q, "delay": d} for q in primes for d in grok_time(q, 2770.0, 23.0) * np.exp(0.05 * rng.standard_normal(8))
+    ]
     fit = bootstrap_fit(pd.DataFrame(rows), "p", grok_time_constants, n_boot=100)
     assert fit.loc["Omega", "estimate"] == pytest.approx(2770, rel=0.2)
     assert fit.loc["p_crit", "estimate"] == pytest.approx(23, rel=0.15)
@@ -217,10 +250,15 @@ def test_bad_settings_are_refused_with_clear_errors():
 def test_fits_use_condition_means_and_exclude_nonpositive_delays():
     """The estimate is the fit to the per-condition means (numpy's polyfit in log-log), as the paper's."""
     rng = np.random.default_rng(3)
-    rows = [{"weight_decay": w, "t_mem": 100, "t_gen": 100 + d, "delay": d}
-            for w in (0.5, 1.0, 2.0) for d in 1000 / w * np.exp(0.5 * rng.standard_normal(4))]
-    rows += [{"weight_decay": 2.0, "t_mem": 300, "t_gen": 300, "delay": 0},      # generalised with memorising
-             {"weight_decay": 2.0, "t_mem": 300, "t_gen": 250, "delay": -50}]    # before it: no delay either
+    rows = [
+        {"weight_decay": w, "t_mem": 100, "t_gen": 100 + d, "delay": d}
+        for w in (0.5, 1.0, 2.0)
+        for d in 1000 / w * np.exp(0.5 * rng.standard_normal(4))
+    ]
+    rows += [
+        {"weight_decay": 2.0, "t_mem": 300, "t_gen": 300, "delay": 0},  # generalised with memorising
+        {"weight_decay": 2.0, "t_mem": 300, "t_gen": 250, "delay": -50},
+    ]  # before it: no delay either
     table = pd.DataFrame(rows)
     means = table[table["delay"] > 0].groupby("weight_decay")["delay"].mean()
     slope, _ = np.polyfit(np.log(means.index.to_numpy()), np.log(means.to_numpy()), 1)
@@ -234,8 +272,7 @@ def test_fits_use_condition_means_and_exclude_nonpositive_delays():
 def test_batch_plan_and_a_kept_partial_batch():
     """The reference skips a permutation's partial batch; keep_partial_batch trains on it."""
     assert batch_plan(1404, 512) == {"batch": 512, "steps_per_permutation": 2, "skipped": 380, "steps_per_epoch": 3}
-    assert batch_plan(1404, 512, True) == {"batch": 512, "steps_per_permutation": 3, "skipped": 0,
-                                           "steps_per_epoch": 3}
+    assert batch_plan(1404, 512, True) == {"batch": 512, "steps_per_permutation": 3, "skipped": 0, "steps_per_epoch": 3}
     assert batch_plan(60, None) == {"batch": 60, "steps_per_permutation": 1, "skipped": 0, "steps_per_epoch": 1}
     with pytest.raises(ValueError, match="positive batch size"):
         batch_plan(60, 0)

@@ -1,4 +1,5 @@
 """The grokking model of corelib.theory against closed forms and independent scipy solutions."""
+
 import numpy as np
 import pytest
 import scipy.integrate
@@ -10,6 +11,7 @@ PAPER_PRIMES = np.array([31, 43, 53, 61, 79, 89, 101], dtype=float)
 
 
 # --------------------------------------------------------------------------- psi
+
 
 def test_psi_entries():
     v = T.psi(7)
@@ -50,14 +52,20 @@ def test_psi_accepts_integral_floats_and_numpy_ints():
 
 # --------------------------------------------------------------------------- minimum norm
 
+
 def _slsqp_min_norm(v, seed):
     """Independent of corelib: generic constrained minimisation (margin 1) from a random feasible start."""
     x0 = np.abs(np.random.default_rng(seed).standard_normal(v.size))
     x0 *= 2 / (x0 @ v)
     res = scipy.optimize.minimize(
-        lambda a: a @ a, x0, jac=lambda a: 2 * a, method="SLSQP", bounds=[(0, None)] * v.size,
+        lambda a: a @ a,
+        x0,
+        jac=lambda a: 2 * a,
+        method="SLSQP",
+        bounds=[(0, None)] * v.size,
         constraints=[{"type": "ineq", "fun": lambda a: a @ v - 1, "jac": lambda a: v}],
-        options={"ftol": 1e-14, "maxiter": 2000})
+        options={"ftol": 1e-14, "maxiter": 2000},
+    )
     assert res.success, res.message
     return res.x
 
@@ -79,11 +87,12 @@ def test_min_norm_amplitudes_solve_the_constrained_problem(p, delta):
     np.testing.assert_allclose(a_star, _kkt_min_norm(v, delta), rtol=0, atol=1e-12)
     np.testing.assert_allclose(a_star, T.min_norm_amplitudes_numeric(p, delta), rtol=0, atol=1e-6)
     assert a_star @ v == pytest.approx(delta, rel=1e-12)
-    assert a_star @ a_star == pytest.approx(delta ** 2 / T.psi_norm_sq(p), rel=1e-12)
+    assert a_star @ a_star == pytest.approx(delta**2 / T.psi_norm_sq(p), rel=1e-12)
     # every other feasible point costs more: single modes and random directions scaled to the margin
     rng = np.random.default_rng(p)
     for a in [np.eye(v.size)[k] * delta / v[k] for k in range(v.size)] + [
-            np.abs(rng.standard_normal(v.size)) for _ in range(20)]:
+        np.abs(rng.standard_normal(v.size)) for _ in range(20)
+    ]:
         a = a * delta / (a @ v)
         assert a @ a >= a_star @ a_star * (1 - 1e-12)
 
@@ -105,15 +114,16 @@ def test_min_norm_rejects_a_non_positive_margin():
 
 # --------------------------------------------------------------------------- margin dynamics
 
+
 @pytest.mark.parametrize("omega, m_star, m0", [(1.0, 2.3, 0.0), (0.3, 10.0, 0.0), (3.0, 0.5, 1.2)])
 def test_margin_ode_matches_closed_form(omega, m_star, m0):
     t = np.linspace(0, 8 / omega, 200)
-    sol = scipy.integrate.solve_ivp(lambda _t, m: -omega * m + omega * m_star, (0, t[-1]), [m0],
-                                    t_eval=t, rtol=1e-12, atol=1e-12, method="DOP853")
+    sol = scipy.integrate.solve_ivp(
+        lambda _t, m: -omega * m + omega * m_star, (0, t[-1]), [m0], t_eval=t, rtol=1e-12, atol=1e-12, method="DOP853"
+    )
     closed = T.margin_trajectory(t, omega, m_star, m0)
     np.testing.assert_allclose(closed, sol.y[0], rtol=0, atol=1e-6)
-    np.testing.assert_allclose(T.integrate_margin(t[::-1], omega, m_star, m0), closed[::-1],
-                               rtol=0, atol=1e-6)
+    np.testing.assert_allclose(T.integrate_margin(t[::-1], omega, m_star, m0), closed[::-1], rtol=0, atol=1e-6)
     if m0 == 0:
         np.testing.assert_allclose(closed, m_star * (1 - np.exp(-omega * t)), rtol=1e-14, atol=1e-14)
     assert isinstance(T.margin_trajectory(1.0, omega, m_star), float)
@@ -132,6 +142,7 @@ def test_hitting_time_of_the_ode_is_grok_time_with_the_derived_constants():
 
 
 # --------------------------------------------------------------------------- grokking time
+
 
 def test_grok_time_is_vectorised_and_decreasing():
     tau = T.grok_time(PAPER_PRIMES, 2770.0, 23.0)
@@ -159,7 +170,7 @@ def test_large_p_asymptote_is_inverse_p():
     tau = T.grok_time(p, Omega, p_crit)
     x = p_crit / p
     ratio = tau / (Omega * p_crit / p)
-    np.testing.assert_array_less(np.abs(ratio - 1 - x / 2), x ** 2)  # -log(1-x)/x = 1 + x/2 + x^2/3 + ...
+    np.testing.assert_array_less(np.abs(ratio - 1 - x / 2), x**2)  # -log(1-x)/x = 1 + x/2 + x^2/3 + ...
     assert ratio[-1] == pytest.approx(1.0, abs=1e-6)
     far = T.fit_power_law(p[-10:], tau[-10:])
     assert far.exponent == pytest.approx(-1.0, abs=1e-5)
@@ -179,11 +190,15 @@ def test_tau_is_inverse_in_weight_decay():
 
 # --------------------------------------------------------------------------- fits
 
-@pytest.mark.parametrize("Omega, p_crit, p", [
-    (2770.0, 23.0, PAPER_PRIMES),
-    (1000.0, 5.5, np.arange(6.0, 40.0, 3.0)),
-    (37.0, 90.0, np.array([91.0, 95.0, 120.0, 200.0, 500.0])),
-])
+
+@pytest.mark.parametrize(
+    "Omega, p_crit, p",
+    [
+        (2770.0, 23.0, PAPER_PRIMES),
+        (1000.0, 5.5, np.arange(6.0, 40.0, 3.0)),
+        (37.0, 90.0, np.array([91.0, 95.0, 120.0, 200.0, 500.0])),
+    ],
+)
 def test_fit_grok_time_recovers_planted_constants(Omega, p_crit, p):
     fit = T.fit_grok_time(p, T.grok_time(p, Omega, p_crit))
     assert fit.Omega == pytest.approx(Omega, rel=1e-6)
@@ -221,13 +236,13 @@ def test_fit_grok_time_input_errors():
 
 def test_fit_power_law_recovers_planted_exponent():
     x = np.array([0.3, 0.5, 1, 1.5, 2, 3])
-    fit = T.fit_power_law(x, 5e3 * x ** -1.02)
+    fit = T.fit_power_law(x, 5e3 * x**-1.02)
     assert fit.exponent == pytest.approx(-1.02, rel=1e-12)
     assert fit.prefactor == pytest.approx(5e3, rel=1e-12)
     assert fit.r2 == pytest.approx(1.0, abs=1e-12)
     rng = np.random.default_rng(1)
     x = np.geomspace(1, 100, 50)
-    noisy = T.fit_power_law(x, 2.0 * x ** 0.5 * np.exp(0.05 * rng.standard_normal(50)))
+    noisy = T.fit_power_law(x, 2.0 * x**0.5 * np.exp(0.05 * rng.standard_normal(50)))
     assert abs(noisy.exponent - 0.5) < 4 * noisy.exponent_se and noisy.exponent_se < 0.01
     assert np.isnan(T.fit_power_law([1, 2], [1, 4]).exponent_se)
 

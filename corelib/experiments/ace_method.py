@@ -3,10 +3,11 @@
 The chapter's exact checks (Gramians, Hankel singular values) need only ``corelib.ace`` and
 ``corelib.linear``; this module holds the loops and the synthetic data the chapter builds on top.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from typing import Callable, Sequence
 
 import numpy as np
 import scipy.linalg
@@ -14,14 +15,29 @@ import torch
 
 from ..ace import Core, energy_rank, extract, from_moments, jacobians
 from ..compare import principal_angles
-from ..plots.ace_method import ARROW_SD
 from ..linear import (
-    balanced_truncation, gramians, hankel_singular_values, observability_matrix, pca_basis, random_stable_system,
+    balanced_truncation,
+    gramians,
+    hankel_singular_values,
+    observability_matrix,
+    pca_basis,
+    random_stable_system,
     simulate_states,
 )
+from ..plots.ace_method import ARROW_SD
 
-__all__ = ["AceMethodParams", "HANKEL_REL_TOL", "ANGLE_TOL_RAD", "decoy_activations", "keep_r2",
-           "simulated_core_errors", "lti_comparison", "from_simulation", "decoy_comparison", "glue_values"]
+__all__ = [
+    "AceMethodParams",
+    "HANKEL_REL_TOL",
+    "ANGLE_TOL_RAD",
+    "decoy_activations",
+    "keep_r2",
+    "simulated_core_errors",
+    "lti_comparison",
+    "from_simulation",
+    "decoy_comparison",
+    "glue_values",
+]
 
 HANKEL_REL_TOL = 1e-8
 """Largest relative difference between ACE's and the Hankel singular values the tests accept."""
@@ -54,14 +70,24 @@ class AceMethodParams:
         object.__setattr__(self, "sim_steps", tuple(int(n) for n in self.sim_steps))
 
     @classmethod
-    def from_namespace(cls, namespace: dict) -> "AceMethodParams":
+    def from_namespace(cls, namespace: dict) -> AceMethodParams:
         """Build from a notebook's variables (e.g. ``globals()`` after the parameters cell)."""
         return cls(**{f.name: namespace[f.name] for f in fields(cls) if f.name in namespace})
 
 
 def simulated_core_errors(
-    A, B, C, *, rank: int, reference_sv, reference_basis, sim_steps: Sequence[int], n_runs: int,
-    n_jacobians: int, seed: int, horizon: int,
+    A,
+    B,
+    C,
+    *,
+    rank: int,
+    reference_sv,
+    reference_basis,
+    sim_steps: Sequence[int],
+    n_runs: int,
+    n_jacobians: int,
+    seed: int,
+    horizon: int,
 ) -> tuple[list[float], list[float]]:
     """How close ACE from simulated states gets to the exact (Gramian) answer, per trajectory length.
 
@@ -89,7 +115,13 @@ def simulated_core_errors(
 
 
 def decoy_activations(
-    dim: int, n: int, *, loud_std: float, quiet_std: float, seed: int, decorrelate: bool = True,
+    dim: int,
+    n: int,
+    *,
+    loud_std: float,
+    quiet_std: float,
+    seed: int,
+    decorrelate: bool = True,
     offset: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Activations whose spread falls geometrically from ``loud_std`` to ``quiet_std``.
@@ -116,8 +148,7 @@ def keep_r2(f: Callable, H, basis, mean) -> float:
     ``1 - sum (f(h) - f(h_kept))^2 / sum (f(h) - mean f)^2`` with
     ``h_kept = mean + P (h - mean)``: 1 when the subspace keeps everything the read-out uses.
     """
-    kept = Core(basis=np.asarray(basis), singular_values=np.ones(np.shape(basis)[1]),
-                mean=np.asarray(mean))
+    kept = Core(basis=np.asarray(basis), singular_values=np.ones(np.shape(basis)[1]), mean=np.asarray(mean))
     y, y_kept = f(H), f(kept.keep(H, centered=True))
     return float(1.0 - np.sum((y - y_kept) ** 2) / np.sum((y - y.mean()) ** 2))
 
@@ -129,16 +160,21 @@ def lti_comparison(params: AceMethodParams) -> dict:
     largest principal angle between the two rank-``rank`` subspaces (by scipy and by corelib),
     and the same singular values by the textbook route ``sqrt(eig(Wc Wo))``.
     """
-    system = random_stable_system(params.n_states, params.n_inputs, params.n_outputs, seed=params.seed,
-                                  spectral_radius=params.spectral_radius)
+    system = random_stable_system(
+        params.n_states, params.n_inputs, params.n_outputs, seed=params.seed, spectral_radius=params.spectral_radius
+    )
     wc, wo = gramians(*system)  # scipy.linalg.solve_discrete_lyapunov
     hsv = hankel_singular_values(*system)  # square-root method, Cholesky factors
     truncation = balanced_truncation(*system, params.rank)
     core = from_moments(wc, wo, rank=params.rank, eps=0)  # ACE: eigh factors, no jitter
     eig_route = np.sort(np.sqrt(np.abs(np.linalg.eigvals(wc @ wo))))[::-1]
     return {
-        "params": params, "system": system, "observability_gramian": wo,
-        "hankel": hsv, "ace": core.singular_values, "truncation_basis": truncation.basis,
+        "params": params,
+        "system": system,
+        "observability_gramian": wo,
+        "hankel": hsv,
+        "ace": core.singular_values,
+        "truncation_basis": truncation.basis,
         "hankel_rel_err": float(np.max(np.abs(core.singular_values - hsv) / hsv)),
         "angle_scipy": float(np.max(scipy.linalg.subspace_angles(core.basis, truncation.basis))),
         "angle_corelib": float(np.radians(np.max(principal_angles(core.basis, truncation.basis)))),
@@ -157,11 +193,25 @@ def from_simulation(lti: dict) -> dict:
     o_mat = observability_matrix(a, c, horizon)
     wo = lti["observability_gramian"]
     errors, angles = simulated_core_errors(
-        a, b, c, rank=params.rank, reference_sv=lti["hankel"], reference_basis=lti["truncation_basis"],
-        sim_steps=params.sim_steps, n_runs=params.sim_repeats, n_jacobians=params.n_jacobian_samples,
-        seed=params.seed, horizon=horizon)
-    return {"params": params, "horizon": horizon, "errors": errors, "angles": angles,
-            "horizon_tail": float(np.linalg.norm(o_mat.T @ o_mat - wo) / np.linalg.norm(wo))}
+        a,
+        b,
+        c,
+        rank=params.rank,
+        reference_sv=lti["hankel"],
+        reference_basis=lti["truncation_basis"],
+        sim_steps=params.sim_steps,
+        n_runs=params.sim_repeats,
+        n_jacobians=params.n_jacobian_samples,
+        seed=params.seed,
+        horizon=horizon,
+    )
+    return {
+        "params": params,
+        "horizon": horizon,
+        "errors": errors,
+        "angles": angles,
+        "horizon_tail": float(np.linalg.norm(o_mat.T @ o_mat - wo) / np.linalg.norm(wo)),
+    }
 
 
 def decoy_comparison(params: AceMethodParams) -> dict:
@@ -171,9 +221,14 @@ def decoy_comparison(params: AceMethodParams) -> dict:
     read-out direction, both leading directions and their angles to it (degrees), and the R^2 of
     the read-out after keeping the top-k ACE or PCA directions, for every k.
     """
-    h, axes = decoy_activations(params.pca_dim, params.pca_samples, loud_std=params.pca_nuisance_std,
-                                quiet_std=params.pca_signal_std, seed=params.seed,
-                                decorrelate=params.pca_decorrelate)
+    h, axes = decoy_activations(
+        params.pca_dim,
+        params.pca_samples,
+        loud_std=params.pca_nuisance_std,
+        quiet_std=params.pca_signal_std,
+        seed=params.seed,
+        decorrelate=params.pca_decorrelate,
+    )
     readout = _squashed_readout(axes[:, -1], h.mean(axis=0), params.pca_signal_std)
     jac = jacobians(readout, torch.from_numpy(h))  # (N, 1, D)
     ace = extract(h, jac)  # rank by the default 99 % energy
@@ -183,11 +238,18 @@ def decoy_comparison(params: AceMethodParams) -> dict:
     r2_ace = [keep_r2(readout, h, extract(h, jac, rank=int(k)).basis, h.mean(axis=0)) for k in ks]
     survives = np.asarray(r2_pca) > 0.99
     return {
-        "params": params, "activations": h, "axes": axes, "readout_values": readout(h),
-        "ace_direction": ace.basis[:, 0], "pca_direction": pca[:, 0], "ace_rank": int(ace.rank),
+        "params": params,
+        "activations": h,
+        "axes": axes,
+        "readout_values": readout(h),
+        "ace_direction": ace.basis[:, 0],
+        "pca_direction": pca[:, 0],
+        "ace_rank": int(ace.rank),
         "angle_ace": float(principal_angles(ace.basis[:, :1], axes[:, -1:])[0]),
         "angle_pca": float(principal_angles(pca, axes[:, -1:])[0]),
-        "ks": ks, "r2_ace": r2_ace, "r2_pca": r2_pca,
+        "ks": ks,
+        "r2_ace": r2_ace,
+        "r2_pca": r2_pca,
         "pca_k_needed": int(ks[np.argmax(survives)]) if survives.any() else int(params.pca_dim),
     }
 
@@ -209,22 +271,39 @@ def glue_values(lti: dict, simulation: dict, decoy: dict) -> dict[str, object]:
     params = lti["params"]
     ratio = params.pca_nuisance_std / params.pca_signal_std
     return {
-        "hankel_rel_tol": HANKEL_REL_TOL, "angle_tol_rad": ANGLE_TOL_RAD,
-        "n_states": params.n_states, "n_inputs": params.n_inputs, "n_outputs": params.n_outputs,
-        "rank": params.rank, "spectral_radius": float(params.spectral_radius),
-        "hankel_rel_err": lti["hankel_rel_err"], "angle_scipy": lti["angle_scipy"],
-        "angle_corelib": lti["angle_corelib"], "hsv_ratio": float(lti["hankel"][0] / lti["hankel"][-1]),
-        "energy": ENERGY, "lti_energy_rank": int(energy_rank(lti["hankel"], ENERGY)),
+        "hankel_rel_tol": HANKEL_REL_TOL,
+        "angle_tol_rad": ANGLE_TOL_RAD,
+        "n_states": params.n_states,
+        "n_inputs": params.n_inputs,
+        "n_outputs": params.n_outputs,
+        "rank": params.rank,
+        "spectral_radius": float(params.spectral_radius),
+        "hankel_rel_err": lti["hankel_rel_err"],
+        "angle_scipy": lti["angle_scipy"],
+        "angle_corelib": lti["angle_corelib"],
+        "hsv_ratio": float(lti["hankel"][0] / lti["hankel"][-1]),
+        "energy": ENERGY,
+        "lti_energy_rank": int(energy_rank(lti["hankel"], ENERGY)),
         "eig_route_rel_err": lti["eig_route_rel_err"],
-        "horizon": simulation["horizon"], "horizon_tail": simulation["horizon_tail"],
-        "n_jacobian_samples": params.n_jacobian_samples, "sim_n_max": max(params.sim_steps),
-        "sim_n_min": min(params.sim_steps), "sim_repeats": params.sim_repeats,
-        "data_err_max_n": simulation["errors"][-1], "data_angle_max_n": simulation["angles"][-1],
+        "horizon": simulation["horizon"],
+        "horizon_tail": simulation["horizon_tail"],
+        "n_jacobian_samples": params.n_jacobian_samples,
+        "sim_n_max": max(params.sim_steps),
+        "sim_n_min": min(params.sim_steps),
+        "sim_repeats": params.sim_repeats,
+        "data_err_max_n": simulation["errors"][-1],
+        "data_angle_max_n": simulation["angles"][-1],
         "data_err_min_n": simulation["errors"][0],
-        "pca_dim": params.pca_dim, "pca_samples": params.pca_samples,
-        "spread_ratio": float(ratio), "variance_ratio": float(ratio**2),
-        "ace_toy_rank": decoy["ace_rank"], "angle_ace_w": decoy["angle_ace"], "angle_pca_w": decoy["angle_pca"],
+        "pca_dim": params.pca_dim,
+        "pca_samples": params.pca_samples,
+        "spread_ratio": float(ratio),
+        "variance_ratio": float(ratio**2),
+        "ace_toy_rank": decoy["ace_rank"],
+        "angle_ace_w": decoy["angle_ace"],
+        "angle_pca_w": decoy["angle_pca"],
         # Rounded to the 3 decimals shown (adding 0.0 turns a rounded -0.0 into 0.0).
-        "r2_ace_1": round(decoy["r2_ace"][0], 3) + 0.0, "r2_pca_1": round(decoy["r2_pca"][0], 3) + 0.0,
-        "pca_k_needed": decoy["pca_k_needed"], "arrow_sd": ARROW_SD,
+        "r2_ace_1": round(decoy["r2_ace"][0], 3) + 0.0,
+        "r2_pca_1": round(decoy["r2_pca"][0], 3) + 0.0,
+        "pca_k_needed": decoy["pca_k_needed"],
+        "arrow_sd": ARROW_SD,
     }

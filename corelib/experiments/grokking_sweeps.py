@@ -1,6 +1,7 @@
 """The grokking-sweeps chapter (the paper's Figure 4): run both sweeps, fit them, and say what
 the chapter quotes. Training and the fits live in :mod:`corelib.sweeps`; this module arranges
 them for the chapter."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
@@ -10,12 +11,20 @@ import pandas as pd
 
 from corelib import claims
 from corelib.sweeps import (
-    PAPER_SWEEPS, Condition, SweepConfig, batch_plan, bootstrap_fit, grok_time_constants, min_correct,
-    power_law_constants, run_sweep, summarise, usable_delays,
+    PAPER_SWEEPS,
+    Condition,
+    SweepConfig,
+    batch_plan,
+    bootstrap_fit,
+    grok_time_constants,
+    min_correct,
+    power_law_constants,
+    run_sweep,
+    summarise,
+    usable_delays,
 )
 
-__all__ = ["SweepsParams", "run", "constants_table", "claim_values", "claim_settings", "glue_values",
-           "format_number"]
+__all__ = ["SweepsParams", "run", "constants_table", "claim_values", "claim_settings", "glue_values", "format_number"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +58,7 @@ class SweepsParams:
         object.__setattr__(self, "moduli", tuple(int(q) for q in self.moduli))
 
     @classmethod
-    def from_namespace(cls, namespace: dict) -> "SweepsParams":
+    def from_namespace(cls, namespace: dict) -> SweepsParams:
         """Build from a notebook's variables (e.g. ``globals()`` after the parameters cell)."""
         return cls(**{f.name: namespace[f.name] for f in fields(cls) if f.name in namespace})
 
@@ -60,17 +69,25 @@ class SweepsParams:
 
     def config(self, max_epochs: int) -> SweepConfig:
         """What every condition of a sweep shares, with the sweep's cap."""
-        return SweepConfig(d_model=self.d_model, n_heads=self.n_heads, d_ff=self.d_ff, n_layers=self.n_layers,
-                           lr=self.lr, dropout=self.dropout, train_fraction=self.train_fraction,
-                           split_seed=self.split_seed, threshold=self.threshold,
-                           patience_epochs=self.patience_epochs, max_epochs=max_epochs)
+        return SweepConfig(
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            d_ff=self.d_ff,
+            n_layers=self.n_layers,
+            lr=self.lr,
+            dropout=self.dropout,
+            train_fraction=self.train_fraction,
+            split_seed=self.split_seed,
+            threshold=self.threshold,
+            patience_epochs=self.patience_epochs,
+            max_epochs=max_epochs,
+        )
 
     def omega_conditions(self) -> list[Condition]:
         return [Condition(p=self.omega_p, weight_decay=w, batch_size=self.omega_batch_size) for w in self.omegas]
 
     def p_conditions(self) -> list[Condition]:
-        return [Condition(p=q, weight_decay=self.p_weight_decay, batch_size=self.p_batch_size)
-                for q in self.moduli]
+        return [Condition(p=q, weight_decay=self.p_weight_decay, batch_size=self.p_batch_size) for q in self.moduli]
 
 
 def _fit_or_none(table: pd.DataFrame, by: str, fit, n_boot: int) -> pd.DataFrame | None:
@@ -84,14 +101,16 @@ def _fit_or_none(table: pd.DataFrame, by: str, fit, n_boot: int) -> pd.DataFrame
 
 def run(params: SweepsParams) -> dict:
     """Both sweeps (trained, or read back from their records), their summaries and bootstrap fits."""
-    table_omega = run_sweep(params.omega_conditions(), params.seeds, params.config(params.omega_max_epochs),
-                            n_jobs=params.n_jobs)
-    table_p = run_sweep(params.p_conditions(), params.seeds, params.config(params.p_max_epochs),
-                        n_jobs=params.n_jobs)
+    table_omega = run_sweep(
+        params.omega_conditions(), params.seeds, params.config(params.omega_max_epochs), n_jobs=params.n_jobs
+    )
+    table_p = run_sweep(params.p_conditions(), params.seeds, params.config(params.p_max_epochs), n_jobs=params.n_jobs)
     return {
         "params": params,
-        "table_omega": table_omega, "table_p": table_p,
-        "summary_omega": summarise(table_omega, "weight_decay"), "summary_p": summarise(table_p, "p"),
+        "table_omega": table_omega,
+        "table_p": table_p,
+        "summary_omega": summarise(table_omega, "weight_decay"),
+        "summary_p": summarise(table_p, "p"),
         "fit_omega": _fit_or_none(table_omega, "weight_decay", power_law_constants, params.n_boot),
         "fit_p": _fit_or_none(table_p, "p", grok_time_constants, params.n_boot),
         "paper": {k: claims.claim(f"sweeps.{k}").value for k in ("omega_exponent", "Omega", "p_crit")},
@@ -109,29 +128,42 @@ def constants_table(summary: dict) -> pd.DataFrame:
     """One row per fitted constant of both sweeps: estimate, bootstrap sd and 95 % interval."""
     params = summary["params"]
     rows = []
-    for sweep, fit in ((f"tau vs omega (p = {params.omega_p})", summary["fit_omega"]),
-                       (f"tau vs p (omega = {params.p_weight_decay:g})", summary["fit_p"])):
-        for name, r in ([] if fit is None else fit.iterrows()):
-            rows.append({"sweep": sweep, "constant": name, "estimate": r["estimate"], "bootstrap sd": r["sd"],
-                         "95% interval": f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}]"})
+    for sweep, fit in (
+        (f"tau vs omega (p = {params.omega_p})", summary["fit_omega"]),
+        (f"tau vs p (omega = {params.p_weight_decay:g})", summary["fit_p"]),
+    ):
+        for name, r in [] if fit is None else fit.iterrows():
+            rows.append(
+                {
+                    "sweep": sweep,
+                    "constant": name,
+                    "estimate": r["estimate"],
+                    "bootstrap sd": r["sd"],
+                    "95% interval": f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}]",
+                }
+            )
     return pd.DataFrame(rows, columns=["sweep", "constant", "estimate", "bootstrap sd", "95% interval"])
 
 
 def claim_values(summary: dict) -> dict[str, float]:
     """The measured values of the sweep claims (Omega rescaled to weight decay 1, as the paper's)."""
     params = summary["params"]
-    return {"sweeps.omega_exponent": constant(summary["fit_omega"], "exponent")[0],
-            "sweeps.Omega": constant(summary["fit_p"], "Omega")[0] * params.p_weight_decay,
-            "sweeps.p_crit": constant(summary["fit_p"], "p_crit")[0],
-            "sweeps.r2_p": constant(summary["fit_p"], "r2")[0]}
+    return {
+        "sweeps.omega_exponent": constant(summary["fit_omega"], "exponent")[0],
+        "sweeps.Omega": constant(summary["fit_p"], "Omega")[0] * params.p_weight_decay,
+        "sweeps.p_crit": constant(summary["fit_p"], "p_crit")[0],
+        "sweeps.r2_p": constant(summary["fit_p"], "r2")[0],
+    }
 
 
 def claim_settings(params: SweepsParams) -> dict[str, str]:
     """Where this build's settings differ from the paper's, for the claims page."""
     sweep_settings = {k: getattr(params, k) for k in PAPER_SWEEPS}
     sweep_settings = {k: list(v) if isinstance(v, tuple) else v for k, v in sweep_settings.items()}
-    return {**claims.deviations(sweep_settings, PAPER_SWEEPS),
-            **claims.deviations(params.config(params.omega_max_epochs), SweepConfig(), ignore=["max_epochs"])}
+    return {
+        **claims.deviations(sweep_settings, PAPER_SWEEPS),
+        **claims.deviations(params.config(params.omega_max_epochs), SweepConfig(), ignore=["max_epochs"]),
+    }
 
 
 def format_number(x: float | None, digits: int = 3) -> str:
@@ -156,15 +188,23 @@ def _settings_values(params: SweepsParams, paper: dict) -> dict[str, object]:
     n_train = int(params.train_fraction * params.omega_p**2)
     plan = batch_plan(n_train, params.omega_batch_size, params.config(1).keep_partial_batch)
     return {
-        "n_seeds": params.n_seeds, "omega_p": params.omega_p, "d_model": params.d_model, "d_ff": params.d_ff,
-        "omega_batch_text": _batch_text(params.omega_batch_size), "p_omega": f"{params.p_weight_decay:g}",
-        "threshold_pct": f"{100 * params.threshold:g}", "patience": params.patience_epochs,
-        "n_boot": params.n_boot, "lr": f"{params.lr:g}",
+        "n_seeds": params.n_seeds,
+        "omega_p": params.omega_p,
+        "d_model": params.d_model,
+        "d_ff": params.d_ff,
+        "omega_batch_text": _batch_text(params.omega_batch_size),
+        "p_omega": f"{params.p_weight_decay:g}",
+        "threshold_pct": f"{100 * params.threshold:g}",
+        "patience": params.patience_epochs,
+        "n_boot": params.n_boot,
+        "lr": f"{params.lr:g}",
         "dropout_text": f"{params.dropout:g} during training" if params.dropout else "off",
         "omegas_text": ", ".join(f"{w:g}" for w in params.omegas),
         "moduli_text": ", ".join(str(q) for q in params.moduli),
-        "omega_cap": params.omega_max_epochs, "p_cap": params.p_max_epochs,
-        "p_batch_text": _batch_text(params.p_batch_size), "n_train_53": n_train,
+        "omega_cap": params.omega_max_epochs,
+        "p_cap": params.p_max_epochs,
+        "p_batch_text": _batch_text(params.p_batch_size),
+        "n_train_53": n_train,
         "budget_53": n_train - min_correct(n_train, params.threshold),
         **{f"paper_{k}": f"{v:g}" for k, v in paper.items()},
         **{k: plan[k] for k in ("steps_per_permutation", "skipped", "steps_per_epoch")},
@@ -179,16 +219,20 @@ def _fit_values(summary: dict) -> dict[str, object]:
     product, product_sd = constant(fit_p, "Omega_p_crit")
     n_grokked = usable_delays(summary["table_omega"]).sum() + usable_delays(summary["table_p"]).sum()
     return {
-        "beta": format_number(beta), "beta_sd": format_number(beta_sd, 2),
+        "beta": format_number(beta),
+        "beta_sd": format_number(beta_sd, 2),
         "r2_omega": format_number(constant(fit_omega, "r2")[0], 3),
-        "Omega": format_number(omega_big, 4), "Omega_sd": format_number(omega_big_sd, 2),
-        "p_crit": format_number(p_crit), "p_crit_sd": format_number(p_crit_sd, 2),
+        "Omega": format_number(omega_big, 4),
+        "Omega_sd": format_number(omega_big_sd, 2),
+        "p_crit": format_number(p_crit),
+        "p_crit_sd": format_number(p_crit_sd, 2),
         "r2_p": format_number(constant(fit_p, "r2")[0], 3),
         "Omega_at_1": format_number(claim_values(summary)["sweeps.Omega"], 4),
         "rel_Omega": format_number(100 * omega_big_sd / omega_big, 2),
         "rel_p_crit": format_number(100 * p_crit_sd / p_crit, 2),
         "rel_product": format_number(100 * product_sd / product, 2),
-        "n_grokked": int(n_grokked), "n_runs": len(summary["table_omega"]) + len(summary["table_p"]),
+        "n_grokked": int(n_grokked),
+        "n_runs": len(summary["table_omega"]) + len(summary["table_p"]),
     }
 
 
@@ -200,5 +244,9 @@ def glue_values(summary: dict) -> dict[str, object]:
             trends[f"{prefix}_{suffix}"] = value
     table = constants_table(summary)
     styled = table.style.format({"estimate": "{:.4g}", "bootstrap sd": "{:.2g}"}).hide(axis="index")
-    return {**_settings_values(summary["params"], summary["paper"]), **_fit_values(summary), **trends,
-            "constants_table": styled}
+    return {
+        **_settings_values(summary["params"], summary["paper"]),
+        **_fit_values(summary),
+        **trends,
+        "constants_table": styled,
+    }

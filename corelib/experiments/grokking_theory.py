@@ -2,6 +2,7 @@
 independent numerical route (``scipy``), with the differences the chapter quotes. The formulas
 live in :mod:`corelib.theory`; the tests (``tests/test_theory.py``) hold the differences to the
 tolerances below."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
@@ -10,18 +11,39 @@ import numpy as np
 
 from corelib import claims
 from corelib.theory import (
-    fit_grok_time, fit_power_law, grok_constants, grok_time, hitting_time_numeric, integrate_margin,
-    margin_trajectory, min_norm_amplitudes, min_norm_amplitudes_numeric, participation_ratio, psi,
+    fit_grok_time,
+    fit_power_law,
+    grok_constants,
+    grok_time,
+    hitting_time_numeric,
+    integrate_margin,
+    margin_trajectory,
+    min_norm_amplitudes,
+    min_norm_amplitudes_numeric,
+    participation_ratio,
+    psi,
     psi_norm_sq,
 )
 
-__all__ = ["TheoryParams", "NORM_REL_TOL", "AMPLITUDE_TOL", "ODE_TOL", "FIT_REL_TOL", "norm_identity",
-           "amplitudes", "margins", "grokking_delays", "sweep_fits", "exercise_values", "glue_values"]
+__all__ = [
+    "TheoryParams",
+    "NORM_REL_TOL",
+    "AMPLITUDE_TOL",
+    "ODE_TOL",
+    "FIT_REL_TOL",
+    "norm_identity",
+    "amplitudes",
+    "margins",
+    "grokking_delays",
+    "sweep_fits",
+    "exercise_values",
+    "glue_values",
+]
 
-NORM_REL_TOL = 1e-9   # ||psi||^2 against its closed forms
+NORM_REL_TOL = 1e-9  # ||psi||^2 against its closed forms
 AMPLITUDE_TOL = 1e-6  # closed-form minimum-norm amplitudes against SLSQP
-ODE_TOL = 1e-6        # closed-form margin and hitting time against solve_ivp
-FIT_REL_TOL = 1e-6    # fit_grok_time on noise-free delays against the planted constants
+ODE_TOL = 1e-6  # closed-form margin and hitting time against solve_ivp
+FIT_REL_TOL = 1e-6  # fit_grok_time on noise-free delays against the planted constants
 
 
 @dataclass(frozen=True)
@@ -43,10 +65,16 @@ class TheoryParams:
     seed: int = 0
 
     @classmethod
-    def from_namespace(cls, namespace: dict) -> "TheoryParams":
+    def from_namespace(cls, namespace: dict) -> TheoryParams:
         """Build from a notebook's variables (e.g. ``globals()`` after the parameters cell)."""
-        return cls(**{f.name: tuple(v) if isinstance(v, list) else v
-                      for f in fields(cls) if f.name in namespace for v in [namespace[f.name]]})
+        return cls(
+            **{
+                f.name: tuple(v) if isinstance(v, list) else v
+                for f in fields(cls)
+                if f.name in namespace
+                for v in [namespace[f.name]]
+            }
+        )
 
 
 def norm_identity(params: TheoryParams) -> dict:
@@ -54,9 +82,16 @@ def norm_identity(params: TheoryParams) -> dict:
     ps = np.arange(2, params.p_check_max + 1)
     norms = np.array([psi_norm_sq(q) for q in ps])
     odd, even = ps % 2 == 1, (ps % 2 == 0) & (ps >= 4)
-    return {"params": params, "ps": ps, "norms": norms, "odd": odd, "even": even, "psi": psi(params.p),
-            "rel_err_odd": float(np.max(np.abs(norms[odd] / (0.75 * ps[odd]) - 1))),
-            "rel_err_even": float(np.max(np.abs(norms[even] / (0.75 * ps[even] + 2) - 1)))}
+    return {
+        "params": params,
+        "ps": ps,
+        "norms": norms,
+        "odd": odd,
+        "even": even,
+        "psi": psi(params.p),
+        "rel_err_odd": float(np.max(np.abs(norms[odd] / (0.75 * ps[odd]) - 1))),
+        "rel_err_even": float(np.max(np.abs(norms[even] / (0.75 * ps[even] + 2) - 1))),
+    }
 
 
 def amplitudes(params: TheoryParams) -> dict:
@@ -64,23 +99,29 @@ def amplitudes(params: TheoryParams) -> dict:
     closed = min_norm_amplitudes(params.p, params.delta)  # (delta / ||psi||^2) psi
     numeric = min_norm_amplitudes_numeric(params.p, params.delta)  # generic constrained minimisation
     odd_ps = np.arange(3, params.p_plot_max + 1, 2)
-    return {"params": params, "closed": closed, "numeric": numeric,
-            "error": float(np.max(np.abs(closed - numeric))),
-            "star_cost": float(closed @ closed), "single_cost": float((params.delta / psi(params.p).max()) ** 2),
-            "odd_ps": odd_ps,
-            "single_costs": np.array([(params.delta / psi(q).max()) ** 2 for q in odd_ps]),
-            "star_costs": np.array([float(a @ a) for a in (min_norm_amplitudes(q, params.delta) for q in odd_ps)])}
+    return {
+        "params": params,
+        "closed": closed,
+        "numeric": numeric,
+        "error": float(np.max(np.abs(closed - numeric))),
+        "star_cost": float(closed @ closed),
+        "single_cost": float((params.delta / psi(params.p).max()) ** 2),
+        "odd_ps": odd_ps,
+        "single_costs": np.array([(params.delta / psi(q).max()) ** 2 for q in odd_ps]),
+        "star_costs": np.array([float(a @ a) for a in (min_norm_amplitudes(q, params.delta) for q in odd_ps)]),
+    }
 
 
 def margins(params: TheoryParams) -> dict:
     """Margin trajectories over five relaxation times, closed form and solve_ivp, per modulus."""
     omega_ode, p_crit = grok_constants(params.omega, params.delta, params.kappa)  # (1/omega, delta/kappa)
     t = np.linspace(0, 5 / params.omega, 401)  # ODE time
-    curves = {q: (margin_trajectory(t, params.omega, params.kappa * q),
-                  integrate_margin(t, params.omega, params.kappa * q)) for q in params.margin_ps}
+    curves = {
+        q: (margin_trajectory(t, params.omega, params.kappa * q), integrate_margin(t, params.omega, params.kappa * q))
+        for q in params.margin_ps
+    }
     error = max(float(np.max(np.abs(closed - numeric))) for closed, numeric in curves.values())
-    return {"params": params, "Omega_ode": omega_ode, "p_crit": p_crit, "t": t, "curves": curves,
-            "error": error}
+    return {"params": params, "Omega_ode": omega_ode, "p_crit": p_crit, "t": t, "curves": curves, "error": error}
 
 
 def grokking_delays(params: TheoryParams) -> dict:
@@ -93,10 +134,18 @@ def grokking_delays(params: TheoryParams) -> dict:
     numeric = np.array([hitting_time_numeric(params.omega, params.kappa * q, params.delta) for q in primes])
     omega_steps = omega_ode / params.lr
     tau_p = grok_time(params.p, omega_steps, p_crit) if params.p > p_crit else float("nan")
-    return {"params": params, "Omega_steps": omega_steps, "p_crit": p_crit, "primes": primes,
-            "closed": closed, "numeric": numeric, "error": float(np.max(np.abs(numeric / closed - 1))),
-            "tau_p": tau_p, "asym_p": omega_steps * p_crit / params.p,
-            "paper": {k: claims.claim(f"sweeps.{k}").value for k in ("Omega", "p_crit", "omega_exponent")}}
+    return {
+        "params": params,
+        "Omega_steps": omega_steps,
+        "p_crit": p_crit,
+        "primes": primes,
+        "closed": closed,
+        "numeric": numeric,
+        "error": float(np.max(np.abs(numeric / closed - 1))),
+        "tau_p": tau_p,
+        "asym_p": omega_steps * p_crit / params.p,
+        "paper": {k: claims.claim(f"sweeps.{k}").value for k in ("Omega", "p_crit", "omega_exponent")},
+    }
 
 
 def sweep_fits(delays: dict) -> dict:
@@ -105,17 +154,26 @@ def sweep_fits(delays: dict) -> dict:
     params, primes = delays["params"], delays["primes"]
     omega_steps, p_crit = delays["Omega_steps"], delays["p_crit"]
     omegas = np.asarray(params.sweep_omegas, dtype=float)
-    tau_omega = np.array([grok_time(params.p, grok_constants(w, params.delta, params.kappa)[0] / params.lr, p_crit)
-                          for w in omegas])
+    tau_omega = np.array(
+        [grok_time(params.p, grok_constants(w, params.delta, params.kappa)[0] / params.lr, p_crit) for w in omegas]
+    )
     exact = fit_grok_time(primes, grok_time(primes, omega_steps, p_crit))
     rng = np.random.default_rng(params.seed)
     p_runs = np.repeat(primes, params.n_seeds)
     noise = np.exp(params.noise_rel * rng.standard_normal(p_runs.size))
     tau_runs = grok_time(p_runs, omega_steps, p_crit) * noise
-    return {"params": params, "delays": delays, "omegas": omegas, "tau_omega": tau_omega,
-            "omega_fit": fit_power_law(omegas, tau_omega), "exact_fit": exact,
-            "fit_rel_err": max(abs(exact.Omega / omega_steps - 1), abs(exact.p_crit / p_crit - 1)),
-            "p_runs": p_runs, "tau_runs": tau_runs, "noisy_fit": fit_grok_time(p_runs, tau_runs)}
+    return {
+        "params": params,
+        "delays": delays,
+        "omegas": omegas,
+        "tau_omega": tau_omega,
+        "omega_fit": fit_power_law(omegas, tau_omega),
+        "exact_fit": exact,
+        "fit_rel_err": max(abs(exact.Omega / omega_steps - 1), abs(exact.p_crit / p_crit - 1)),
+        "p_runs": p_runs,
+        "tau_runs": tau_runs,
+        "noisy_fit": fit_grok_time(p_runs, tau_runs),
+    }
 
 
 def exercise_values(params: TheoryParams, paper: dict) -> dict[str, float]:
@@ -125,8 +183,11 @@ def exercise_values(params: TheoryParams, paper: dict) -> dict[str, float]:
     far_ps = np.geomspace(300, 3000, 10)
     far = fit_power_law(far_ps, grok_time(far_ps, paper["Omega"], paper["p_crit"]))
     x_mid = paper["p_crit"] / np.sqrt(primes.min() * primes.max())
-    return {"ex_near_exponent": near.exponent, "ex_far_exponent": far.exponent,
-            "ex_local_slope": float(-x_mid / ((1 - x_mid) * -np.log1p(-x_mid)))}
+    return {
+        "ex_near_exponent": near.exponent,
+        "ex_far_exponent": far.exponent,
+        "ex_local_slope": float(-x_mid / ((1 - x_mid) * -np.log1p(-x_mid))),
+    }
 
 
 def glue_values(summary: dict) -> dict[str, object]:
@@ -138,27 +199,54 @@ def glue_values(summary: dict) -> dict[str, object]:
     omega_fit, exact, noisy = fits["omega_fit"], fits["exact_fit"], fits["noisy_fit"]
     paper = delays["paper"]
     return {
-        "norm_rel_tol": NORM_REL_TOL, "amplitude_tol": AMPLITUDE_TOL, "ode_tol": ODE_TOL,
-        "fit_rel_tol": FIT_REL_TOL, "p": int(params.p), "omega": float(params.omega),
-        "delta": float(params.delta), "kappa": float(params.kappa), "lr": float(params.lr),
-        "p_check_max": int(params.p_check_max), "rel_err_odd": norms["rel_err_odd"],
-        "rel_err_even": norms["rel_err_even"], "mu": int(norms["psi"].size),
-        "psi_norm_sq_p": psi_norm_sq(params.p), "psi_max": float(norms["psi"].max()),
+        "norm_rel_tol": NORM_REL_TOL,
+        "amplitude_tol": AMPLITUDE_TOL,
+        "ode_tol": ODE_TOL,
+        "fit_rel_tol": FIT_REL_TOL,
+        "p": int(params.p),
+        "omega": float(params.omega),
+        "delta": float(params.delta),
+        "kappa": float(params.kappa),
+        "lr": float(params.lr),
+        "p_check_max": int(params.p_check_max),
+        "rel_err_odd": norms["rel_err_odd"],
+        "rel_err_even": norms["rel_err_even"],
+        "mu": int(norms["psi"].size),
+        "psi_norm_sq_p": psi_norm_sq(params.p),
+        "psi_max": float(norms["psi"].max()),
         "psi_min": float(norms["psi"].min()),
-        "amp_err": amps["error"], "star_cost": amps["star_cost"], "single_cost": amps["single_cost"],
-        "cost_ratio": amps["single_cost"] / amps["star_cost"], "cost_ratio_approx": 3 * params.p / 16,
-        "pr_star": participation_ratio(amps["closed"]), "p_over_3": params.p / 3,
-        "c_const": 4 * params.kappa / 3, "margin_ps_text": ", ".join(str(q) for q in params.margin_ps),
-        "ode_err": margin["error"], "p_crit": margin["p_crit"],
-        "Omega_steps": delays["Omega_steps"], "paper_Omega": float(paper["Omega"]),
-        "paper_p_crit": float(paper["p_crit"]), "paper_Omega_ratio": paper["Omega"] / delays["Omega_steps"],
-        "hit_err": delays["error"], "tau_p": delays["tau_p"], "asym_p": delays["asym_p"],
-        "asym_rel_p": delays["tau_p"] / delays["asym_p"] - 1, "half_x_p": delays["p_crit"] / (2 * params.p),
+        "amp_err": amps["error"],
+        "star_cost": amps["star_cost"],
+        "single_cost": amps["single_cost"],
+        "cost_ratio": amps["single_cost"] / amps["star_cost"],
+        "cost_ratio_approx": 3 * params.p / 16,
+        "pr_star": participation_ratio(amps["closed"]),
+        "p_over_3": params.p / 3,
+        "c_const": 4 * params.kappa / 3,
+        "margin_ps_text": ", ".join(str(q) for q in params.margin_ps),
+        "ode_err": margin["error"],
+        "p_crit": margin["p_crit"],
+        "Omega_steps": delays["Omega_steps"],
+        "paper_Omega": float(paper["Omega"]),
+        "paper_p_crit": float(paper["p_crit"]),
+        "paper_Omega_ratio": paper["Omega"] / delays["Omega_steps"],
+        "hit_err": delays["error"],
+        "tau_p": delays["tau_p"],
+        "asym_p": delays["asym_p"],
+        "asym_rel_p": delays["tau_p"] / delays["asym_p"] - 1,
+        "half_x_p": delays["p_crit"] / (2 * params.p),
         "x_p": delays["p_crit"] / params.p,
-        "omega_exponent": omega_fit.exponent, "fit_rel_err": fits["fit_rel_err"], "exact_r2": exact.r2,
-        "noisy_Omega": noisy.Omega, "noisy_Omega_se": noisy.Omega_se, "noisy_p_crit": noisy.p_crit,
-        "noisy_p_crit_se": noisy.p_crit_se, "noisy_r2": noisy.r2,
-        "paper_omega_exponent": paper["omega_exponent"], "noise_rel": params.noise_rel,
-        "n_primes": int(delays["primes"].size), "n_seeds": int(params.n_seeds),
+        "omega_exponent": omega_fit.exponent,
+        "fit_rel_err": fits["fit_rel_err"],
+        "exact_r2": exact.r2,
+        "noisy_Omega": noisy.Omega,
+        "noisy_Omega_se": noisy.Omega_se,
+        "noisy_p_crit": noisy.p_crit,
+        "noisy_p_crit_se": noisy.p_crit_se,
+        "noisy_r2": noisy.r2,
+        "paper_omega_exponent": paper["omega_exponent"],
+        "noise_rel": params.noise_rel,
+        "n_primes": int(delays["primes"].size),
+        "n_seeds": int(params.n_seeds),
         **exercise_values(params, paper),
     }

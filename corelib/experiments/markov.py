@@ -7,21 +7,26 @@ core coordinates. Across models: weight cosines, projector overlaps, principal a
 :func:`run` trains (or reuses) the models, analyses them and saves everything in a run folder
 keyed by the parameters; :func:`load` reads it back. Plots read only what :func:`run` returns.
 """
+
 from __future__ import annotations
 
 import itertools
 from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from .. import ace, compare, operators
-from ..interventions import ablation_accuracy
-from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
 from ..engine import SequenceData, StackConfig, train_stack
+from ..interventions import accuracy, intervention_accuracy
+from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
 from ..results import load_json, run_dir, run_lock, save_json, save_tensors
 from ..tasks import markov
+
+if TYPE_CHECKING:
+    import pandas
 
 __all__ = ["MarkovParams", "run", "make_data", "analyse_model", "compare_models", "tables", "claim_values"]
 
@@ -56,11 +61,12 @@ class MarkovParams:
             raise ValueError("need at least one seed.")
         rows = self.model_config().n_ctx  # inputs are seq_len - 1 tokens long
         if not 2 < self.seq_len <= rows + 1:
-            raise ValueError(f"seq_len must lie in [3, {rows + 1}] (the models' position table has {rows} "
-                             f"rows), got {self.seq_len}.")
+            raise ValueError(
+                f"seq_len must lie in [3, {rows + 1}] (the models' position table has {rows} rows), got {self.seq_len}."
+            )
 
     @classmethod
-    def from_namespace(cls, namespace: dict) -> "MarkovParams":
+    def from_namespace(cls, namespace: dict) -> MarkovParams:
         """Build from a notebook's variables (e.g. ``globals()`` after the parameters cell)."""
         return cls(**{f.name: namespace[f.name] for f in fields(cls) if f.name in namespace})
 
@@ -70,14 +76,26 @@ class MarkovParams:
 
     def model_config(self) -> TransformerConfig:
         return TransformerConfig(
-            vocab_size=self.n_states, d_model=self.d_model, n_heads=self.n_heads, d_ff=self.d_ff,
-            n_layers=1, dropout=self.dropout, norm="post",
+            vocab_size=self.n_states,
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            d_ff=self.d_ff,
+            n_layers=1,
+            dropout=self.dropout,
+            norm="post",
         )
 
     def train_config(self) -> StackConfig:
         """AdamW on the loss over every position, without weight decay; the state saved every epoch."""
-        return StackConfig(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, weight_decay=0.0,
-                           loss_positions="all", snapshot_every=self.epochs or 1, checkpoint_every=1)
+        return StackConfig(
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            weight_decay=0.0,
+            loss_positions="all",
+            snapshot_every=self.epochs or 1,
+            checkpoint_every=1,
+        )
 
 
 def make_data(params: MarkovParams) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -107,14 +125,21 @@ def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p
     jac = ace.jacobians(model.readout(layer), flat, n_samples=params.n_jacobians, seed=params.jacobian_seed)
     core = ace.extract(flat.double().cpu(), jac, energy=params.energy)
     acc = {
-        mode: ablation_accuracy(model, x, y, hook_name=None if mode == "full" else resid_hook(layer),
-                                core=None if mode == "full" else core, mode=mode)
+        mode: accuracy(model, x, y)
+        if mode == "full"
+        else intervention_accuracy(model, x, y, resid_hook(layer), core, mode)
         for mode in ("full", "keep", "remove")
     }
     z = core.coords(flat.double().cpu().numpy()).reshape(h.shape[0], h.shape[1], core.rank)
     a, eig, r2 = operators.fit_dynamics(z[:, :-1].reshape(-1, core.rank), z[:, 1:].reshape(-1, core.rank))
-    return {"accuracy": acc, "core": core, "coords": z.reshape(-1, core.rank),
-            "operator": a, "eigenvalues": eig, "r2": r2}
+    return {
+        "accuracy": acc,
+        "core": core,
+        "coords": z.reshape(-1, core.rank),
+        "operator": a,
+        "eigenvalues": eig,
+        "r2": r2,
+    }
 
 
 def compare_models(models: list[Transformer], analyses: list[dict]) -> list[dict]:
@@ -122,14 +147,16 @@ def compare_models(models: list[Transformer], analyses: list[dict]) -> list[dict
     pairs = []
     for i, j in itertools.combinations(range(len(models)), 2):
         qi, qj = analyses[i]["core"].basis, analyses[j]["core"].basis
-        pairs.append({
-            "pair": [i, j],
-            "weight_cosine": compare.weight_cosine(models[i], models[j]),
-            "weight_cosine_by_tensor": compare.weight_cosines_by_tensor(models[i], models[j]),
-            "overlap": compare.projector_overlap(qi, qj),
-            "angles": compare.principal_angles(qi, qj).tolist(),
-            "cca": compare.cca(analyses[i]["coords"], analyses[j]["coords"]).tolist(),
-        })
+        pairs.append(
+            {
+                "pair": [i, j],
+                "weight_cosine": compare.weight_cosine(models[i], models[j]),
+                "weight_cosine_by_tensor": compare.weight_cosines_by_tensor(models[i], models[j]),
+                "overlap": compare.projector_overlap(qi, qj),
+                "angles": compare.principal_angles(qi, qj).tolist(),
+                "cca": compare.cca(analyses[i]["coords"], analyses[j]["coords"]).tolist(),
+            }
+        )
     return pairs
 
 
@@ -140,7 +167,7 @@ def _summary(params: MarkovParams, analyses: list[dict], pairs: list[dict], hist
         "params": asdict(params),
         "bayes_accuracy": markov.bayes_accuracy(t),
         "chance_accuracy": markov.chance_accuracy(t),
-        "oracle_r2": operators.oracle_r2(t),
+        "oracle_r2": markov.oracle_r2(t),
         "chain_eigenvalues": [[float(v.real), float(v.imag)] for v in target],
         "models": [
             {
@@ -150,8 +177,11 @@ def _summary(params: MarkovParams, analyses: list[dict], pairs: list[dict], hist
                 "singular_values": a["core"].singular_values.tolist(),
                 "eigenvalues": [[float(v.real), float(v.imag)] for v in a["eigenvalues"]],
                 # None when the core's rank differs from the number of non-trivial chain eigenvalues.
-                "spectrum_error": (operators.spectrum_distance(a["eigenvalues"], target)
-                                   if len(a["eigenvalues"]) == len(target) else None),
+                "spectrum_error": (
+                    operators.spectrum_distance(a["eigenvalues"], target)
+                    if len(a["eigenvalues"]) == len(target)
+                    else None
+                ),
                 "r2": a["r2"],
                 "history": hist,
             }
@@ -167,8 +197,7 @@ def run(p: MarkovParams | None = None, *, progress: bool = True) -> dict:
     A second process asking for the same run waits for the first and reuses its summary.
     """
     p = p or MarkovParams()
-    folder = run_dir("markov", {**asdict(p), "model": MODEL_REVISION, "sampler": "RandomState",
-                                "trainer": "engine"})
+    folder = run_dir("markov", {**asdict(p), "model": MODEL_REVISION, "sampler": "RandomState", "trainer": "engine"})
     summary_path = folder / "summary.json"
     with run_lock(folder, "the Markov experiment"):
         if not summary_path.exists():
@@ -180,15 +209,21 @@ def _compute(p: MarkovParams, folder, progress: bool) -> dict:
     data = make_data(p)
     device = default_device()
     train, test = (SequenceData(*data[k]) for k in ("train", "test"))
-    stack, hist = train_stack(p.model_config(), p.train_config(), p.seeds, train, test, folder / "train",
-                              device=device, progress=progress)
+    stack, hist = train_stack(
+        p.model_config(), p.train_config(), p.seeds, train, test, folder / "train", device=device, progress=progress
+    )
     models = [stack.model(i) for i in range(len(p.seeds))]
-    histories = [{k: [row[i] for row in hist[k]] for k in ("loss", "train_acc", "test_acc")}
-                 for i in range(len(p.seeds))]
+    histories = [
+        {k: [row[i] for row in hist[k]] for k in ("loss", "train_acc", "test_acc")} for i in range(len(p.seeds))
+    ]
     analyses = [analyse_model(m, data["test"], p) for m in tqdm(models, desc="Markov models", disable=not progress)]
-    save_tensors(folder / "cores.safetensors",
-                 {**{f"basis_{s}": torch.from_numpy(a["core"].basis) for s, a in zip(p.seeds, analyses)},
-                  **{f"operator_{s}": torch.from_numpy(np.asarray(a["operator"])) for s, a in zip(p.seeds, analyses)}})
+    save_tensors(
+        folder / "cores.safetensors",
+        {
+            **{f"basis_{s}": torch.from_numpy(a["core"].basis) for s, a in zip(p.seeds, analyses)},
+            **{f"operator_{s}": torch.from_numpy(np.asarray(a["operator"])) for s, a in zip(p.seeds, analyses)},
+        },
+    )
     return _summary(p, analyses, compare_models(models, analyses), histories)
 
 
@@ -197,18 +232,21 @@ def _fmt_complex(v: list[float]) -> str:
     return f"{re_:.2f}" if abs(im) < 5e-3 else f"{re_:.2f} {'+' if im >= 0 else '-'} {abs(im):.2f}i"
 
 
-def tables(summary: dict) -> dict[str, "pandas.DataFrame"]:
+def tables(summary: dict) -> dict[str, pandas.DataFrame]:
     """Tables A1 (ablations), A2 (core geometry and CCA) and A3 (spectra) as DataFrames."""
     import pandas as pd
 
     names = [f"M{i + 1}" for i in range(len(summary["models"]))]
     a1 = pd.DataFrame(
         [[m["accuracy"]["full"], m["accuracy"]["keep"], m["accuracy"]["remove"]] for m in summary["models"]],
-        index=names, columns=["Full model", "Core-only", "Core-removed"],
+        index=names,
+        columns=["Full model", "Core-only", "Core-removed"],
     ).round(3)
     a2 = pd.DataFrame(
-        [[f"{p['overlap']:.3f}", str([round(a) for a in p["angles"]]), str([round(c, 3) for c in p["cca"]])]
-         for p in summary["pairs"]],
+        [
+            [f"{p['overlap']:.3f}", str([round(a) for a in p["angles"]]), str([round(c, 3) for c in p["cca"]])]
+            for p in summary["pairs"]
+        ],
         index=[f"{names[p['pair'][0]]}–{names[p['pair'][1]]}" for p in summary["pairs"]],
         columns=["Proj. overlap", "Principal angles (°)", "CCA"],
     )
@@ -246,17 +284,22 @@ def glue_values(summary: dict) -> dict[str, object]:
     models, pairs = summary["models"], summary["pairs"]
     errors = [m["spectrum_error"] for m in models]
     return {
-        "bayes": summary["bayes_accuracy"], "chance": summary["chance_accuracy"], "n_models": len(models),
+        "bayes": summary["bayes_accuracy"],
+        "chance": summary["chance_accuracy"],
+        "n_models": len(models),
         "ranks": ", ".join(str(m["rank"]) for m in models),
-        "acc_min": min(m["accuracy"]["full"] for m in models), "acc_max": max(m["accuracy"]["full"] for m in models),
+        "acc_min": min(m["accuracy"]["full"] for m in models),
+        "acc_max": max(m["accuracy"]["full"] for m in models),
         "keep_min": min(m["accuracy"]["keep"] for m in models),
         "remove_max": max(m["accuracy"]["remove"] for m in models),
         "wcos_max": max(abs(pair["weight_cosine"]) for pair in pairs),
-        "overlap_min": min(pair["overlap"] for pair in pairs), "overlap_max": max(pair["overlap"] for pair in pairs),
+        "overlap_min": min(pair["overlap"] for pair in pairs),
+        "overlap_max": max(pair["overlap"] for pair in pairs),
         "angle_min": min(min(pair["angles"]) for pair in pairs),
         "angle_max": max(max(pair["angles"]) for pair in pairs),
         "cca2_min": min(min(pair["cca"][:2]) for pair in pairs),
         "cca_mean_min": min(float(np.mean(pair["cca"])) for pair in pairs),
         "spec_err_max": max(errors) if None not in errors else float("nan"),
-        "r2_ratio_min": min(m["r2"] / summary["oracle_r2"] for m in models), "oracle_r2": summary["oracle_r2"],
+        "r2_ratio_min": min(m["r2"] / summary["oracle_r2"] for m in models),
+        "oracle_r2": summary["oracle_r2"],
     }

@@ -13,28 +13,51 @@ weight decay and with a fresh optimizer. Training and analysis are cached on dis
 (see :mod:`corelib.engine`), so a longer horizon extends a run instead of redoing it and plots
 never retrain.
 """
+
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from .. import ace, operators
-from ..engine import PrefixData, SeedStack, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
-from ..interventions import ablation_accuracy, ablation_curve, refine_rank
+from ..engine import PrefixData, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
+from ..interventions import ablation_curve, accuracy, intervention_accuracy, refine_rank
 from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
 from ..results import load_json, params_key, run_dir, save_json
 from ..tasks.modular import modular_addition_split
 
-__all__ = ["ModularParams", "ARMS", "train_arm", "analyse_model", "analyse_arm", "grokking_epoch",
-           "model_grokking_epochs", "phase_epochs", "emergence_summary",
-           "inflation_summary", "series", "epochs_of", "history", "make_data",
-           "emergence_claim_values", "inflation_claim_values", "training_collapses", "compact_epoch",
-           "collapse_summary", "centroid_spectra", "removal_curves"]
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = [
+    "ModularParams",
+    "ARMS",
+    "train_arm",
+    "analyse_model",
+    "analyse_arm",
+    "grokking_epoch",
+    "model_grokking_epochs",
+    "phase_epochs",
+    "emergence_summary",
+    "inflation_summary",
+    "series",
+    "epochs_of",
+    "history",
+    "make_data",
+    "emergence_claim_values",
+    "inflation_claim_values",
+    "training_collapses",
+    "compact_epoch",
+    "collapse_summary",
+    "centroid_spectra",
+    "removal_curves",
+]
 
 ARMS = ("wd", "no_wd")
 
@@ -48,8 +71,8 @@ class ModularParams:
     split_seed: int = 42
     split_permutation: str = "numpy"  # the reference's RandomState(42).permutation (sweeps: "torch")
     seeds: tuple[int, ...] = (1031, 1032, 1033)
-    epochs: int = 2000          # horizon of Figure 2
-    long_epochs: int = 20000    # horizon of Figure 3 (core inflation)
+    epochs: int = 2000  # horizon of Figure 2
+    long_epochs: int = 20000  # horizon of Figure 3 (core inflation)
     branch_epoch: int = 900
     batch_size: int = 512
     lr: float = 1e-3
@@ -60,17 +83,17 @@ class ModularParams:
     d_ff: int = 512
     n_layers: int = 2
     norm: str = "post"
-    dropout: float = 0.1        # the reference's encoder layer (PyTorch's default); the paper is silent
+    dropout: float = 0.1  # the reference's encoder layer (PyTorch's default); the paper is silent
     snapshot_every: int = 100
     snapshot_every_late: int = 500
     late_after: int = 2000
-    eval_every: int = 10        # test accuracy every this many epochs (and at every snapshot)
-    n_jacobians: int = 64       # the reference code used 1000
+    eval_every: int = 10  # test accuracy every this many epochs (and at every snapshot)
+    n_jacobians: int = 64  # the reference code used 1000
     energy: float = 0.99
     jacobian_seed: int = 0
     holdout_fraction: float = 0.075
-    holdout_seed: int = 0       # the held-out block starts at RandomState(holdout_seed).randint(p)
-    ridge: float = 1e-3         # ridge of the held-out operator fit (the descriptive fit has none)
+    holdout_seed: int = 0  # the held-out block starts at RandomState(holdout_seed).randint(p)
+    ridge: float = 1e-3  # ridge of the held-out operator fit (the descriptive fit has none)
     grok_threshold: float = 0.99
 
     def __post_init__(self):
@@ -81,12 +104,14 @@ class ModularParams:
             raise ValueError(f"branch_epoch ({self.branch_epoch}) must lie in (0, long_epochs={self.long_epochs}].")
         if not self.stack_config("wd", self.long_epochs).is_snapshot(self.branch_epoch):
             # Checked here, not when branching: that happens after hours of training the first arm.
-            raise ValueError(f"branch_epoch ({self.branch_epoch}) is not a snapshot of the weight-decay run "
-                             f"(every {self.snapshot_every} epochs up to epoch {self.late_after}, then every "
-                             f"{self.snapshot_every_late}): choose one of those epochs.")
+            raise ValueError(
+                f"branch_epoch ({self.branch_epoch}) is not a snapshot of the weight-decay run "
+                f"(every {self.snapshot_every} epochs up to epoch {self.late_after}, then every "
+                f"{self.snapshot_every_late}): choose one of those epochs."
+            )
 
     @classmethod
-    def from_namespace(cls, namespace: dict) -> "ModularParams":
+    def from_namespace(cls, namespace: dict) -> ModularParams:
         """Build from a notebook's variables (e.g. ``globals()`` after the parameters cell)."""
         return cls(**{f.name: namespace[f.name] for f in fields(cls) if f.name in namespace})
 
@@ -96,22 +121,51 @@ class ModularParams:
         return 2.0 / self.p
 
     def model_config(self) -> TransformerConfig:
-        return TransformerConfig(vocab_size=self.p, d_model=self.d_model, n_heads=self.n_heads,
-                                 d_ff=self.d_ff, n_layers=self.n_layers, norm=self.norm,
-                                 dropout=self.dropout)
+        return TransformerConfig(
+            vocab_size=self.p,
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            d_ff=self.d_ff,
+            n_layers=self.n_layers,
+            norm=self.norm,
+            dropout=self.dropout,
+        )
 
     def stack_config(self, arm: str, epochs: int) -> StackConfig:
         wd = self.weight_decay if arm == "wd" else self.branch_weight_decay
-        return StackConfig(epochs=epochs, batch_size=self.batch_size, lr=self.lr, weight_decay=wd,
-                           snapshot_every=self.snapshot_every, snapshot_every_late=self.snapshot_every_late,
-                           late_after=self.late_after, checkpoint_every=self.snapshot_every,
-                           eval_every=self.eval_every)
+        return StackConfig(
+            epochs=epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            weight_decay=wd,
+            snapshot_every=self.snapshot_every,
+            snapshot_every_late=self.snapshot_every_late,
+            late_after=self.late_after,
+            checkpoint_every=self.snapshot_every,
+            eval_every=self.eval_every,
+        )
 
     def training_identity(self) -> dict:
         """What determines the trained weights (not the horizons, not the analysis settings)."""
-        keep = ("p", "train_fraction", "split_seed", "split_permutation", "seeds", "batch_size", "lr",
-                "weight_decay", "d_model", "n_heads", "d_ff", "n_layers", "norm", "dropout", "snapshot_every",
-                "snapshot_every_late", "late_after")
+        keep = (
+            "p",
+            "train_fraction",
+            "split_seed",
+            "split_permutation",
+            "seeds",
+            "batch_size",
+            "lr",
+            "weight_decay",
+            "d_model",
+            "n_heads",
+            "d_ff",
+            "n_layers",
+            "norm",
+            "dropout",
+            "snapshot_every",
+            "snapshot_every_late",
+            "late_after",
+        )
         # "model" names the construction (torch encoder layer's initialisation, 64 positions).
         return {**{k: getattr(self, k) for k in keep}, "model": MODEL_REVISION}
 
@@ -122,8 +176,9 @@ class ModularParams:
 
 
 def make_data(params: ModularParams) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    (x_tr, y_tr), (x_te, y_te) = modular_addition_split(params.p, params.train_fraction, params.split_seed,
-                                                            params.split_permutation)
+    (x_tr, y_tr), (x_te, y_te) = modular_addition_split(
+        params.p, params.train_fraction, params.split_seed, params.split_permutation
+    )
     return {"train": (x_tr, y_tr), "test": (x_te, y_te)}
 
 
@@ -149,8 +204,9 @@ def train_arm(p: ModularParams, arm: str, epochs: int, *, progress: bool = True)
     folder = _arm_dir(p, arm)
     done = snapshot_epochs(folder)
     if not done or max(done) < epochs:
-        train_stack(p.model_config(), p.stack_config(arm, epochs), p.seeds, train, test, folder,
-                    start=start, progress=progress)
+        train_stack(
+            p.model_config(), p.stack_config(arm, epochs), p.seeds, train, test, folder, start=start, progress=progress
+        )
     return folder
 
 
@@ -176,11 +232,16 @@ def _model_core(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], par
     hd = h.double().cpu()
     full = ace.extract(hd, jac, rank=h.shape[1])
 
-    def accuracy(core, mode="full"):
-        return ablation_accuracy(model, x, y, hook_name=None if core is None else resid_hook(layer),
-                                 core=core, mode=mode, positions="last", score_positions="last")
+    def accuracy_with(core, mode="full"):
+        return (
+            accuracy(model, x, y, score_positions="last")
+            if core is None
+            else intervention_accuracy(
+                model, x, y, resid_hook(layer), core, mode, positions="last", score_positions="last"
+            )
+        )
 
-    return hd, full, ace.energy_rank(full.singular_values, params.energy), accuracy
+    return hd, full, ace.energy_rank(full.singular_values, params.energy), accuracy_with
 
 
 def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], params: ModularParams) -> dict:
@@ -195,15 +256,18 @@ def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p
     y = test[1]
     hd, full, r_energy, accuracy = _model_core(model, test, params)
     baseline = accuracy(None)
-    necessary, sufficient = refine_rank(full, accuracy, baseline=baseline, chance_level=params.chance_level,
-                                        start_rank=r_energy)
+    necessary, sufficient = refine_rank(
+        full, accuracy, baseline=baseline, chance_level=params.chance_level, start_rank=r_energy
+    )
     dim = necessary if necessary is not None else r_energy
     core = full.truncate(dim)
     centroids = operators.class_centroids(core.coords(hd.numpy()), y[:, -1].numpy(), params.p)
     fit = operators.fit_shift_operator(centroids)
-    held = operators.fit_shift_operator(centroids, ridge=params.ridge,
-                                        holdout=operators.holdout_block(params.p, params.holdout_fraction,
-                                                                        params.holdout_seed))
+    held = operators.fit_shift_operator(
+        centroids,
+        ridge=params.ridge,
+        holdout=operators.holdout_block(params.p, params.holdout_fraction, params.holdout_seed),
+    )
     return {
         "test_acc": baseline,
         "energy_rank": r_energy,
@@ -228,8 +292,9 @@ def _arm_snapshots(params: ModularParams, arm: str, epochs: int, progress: bool)
     return folder, [e for e in snapshot_epochs(folder) if e <= epochs]
 
 
-def centroid_spectra(params: ModularParams, arm: str, epochs: int, *, share: float = 0.9,
-                     progress: bool = True) -> dict[str, np.ndarray]:
+def centroid_spectra(
+    params: ModularParams, arm: str, epochs: int, *, share: float = 0.9, progress: bool = True
+) -> dict[str, np.ndarray]:
     """Fourier content of each model's answer-class centroids at every snapshot of an arm.
 
     The centroids are those of the last block's whole last-position output (no core, no fitted
@@ -246,10 +311,16 @@ def centroid_spectra(params: ModularParams, arm: str, epochs: int, *, share: flo
     shares = []
     for e in tqdm(wanted, desc=f"centroid spectra {arm}", disable=not progress, leave=False):
         stack = load_snapshot(folder, e, default_device())
-        shares.append([
-            operators.cycle_spectrum(operators.class_centroids(
-                last_position_output(stack.model(i), x).double().cpu().numpy(), y[:, -1].numpy(), params.p))
-            for i in range(len(stack))])
+        shares.append(
+            [
+                operators.cycle_spectrum(
+                    operators.class_centroids(
+                        last_position_output(stack.model(i), x).double().cpu().numpy(), y[:, -1].numpy(), params.p
+                    )
+                )
+                for i in range(len(stack))
+            ]
+        )
     shares = np.array(shares)
     count = np.array([[operators.frequency_count(s, share) for s in row] for row in shares])
     return {"epoch": np.array(wanted), "shares": shares, "count": count}
@@ -269,8 +340,10 @@ def removal_curves(params: ModularParams, arm: str, epoch: int, *, progress: boo
     # Checked before any training it would start; the chapters' horizons are snapshots too.
     horizons = (params.epochs, params.long_epochs)
     if not any(params.stack_config(arm, horizon).is_snapshot(epoch) for horizon in horizons):
-        raise ValueError(f"epoch {epoch} is not a snapshot (every {params.snapshot_every} epochs up to epoch "
-                         f"{params.late_after}, then every {params.snapshot_every_late}): choose one of those epochs.")
+        raise ValueError(
+            f"epoch {epoch} is not a snapshot (every {params.snapshot_every} epochs up to epoch "
+            f"{params.late_after}, then every {params.snapshot_every_late}): choose one of those epochs."
+        )
     if not path.exists():
         folder, _ = _arm_snapshots(params, arm, epoch, progress)
         stack = load_snapshot(folder, epoch, default_device())
@@ -369,7 +442,7 @@ def training_collapses(hist: dict, threshold: float = 0.9) -> list[list[tuple[in
         fitted = np.flatnonzero(seed_acc >= threshold)
         below = np.zeros(len(epochs), dtype=bool)
         if len(fitted):
-            below[fitted[0]:] = seed_acc[fitted[0]:] < threshold
+            below[fitted[0] :] = seed_acc[fitted[0] :] < threshold
         # Episode boundaries: where "below" switches on or off.
         edges = np.flatnonzero(np.diff(np.concatenate([[0], below.astype(int), [0]])))
         out.append([(int(epochs[a]), int(epochs[b - 1])) for a, b in zip(edges[::2], edges[1::2])])
@@ -387,9 +460,11 @@ def collapse_summary(hist: dict, start: int, end: int, threshold: float = 0.9) -
         raise ValueError(f"end ({end}) must come after start ({start}).")
     per_seed = [[c for c in seed if c[0] > start] for seed in training_collapses(hist, threshold)]
     lengths = [b - a + 1 for seed in per_seed for a, b in seed]
-    return {"per_model": len(lengths) / len(per_seed),
-            "percent": 100.0 * sum(lengths) / (len(per_seed) * (end - start)),
-            "longest": max(lengths, default=0)}
+    return {
+        "per_model": len(lengths) / len(per_seed),
+        "percent": 100.0 * sum(lengths) / (len(per_seed) * (end - start)),
+        "longest": max(lengths, default=0),
+    }
 
 
 def grokking_epoch(records: list[dict], threshold: float = 0.99) -> int | None:
@@ -465,11 +540,21 @@ def emergence_summary(params: ModularParams, records: list[dict]) -> dict:
         "modes": {k: [len(m["modes"]) for m in ms] for k, ms in at_phase.items()},
         "core_dim": {k: [m["core_dim"] for m in ms] for k, ms in at_phase.items()},
         "eigenvalues": {k: [m["eigenvalues"] for m in ms] for k, ms in at_phase.items()},
-        "core_dim_compact": compact_epoch(epochs_of(records), [np.mean([m["core_dim"] for m in r["models"]])
-                                                                for r in records]),
-        "final": {key: [m[key] for m in records[-1]["models"]]
-                  for key in ("test_acc", "keep_acc", "remove_acc", "core_dim", "necessary_rank",
-                              "sufficient_rank", "energy_rank")},
+        "core_dim_compact": compact_epoch(
+            epochs_of(records), [np.mean([m["core_dim"] for m in r["models"]]) for r in records]
+        ),
+        "final": {
+            key: [m[key] for m in records[-1]["models"]]
+            for key in (
+                "test_acc",
+                "keep_acc",
+                "remove_acc",
+                "core_dim",
+                "necessary_rank",
+                "sufficient_rank",
+                "energy_rank",
+            )
+        },
     }
 
 
@@ -482,8 +567,9 @@ def compact_epoch(epochs, values, tolerance: float = 0.1) -> int | None:
     """
     epochs, values = np.asarray(epochs), np.asarray(values, dtype=float)
     if epochs.shape != values.shape or epochs.ndim != 1 or not len(epochs):
-        raise ValueError(f"epochs and values must be equal-length 1-d sequences, got {epochs.shape} "
-                         f"and {values.shape}.")
+        raise ValueError(
+            f"epochs and values must be equal-length 1-d sequences, got {epochs.shape} and {values.shape}."
+        )
     if not 0 < tolerance < 1:
         raise ValueError(f"tolerance must lie in (0, 1), got {tolerance}.")
     if not np.isfinite(values).any():
@@ -517,8 +603,9 @@ def inflation_summary(params: ModularParams, wd: list[dict], no_wd: list[dict]) 
             for key in ("core_dim", "necessary_rank", "sufficient_rank", "modes", "test_acc")
             for when, e in (("start", start), ("end", end))
         }
-        out[arm].update({f"{key}_end_working": _mean_at(recs, end, key, params.grok_threshold)
-                         for key in ("core_dim", "modes")})
+        out[arm].update(
+            {f"{key}_end_working": _mean_at(recs, end, key, params.grok_threshold) for key in ("core_dim", "modes")}
+        )
         last = next(r for r in recs if r["epoch"] == end)
         out[arm]["n_working_end"] = sum(m["test_acc"] >= params.grok_threshold for m in last["models"])
     return out
@@ -529,13 +616,15 @@ def emergence_claim_values(summary: dict) -> dict:
     nan = float("nan")
     return {
         "modular.grok_epoch": nan if summary["grok_epoch"] is None else summary["grok_epoch"],
-        "modular.keep_ratio": (nan if summary["post_grok_keep_ratio_min"] is None
-                               else summary["post_grok_keep_ratio_min"]),
+        "modular.keep_ratio": (
+            nan if summary["post_grok_keep_ratio_min"] is None else summary["post_grok_keep_ratio_min"]
+        ),
         "modular.remove_accuracy": nan if summary["post_grok_remove_max"] is None else summary["post_grok_remove_max"],
         "modular.unit_before": summary["unit_fraction"]["before"],
         "modular.unit_after": summary["unit_fraction"]["after"],
         "modular.modes_at_grok": summary["modes"]["at"] if None not in summary["model_grok_epochs"] else [nan],
-        "modular.core_settles": nan if None in (summary["core_dim_compact"], summary["grok_epoch"])
+        "modular.core_settles": nan
+        if None in (summary["core_dim_compact"], summary["grok_epoch"])
         else summary["core_dim_compact"] - summary["grok_epoch"],
     }
 
@@ -566,7 +655,7 @@ def _listed(values: Sequence) -> str:
     return ", ".join("none" if v is None else str(v) for v in values)
 
 
-def phase_table(records: list[dict], summary: dict) -> "pandas.DataFrame":
+def phase_table(records: list[dict], summary: dict) -> pandas.DataFrame:
     """Each model before, at and after its own grokking: core dimension, unit-circle share, modes, R²."""
     import pandas as pd
 
@@ -575,10 +664,19 @@ def phase_table(records: list[dict], summary: dict) -> "pandas.DataFrame":
     for phase, epochs in summary["phases"].items():
         for i, epoch in enumerate(epochs):
             m = by_epoch[epoch]["models"][i]
-            rows.append({"phase": phase, "epoch": epoch, "model": f"M{i + 1}", "core dim": m["core_dim"],
-                         "on unit circle": f"{100 * m['unit_fraction']:.0f} %", "modes": len(m["modes"]),
-                         "frequencies": ", ".join(map(str, m["modes"])) or "—", "R²": round(m["r2"], 3),
-                         "R²_h": None if m["r2_heldout"] is None else round(m["r2_heldout"], 3)})
+            rows.append(
+                {
+                    "phase": phase,
+                    "epoch": epoch,
+                    "model": f"M{i + 1}",
+                    "core dim": m["core_dim"],
+                    "on unit circle": f"{100 * m['unit_fraction']:.0f} %",
+                    "modes": len(m["modes"]),
+                    "frequencies": ", ".join(map(str, m["modes"])) or "—",
+                    "R²": round(m["r2"], 3),
+                    "R²_h": None if m["r2_heldout"] is None else round(m["r2_heldout"], 3),
+                }
+            )
     return pd.DataFrame(rows).set_index(["phase", "model"])
 
 
@@ -586,12 +684,15 @@ def emergence_glue_values(params: ModularParams, summary: dict) -> dict[str, obj
     """Every value the modular-addition chapter's prose quotes, by glue name."""
     nan = float("nan")
     values = {
-        "snapshot_every": params.snapshot_every, "energy_pct": round(100 * params.energy),
+        "snapshot_every": params.snapshot_every,
+        "energy_pct": round(100 * params.energy),
         "grok_epoch": nan if summary["grok_epoch"] is None else summary["grok_epoch"],
-        "n_models": len(params.seeds), "final_acc_min": min(summary["final"]["test_acc"]),
+        "n_models": len(params.seeds),
+        "final_acc_min": min(summary["final"]["test_acc"]),
         "keep_ratio_min": summary["post_grok_keep_ratio_min"] or nan,
         "remove_max": nan if summary["post_grok_remove_max"] is None else summary["post_grok_remove_max"],
-        "chance2": params.chance_level, "model_groks": _listed(summary["model_grok_epochs"]),
+        "chance2": params.chance_level,
+        "model_groks": _listed(summary["model_grok_epochs"]),
         "suff_final": _listed(summary["final"]["sufficient_rank"]),
         "energy_final": _listed(summary["final"]["energy_rank"]),
     }
@@ -612,17 +713,21 @@ def _trend_verdict(kept_start: float, kept_end: float, removed_end: float, what:
     """One sentence comparing this build's trend with the paper's."""
     if kept_end > kept_start and kept_end > removed_end:
         return f"As in the paper, the {what} grew under weight decay and ended above the arm without it."
-    return (f"Unlike the paper's 20 000-epoch run, over these {epochs} epochs the {what} did not grow under "
-            f"weight decay beyond the arm without it ({kept_start:.1f} → {kept_end:.1f} with, "
-            f"{removed_end:.1f} without).")
+    return (
+        f"Unlike the paper's 20 000-epoch run, over these {epochs} epochs the {what} did not grow under "
+        f"weight decay beyond the arm without it ({kept_start:.1f} → {kept_end:.1f} with, "
+        f"{removed_end:.1f} without)."
+    )
 
 
 def _collapse_sentence(stats: dict, who: str) -> str:
     """What the collapse counts of one arm say."""
     if stats["per_model"] == 0:
         return f"no model {who} lost its training fit"
-    return (f"each model {who} lost its training fit {stats['per_model']:.1f} times on average and spent "
-            f"{stats['percent']:.0f} % of those epochs in a collapse (the longest lasted {stats['longest']} epochs)")
+    return (
+        f"each model {who} lost its training fit {stats['per_model']:.1f} times on average and spent "
+        f"{stats['percent']:.0f} % of those epochs in a collapse (the longest lasted {stats['longest']} epochs)"
+    )
 
 
 def _mean_core_at(curves: dict, level: float) -> float:
@@ -636,13 +741,18 @@ def inflation_notes(params: ModularParams, summary: dict, curves: dict[str, dict
     if wd["n_working_end"] < n:
         notes["inflation.arm_dim_gap"] = notes["inflation.arm_mode_gap"] = (
             f"at epoch {summary['end']} only {wd['n_working_end']} of {n} weight-decay models reach test "
-            f"accuracy {params.grok_threshold} (long runs with weight decay have loss spikes; the chapter shows them)")
+            f"accuracy {params.grok_threshold} (long runs with weight decay have loss spikes; the chapter shows them)"
+        )
     loose = {arm: _mean_core_at(c, loose_level) for arm, c in curves.items()}
     if no_wd["core_dim_end"] >= wd["core_dim_end"] and loose["no_wd"] < loose["wd"]:
-        notes.setdefault("inflation.arm_dim_gap", (
-            f"at the threshold 2/p a residue of the answer just above it sets the no-weight-decay ranks; at "
-            f"{loose_level} the cores are {loose['wd']:.1f} (kept) and {loose['no_wd']:.1f} (removed): "
-            "see 'What the necessary rank counts'"))
+        notes.setdefault(
+            "inflation.arm_dim_gap",
+            (
+                f"at the threshold 2/p a residue of the answer just above it sets the no-weight-decay ranks; at "
+                f"{loose_level} the cores are {loose['wd']:.1f} (kept) and {loose['no_wd']:.1f} (removed): "
+                "see 'What the necessary rank counts'"
+            ),
+        )
     return notes
 
 
@@ -655,8 +765,10 @@ def _frequency_values(params: ModularParams, summary: dict, spectra: dict[str, d
     more = values["no_frequencies_end"] > values["wd_frequencies_end"]
     values["frequency_verdict"] = (
         "more frequencies in the representation than keeping it, the opposite of the direction of the paper's "
-        "mode count" if more else
-        "no more frequencies in the representation than keeping it, as the paper's mode count would suggest")
+        "mode count"
+        if more
+        else "no more frequencies in the representation than keeping it, as the paper's mode count would suggest"
+    )
     values["frequencies_init"] = float(spectra["wd"]["count"][0].mean())
     values["frequencies_max"] = params.p // 2
     return values
@@ -673,20 +785,33 @@ def inflation_glue_values(params: ModularParams, chapter: dict) -> dict[str, obj
     wd, no = summary["wd"], summary["no_wd"]
     start, end, loose = summary["start"], summary["end"], chapter["loose_level"]
     values = {f"wd_{k}": v for k, v in wd.items()} | {f"no_{k}": v for k, v in no.items()}
-    values |= {"start": start, "end": end, "grok_threshold": params.grok_threshold,
-               "branch_epoch": params.branch_epoch, "long_epochs": params.long_epochs,
-               "paper_long_epochs": ModularParams().long_epochs, "n_models": len(params.seeds),
-               "collapse_threshold": chapter["collapse_threshold"], "loose_level": loose,
-               "chance_level": params.chance_level, "frequency_share": chapter["frequency_share"]}
-    values["verdict_dim"] = _trend_verdict(wd["core_dim_start"], wd["core_dim_end"], no["core_dim_end"],
-                                           "core dimension", end - start)
-    values["verdict_modes"] = _trend_verdict(wd["modes_start"], wd["modes_end"], no["modes_end"], "mode count",
-                                             end - start)
+    values |= {
+        "start": start,
+        "end": end,
+        "grok_threshold": params.grok_threshold,
+        "branch_epoch": params.branch_epoch,
+        "long_epochs": params.long_epochs,
+        "paper_long_epochs": ModularParams().long_epochs,
+        "n_models": len(params.seeds),
+        "collapse_threshold": chapter["collapse_threshold"],
+        "loose_level": loose,
+        "chance_level": params.chance_level,
+        "frequency_share": chapter["frequency_share"],
+    }
+    values["verdict_dim"] = _trend_verdict(
+        wd["core_dim_start"], wd["core_dim_end"], no["core_dim_end"], "core dimension", end - start
+    )
+    values["verdict_modes"] = _trend_verdict(
+        wd["modes_start"], wd["modes_end"], no["modes_end"], "mode count", end - start
+    )
     gap_start = wd["necessary_rank_start"] - wd["sufficient_rank_start"]
     gap_end = wd["necessary_rank_end"] - wd["sufficient_rank_end"]
-    values |= {"wd_gap_start": gap_start, "wd_gap_end": gap_end,
-               "no_gap_end": no["necessary_rank_end"] - no["sufficient_rank_end"],
-               "verdict_gap": "widened, as in the paper" if gap_end > gap_start else "did not widen over this horizon"}
+    values |= {
+        "wd_gap_start": gap_start,
+        "wd_gap_end": gap_end,
+        "no_gap_end": no["necessary_rank_end"] - no["sufficient_rank_end"],
+        "verdict_gap": "widened, as in the paper" if gap_end > gap_start else "did not widen over this horizon",
+    }
     for arm, short, who in (("wd", "wd", "with weight decay"), ("no_wd", "no", "without weight decay")):
         stats = collapse_summary(chapter["histories"][arm], start, end, chapter["collapse_threshold"])
         values[f"{short}_collapse_sentence"] = _collapse_sentence(stats, who)
@@ -695,5 +820,6 @@ def inflation_glue_values(params: ModularParams, chapter: dict) -> dict[str, obj
     values["threshold_comparison"] = "; ".join(
         f"at {level:.3g} the mean core dimension is {_mean_core_at(curves['wd'], level):.1f} "
         f"with weight decay and {_mean_core_at(curves['no_wd'], level):.1f} without"
-        for level in (params.chance_level, 0.05, loose))
+        for level in (params.chance_level, 0.05, loose)
+    )
     return values | _frequency_values(params, summary, chapter["spectra"])

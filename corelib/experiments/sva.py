@@ -25,11 +25,13 @@ only the last position, which is exact because nothing before the last token dep
 intervention after layer ``l`` also runs only the layers after ``l`` (``start_at_layer=l + 1``
 from the clean residual stream recorded by the baseline pass): about half the cost of a sweep.
 """
+
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -38,10 +40,14 @@ from tqdm.auto import tqdm
 
 from ..ace import Core, MomentAccumulator
 from ..interventions import MODES, intervention_hook
-from ..lm import Batch, LanguageModel, load_model, resid_hook
+from ..lm import Batch, LanguageModel, load_model
+from ..models import resid_hook
 from ..results import load_json, run_dir, save_json
 from ..steering import Generation, SteeringConfig, generate_batch, inversion_stats, word_inversion_stats
-from ..tasks.sva import FLIP_DEMO_PROMPTS, NUMBER_WORD_PAIRS, SVADataset, make_dataset
+from ..tasks.sva import AGREEMENT_READOUT, FLIP_DEMO_PROMPTS, NUMBER_WORD_PAIRS, SVADataset, make_dataset
+
+if TYPE_CHECKING:
+    import pandas
 
 __all__ = [
     "SVAParams",
@@ -110,7 +116,7 @@ class SVAParams:
     models: tuple[str, ...] = ("smollm2-135m", "gemma3-270m")
     n_per_number: int = 600
     dataset_seed: int = 0
-    layer_stride: int = 1           # sweep every layer_stride-th layer (the last one always)
+    layer_stride: int = 1  # sweep every layer_stride-th layer (the last one always)
     sweep_modes: tuple[str, ...] = ("keep", "remove", "flip")
     batch_size: int = 200
     eps: float = 1e-8
@@ -118,12 +124,12 @@ class SVAParams:
     control_prompts: tuple[str, ...] = CONTROL_PROMPTS
     max_new_tokens: int = 50
     control_new_tokens: int = 20
-    n_display: int = 3              # sampled continuations shown (Figure 6)
-    n_samples: int = 3              # sampled continuations per steering prompt (the paper: "several")
+    n_display: int = 3  # sampled continuations shown (Figure 6)
+    n_samples: int = 3  # sampled continuations per steering prompt (the paper: "several")
     # The paper gates without giving a threshold; the reference code does not gate (gate = 0).
     gate: float = 0.2
     gate_grid: tuple[float, ...] = GATE_GRID  # gates also measured, for the gate table
-    probe: float = 0.2              # the reference code's probe strength, buffer and cap
+    probe: float = 0.2  # the reference code's probe strength, buffer and cap
     epsilon: float = 1.0
     cap: float | None = 50.0
     temperature: float = 1.0
@@ -139,8 +145,10 @@ class SVAParams:
             raise ValueError(f"models lists a model twice: {list(self.models)}")
         bad = [m for m in self.sweep_modes if m not in MODES]
         if bad or "flip" not in self.sweep_modes:
-            raise ValueError(f"sweep_modes must be among {MODES} and include 'flip' (the layer is "
-                             f"chosen by the flip effect), got {list(self.sweep_modes)}")
+            raise ValueError(
+                f"sweep_modes must be among {MODES} and include 'flip' (the layer is "
+                f"chosen by the flip effect), got {list(self.sweep_modes)}"
+            )
         if int(self.layer_stride) != self.layer_stride or self.layer_stride < 1:
             raise ValueError(f"layer_stride must be a positive integer, got {self.layer_stride}")
         if self.batch_size < 1:
@@ -150,7 +158,7 @@ class SVAParams:
             SteeringConfig(gate=g)  # a clear error for a gate outside [0, 1]
 
     @classmethod
-    def from_namespace(cls, namespace: dict) -> "SVAParams":
+    def from_namespace(cls, namespace: dict) -> SVAParams:
         """Build from a notebook's variables (e.g. ``globals()`` after the parameters cell)."""
         return cls(**{f.name: namespace[f.name] for f in fields(cls) if f.name in namespace})
 
@@ -173,13 +181,27 @@ class SVAParams:
         return {k: getattr(self, k) for k in keys}
 
     def steering_part(self) -> dict:
-        keys = ("steering_prompts", "control_prompts", "max_new_tokens", "control_new_tokens", "n_display",
-                "n_samples", "gate", "gate_grid", "probe", "epsilon", "cap", "temperature", "top_k",
-                "generation_seed")
+        keys = (
+            "steering_prompts",
+            "control_prompts",
+            "max_new_tokens",
+            "control_new_tokens",
+            "n_display",
+            "n_samples",
+            "gate",
+            "gate_grid",
+            "probe",
+            "epsilon",
+            "cap",
+            "temperature",
+            "top_k",
+            "generation_seed",
+        )
         return {k: getattr(self, k) for k in keys}
 
 
 # --------------------------------------------------------------------------- metrics
+
 
 def auc(scores, positive) -> float:
     """Area under the ROC curve: P(score of a positive > score of a negative), ties count 1/2."""
@@ -207,11 +229,11 @@ def alignment(coords_a, coords_b) -> dict:
     a, b = np.ravel(coords_a), np.ravel(coords_b)
     if a.shape != b.shape or a.size < 3:
         raise ValueError(f"need coordinates of the same prompts (>= 3), got {a.shape} and {b.shape}")
-    return {"spearman": float(stats.spearmanr(a, b).statistic),
-            "pearson": float(stats.pearsonr(a, b).statistic)}
+    return {"spearman": float(stats.spearmanr(a, b).statistic), "pearson": float(stats.pearsonr(a, b).statistic)}
 
 
 # --------------------------------------------------------------------------- passes
+
 
 def sweep_layers(n_layers: int, stride: int) -> list[int]:
     """Layers ``0, stride, 2 stride, ...`` plus the last layer."""
@@ -219,8 +241,9 @@ def sweep_layers(n_layers: int, stride: int) -> list[int]:
     return layers if layers[-1] == n_layers - 1 else layers + [n_layers - 1]
 
 
-def all_layer_jacobians(lm: LanguageModel, batch: Batch, layers: list[int], cache=None, *,
-                        one_pass: bool = True) -> tuple[dict, dict, torch.Tensor]:
+def all_layer_jacobians(
+    lm: LanguageModel, batch: Batch, layers: list[int], cache=None, *, one_pass: bool = True
+) -> tuple[dict, dict, torch.Tensor]:
     """Last-token activations and margin Jacobians at ``layers``.
 
     Returns ``(acts, jacs, margin)``: ``acts[l]`` and ``jacs[l]`` are (N, D) tensors (the
@@ -229,6 +252,7 @@ def all_layer_jacobians(lm: LanguageModel, batch: Batch, layers: list[int], cach
     otherwise from one forward and backward pass per layer (for the benchmark and the test).
     ``cache`` is the prompts' prefix cache (:meth:`LanguageModel.prefix_cache`) or None.
     """
+
     def run(selected):
         deltas, acts = {}, {}
 
@@ -237,6 +261,7 @@ def all_layer_jacobians(lm: LanguageModel, batch: Batch, layers: list[int], cach
                 delta = torch.zeros_like(act[:, -1], requires_grad=True)
                 deltas[layer], acts[layer] = delta, act[:, -1].detach()
                 return torch.cat([act[:, :-1], (act[:, -1] + delta)[:, None]], dim=1)
+
             return fn
 
         with torch.enable_grad():
@@ -259,13 +284,12 @@ def _batches(lm: LanguageModel, prompts: list[str], size: int):
     padding: the prefix forward is the dominant cost)."""
     order = np.argsort([len(lm.encode(p)) for p in prompts], kind="stable")
     for i in range(0, len(order), size):
-        idx = order[i:i + size]
+        idx = order[i : i + size]
         batch = lm.tokenize([prompts[j] for j in idx])
         yield idx, batch, lm.prefix_cache(batch)
 
 
-def prefix_batches(lm: LanguageModel, prompts: list[str], *, batch_size: int = 200,
-                   progress: bool = True) -> list:
+def prefix_batches(lm: LanguageModel, prompts: list[str], *, batch_size: int = 200, progress: bool = True) -> list:
     """The batches of ``prompts`` with their prefix caches, computed once to be reused.
 
     The prefix forward pass is the dominant cost of the interventions; a second
@@ -273,17 +297,35 @@ def prefix_batches(lm: LanguageModel, prompts: list[str], *, batch_size: int = 2
     reuses these instead of recomputing them. The caches are small: two vectors per layer,
     key-value head and prefix position.
     """
-    return list(tqdm(_batches(lm, prompts, batch_size), total=-(-len(prompts) // batch_size),
-                     desc=f"{lm.name}: prefixes", disable=not progress, leave=False))
+    return list(
+        tqdm(
+            _batches(lm, prompts, batch_size),
+            total=-(-len(prompts) // batch_size),
+            desc=f"{lm.name}: prefixes",
+            disable=not progress,
+            leave=False,
+        )
+    )
 
 
-def layer_cores(lm: LanguageModel, prompts: list[str], layers: list[int], *, batch_size: int = 200,
-                eps: float = 1e-8, progress: bool = True) -> dict[int, Core]:
+def layer_cores(
+    lm: LanguageModel,
+    prompts: list[str],
+    layers: list[int],
+    *,
+    batch_size: int = 200,
+    eps: float = 1e-8,
+    progress: bool = True,
+) -> dict[int, Core]:
     """Rank-1 cores of the margin at ``layers`` from activations and Jacobians on ``prompts``."""
     acc = {layer: MomentAccumulator(lm.d_model) for layer in layers}
-    for _, batch, cache in tqdm(_batches(lm, prompts, batch_size), desc=f"{lm.name}: Jacobians",
-                                total=-(-len(prompts) // batch_size),
-                                disable=not progress, leave=False):
+    for _, batch, cache in tqdm(
+        _batches(lm, prompts, batch_size),
+        desc=f"{lm.name}: Jacobians",
+        total=-(-len(prompts) // batch_size),
+        disable=not progress,
+        leave=False,
+    ):
         acts, jacs, _ = all_layer_jacobians(lm, batch, layers, cache)
         for layer in layers:
             acc[layer].update(acts[layer].double().cpu().numpy(), jacs[layer].double().cpu().numpy())
@@ -291,9 +333,16 @@ def layer_cores(lm: LanguageModel, prompts: list[str], layers: list[int], *, bat
 
 
 @torch.no_grad()
-def intervened_margins(lm: LanguageModel, prompts: list[str], cores: dict[int, Core],
-                       modes_at: dict[int, tuple[str, ...]], *, batch_size: int = 200,
-                       batches: list | None = None, progress: bool = True) -> dict:
+def intervened_margins(
+    lm: LanguageModel,
+    prompts: list[str],
+    cores: dict[int, Core],
+    modes_at: dict[int, tuple[str, ...]],
+    *,
+    batch_size: int = 200,
+    batches: list | None = None,
+    progress: bool = True,
+) -> dict:
     """Test-prompt margins: clean, and under each ``mode`` of ``modes_at[layer]`` at that layer.
 
     Returns ``{"baseline": (N,), "acts": {layer: (N, D)}, (layer, mode): (N,)}``; the
@@ -303,20 +352,27 @@ def intervened_margins(lm: LanguageModel, prompts: list[str], cores: dict[int, C
     if batches is None:
         batches = _batches(lm, prompts, batch_size)
     elif sum(len(idx) for idx, _, _ in batches) != len(prompts):
-        raise ValueError(f"batches hold {sum(len(idx) for idx, _, _ in batches)} prompts, not the "
-                         f"{len(prompts)} given: pass prefix_batches() of the same prompts")
+        raise ValueError(
+            f"batches hold {sum(len(idx) for idx, _, _ in batches)} prompts, not the "
+            f"{len(prompts)} given: pass prefix_batches() of the same prompts"
+        )
     out: dict = {"baseline": [], "acts": {layer: [] for layer in cores}}
     jobs = [(layer, mode) for layer, modes in modes_at.items() for mode in modes]
     for key in jobs:
         out[key] = []
     order = []
-    for idx, batch, cache in tqdm(batches, total=-(-len(prompts) // batch_size),
-                                desc=f"{lm.name}: interventions", disable=not progress, leave=False):
+    for idx, batch, cache in tqdm(
+        batches,
+        total=-(-len(prompts) // batch_size),
+        desc=f"{lm.name}: interventions",
+        disable=not progress,
+        leave=False,
+    ):
         order.append(idx)
         names = [resid_hook(layer) for layer in cores]
         store = {}
 
-        def grab(act, hook):
+        def grab(act, hook, store=store):
             store[hook.name] = act.detach()
             return act
 
@@ -326,9 +382,15 @@ def intervened_margins(lm: LanguageModel, prompts: list[str], cores: dict[int, C
         for layer, mode in jobs:
             # Only the layers after the intervention run, from the clean residual stream there.
             hook = intervention_hook(cores[layer], mode, centered=True, positions="last")
-            out[(layer, mode)].append(lm.last_token(batch, cache, fwd_hooks=[(resid_hook(layer), hook)],
-                                                    start_at_layer=layer + 1,
-                                                    resid=store[resid_hook(layer)]))
+            out[(layer, mode)].append(
+                lm.last_token(
+                    batch,
+                    cache,
+                    fwd_hooks=[(resid_hook(layer), hook)],
+                    start_at_layer=layer + 1,
+                    resid=store[resid_hook(layer)],
+                )
+            )
     inverse = np.argsort(np.concatenate(order))  # back to the order of ``prompts``
     result = {k: torch.cat(v).double().cpu().numpy()[inverse] for k, v in out.items() if k != "acts"}
     result["acts"] = {layer: torch.cat(v).numpy()[inverse] for layer, v in out["acts"].items()}
@@ -337,46 +399,71 @@ def intervened_margins(lm: LanguageModel, prompts: list[str], cores: dict[int, C
 
 # --------------------------------------------------------------------------- one model
 
+
 def analyse_model(lm: LanguageModel, ds: SVADataset, params: SVAParams, *, progress: bool = True) -> dict:
     """Layer sweep, chosen layer, coordinates, prompt-level scores and steering of one model."""
     train_prompts, _ = ds.split("train")
     test_prompts, plural = ds.split("test")
     layers = sweep_layers(lm.n_layers, params.layer_stride)
-    cores = layer_cores(lm, train_prompts, layers, batch_size=params.batch_size, eps=params.eps,
-                        progress=progress)
+    cores = layer_cores(lm, train_prompts, layers, batch_size=params.batch_size, eps=params.eps, progress=progress)
     test_batches = prefix_batches(lm, test_prompts, batch_size=params.batch_size, progress=progress)
-    m = intervened_margins(lm, test_prompts, cores, {layer: params.sweep_modes for layer in layers},
-                           batch_size=params.batch_size, batches=test_batches, progress=progress)
+    m = intervened_margins(
+        lm,
+        test_prompts,
+        cores,
+        {layer: params.sweep_modes for layer in layers},
+        batch_size=params.batch_size,
+        batches=test_batches,
+        progress=progress,
+    )
     baseline = auc(m["baseline"], plural)
     sweep = {mode: [auc(m[(layer, mode)], plural) for layer in layers] for mode in params.sweep_modes}
     effect = [baseline - a for a in sweep["flip"]]
     chosen = layers[int(np.argmax(effect))]
     missing = tuple(mode for mode in MODES if mode not in params.sweep_modes)
     if missing:
-        m.update(intervened_margins(lm, test_prompts, {chosen: cores[chosen]}, {chosen: missing},
-                                    batch_size=params.batch_size, batches=test_batches,
-                                    progress=progress))
+        m.update(
+            intervened_margins(
+                lm,
+                test_prompts,
+                {chosen: cores[chosen]},
+                {chosen: missing},
+                batch_size=params.batch_size,
+                batches=test_batches,
+                progress=progress,
+            )
+        )
     core = cores[chosen]
     coords = core.coords(m["acts"][chosen])[:, 0]
     sign = 1.0 if np.corrcoef(coords, m["baseline"])[0, 1] >= 0 else -1.0
     margins = {"baseline": m["baseline"], **{mode: m[(chosen, mode)] for mode in MODES}}
     scores = {k: agreement_scores(v, plural) for k, v in margins.items()}
-    wilcoxon = {mode: float(stats.wilcoxon(scores["baseline"], scores[mode]).pvalue)
-                for mode in ("remove", "flip")}
+    wilcoxon = {mode: float(stats.wilcoxon(scores["baseline"], scores[mode]).pvalue) for mode in ("remove", "flip")}
     return {
-        "model": lm.name, "n_layers": lm.n_layers, "d_model": lm.d_model,
+        "model": lm.name,
+        "n_layers": lm.n_layers,
+        "d_model": lm.d_model,
         "n_params": int(sum(t.numel() for t in lm.hf.parameters())),
-        "layers": layers, "depth": [(layer + 1) / lm.n_layers for layer in layers],
-        "baseline_auc": baseline, "sweep_auc": sweep,
+        "layers": layers,
+        "depth": [(layer + 1) / lm.n_layers for layer in layers],
+        "baseline_auc": baseline,
+        "sweep_auc": sweep,
         "spectral_gap_by_layer": [cores[layer].spectral_gap for layer in layers],
-        "chosen_layer": chosen, "rank": core.rank, "spectral_gap": core.spectral_gap,
+        "chosen_layer": chosen,
+        "rank": core.rank,
+        "spectral_gap": core.spectral_gap,
         "singular_values": core.singular_values[:10].tolist(),
         "auc": {"baseline": baseline, **{mode: auc(margins[mode], plural) for mode in MODES}},
-        "coords": (sign * coords).tolist(), "margins": {k: v.tolist() for k, v in margins.items()},
-        "scores": {k: v.tolist() for k, v in scores.items()}, "wilcoxon_p": wilcoxon,
+        "coords": (sign * coords).tolist(),
+        "margins": {k: v.tolist() for k, v in margins.items()},
+        "scores": {k: v.tolist() for k, v in scores.items()},
+        "wilcoxon_p": wilcoxon,
         "plural": plural.astype(int).tolist(),
-        "core": {"basis": (sign * core.basis[:, 0]).tolist(), "mean": core.mean.tolist(),
-                 "singular_values": core.singular_values.tolist()},
+        "core": {
+            "basis": (sign * core.basis[:, 0]).tolist(),
+            "mean": core.mean.tolist(),
+            "singular_values": core.singular_values.tolist(),
+        },
     }
 
 
@@ -406,7 +493,7 @@ def flip_demo(lm: LanguageModel, core: Core, layer: int, prompts=FLIP_DEMO_PROMP
     Probabilities are over the whole vocabulary (softmax of the last token's logits); the flip
     is the centred reflection at the core's layer, last token only.
     """
-    ids = lm.verb_ids
+    ids = lm.readout_ids
     rows = []
     hook = intervention_hook(core, "flip", centered=True, positions="last")
     for prompt in prompts:
@@ -439,23 +526,39 @@ def steering_run(lm: LanguageModel, analysis: dict, params: SVAParams, *, progre
     greedy_jobs += [(q, "control", params.control_new_tokens) for q in params.control_prompts]
     samples = [(q, params.generation_seed + k) for q in params.steering_prompts for k in range(params.n_samples)]
     rows = [(q, None, n, True, params.generation_seed) for q, _, n in greedy_jobs]
-    rows += [(q, params.steering_at(g), n, True, params.generation_seed)
-             for g in params.gates for q, _, n in greedy_jobs]
+    rows += [
+        (q, params.steering_at(g), n, True, params.generation_seed) for g in params.gates for q, _, n in greedy_jobs
+    ]
     rows += [(q, cfg, params.max_new_tokens, False, seed) for cfg in (None, params.steering) for q, seed in samples]
-    gens = generate_batch(lm, [r[0] for r in rows], core=core, layer=layer,
-                          configs=[r[1] for r in rows], max_new_tokens=[r[2] for r in rows],
-                          greedy=[r[3] for r in rows], temperature=params.temperature, top_k=params.top_k,
-                          seed=[r[4] for r in rows], progress=progress)
+    gens = generate_batch(
+        lm,
+        [r[0] for r in rows],
+        core=core,
+        layer=layer,
+        configs=[r[1] for r in rows],
+        max_new_tokens=[r[2] for r in rows],
+        greedy=[r[3] for r in rows],
+        temperature=params.temperature,
+        top_k=params.top_k,
+        seed=[r[4] for r in rows],
+        progress=progress,
+    )
     n = len(greedy_jobs)
-    tail = gens[n * (len(params.gates) + 1):]
-    base_s, steered_s = tail[:len(samples)], tail[len(samples):]
+    tail = gens[n * (len(params.gates) + 1) :]
+    base_s, steered_s = tail[: len(samples)], tail[len(samples) :]
     counterpart = number_word_counterparts(lm)
     gens = [g.to_dict() for g in gens]
-    base, by_gate = gens[:n], {g: gens[n * (k + 1):n * (k + 2)] for k, g in enumerate(params.gates)}
-    out = {"gate": float(params.gate), "greedy": [], "control": [],
-           "sampled": [{"base": b.to_dict(), "steered": s.to_dict(), "seed": seed}
-                       for b, s, (_, seed) in zip(base_s, steered_s, samples)],
-           "gate_sweep": {str(g): {"greedy": [], "control": []} for g in params.gates}}
+    base, by_gate = gens[:n], {g: gens[n * (k + 1) : n * (k + 2)] for k, g in enumerate(params.gates)}
+    out = {
+        "gate": float(params.gate),
+        "greedy": [],
+        "control": [],
+        "sampled": [
+            {"base": b.to_dict(), "steered": s.to_dict(), "seed": seed}
+            for b, s, (_, seed) in zip(base_s, steered_s, samples)
+        ],
+        "gate_sweep": {str(g): {"greedy": [], "control": []} for g in params.gates},
+    }
     for k, (_, kind, _) in enumerate(greedy_jobs):
         out[kind].append({"base": base[k], "steered": by_gate[float(params.gate)][k]})
         for g in params.gates:
@@ -467,8 +570,11 @@ def steering_run(lm: LanguageModel, analysis: dict, params: SVAParams, *, progre
     out["other_words"] = {
         "words": sorted(lm.tokenizer.decode([i]) for i in counterpart),
         "greedy": word_inversion_stats(greedy_steered, counterpart),
-        "sampled": {"steered": word_inversion_stats(steered_s, counterpart),
-                    "unsteered": word_inversion_stats(base_s, counterpart)}}
+        "sampled": {
+            "steered": word_inversion_stats(steered_s, counterpart),
+            "unsteered": word_inversion_stats(base_s, counterpart),
+        },
+    }
     out["control_unchanged"] = sum(g["base"]["tokens"] == g["steered"]["tokens"] for g in out["control"])
     out["control_steered_steps"] = inversion_stats(control_steered)["steered_steps"]
     out["n_control"] = len(out["control"])
@@ -483,8 +589,11 @@ def meets_criteria(inversion: dict, controls: dict) -> bool:
     from ..claims import claim
 
     free = controls["decision_free"]
-    return (claim("sva.steering_rate").holds(inversion["rate"])
-            and free > 0 and claim("sva.steering_untouched").holds(controls["decision_free_unchanged"] / free))
+    return (
+        claim("sva.steering_rate").holds(inversion["rate"])
+        and free > 0
+        and claim("sva.steering_untouched").holds(controls["decision_free_unchanged"] / free)
+    )
 
 
 def gate_table(steering: dict) -> list[dict]:
@@ -494,15 +603,27 @@ def gate_table(steering: dict) -> list[dict]:
     rows = []
     for gate, steered in sorted(steering["gate_sweep"].items(), key=lambda kv: float(kv[0])):
         inv = inversion_stats([Generation(**g) for g in steered["greedy"]])
-        ctl = control_summary({"control": [{"base": pair["base"], "steered": s}
-                                           for pair, s in zip(steering["control"], steered["control"])]})
-        rows.append({"gate": float(gate), "decisions": inv["decisions"], "inverted": inv["inverted"],
-                     "inversion rate": inv["rate"], "clean-verb rate": inv["rate_clean_verbs"],
-                     "decisions not steered": inv["ungated_decisions"],
-                     "steered steps": inv["steered_steps"],
-                     "controls without verbs": controls_text(ctl),
-                     "controls unchanged": f"{ctl['unchanged']}/{ctl['n']}",
-                     "both criteria": meets_criteria(inv, ctl)})
+        ctl = control_summary(
+            {
+                "control": [
+                    {"base": pair["base"], "steered": s} for pair, s in zip(steering["control"], steered["control"])
+                ]
+            }
+        )
+        rows.append(
+            {
+                "gate": float(gate),
+                "decisions": inv["decisions"],
+                "inverted": inv["inverted"],
+                "inversion rate": inv["rate"],
+                "clean-verb rate": inv["rate_clean_verbs"],
+                "decisions not steered": inv["ungated_decisions"],
+                "steered steps": inv["steered_steps"],
+                "controls without verbs": controls_text(ctl),
+                "controls unchanged": f"{ctl['unchanged']}/{ctl['n']}",
+                "both criteria": meets_criteria(inv, ctl),
+            }
+        )
     return rows
 
 
@@ -526,14 +647,26 @@ def control_summary(steering: dict) -> dict:
         free += decision_free
         free_same += decision_free and same
         first = next((k for k, g in enumerate(steered["gated"]) if g), None)
-        rows.append({"prompt": base["prompt"], "unchanged": same, "verbs in base text": not decision_free,
-                     "first steered step": first,
-                     "base text up to it": None if first is None else "".join(base["pieces"][:first + 1])})
-    return {"n": len(rows), "decision_free": free, "decision_free_unchanged": free_same,
-            "unchanged": sum(r["unchanged"] for r in rows), "rows": rows}
+        rows.append(
+            {
+                "prompt": base["prompt"],
+                "unchanged": same,
+                "verbs in base text": not decision_free,
+                "first steered step": first,
+                "base text up to it": None if first is None else "".join(base["pieces"][: first + 1]),
+            }
+        )
+    return {
+        "n": len(rows),
+        "decision_free": free,
+        "decision_free_unchanged": free_same,
+        "unchanged": sum(r["unchanged"] for r in rows),
+        "rows": rows,
+    }
 
 
 # --------------------------------------------------------------------------- the chapter
+
 
 def run(params: SVAParams | None = None, *, progress: bool = True) -> dict:
     """Analyse (or reuse) every model, align their cores, steer; return the saved summary.
@@ -550,45 +683,75 @@ def run(params: SVAParams | None = None, *, progress: bool = True) -> dict:
         analysis_path, steering_path = sweep_dir / "analysis.json", steer_dir / "steering.json"
         lm = None
         if not analysis_path.exists():
-            lm = load_model(name)
+            lm = load_model(name, readout=AGREEMENT_READOUT)
             save_json(analysis_path, analyse_model(lm, ds, params, progress=progress))
         analysis = load_json(analysis_path)
         if not steering_path.exists():
-            lm = lm or load_model(name)
+            lm = lm or load_model(name, readout=AGREEMENT_READOUT)
             save_json(steering_path, steering_run(lm, analysis, params, progress=progress))
         analysis["steering"] = load_json(steering_path)
         models.append(analysis)
         del lm
-    pairs = [{"pair": [a["model"], b["model"]], **alignment(a["coords"], b["coords"])}
-             for a, b in itertools.combinations(models, 2)]
-    return {"params": asdict(params), "n_prompts": len(ds), "n_test": len(ds.test), "models": models,
-            "pairs": pairs, "fisher_p": _fisher(models)}
+    pairs = [
+        {"pair": [a["model"], b["model"]], **alignment(a["coords"], b["coords"])}
+        for a, b in itertools.combinations(models, 2)
+    ]
+    return {
+        "params": asdict(params),
+        "n_prompts": len(ds),
+        "n_test": len(ds.test),
+        "models": models,
+        "pairs": pairs,
+        "fisher_p": _fisher(models),
+    }
 
 
 def _fisher(models: list[dict]) -> dict:
     """Per-mode p-values of the paired Wilcoxon tests combined over models (Fisher's method)."""
-    return {mode: float(stats.combine_pvalues([max(m["wilcoxon_p"][mode], 1e-300) for m in models],
-                                              method="fisher").pvalue)
-            for mode in ("remove", "flip")}
+    return {
+        mode: float(stats.combine_pvalues([max(m["wilcoxon_p"][mode], 1e-300) for m in models], method="fisher").pvalue)
+        for mode in ("remove", "flip")
+    }
 
 
-def tables(summary: dict) -> dict[str, "pandas.DataFrame"]:
+def tables(summary: dict) -> dict[str, pandas.DataFrame]:
     """Tables A5 (core alignment), A6 (core size and location) and A7 (ablation AUCs)."""
     import pandas as pd
 
-    a5 = pd.DataFrame([[p["spearman"], p["pearson"]] for p in summary["pairs"]],
-                      index=[" × ".join(p["pair"]) for p in summary["pairs"]],
-                      columns=["Spearman's ρ", "Pearson's r (CCA 1-D)"]).round(3)
+    a5 = pd.DataFrame(
+        [[p["spearman"], p["pearson"]] for p in summary["pairs"]],
+        index=[" × ".join(p["pair"]) for p in summary["pairs"]],
+        columns=["Spearman's ρ", "Pearson's r (CCA 1-D)"],
+    ).round(3)
     a6 = pd.DataFrame(
-        [[f"{m['n_params'] / 1e6:.0f} M", m["n_layers"], m["d_model"], m["rank"],
-          f"{m['spectral_gap']:.3g}", f"{spectral_gap_paper(m['spectral_gap']):.3g}", m["chosen_layer"] + 1]
-         for m in summary["models"]],
+        [
+            [
+                f"{m['n_params'] / 1e6:.0f} M",
+                m["n_layers"],
+                m["d_model"],
+                m["rank"],
+                f"{m['spectral_gap']:.3g}",
+                f"{spectral_gap_paper(m['spectral_gap']):.3g}",
+                m["chosen_layer"] + 1,
+            ]
+            for m in summary["models"]
+        ],
         index=[m["model"] for m in summary["models"]],
-        columns=["Parameters", "Layers", "d_model", "d_core", "Spectral gap (σ1/σ2)²",
-                 "(σ1/σ2)⁴, the paper's convention", "Core location (layer)"])
-    a7 = pd.DataFrame([[m["auc"][k] for k in ("baseline", "keep", "remove", "flip")]
-                       for m in summary["models"]], index=[m["model"] for m in summary["models"]],
-                      columns=["Baseline", "Core-only", "Core-removed", "Core-flipped"]).round(3)
+        columns=[
+            "Parameters",
+            "Layers",
+            "d_model",
+            "d_core",
+            "Spectral gap (σ1/σ2)²",
+            "(σ1/σ2)⁴, the paper's convention",
+            "Core location (layer)",
+        ],
+    )
+    a7 = pd.DataFrame(
+        [[m["auc"][k] for k in ("baseline", "keep", "remove", "flip")] for m in summary["models"]],
+        index=[m["model"] for m in summary["models"]],
+        columns=["Baseline", "Core-only", "Core-removed", "Core-flipped"],
+    ).round(3)
     return {"A5": a5, "A6": a6, "A7": a7}
 
 
@@ -600,14 +763,21 @@ def sampling_table(summary: dict):
     rows = []
     for m in summary["models"]:
         s = m["steering"]
-        for what, greedy, sampled in (("verbs", s["inversion"], s["sampled_inversion"]),
-                                      ("other number words", s["other_words"]["greedy"],
-                                       s["other_words"]["sampled"])):
-            rows.append({"model": m["model"], "words": what,
-                         "greedy: decisions": greedy["decisions"], "greedy: inverted": greedy["rate"],
-                         "sampled: decisions": sampled["steered"]["decisions"],
-                         "sampled: inverted": sampled["steered"]["rate"],
-                         "sampled, unsteered: inverted": sampled["unsteered"]["rate"]})
+        for what, greedy, sampled in (
+            ("verbs", s["inversion"], s["sampled_inversion"]),
+            ("other number words", s["other_words"]["greedy"], s["other_words"]["sampled"]),
+        ):
+            rows.append(
+                {
+                    "model": m["model"],
+                    "words": what,
+                    "greedy: decisions": greedy["decisions"],
+                    "greedy: inverted": greedy["rate"],
+                    "sampled: decisions": sampled["steered"]["decisions"],
+                    "sampled: inverted": sampled["steered"]["rate"],
+                    "sampled, unsteered: inverted": sampled["unsteered"]["rate"],
+                }
+            )
     return pd.DataFrame(rows).set_index(["model", "words"]).round(3)
 
 
@@ -615,14 +785,19 @@ def flip_demo_table(summary: dict):
     """Per model and demonstration prompt: P(is), P(are), P(was), P(were), unmodified and flipped."""
     import pandas as pd
 
-    rows = [{"model": m["model"], "prompt": r["prompt"],
-             **{f"P({v}) {k}": r[k][v] for v in ("is", "are", "was", "were") for k in ("baseline", "flip")}}
-            for m in summary["models"] for r in m["steering"]["flip_demo"]]
+    rows = [
+        {
+            "model": m["model"],
+            "prompt": r["prompt"],
+            **{f"P({v}) {k}": r[k][v] for v in ("is", "are", "was", "were") for k in ("baseline", "flip")},
+        }
+        for m in summary["models"]
+        for r in m["steering"]["flip_demo"]
+    ]
     return pd.DataFrame(rows).set_index(["model", "prompt"]).round(3)
 
 
-PAPER_MODELS = ("gpt2", "gpt2-medium", "gpt2-large", "meta-llama/Llama-3.1-8B", "google/gemma-2-9b",
-                "Qwen/Qwen2.5-32B")
+PAPER_MODELS = ("gpt2", "gpt2-medium", "gpt2-large", "meta-llama/Llama-3.1-8B", "google/gemma-2-9b", "Qwen/Qwen2.5-32B")
 """The paper's six language models (hub names); they cannot be loaded offline here."""
 
 
@@ -632,14 +807,17 @@ def paper_deviations(params: SVAParams) -> dict[str, str]:
     from ..claims import deviations
 
     paper = SVAParams(models=PAPER_MODELS)
-    return deviations(params, paper, ignore=("batch_size", "n_display", "gate_grid", "steering_prompts",
-                                        "control_prompts", "control_new_tokens"))
+    return deviations(
+        params,
+        paper,
+        ignore=("batch_size", "n_display", "gate_grid", "steering_prompts", "control_prompts", "control_new_tokens"),
+    )
 
 
 def spectral_gap_paper(gap: float) -> float:
     """The paper's Table A6 convention, ``(s1/s2)^4``, from :attr:`corelib.ace.Core.spectral_gap`
     ``(s1/s2)^2``: its code squares the singular values before taking their ratio squared."""
-    return gap ** 2
+    return gap**2
 
 
 def claim_values(summary: dict) -> dict:
@@ -666,22 +844,29 @@ def claim_values(summary: dict) -> dict:
         "sva.steering_other_words": {k: s["other_words"]["sampled"]["steered"]["rate"] for k, s in steer.items()},
         "sva.steering_untouched": {
             k: c["decision_free_unchanged"] / c["decision_free"]
-            for k, c in ((k, control_summary(s)) for k, s in steer.items()) if c["decision_free"]},
+            for k, c in ((k, control_summary(s)) for k, s in steer.items())
+            if c["decision_free"]
+        },
     }
 
 
 # --------------------------------------------------------------------------- what the chapter quotes
 
 
-def example_prompts(ds: SVADataset, n: int = 8) -> "pandas.DataFrame":
+def example_prompts(ds: SVADataset, n: int = 8) -> pandas.DataFrame:
     """The first ``n`` prompts of the data set, with the head noun's number and the template."""
     import pandas as pd
 
-    return pd.DataFrame({"prompt": ds.prompts[:n], "head": np.where(ds.plural[:n] == 1, "plural", "singular"),
-                         "template": ds.template[:n]})
+    return pd.DataFrame(
+        {
+            "prompt": ds.prompts[:n],
+            "head": np.where(ds.plural[:n] == 1, "plural", "singular"),
+            "template": ds.template[:n],
+        }
+    )
 
 
-def gate_frame(summary: dict) -> "pandas.DataFrame":
+def gate_frame(summary: dict) -> pandas.DataFrame:
     """:func:`gate_table` of every model, indexed by (model, gate)."""
     import pandas as pd
 
@@ -701,15 +886,19 @@ def gate_verdict(gate: float, passing: Sequence[float]) -> str:
     if not passing:
         return "No threshold of the grid meets both criteria for every model."
     if gate == passing[0]:
-        return (f"The chapter uses γ = {gate:g}, the smallest threshold of the grid that meets both criteria "
-                "for every model.")
+        return (
+            f"The chapter uses γ = {gate:g}, the smallest threshold of the grid that meets both criteria "
+            "for every model."
+        )
     if gate in passing:
         return f"The chapter uses γ = {gate:g}, which meets both criteria for every model."
-    return (f"The chapter uses γ = {gate:g}, which does not meet both criteria for every model; the table "
-            "shows which thresholds do.")
+    return (
+        f"The chapter uses γ = {gate:g}, which does not meet both criteria for every model; the table "
+        "shows which thresholds do."
+    )
 
 
-def steering_table(summary: dict) -> "pandas.DataFrame":
+def steering_table(summary: dict) -> pandas.DataFrame:
     """Per model: agreement decisions of the greedy steered continuations and how many steering
     inverted, and what steering did to the control prompts."""
     import pandas as pd
@@ -717,18 +906,24 @@ def steering_table(summary: dict) -> "pandas.DataFrame":
     rows = []
     for m in summary["models"]:
         steering, inversion = m["steering"], m["steering"]["inversion"]
-        rows.append({"model": m["model"], "decisions": inversion["decisions"], "inverted": inversion["inverted"],
-                     "inversion rate": inversion["rate"],
-                     "clean-verb decisions": inversion["clean_verb_decisions"],
-                     "clean-verb rate": inversion["rate_clean_verbs"],
-                     "decisions not steered": inversion["ungated_decisions"],
-                     "steered steps": inversion["steered_steps"],
-                     "control unchanged": f"{steering['control_unchanged']}/{steering['n_control']}",
-                     "control steered steps": steering["control_steered_steps"]})
+        rows.append(
+            {
+                "model": m["model"],
+                "decisions": inversion["decisions"],
+                "inverted": inversion["inverted"],
+                "inversion rate": inversion["rate"],
+                "clean-verb decisions": inversion["clean_verb_decisions"],
+                "clean-verb rate": inversion["rate_clean_verbs"],
+                "decisions not steered": inversion["ungated_decisions"],
+                "steered steps": inversion["steered_steps"],
+                "control unchanged": f"{steering['control_unchanged']}/{steering['n_control']}",
+                "control steered steps": steering["control_steered_steps"],
+            }
+        )
     return pd.DataFrame(rows).set_index("model")
 
 
-def control_table(summary: dict) -> "pandas.DataFrame":
+def control_table(summary: dict) -> pandas.DataFrame:
     """:func:`control_summary` rows of every model."""
     import pandas as pd
 
@@ -746,8 +941,11 @@ def _steering_values(params: SVAParams, summary: dict) -> dict[str, object]:
     controls = {m["model"]: control_summary(m["steering"]) for m in models}
     changed = [r for c in controls.values() for r in c["rows"] if not r["unchanged"]]
     return {
-        "gate_value": params.gate, "cap_value": params.cap, "probe_value": params.probe,
-        "epsilon_value": params.epsilon, "n_steer": len(params.steering_prompts),
+        "gate_value": params.gate,
+        "cap_value": params.cap,
+        "probe_value": params.probe,
+        "epsilon_value": params.epsilon,
+        "n_steer": len(params.steering_prompts),
         "n_control": len(params.control_prompts),
         "gates_passing": ", ".join(f"{g:g}" for g in passing) or "none",
         "gate_grid_text": ", ".join(f"{g:g}" for g in params.gates),
@@ -756,8 +954,11 @@ def _steering_values(params: SVAParams, summary: dict) -> dict[str, object]:
         "decisions_total": int(sum(m["steering"]["inversion"]["decisions"] for m in models)),
         "strict_min": _nan_min(m["steering"]["inversion"]["rate_clean_verbs"] for m in models),
         "control_text": ", ".join(f"{controls_text(c)} ({name})" for name, c in controls.items()),
-        "control_changed": len(changed), "control_changed_verbs": sum(r["verbs in base text"] for r in changed),
-        "temperature_value": params.temperature, "top_k_value": params.top_k, "n_samples_value": params.n_samples,
+        "control_changed": len(changed),
+        "control_changed_verbs": sum(r["verbs in base text"] for r in changed),
+        "temperature_value": params.temperature,
+        "top_k_value": params.top_k,
+        "n_samples_value": params.n_samples,
         "other_words_text": ", ".join(models[0]["steering"]["other_words"]["words"]),
     }
 
@@ -767,8 +968,12 @@ def _example_values(summary: dict, ds: SVADataset) -> dict[str, object]:
     prompts, plural = ds.split("test")
     example = next(i for i, is_plural in enumerate(plural) if not is_plural)
     first = summary["models"][0]
-    return {"ex_prompt": prompts[example], "ex_model": first["model"],
-            "ex_base": first["margins"]["baseline"][example], "ex_flip": first["margins"]["flip"][example]}
+    return {
+        "ex_prompt": prompts[example],
+        "ex_model": first["model"],
+        "ex_base": first["margins"]["baseline"][example],
+        "ex_flip": first["margins"]["flip"][example],
+    }
 
 
 def glue_values(params: SVAParams, summary: dict, ds: SVADataset) -> dict[str, object]:
@@ -777,19 +982,27 @@ def glue_values(params: SVAParams, summary: dict, ds: SVADataset) -> dict[str, o
 
     models, pairs = summary["models"], summary["pairs"]
     return {
-        "n_prompts": len(ds), "n_half": len(ds.test),
+        "n_prompts": len(ds),
+        "n_half": len(ds.test),
         "model_list": " and ".join(m["model"] for m in models),
-        "base_min": min(m["auc"]["baseline"] for m in models), "base_max": max(m["auc"]["baseline"] for m in models),
-        "keep_min": min(m["auc"]["keep"] for m in models), "remove_max": max(m["auc"]["remove"] for m in models),
-        "flip_max": max(m["auc"]["flip"] for m in models), "gap_min": min(m["spectral_gap"] for m in models),
+        "base_min": min(m["auc"]["baseline"] for m in models),
+        "base_max": max(m["auc"]["baseline"] for m in models),
+        "keep_min": min(m["auc"]["keep"] for m in models),
+        "remove_max": max(m["auc"]["remove"] for m in models),
+        "flip_max": max(m["auc"]["flip"] for m in models),
+        "gap_min": min(m["spectral_gap"] for m in models),
         "depth_min": min((m["chosen_layer"] + 1) / m["n_layers"] for m in models),
         "swept_text": ", ".join(f"{len(m['layers'])} of {m['n_layers']} layers ({m['model']})" for m in models),
         "sweep_modes_text": " and ".join(params.sweep_modes),
         "layers_text": ", ".join(f"{m['chosen_layer'] + 1} of {m['n_layers']} ({m['model']})" for m in models),
-        "p_remove": summary["fisher_p"]["remove"], "p_flip": summary["fisher_p"]["flip"],
+        "p_remove": summary["fisher_p"]["remove"],
+        "p_flip": summary["fisher_p"]["flip"],
         "pearson_min": min((pair["pearson"] for pair in pairs), default=float("nan")),
         "spearman_min": min((pair["spearman"] for pair in pairs), default=float("nan")),
-        **{f"paper_{key}": f"{claim(f'sva.key_{key}').value:g}"
-           for key in ("is_base", "is_flip", "are_base", "are_flip")},
-        **_example_values(summary, ds), **_steering_values(params, summary),
+        **{
+            f"paper_{key}": f"{claim(f'sva.key_{key}').value:g}"
+            for key in ("is_base", "is_flip", "are_base", "are_flip")
+        },
+        **_example_values(summary, ds),
+        **_steering_values(params, summary),
     }

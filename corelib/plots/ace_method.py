@@ -1,5 +1,6 @@
 """Figures of the "How ACE works" chapter, drawn from the results of
 :mod:`corelib.experiments.ace_method`."""
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -55,10 +56,21 @@ def panel_decoy_plane(ax, decoy: dict):
         d2 = plane.T @ vec  # the direction in the plotted plane (both lie in it here)
         d2 = d2 * np.sign(d2[np.argmax(np.abs(d2))]) * ARROW_SD * np.sqrt(vec @ cov @ vec)
         ax.annotate("", xy=d2, xytext=(0, 0), arrowprops={"arrowstyle": "-|>", "color": color, "lw": 2.5})
-        ax.annotate(name, xy=d2, xytext=(6, 6), textcoords="offset points", color=color, fontsize=10,
-                    fontweight="bold", bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85})
-    ax.set(xlabel=r"coordinate along $\mathbf{e}_1$ (ignored)", ylabel=r"coordinate along $\mathbf{e}_D$ (read)",
-           title=r"Activations in the plane of $\mathbf{e}_1$, $\mathbf{e}_D$")
+        ax.annotate(
+            name,
+            xy=d2,
+            xytext=(6, 6),
+            textcoords="offset points",
+            color=color,
+            fontsize=10,
+            fontweight="bold",
+            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85},
+        )
+    ax.set(
+        xlabel=r"coordinate along $\mathbf{e}_1$ (ignored)",
+        ylabel=r"coordinate along $\mathbf{e}_D$ (read)",
+        title=r"Activations in the plane of $\mathbf{e}_1$, $\mathbf{e}_D$",
+    )
     return dots
 
 
@@ -66,8 +78,13 @@ def panel_kept_r2(ax, decoy: dict) -> None:
     """R^2 of the read-out after keeping the top-k ACE or PCA directions, for every k."""
     ax.plot(decoy["ks"], decoy["r2_ace"], "o-", color="C2", label="keep ACE top-$k$")
     ax.plot(decoy["ks"], decoy["r2_pca"], "s-", color="k", label="keep PCA top-$k$")
-    ax.set(xlabel="directions kept $k$", ylabel="read-out $R^2$", ylim=(-0.05, 1.05), xticks=decoy["ks"],
-           title="What survives core-only")
+    ax.set(
+        xlabel="directions kept $k$",
+        ylabel="read-out $R^2$",
+        ylim=(-0.05, 1.05),
+        xticks=decoy["ks"],
+        title="What survives core-only",
+    )
     ax.legend(fontsize=8, loc="center right")
 
 

@@ -1,4 +1,5 @@
 """Figure panels. One function per panel; each draws on a given Axes from saved results only."""
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -44,8 +45,13 @@ def panel_weight_cosines(ax, summary: dict) -> None:
     names = list(summary["pairs"][0]["weight_cosine_by_tensor"])
     for k, pair in enumerate(summary["pairs"]):
         vals = [pair["weight_cosine_by_tensor"][n] for n in names]
-        ax.scatter(vals, range(len(names)), s=14, label=f"M$_{pair['pair'][0] + 1}$–M$_{pair['pair'][1] + 1}$",
-                   color=MODEL_COLORS[k % len(MODEL_COLORS)])
+        ax.scatter(
+            vals,
+            range(len(names)),
+            s=14,
+            label=f"M$_{pair['pair'][0] + 1}$–M$_{pair['pair'][1] + 1}$",
+            color=MODEL_COLORS[k % len(MODEL_COLORS)],
+        )
     ax.set_yticks(range(len(names)), [n.replace("blocks.0.", "") for n in names], fontsize=7)
     ax.axvline(0, color="grey", lw=0.8)
     ax.set_xlim(-1, 1)
@@ -61,8 +67,13 @@ def panel_ablation_accuracy(ax, summary: dict) -> None:
         vals = np.array([m["accuracy"][mode] for m in summary["models"]])
         sem = vals.std(ddof=1) / np.sqrt(len(vals)) if len(vals) > 1 else 0.0
         ax.bar(k, vals.mean(), yerr=sem, color="lightgrey", edgecolor="k", capsize=4)
-        ax.scatter(np.full(len(vals), k) + np.linspace(-0.15, 0.15, len(vals)), vals,
-                   c=MODEL_COLORS[: len(vals)], zorder=3, s=18)
+        ax.scatter(
+            np.full(len(vals), k) + np.linspace(-0.15, 0.15, len(vals)),
+            vals,
+            c=MODEL_COLORS[: len(vals)],
+            zorder=3,
+            s=18,
+        )
     ax.axhline(summary["bayes_accuracy"], ls="--", color="C3", label="Bayes-optimal")
     ax.axhline(summary["chance_accuracy"], ls=":", color="k", label="chance")
     ax.set_xticks(range(len(modes)), [MODE_LABELS[m] for m in modes])
@@ -74,14 +85,14 @@ def panel_ablation_accuracy(ax, summary: dict) -> None:
 
 def panel_overlap(ax, summary: dict) -> None:
     """(C) Projector overlap between every pair of cores (1 = same subspace, 0 = orthogonal)."""
-    _heatmap(ax, _pair_matrix(summary, lambda p: p["overlap"]), _labels(summary),
-             "C  projector overlap")
+    _heatmap(ax, _pair_matrix(summary, lambda p: p["overlap"]), _labels(summary), "C  projector overlap")
 
 
 def panel_cca(ax, summary: dict) -> None:
     """(D) Mean canonical correlation between the core coordinates of every pair of models."""
-    _heatmap(ax, _pair_matrix(summary, lambda p: float(np.mean(p["cca"]))), _labels(summary),
-             "D  mean CCA", fmt="{:.3f}")
+    _heatmap(
+        ax, _pair_matrix(summary, lambda p: float(np.mean(p["cca"]))), _labels(summary), "D  mean CCA", fmt="{:.3f}"
+    )
 
 
 def panel_spectrum(ax, summary: dict) -> None:
@@ -89,12 +100,18 @@ def panel_spectrum(ax, summary: dict) -> None:
     t = np.linspace(0, 2 * np.pi, 200)
     ax.plot(np.cos(t), np.sin(t), color="lightgrey", lw=1)
     true = np.array(summary["chain_eigenvalues"])
-    ax.scatter(true[:, 0], true[:, 1], s=160, facecolors="none", edgecolors="k", lw=1.5,
-               label="Markov chain", zorder=2)
+    ax.scatter(true[:, 0], true[:, 1], s=160, facecolors="none", edgecolors="k", lw=1.5, label="Markov chain", zorder=2)
     for k, m in enumerate(summary["models"]):
         ev = np.array(m["eigenvalues"])
-        ax.scatter(ev[:, 0], ev[:, 1], marker="x", s=30, color=MODEL_COLORS[k % len(MODEL_COLORS)],
-                   label=f"core M$_{k + 1}$", zorder=3)
+        ax.scatter(
+            ev[:, 0],
+            ev[:, 1],
+            marker="x",
+            s=30,
+            color=MODEL_COLORS[k % len(MODEL_COLORS)],
+            label=f"core M$_{k + 1}$",
+            zorder=3,
+        )
     ax.set_aspect("equal")
     ax.set_xlim(-0.1, 1.1)
     ax.set_ylim(-0.6, 0.6)

@@ -1,14 +1,31 @@
 """Panels of the modular-addition chapters (Figures 2 and 3). Inputs are arrays from saved results."""
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 __all__ = [
-    "mean_sem", "panel_band", "panel_grokking", "panel_ablation_bars", "panel_eigenvalues",
-    "panel_operator", "panel_training_loss", "panel_frequency_shares", "panel_removal_curves", "ARM_COLORS",
-    "SEED_COLORS", "ARM_LABELS", "figure_emergence", "figure_inflation", "figure_spikes", "figure_removal",
-    "figure_frequencies", "panel_core_dimension", "panel_necessary_sufficient", "panel_mode_counts",
+    "mean_sem",
+    "panel_band",
+    "panel_grokking",
+    "panel_ablation_bars",
+    "panel_eigenvalues",
+    "panel_operator",
+    "panel_training_loss",
+    "panel_frequency_shares",
+    "panel_removal_curves",
+    "ARM_COLORS",
+    "SEED_COLORS",
+    "ARM_LABELS",
+    "figure_emergence",
+    "figure_inflation",
+    "figure_spikes",
+    "figure_removal",
+    "figure_frequencies",
+    "panel_core_dimension",
+    "panel_necessary_sufficient",
+    "panel_mode_counts",
 ]
 
 ARM_COLORS = {"wd": "black", "no_wd": "#7b3fa0"}
@@ -54,8 +71,13 @@ def panel_ablation_bars(ax, accuracies: dict[str, np.ndarray], *, chance: float,
     width = 0.8 / n_models
     for i in range(n_models):
         xs = np.arange(len(labels)) + (i - (n_models - 1) / 2) * width
-        ax.bar(xs, [accuracies[k][i] for k in labels], width, color=SEED_COLORS[i % len(SEED_COLORS)],
-               label=f"model {i + 1}")
+        ax.bar(
+            xs,
+            [accuracies[k][i] for k in labels],
+            width,
+            color=SEED_COLORS[i % len(SEED_COLORS)],
+            label=f"model {i + 1}",
+        )
     ax.axhline(chance, color="0.3", linestyle=":", linewidth=1, label="chance 1/p")
     ax.axhline(threshold, color="0.3", linestyle="--", linewidth=1, label="2/p")
     ax.set_xticks(range(len(labels)), labels)
@@ -71,13 +93,24 @@ def panel_eigenvalues(ax, eigenvalues: list[np.ndarray], *, p: int, title: str):
     """
     t = np.linspace(0, 2 * np.pi, 400)
     band = np.sin(np.pi / p)
-    ax.fill(np.r_[(1 + band) * np.cos(t), (1 - band) * np.cos(t[::-1])],
-            np.r_[(1 + band) * np.sin(t), (1 - band) * np.sin(t[::-1])], color="0.9", linewidth=0)
+    ax.fill(
+        np.r_[(1 + band) * np.cos(t), (1 - band) * np.cos(t[::-1])],
+        np.r_[(1 + band) * np.sin(t), (1 - band) * np.sin(t[::-1])],
+        color="0.9",
+        linewidth=0,
+    )
     ax.plot(np.cos(t), np.sin(t), color="0.5", linewidth=0.8)
     for i, ev in enumerate(eigenvalues):
         ev = np.asarray(ev)
-        ax.scatter(ev.real, ev.imag, s=9, color=SEED_COLORS[i % len(SEED_COLORS)], alpha=0.8,
-                   label=f"model {i + 1}", linewidths=0)
+        ax.scatter(
+            ev.real,
+            ev.imag,
+            s=9,
+            color=SEED_COLORS[i % len(SEED_COLORS)],
+            alpha=0.8,
+            label=f"model {i + 1}",
+            linewidths=0,
+        )
     ax.set_aspect("equal")
     lim = max(1.25, max((np.abs(np.asarray(e)).max() for e in eigenvalues if len(e)), default=1) + 0.1)
     ax.set_xlim(-lim, lim)
@@ -107,8 +140,14 @@ def panel_training_loss(ax, histories: dict[str, dict]):
         epochs = np.asarray(hist["epoch"])
         loss = np.asarray(hist["loss"], dtype=float)
         for i in range(loss.shape[1]):
-            ax.plot(epochs, loss[:, i], color=ARM_COLORS[arm], linewidth=0.6, alpha=0.55,
-                    label=ARM_LABELS[arm] if i == 0 else None)
+            ax.plot(
+                epochs,
+                loss[:, i],
+                color=ARM_COLORS[arm],
+                linewidth=0.6,
+                alpha=0.55,
+                label=ARM_LABELS[arm] if i == 0 else None,
+            )
     ax.set_yscale("log")
     ax.set_xlabel("epoch")
     ax.set_ylabel("training loss (per seed)")
@@ -126,16 +165,23 @@ def panel_frequency_shares(ax, shares: dict[str, np.ndarray], *, share: float):
         ranked = np.cumsum(np.sort(s, axis=1)[:, ::-1], axis=1)
         n = np.arange(1, s.shape[1] + 1)
         for i, row in enumerate(ranked):
-            ax.plot(n, row, color=ARM_COLORS[arm], linewidth=0.8, alpha=0.4,
-                    label=f"{ARM_LABELS[arm]} (each model)" if i == 0 else None)
+            ax.plot(
+                n,
+                row,
+                color=ARM_COLORS[arm],
+                linewidth=0.8,
+                alpha=0.4,
+                label=f"{ARM_LABELS[arm]} (each model)" if i == 0 else None,
+            )
     ax.axhline(share, color="0.6", linestyle="--", linewidth=1)
     ax.set_xlabel("number of largest frequencies n")
     ax.set_ylabel("share of centroid variance held")
     ax.set_ylim(0, 1.02)
 
 
-def panel_removal_curves(ax, curves: dict, *, chance: float, necessary=None, max_rank: int | None = None,
-                         title: str | None = None):
+def panel_removal_curves(
+    ax, curves: dict, *, chance: float, necessary=None, max_rank: int | None = None, title: str | None = None
+):
     """Core-removed accuracy against the number of core directions removed, one line per model.
 
     ``curves`` is :func:`corelib.experiments.modular.removal_curves` at one snapshot. The dashed
@@ -180,15 +226,24 @@ def figure_emergence(records: list[dict], history: dict, summary: dict, *, p: in
     panel_grokking(ax_a, acc_epochs, test_acc, epochs, core_dim, grok_epoch=summary["grok_epoch"])
     ax_a.set_title("A  test accuracy and core dimension", loc="left", fontsize=10)
     final = records[-1]["models"]
-    panel_ablation_bars(ax_b, {"full": [m["test_acc"] for m in final], "core-only": [m["keep_acc"] for m in final],
-                               "core-removed": [m["remove_acc"] for m in final]}, chance=1 / p, threshold=2 / p)
+    panel_ablation_bars(
+        ax_b,
+        {
+            "full": [m["test_acc"] for m in final],
+            "core-only": [m["keep_acc"] for m in final],
+            "core-removed": [m["remove_acc"] for m in final],
+        },
+        chance=1 / p,
+        threshold=2 / p,
+    )
     ax_b.set_title(f"B  ablations at epoch {records[-1]['epoch']}", loc="left", fontsize=10)
     axes_c = bottom.subplots(1, 3)
     for k, (ax, (phase, eigenvalues)) in enumerate(zip(axes_c, summary["eigenvalues"].items())):
         epochs_text = ", ".join(map(str, summary["phases"][phase]))
         letter = "C  " if k == 0 else ""  # the panel letter leads the first title, not a second one
-        panel_eigenvalues(ax, [_complex(e) for e in eigenvalues], p=p,
-                          title=f"{letter}{phase} grokking (epochs {epochs_text})")
+        panel_eigenvalues(
+            ax, [_complex(e) for e in eigenvalues], p=p, title=f"{letter}{phase} grokking (epochs {epochs_text})"
+        )
     axes_c[-1].legend(fontsize=7, loc="lower right")
     return fig
 
@@ -214,8 +269,14 @@ def panel_necessary_sufficient(ax, arms: dict[str, list[dict]], branch_epoch: in
         for arm, records in arms.items():
             epochs = np.array([r["epoch"] for r in records])
             ranks = np.array([[np.nan if m[key] is None else m[key] for m in r["models"]] for r in records])
-            ax.plot(epochs, np.nanmean(ranks.astype(float), axis=1), style, color=ARM_COLORS[arm],
-                    label=label if arm == "wd" else None, alpha=1.0 if arm == "wd" else 0.8)
+            ax.plot(
+                epochs,
+                np.nanmean(ranks.astype(float), axis=1),
+                style,
+                color=ARM_COLORS[arm],
+                label=label if arm == "wd" else None,
+                alpha=1.0 if arm == "wd" else 0.8,
+            )
     _mark_branch(ax, branch_epoch)
     ax.set(xlabel="epoch", ylabel="dimensions (mean over models)")
     ax.legend(fontsize=8, title="black: decay kept, purple: removed", title_fontsize=7)
@@ -225,8 +286,7 @@ def panel_mode_counts(ax, arms: dict[str, list[dict]], *, p: int) -> None:
     """Figure 3C (right): rotational modes of both arms over time, against the maximum p // 2."""
     for arm, records in arms.items():
         counts = np.array([[len(m["modes"]) for m in r["models"]] for r in records], dtype=float)
-        panel_band(ax, np.array([r["epoch"] for r in records]), counts, color=ARM_COLORS[arm],
-                   label=ARM_LABELS[arm])
+        panel_band(ax, np.array([r["epoch"] for r in records]), counts, color=ARM_COLORS[arm], label=ARM_LABELS[arm])
     ax.axhline(p // 2, color="0.6", linestyle="--", linewidth=1)
     ax.text(ax.get_xlim()[0], p // 2, " max ⌊p/2⌋", va="bottom", fontsize=7, color="0.4")
     ax.set(xlabel="epoch", ylabel="rotational modes")
@@ -251,8 +311,9 @@ def figure_inflation(arms: dict[str, list[dict]], *, p: int, branch_epoch: int) 
     vmax = max(np.abs(a).max() for a in operators.values())
     for ax, arm in ((ax_h1, "wd"), (ax_h2, "no_wd")):
         letter = "C  " if arm == "wd" else ""
-        panel_operator(ax, operators[arm], vmax=vmax,
-                       title=f"{letter}{ARM_LABELS[arm]}\n(model 1, epoch {arms[arm][-1]['epoch']})")
+        panel_operator(
+            ax, operators[arm], vmax=vmax, title=f"{letter}{ARM_LABELS[arm]}\n(model 1, epoch {arms[arm][-1]['epoch']})"
+        )
     panel_mode_counts(ax_m, arms, p=p)
     return fig
 
@@ -266,8 +327,15 @@ def figure_spikes(histories: dict[str, dict], *, branch_epoch: int) -> plt.Figur
     return fig
 
 
-def figure_removal(curves: dict[str, dict], necessary: dict[str, list], *, chance: float, loose_level: float,
-                   epoch: int, max_rank: int = 64) -> plt.Figure:
+def figure_removal(
+    curves: dict[str, dict],
+    necessary: dict[str, list],
+    *,
+    chance: float,
+    loose_level: float,
+    epoch: int,
+    max_rank: int = 64,
+) -> plt.Figure:
     """Core-removed accuracy against the rank removed, one panel per arm, at ``epoch``.
 
     ``curves`` maps an arm to :func:`corelib.experiments.modular.removal_curves`, ``necessary``
@@ -275,8 +343,14 @@ def figure_removal(curves: dict[str, dict], necessary: dict[str, list], *, chanc
     """
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained", sharey=True)
     for letter, ax, arm in zip("AB", axes, curves):
-        panel_removal_curves(ax, curves[arm], chance=chance, max_rank=max_rank, necessary=necessary[arm],
-                             title=f"{letter}  {ARM_LABELS[arm]}, epoch {epoch}")
+        panel_removal_curves(
+            ax,
+            curves[arm],
+            chance=chance,
+            max_rank=max_rank,
+            necessary=necessary[arm],
+            title=f"{letter}  {ARM_LABELS[arm]}, epoch {epoch}",
+        )
         ax.axhline(loose_level, color="0.7", linestyle=":", linewidth=1)
     axes[0].legend(fontsize=8)
     axes[1].set_ylabel("")
@@ -289,8 +363,15 @@ def figure_frequencies(spectra: dict[str, dict], *, share: float, branch_epoch: 
     :func:`corelib.experiments.modular.centroid_spectra`."""
     fig, (ax_n, ax_s) = plt.subplots(1, 2, figsize=(11, 3.4), layout="constrained", width_ratios=[1, 1.4])
     for arm, spectrum in spectra.items():
-        panel_band(ax_n, spectrum["epoch"], spectrum["count"].astype(float), color=ARM_COLORS[arm],
-                   label=ARM_LABELS[arm], marker="o", markersize=2.5)
+        panel_band(
+            ax_n,
+            spectrum["epoch"],
+            spectrum["count"].astype(float),
+            color=ARM_COLORS[arm],
+            label=ARM_LABELS[arm],
+            marker="o",
+            markersize=2.5,
+        )
     _mark_branch(ax_n, branch_epoch)
     ax_n.set(xlabel="epoch", ylabel=f"frequencies holding {share:.0%}")
     ax_n.legend(fontsize=8)

@@ -1,4 +1,5 @@
 """The look shared by the book's figures."""
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt

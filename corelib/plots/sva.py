@@ -1,5 +1,6 @@
 """Figure panels of the subject-verb agreement chapter (Figure 5) and the side-by-side
 generations of Figure 6. Everything is drawn from the summary of :func:`corelib.experiments.sva.run`."""
+
 from __future__ import annotations
 
 import html
@@ -7,11 +8,20 @@ import html
 import matplotlib.pyplot as plt
 import numpy as np
 
-__all__ = ["generation_html", "generation_boxes_html", "figure_sva", "panel_layer_sweep", "panel_coordinate_fit",
-           "panel_agreement_boxes"]
+__all__ = [
+    "generation_html",
+    "generation_boxes_html",
+    "figure_sva",
+    "panel_layer_sweep",
+    "panel_coordinate_fit",
+    "panel_agreement_boxes",
+]
 
-_MODE_STYLE = {"keep": ("tab:green", "Core-only"), "remove": ("tab:orange", "Core-removed"),
-               "flip": ("tab:red", "Core-flipped")}
+_MODE_STYLE = {
+    "keep": ("tab:green", "Core-only"),
+    "remove": ("tab:orange", "Core-removed"),
+    "flip": ("tab:red", "Core-flipped"),
+}
 _MARKERS = "osD^vP*X"
 
 
@@ -25,8 +35,7 @@ def panel_layer_sweep(ax, summary: dict) -> None:
         curves = []
         for k, m in enumerate(summary["models"]):
             depth, values = np.asarray(m["depth"]), np.asarray(m["sweep_auc"][mode])
-            ax.plot(depth, values, _MARKERS[k % len(_MARKERS)], color=colour, ms=4, alpha=0.7,
-                    mfc="none")
+            ax.plot(depth, values, _MARKERS[k % len(_MARKERS)], color=colour, ms=4, alpha=0.7, mfc="none")
             curves.append(np.interp(grid, depth, values, left=np.nan))
         curves = np.asarray(curves)
         ok = ~np.isnan(curves).any(axis=0)
@@ -37,8 +46,9 @@ def panel_layer_sweep(ax, summary: dict) -> None:
     ax.axhline(0.5, color="grey", ls=":", lw=1)
     for k, m in enumerate(summary["models"]):
         ax.plot([], [], _MARKERS[k % len(_MARKERS)], color="k", mfc="none", label=m["model"])
-    ax.set(xlabel="normalised depth (layer / layers)", ylabel="agreement AUC", ylim=(-0.02, 1.02),
-           title="(A) layer sweep")
+    ax.set(
+        xlabel="normalised depth (layer / layers)", ylabel="agreement AUC", ylim=(-0.02, 1.02), title="(A) layer sweep"
+    )
     ax.legend(fontsize=7, loc="lower left")
 
 
@@ -57,8 +67,7 @@ def panel_coordinate_fit(ax, summary: dict) -> None:
         r = np.corrcoef(z, margin)[0, 1]
         xs = np.linspace(z.min(), z.max(), 2)
         ax.plot(xs, slope * xs + intercept, color=colour, label=f"{m['model']} (r = {r:.2f})")
-    ax.set(xlabel="core coordinate (z-score)", ylabel="margin (z-score)",
-           title="(B) core coordinate vs margin")
+    ax.set(xlabel="core coordinate (z-score)", ylabel="margin (z-score)", title="(B) core coordinate vs margin")
     ax.legend(fontsize=7)
 
 
@@ -72,15 +81,13 @@ def panel_agreement_boxes(ax, summary: dict) -> None:
         scale = np.std(m["scores"]["baseline"]) or 1.0
         data = [np.asarray(m["scores"][mode]) / scale for mode in modes]
         pos = np.arange(len(modes)) + (k - (n - 1) / 2) * width
-        box = ax.boxplot(data, positions=pos, widths=width * 0.9, patch_artist=True,
-                         showfliers=False)
+        box = ax.boxplot(data, positions=pos, widths=width * 0.9, patch_artist=True, showfliers=False)
         for patch in box["boxes"]:
             patch.set(facecolor=f"C{k}", alpha=0.5)
         ax.plot([], [], "s", color=f"C{k}", alpha=0.5, label=m["model"])
     p = summary["fisher_p"]
     ax.axhline(0, color="grey", ls=":", lw=1)
-    ax.set_xticks(range(len(modes)), ["baseline", f"removed\np={p['remove']:.1e}",
-                                      f"flipped\np={p['flip']:.1e}"])
+    ax.set_xticks(range(len(modes)), ["baseline", f"removed\np={p['remove']:.1e}", f"flipped\np={p['flip']:.1e}"])
     ax.set(ylabel="agreement score (baseline sd)", title="(C) prompt-level agreement")
     ax.legend(fontsize=7)
 
@@ -97,8 +104,7 @@ def figure_sva(summary: dict):
 
 def _render(gen: dict, steered: bool) -> str:
     out = []
-    for piece, verb, clean_verb, gated in zip(gen["pieces"], gen["verb"], gen["clean_verb"],
-                                               gen["gated"]):
+    for piece, verb, clean_verb, gated in zip(gen["pieces"], gen["verb"], gen["clean_verb"], gen["gated"]):
         text = html.escape(piece)
         if steered and gated and verb is not None and clean_verb is not None and verb != clean_verb:
             text = f'<span style="background:#f6b8b8;font-weight:bold">{text}</span>'
@@ -119,7 +125,8 @@ def generation_html(prompt: str, pair: dict, title: str = "") -> str:
         f'<span style="float:right">{html.escape(title)}</span></th></tr>'
         f'<tr><td style="{cell}"><b>Base:</b> {p}{_render(pair["base"], False)}</td>'
         f'<td style="{cell}"><b>Core steering:</b> {p}{_render(pair["steered"], True)}</td></tr>'
-        f"</table>")
+        f"</table>"
+    )
 
 
 def generation_boxes_html(summary: dict, *, n_display: int, seed: int) -> str:

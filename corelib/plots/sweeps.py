@@ -1,5 +1,6 @@
 """Figures of the grokking-sweeps chapter (the paper's Figure 4), drawn from the summary of
 :func:`corelib.experiments.grokking_sweeps.run`."""
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -17,8 +18,16 @@ def panel_delays(ax, table: pd.DataFrame, by_condition: pd.DataFrame, by: str) -
     usable = table[usable_delays(table)]
     ax.plot(usable[by], usable["delay"], ".", color="0.7", ms=4, label="seeds")
     grokked = by_condition.dropna(subset=["delay_mean"])
-    ax.errorbar(grokked.index, grokked["delay_mean"], grokked["delay_sd"].fillna(0), fmt="o", color="k", ms=5,
-                capsize=3, label="mean ± sd")
+    ax.errorbar(
+        grokked.index,
+        grokked["delay_mean"],
+        grokked["delay_sd"].fillna(0),
+        fmt="o",
+        color="k",
+        ms=5,
+        capsize=3,
+        label="mean ± sd",
+    )
     if table["delay"].gt(0).any():
         ax.set_yscale("log")
     else:  # a short run: say so instead of drawing an empty log axis
@@ -31,8 +40,12 @@ def _panel_omega_fit(ax, summary: dict) -> None:
     if fit is not None:
         beta, beta_sd = fit.loc["exponent", "estimate"], fit.loc["exponent", "sd"]
         ww = np.geomspace(min(params.omegas) * 0.9, max(params.omegas) * 1.1, 100)
-        ax.plot(ww, fit.loc["prefactor", "estimate"] * ww**beta, "C0-",
-                label=fr"fit $\propto \omega^{{{beta:.2f} \pm {beta_sd:.2f}}}$")
+        ax.plot(
+            ww,
+            fit.loc["prefactor", "estimate"] * ww**beta,
+            "C0-",
+            label=rf"fit $\propto \omega^{{{beta:.2f} \pm {beta_sd:.2f}}}$",
+        )
     batch = "full batch" if params.omega_batch_size is None else f"batch {params.omega_batch_size}"
     ax.set(xscale="log", xlabel=r"weight decay $\omega$", title=f"p = {params.omega_p}, {batch}")
     ax.set_xticks(params.omegas, [f"{w:g}" for w in params.omegas], minor=False)
@@ -45,13 +58,22 @@ def _panel_p_fit(ax, summary: dict) -> None:
     if fit is not None:
         omega_big, p_crit = fit.loc["Omega", "estimate"], fit.loc["p_crit", "estimate"]
         above = pp[pp > p_crit * 1.01]
-        ax.plot(above, grok_time(above, omega_big, p_crit), "C3-",
-                label=fr"ODE fit: $\Omega$ = {omega_big:.3g}, $p_{{\rm crit}}$ = {p_crit:.3g}")
+        ax.plot(
+            above,
+            grok_time(above, omega_big, p_crit),
+            "C3-",
+            label=rf"ODE fit: $\Omega$ = {omega_big:.3g}, $p_{{\rm crit}}$ = {p_crit:.3g}",
+        )
     above = pp[pp > paper["p_crit"] * 1.01]
-    ax.plot(above, grok_time(above, paper["Omega"] / params.p_weight_decay, paper["p_crit"]), color="0.5",
-            ls="--", label=r"paper's fit, $\Omega/\omega$")
+    ax.plot(
+        above,
+        grok_time(above, paper["Omega"] / params.p_weight_decay, paper["p_crit"]),
+        color="0.5",
+        ls="--",
+        label=r"paper's fit, $\Omega/\omega$",
+    )
     batch = "full batch" if params.p_batch_size is None else f"batch {params.p_batch_size}"
-    ax.set(xlabel="modulus $p$", title=fr"$\omega$ = {params.p_weight_decay:g}, {batch}")
+    ax.set(xlabel="modulus $p$", title=rf"$\omega$ = {params.p_weight_decay:g}, {batch}")
 
 
 def figure_sweeps(summary: dict) -> plt.Figure:

@@ -1,5 +1,6 @@
 """Figures of the grokking-theory chapter, drawn from the results of
 :mod:`corelib.experiments.grokking_theory`."""
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -19,14 +20,16 @@ def figure_psi(norms: dict) -> plt.Figure:
     fig, (ax_psi, ax_norm) = _pair()
     psi_p, ps, values, odd, even = norms["psi"], norms["ps"], norms["norms"], norms["odd"], norms["even"]
     ax_psi.bar(np.arange(1, psi_p.size + 1), psi_p, color="C0")
-    ax_psi.set(xlabel="mode $k$", ylabel=r"$\psi_k = 1 - \cos(2\pi k/p)$",
-               title=f"Margin per mode, p = {norms['params'].p}")
+    ax_psi.set(
+        xlabel="mode $k$", ylabel=r"$\psi_k = 1 - \cos(2\pi k/p)$", title=f"Margin per mode, p = {norms['params'].p}"
+    )
     ax_norm.plot(ps[odd], values[odd], ".", ms=3, color="C0", label="odd $p$")
     ax_norm.plot(ps[even], values[even], ".", ms=3, color="C1", label="even $p$")
     ax_norm.plot(ps, 0.75 * ps, "k-", lw=0.8, label="$3p/4$")
     ax_norm.plot(ps, 0.75 * ps + 2, "k--", lw=0.8, label="$3p/4 + 2$")
-    ax_norm.set(xlabel="modulus $p$", ylabel=r"$\|\psi\|^2$", title="Norm of the margin vector",
-                xlim=(0, 60), ylim=(0, 50))
+    ax_norm.set(
+        xlabel="modulus $p$", ylabel=r"$\|\psi\|^2$", title="Norm of the margin vector", xlim=(0, 60), ylim=(0, 50)
+    )
     ax_norm.legend(fontsize=8)
     return fig
 
@@ -58,11 +61,11 @@ def figure_margin(margin: dict) -> plt.Figure:
         ax.plot(steps, closed, color=f"C{i}", label=f"p = {q}")
         ax.plot(steps[::25], numeric[::25], "o", mfc="none", ms=4, color=f"C{i}")
         if params.kappa * q > params.delta:
-            ax.plot(grok_time(q, margin["Omega_ode"], margin["p_crit"]) / params.lr, params.delta, "k|", ms=12,
-                    mew=2)
+            ax.plot(grok_time(q, margin["Omega_ode"], margin["p_crit"]) / params.lr, params.delta, "k|", ms=12, mew=2)
     ax.axhline(params.delta, color="k", ls="--", lw=1, label=r"threshold $\delta$")
-    ax.set(xlabel="optimizer steps after memorisation", ylabel="margin $m(t)$",
-           title="Margin relaxes towards $\\kappa p$")
+    ax.set(
+        xlabel="optimizer steps after memorisation", ylabel="margin $m(t)$", title="Margin relaxes towards $\\kappa p$"
+    )
     ax.legend(fontsize=8, ncol=2)
     return fig
 
@@ -74,8 +77,12 @@ def figure_delay(delays: dict) -> plt.Figure:
     omega_steps, p_crit = delays["Omega_steps"], delays["p_crit"]
     fig, (ax_t, ax_r) = _pair(9.5)
     pp = np.linspace(p_crit * 1.02, params.p_plot_max, 600)
-    ax_t.plot(pp, grok_time(pp, omega_steps, p_crit), color="C2",
-              label=fr"ODE: $\Omega = 1/(\eta\omega)$, $p_{{\rm crit}} = {p_crit:.3g}$")
+    ax_t.plot(
+        pp,
+        grok_time(pp, omega_steps, p_crit),
+        color="C2",
+        label=rf"ODE: $\Omega = 1/(\eta\omega)$, $p_{{\rm crit}} = {p_crit:.3g}$",
+    )
     ax_t.plot(pp, omega_steps * p_crit / pp, "C2:", label=r"asymptote $\Omega p_{\rm crit}/p$")
     pq = np.linspace(paper["p_crit"] * 1.02, params.p_plot_max, 600)
     ax_t.plot(pq, grok_time(pq, paper["Omega"], paper["p_crit"]), color="C7", label="paper's fitted curve")
@@ -84,8 +91,12 @@ def figure_delay(delays: dict) -> plt.Figure:
     ax_t.set(xlabel="modulus $p$", ylabel=r"$\tau_{\rm grok}$ (steps)", yscale="log", title="Grokking delay")
     ax_t.legend(fontsize=7)
     pr = np.geomspace(p_crit * 1.05, 1e3 * p_crit, 200)
-    ax_r.loglog(pr, grok_time(pr, omega_steps, p_crit) / (omega_steps * p_crit / pr) - 1, color="C2",
-                label=r"$\tau$ / asymptote $- 1$")
+    ax_r.loglog(
+        pr,
+        grok_time(pr, omega_steps, p_crit) / (omega_steps * p_crit / pr) - 1,
+        color="C2",
+        label=r"$\tau$ / asymptote $- 1$",
+    )
     ax_r.loglog(pr, p_crit / (2 * pr), "k:", label=r"$p_{\rm crit}/(2p)$")
     ax_r.set(xlabel="modulus $p$", ylabel="relative difference", title="How good is the $1/p$ law?")
     ax_r.legend(fontsize=8)
@@ -99,8 +110,13 @@ def figure_theory_sweeps(fits: dict) -> plt.Figure:
     fig, (ax_w, ax_f) = _pair(9.5)
     omegas = fits["omegas"]
     ax_w.loglog(omegas, fits["tau_omega"], "o", color="C0", label="model")
-    ax_w.loglog(omegas, fits["omega_fit"].predict(omegas), "C0-", lw=1,
-                label=fr"fit: $\omega^{{{fits['omega_fit'].exponent:.2f}}}$")
+    ax_w.loglog(
+        omegas,
+        fits["omega_fit"].predict(omegas),
+        "C0-",
+        lw=1,
+        label=rf"fit: $\omega^{{{fits['omega_fit'].exponent:.2f}}}$",
+    )
     ax_w.set(xlabel=r"weight decay $\omega$", ylabel=r"$\tau_{\rm grok}$ (steps)", title=f"p = {params.p}")
     ax_w.set_xticks(omegas, [f"{w:g}" for w in omegas], minor=False)
     ax_w.set_xticks([], minor=True)
@@ -112,7 +128,8 @@ def figure_theory_sweeps(fits: dict) -> plt.Figure:
     pf = np.linspace(max(fits["noisy_fit"].p_crit, delays["p_crit"]) * 1.05, primes.max() * 1.1, 300)
     ax_f.plot(pf, grok_time(pf, delays["Omega_steps"], delays["p_crit"]), "C2-", label="planted")
     ax_f.plot(pf, fits["noisy_fit"].predict(pf), "C3--", label="fitted")
-    ax_f.set(xlabel="modulus $p$", ylabel=r"$\tau_{\rm grok}$ (steps)", yscale="log",
-             title=fr"$\omega$ = {params.omega:g}")
+    ax_f.set(
+        xlabel="modulus $p$", ylabel=r"$\tau_{\rm grok}$ (steps)", yscale="log", title=rf"$\omega$ = {params.omega:g}"
+    )
     ax_f.legend(fontsize=8)
     return fig

@@ -4,6 +4,7 @@ State i stays with probability alpha and moves to i + 1 (mod n) with probability
 paper's chain (n = 4, alpha = 0.75, beta = 0.25) the eigenvalues are {1, 0.75 +- 0.25i, 0.5}, the
 stationary distribution is uniform, Bayes-optimal accuracy is 0.75 and chance is 0.25.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,6 +15,7 @@ __all__ = [
     "bayes_accuracy",
     "chance_accuracy",
     "chain_eigenvalues",
+    "oracle_r2",
     "sample_sequences",
     "stationary_distribution",
     "transition_matrix",
@@ -63,6 +65,21 @@ def bayes_accuracy(T) -> float:
 def chance_accuracy(T) -> float:
     """Accuracy of always predicting the most common token: ``max_i pi_i``."""
     return float(stationary_distribution(T).max())
+
+
+def oracle_r2(T) -> float:
+    """R^2 ceiling for predicting the next one-hot token from the current state.
+
+    For next-token coordinate j, ``m_j = sum_i pi_i T_ij (1 - T_ij)`` is the variance no predictor
+    can remove and ``v_j = pi_j (1 - pi_j)`` the total variance; the ceiling is
+    ``1 - mean_j m_j / v_j``. The paper writes ``m = diag(pi) (T * (1 - T))^T 1``, which is the
+    same number whenever pi is uniform (as for the chains in the book).
+    """
+    t = _check_stochastic(T)
+    pi = stationary_distribution(t)
+    m = (pi[:, None] * t * (1.0 - t)).sum(axis=0)
+    v = pi * (1.0 - pi)
+    return float(1.0 - np.mean(m / v))
 
 
 def sample_sequences(T, n_sequences: int, length: int, seed: int) -> np.ndarray:

@@ -9,6 +9,7 @@ The reference code permutes the pairs two ways: its modular-addition experiment 
 seeded 42. Both are here (``permutation="numpy"`` / ``"torch"``), so each chapter trains on
 exactly the reference's split.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -38,7 +39,9 @@ def pair_order(n: int, seed: int, permutation: Literal["numpy", "torch"]) -> tor
 
 
 def modular_addition_split(
-    p: int = 53, train_fraction: float = 0.5, seed: int = 42,
+    p: int = 53,
+    train_fraction: float = 0.5,
+    seed: int = 42,
     permutation: Literal["numpy", "torch"] = "numpy",
 ) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
     """``((x_train, y_train), (x_test, y_test))``: all pairs permuted with ``seed`` and split.

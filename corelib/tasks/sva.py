@@ -13,6 +13,7 @@ Half of the prompts are prefixed with ``In the past,``. A plural head should mak
 prefer *are/were* to *is/was*. :func:`make_dataset` builds the paper's 600 singular + 600 plural
 prompts, shuffles them with a seed and splits them in half.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
+    "AGREEMENT_READOUT",
+    "AGREEMENT_VERBS",
     "ATTRACTORS",
     "CONNECTORS",
     "HEADS",
@@ -38,31 +41,55 @@ HEADS = {
 }
 ATTRACTORS = {
     "singular": ("cabinet", "drawer", "door", "folder", "box", "room", "student", "guard", "desk"),
-    "plural": ("cabinets", "drawers", "doors", "folders", "boxes", "rooms", "students", "guards",
-               "desks"),
+    "plural": ("cabinets", "drawers", "doors", "folders", "boxes", "rooms", "students", "guards", "desks"),
 }
 CONNECTORS = ("to the", "of the", "near the", "behind the", "next to the", "alongside the")
-FRONT_PADS = ("In this ancient kingdom,", "Long ago in a distant land,", "In a busy laboratory,",
-              "Deep under the old castle,")
+FRONT_PADS = (
+    "In this ancient kingdom,",
+    "Long ago in a distant land,",
+    "In a busy laboratory,",
+    "Deep under the old castle,",
+)
 BACK_PADS = ("in the old kingdom", "in this strange world", "in the present tense", "on most days")
 RELATIVES = ("that the", "that guards the", "that surrounds the", "that hides the")
 TEMPLATES = ("base", "front", "back", "there", "relative")
 PAST = "In the past,"
 
-NUMBER_WORD_PAIRS = ((" has", " have"), (" does", " do"), (" this", " these"), (" it", " they"),
-                     (" its", " their"))
+AGREEMENT_VERBS = {"singular": (" is", " was"), "plural": (" are", " were")}
+"""The agreement verbs, by the number they mark."""
+
+AGREEMENT_READOUT = {
+    verb: (1.0 if number == "plural" else -1.0) for number, verbs in AGREEMENT_VERBS.items() for verb in verbs
+}
+"""The number margin ``(are + were) - (is + was)`` as a :class:`corelib.lm.LanguageModel` read-out
+(``load_model(name, readout=AGREEMENT_READOUT)``): positive when the model prefers the plural."""
+
+NUMBER_WORD_PAIRS = ((" has", " have"), (" does", " do"), (" this", " these"), (" it", " they"), (" its", " their"))
 """Number-marked words other than the four agreement verbs: (singular, plural) forms. The paper
 says steering along the core changes words beyond is/are/was/were; these are what we count."""
 
-FLIP_DEMO_PROMPTS = ("The key next to the cabinets", "The keys next to the cabinet", "The children near the guard",
-                     "In this ancient kingdom, the key to the cabinets", "There key near the boxes",
-                     "There keys near the box")
+FLIP_DEMO_PROMPTS = (
+    "The key next to the cabinets",
+    "The keys next to the cabinet",
+    "The children near the guard",
+    "In this ancient kingdom, the key to the cabinets",
+    "There key near the boxes",
+    "There keys near the box",
+)
 """The reference code's flip demonstration; the paper quotes the first (P(is) 0.51 -> 0.01)."""
 
 
-def make_prompt(template: str, head: str, attractor: str, *, connector: str = "to the",
-                front: str = FRONT_PADS[0], back: str = BACK_PADS[0], relative: str = RELATIVES[0],
-                past: bool = False) -> str:
+def make_prompt(
+    template: str,
+    head: str,
+    attractor: str,
+    *,
+    connector: str = "to the",
+    front: str = FRONT_PADS[0],
+    back: str = BACK_PADS[0],
+    relative: str = RELATIVES[0],
+    past: bool = False,
+) -> str:
     """One prompt from its parts, e.g. ``make_prompt("base", "key", "cabinets")``."""
     forms = {
         "base": f"The {head} {connector} {attractor}",
@@ -118,29 +145,48 @@ def make_dataset(n_per_number: int = 600, seed: int = 0) -> SVADataset:
         for k in range(int(n_per_number)):
             template = TEMPLATES[k % len(TEMPLATES)]
             is_past = (k // len(TEMPLATES)) % 2 == 1
-            prompts.append(make_prompt(
-                template, HEADS[number][rng.integers(9)], ATTRACTORS[other][rng.integers(9)],
-                connector=CONNECTORS[rng.integers(len(CONNECTORS))],
-                front=FRONT_PADS[rng.integers(len(FRONT_PADS))],
-                back=BACK_PADS[rng.integers(len(BACK_PADS))],
-                relative=RELATIVES[rng.integers(len(RELATIVES))], past=is_past))
+            prompts.append(
+                make_prompt(
+                    template,
+                    HEADS[number][rng.integers(9)],
+                    ATTRACTORS[other][rng.integers(9)],
+                    connector=CONNECTORS[rng.integers(len(CONNECTORS))],
+                    front=FRONT_PADS[rng.integers(len(FRONT_PADS))],
+                    back=BACK_PADS[rng.integers(len(BACK_PADS))],
+                    relative=RELATIVES[rng.integers(len(RELATIVES))],
+                    past=is_past,
+                )
+            )
             plural.append(label)
             templates.append(template)
             past.append(is_past)
     order = rng.permutation(len(prompts))
     half = len(order) // 2
     return SVADataset(
-        prompts=tuple(prompts[i] for i in order), plural=np.asarray(plural)[order],
-        template=tuple(templates[i] for i in order), past=np.asarray(past)[order],
-        train=np.arange(half), test=np.arange(half, len(order)))
+        prompts=tuple(prompts[i] for i in order),
+        plural=np.asarray(plural)[order],
+        template=tuple(templates[i] for i in order),
+        past=np.asarray(past)[order],
+        train=np.arange(half),
+        test=np.arange(half, len(order)),
+    )
 
 
 def vocabulary() -> list[str]:
     """Every word and punctuation mark of the prompts, the agreement verbs, and the words of
     the book's steering and control prompts (for the word-level tokenizer of the tiny model)."""
-    parts = [*HEADS["singular"], *HEADS["plural"], *ATTRACTORS["singular"],
-             *ATTRACTORS["plural"], *CONNECTORS, *FRONT_PADS, *BACK_PADS, *RELATIVES, PAST,
-             "The There is are was were , . the a and of in on to 1 2 3 4 5 6 7 8 9 10"]
+    parts = [
+        *HEADS["singular"],
+        *HEADS["plural"],
+        *ATTRACTORS["singular"],
+        *ATTRACTORS["plural"],
+        *CONNECTORS,
+        *FRONT_PADS,
+        *BACK_PADS,
+        *RELATIVES,
+        PAST,
+        "The There is are was were , . the a and of in on to 1 2 3 4 5 6 7 8 9 10",
+    ]
     words = set()
     for part in parts:
         for w in part.replace(",", " , ").replace(".", " . ").split():

@@ -1,0 +1,121 @@
+"""The book's project files: table of contents, profiles, chapter sources and executed chapters.
+
+Chapters are the ``book/chapters/<name>`` entries of ``_toc.yml``; the source of each is the
+jupytext ``py:percent`` script ``notebooks/<name>.py``, and ``profiles.yml`` holds the parameter
+values of each profile, ``{profile: {notebook: {param: value}}}``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "CHAPTER_DIR",
+    "PROJECT_ROOT",
+    "ConfigError",
+    "RunnerError",
+    "chapters",
+    "output_path",
+    "profile_parameters",
+    "profiles",
+    "project_root",
+    "show_path",
+    "source_path",
+]
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CHAPTER_DIR = "book/chapters"
+
+
+class RunnerError(Exception):
+    """Base class of the errors reported to the user without a traceback."""
+
+
+class ConfigError(RunnerError, ValueError):
+    """Bad profile, notebook name, parameter or table of contents."""
+
+
+def project_root(root: str | os.PathLike | None = None) -> Path:
+    """``root`` resolved, or this checkout when None."""
+    return Path(root).resolve() if root is not None else PROJECT_ROOT
+
+
+def show_path(path: Path) -> str:
+    """A path as the user should see it: relative to the working directory if inside it."""
+    cwd = Path.cwd()
+    if cwd != Path(cwd.anchor) and path.is_relative_to(cwd):
+        return str(path.relative_to(cwd))
+    return str(path)
+
+
+def read_yaml(path: Path) -> Any:
+    """The contents of a YAML file; a missing or malformed file is a :class:`ConfigError`."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path} not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"cannot parse {path}: {exc}") from None
+
+
+def source_path(name: str, root: str | os.PathLike | None = None) -> Path:
+    """The jupytext source ``notebooks/<name>.py`` of a notebook (which must exist)."""
+    path = project_root(root) / "notebooks" / f"{name}.py"
+    if not path.is_file():
+        known = sorted(p.stem for p in path.parent.glob("*.py"))
+        raise ConfigError(
+            f"no notebook {name!r}: {show_path(path)} does not exist (notebooks: {', '.join(known) or 'none'})"
+        )
+    return path
+
+
+def output_path(name: str, root: str | os.PathLike | None = None) -> Path:
+    """Where the executed notebook of ``name`` is written."""
+    return project_root(root) / CHAPTER_DIR / f"{name}.ipynb"
+
+
+def chapters(root: str | os.PathLike | None = None) -> list[str]:
+    """Names of the notebooks listed in ``_toc.yml`` as ``book/chapters/<name>``, in order."""
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            file = node.get("file")
+            if isinstance(file, str) and file.startswith(CHAPTER_DIR + "/"):
+                found.append(file[len(CHAPTER_DIR) + 1 :].removesuffix(".ipynb"))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(read_yaml(project_root(root) / "_toc.yml"))
+    return found
+
+
+def profiles(root: str | os.PathLike | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """The contents of ``profiles.yml``: ``{profile: {notebook: {param: value}}}``."""
+    data = read_yaml(project_root(root) / "profiles.yml") or {}
+    if not isinstance(data, dict):
+        raise ConfigError("profiles.yml must map profile names to notebooks")
+    return {str(p): {str(nb): dict(params or {}) for nb, params in (nbs or {}).items()} for p, nbs in data.items()}
+
+
+def profile_table(profile: str, root: str | os.PathLike | None = None) -> dict[str, dict[str, Any]]:
+    """``{notebook: {param: value}}`` of one profile; an unknown profile or notebook is an error."""
+    table = profiles(root)
+    if profile not in table:
+        raise ConfigError(f"unknown profile {profile!r}; profiles.yml defines: {', '.join(table) or 'no profiles'}")
+    for nb in table[profile]:
+        if not (project_root(root) / "notebooks" / f"{nb}.py").is_file():
+            raise ConfigError(f"profile {profile!r} sets parameters for {nb!r}, but notebooks/{nb}.py does not exist")
+    return table[profile]
+
+
+def profile_parameters(name: str, profile: str, root: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Parameters that ``profile`` sets for notebook ``name`` (empty if it sets none)."""
+    return dict(profile_table(profile, root).get(name, {}))

@@ -1,0 +1,158 @@
+"""Run-time records: how long each chapter took to compute its results, and which code ran.
+
+The runner writes one record per chapter to ``run_times/`` of the results root after a
+successful execution; the claims page lists them as the cost of reproducing the book. Stored
+results are keyed by their parameters, not by the code, so a record also names the code that
+computed them (the commit and a hash of ``corelib``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from corelib.claims import claims_dir
+from corelib.results import json_files, load_json, results_root, save_json
+
+from .project import RunnerError, chapters, project_root
+
+__all__ = [
+    "CODE_DIGITS",
+    "RUN_TIMES",
+    "code_label",
+    "corelib_hash",
+    "git_commit",
+    "package_hash",
+    "record_run_time",
+    "recorded_run_times",
+    "results_written_since",
+]
+
+RUN_TIMES = "run_times"  # folder of the results root
+CODE_DIGITS = 12  # of the corelib hash kept in a record: enough to tell versions apart
+
+
+def package_hash(package: str, root: str | os.PathLike | None = None) -> str:
+    """sha256 over the paths and contents of the ``<package>/**/*.py`` files of the checkout
+    ``root`` (the hash of nothing when the folder does not exist)."""
+    base = project_root(root) / package
+    digest = hashlib.sha256()
+    for path in sorted(base.rglob("*.py")) if base.is_dir() else []:
+        digest.update(path.relative_to(base).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def corelib_hash(root: str | os.PathLike | None = None) -> str:
+    """:func:`package_hash` of ``corelib``: the version of the code that computes results."""
+    return package_hash("corelib", root)
+
+
+def git_commit(root: str | os.PathLike | None = None) -> str | None:
+    """Short commit of the checkout ``root``, with ``+modified`` when the code a chapter runs
+    (``corelib/``, ``acebook/``, ``notebooks/``) differs from it; None outside a git checkout."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(project_root(root)), *args], capture_output=True, text=True, check=True, timeout=30
+        ).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        modified = git("status", "--porcelain", "--", "corelib", "acebook", "notebooks")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("+modified" if modified else "")
+
+
+def _threads() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def results_written_since(started: float) -> bool:
+    """Whether an execution stored results: a file under the results root, other than the run
+    times and the recorded claims, modified at or after ``started`` (a ``time.time()``)."""
+
+    def modified(path: Path) -> float:
+        try:
+            return path.stat().st_mtime
+        except FileNotFoundError:  # replaced by an atomic write while we looked
+            return started
+
+    skip = {results_root() / RUN_TIMES, claims_dir()}
+    for folder, dirs, files in os.walk(results_root()):
+        dirs[:] = [d for d in dirs if Path(folder, d) not in skip]
+        if any(modified(Path(folder, f)) >= started for f in files):
+            return True
+    return False
+
+
+def record_run_time(
+    chapter: str, profile: str, seconds: float, *, computed: bool, root: str | os.PathLike | None = None
+) -> None:
+    """Record a chapter's wall time and code version, unless it only read back stored results
+    and a record of the same profile exists.
+
+    A run on stored results takes a fraction of the time of the run that computed them; the
+    record keeps that run's time and code version, since it stands for the cost of the results.
+    """
+    folder = results_root() / RUN_TIMES
+    path = folder / f"{chapter}.json"
+    if not computed and path.exists() and load_json(path).get("profile") == profile:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    save_json(
+        path,
+        {
+            "chapter": chapter,
+            "profile": profile,
+            "seconds": seconds,
+            "computed": computed,
+            "threads": _threads(),
+            "finished": time.strftime("%Y-%m-%d %H:%M", time.localtime()),
+            "corelib": corelib_hash(root)[:CODE_DIGITS],
+            "commit": git_commit(root),
+        },
+    )
+
+
+def recorded_run_times(
+    folder: str | os.PathLike | None = None, root: str | os.PathLike | None = None
+) -> list[dict[str, Any]]:
+    """The run-time record of each executed chapter, in chapter order.
+
+    A record holds ``chapter``, ``profile``, ``seconds``, ``threads`` (CPUs the process could
+    use), ``finished``, ``computed`` (whether the run stored results rather than only reading
+    them back), ``corelib`` (the start of :func:`corelib_hash`) and ``commit``
+    (:func:`git_commit`). Each also gets ``same_code``: whether its ``corelib`` matches the
+    checkout ``root`` now (None for a record without a code version). ``folder`` defaults to
+    ``run_times/`` of the results root.
+    """
+    base = Path(folder) if folder is not None else results_root() / RUN_TIMES
+    records = [load_json(p) for p in json_files(base)]
+    current = corelib_hash(root)[:CODE_DIGITS]
+    for record in records:
+        record["same_code"] = record["corelib"] == current if "corelib" in record else None
+    try:
+        order = {name: i for i, name in enumerate(chapters(root))}
+    except (OSError, RunnerError):
+        order = {}
+    return sorted(records, key=lambda r: (order.get(r["chapter"], len(order)), r["chapter"]))
+
+
+def code_label(record: Mapping[str, Any]) -> str:
+    """How a run-time record names the code that ran: its commit (else the corelib hash), marked
+    "(other corelib)" when that corelib differs from the checkout's now; "not recorded" for a
+    record without a code version."""
+    if "corelib" not in record:
+        return "not recorded"
+    label = record.get("commit") or f"corelib {record['corelib']}"
+    return label if record.get("same_code", True) else f"{label} (other corelib)"

@@ -1,0 +1,580 @@
+"""Execute the book's chapters with papermill and render the site with Jupyter Book.
+
+Each chapter (see :mod:`acebook.project`) is converted with jupytext, executed with papermill
+(kernel ``python3``, working directory = project root) with the parameters of its profile plus
+the user's overrides, and written to ``book/chapters/<name>.ipynb``; ``jupyter-book build``
+then renders ``_build/html``. The commands are ``build``, ``run`` and ``params``
+(``python -m acebook.runner --help``; the README shows examples).
+
+An executed chapter is reused until its source, its parameters or the code it runs
+(``corelib/`` and ``acebook/``) change. A chapter that reads what other chapters saved declares
+those folders of the results root in its jupytext header (``corelib_inputs: [claims]``); their
+files are then part of its cache key, checked just before it would run. While a chapter
+executes, ``ACE_PROFILE`` holds the profile's name (:func:`corelib.claims.record` stores it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from corelib import results
+from corelib.claims import claims_dir
+from corelib.results import results_root
+
+from .project import (
+    CHAPTER_DIR,
+    ConfigError,
+    RunnerError,
+    chapters,
+    output_path,
+    profile_parameters,
+    profile_table,
+    project_root,
+    show_path,
+    source_path,
+)
+from .run_times import RUN_TIMES, package_hash, record_run_time, results_written_since
+
+__all__ = [
+    "ConfigError",
+    "NotebookExecutionError",
+    "RenderError",
+    "RunnerError",
+    "build_book",
+    "cache_key",
+    "code_hash",
+    "main",
+    "notebook_parameters",
+    "parse_value",
+    "render_book",
+    "run_notebook",
+]
+
+KERNEL = "python3"
+METADATA_KEY = "acebook_runner"  # of an executed notebook's metadata: cache key, profile, parameters, time
+_PAPERMILL_EXTRA_TAGS = {"injected-parameters", "papermill-error-cell-tag"}
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+class NotebookExecutionError(RunnerError):
+    """A cell of a notebook raised; the partial notebook is kept at ``partial_path``."""
+
+    def __init__(
+        self, message: str, *, notebook: str, cell_index: int | None, partial_path: Path, traceback: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.notebook = notebook
+        self.cell_index = cell_index
+        self.partial_path = partial_path
+        self.traceback = traceback
+
+
+class RenderError(RunnerError):
+    """``jupyter-book build`` failed (including Sphinx warnings turned into errors)."""
+
+
+def code_hash(root: str | os.PathLike | None = None) -> str:
+    """Hash of the code a chapter runs: ``corelib`` and ``acebook`` of the checkout ``root``."""
+    return hashlib.sha256((package_hash("corelib", root) + package_hash("acebook", root)).encode()).hexdigest()
+
+
+def cache_key(source_text: str, parameters: Mapping[str, Any], library_hash: str) -> str:
+    """Cache key of an execution: source text, canonical JSON parameters, :func:`code_hash`."""
+    canonical = json.dumps(parameters, sort_keys=True, separators=(",", ":"), default=repr)
+    digest = hashlib.sha256()
+    for part in (source_text, canonical, library_hash):
+        digest.update(part.encode() + b"\0")
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- notebooks
+
+
+def _convert(name: str, root: Path) -> Path:
+    """Convert the jupytext source to ``_build/runner/<name>.input.ipynb``."""
+    import jupytext
+    import nbformat
+
+    nb = jupytext.read(source_path(name, root), fmt="py:percent")
+    nb.metadata.pop("jupytext", None)
+    nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": "Python 3", "language": "python"}
+    path = root / "_build" / "runner" / f"{name}.input.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def _inspect(name: str, root: Path) -> tuple[Path, dict[str, dict[str, Any]]]:
+    """Convert a notebook; return the converted path and its declared parameters."""
+    import nbformat
+    import papermill
+
+    converted = _convert(name, root)
+    nb = nbformat.read(converted, as_version=4)
+    if not any("parameters" in c.metadata.get("tags", []) for c in nb.cells):
+        raise ConfigError(
+            f"notebook {name!r} has no cell tagged 'parameters' (add a cell starting with: # %% tags=[\"parameters\"])"
+        )
+    return converted, papermill.inspect_notebook(str(converted))
+
+
+def notebook_parameters(name: str, root: str | os.PathLike | None = None) -> dict[str, dict[str, Any]]:
+    """Parameters of notebook ``name``: ``{param: {default, inferred_type_name, help}}``."""
+    return _inspect(name, project_root(root))[1]
+
+
+def _describe(declared: Mapping[str, Mapping[str, Any]]) -> str:
+    return ", ".join(f"{p} (default {info['default']})" for p, info in declared.items()) or "none"
+
+
+def _check_parameters(
+    name: str, params: Mapping[str, Any], declared: Mapping[str, Mapping[str, Any]], origin: str
+) -> None:
+    unknown = [p for p in params if p not in declared]
+    if unknown:
+        raise ConfigError(
+            f"unknown parameter{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(map(repr, unknown))} for notebook {name!r} ({origin}); "
+            f"its parameters are: {_describe(declared)}"
+        )
+
+
+@dataclass
+class _Job:
+    name: str
+    converted: Path
+    parameters: dict[str, Any]
+    key: str
+    profile: str
+    inputs: tuple[str, ...] = ()
+
+    def cached(self, root: Path) -> bool:
+        return _stored_key(output_path(self.name, root)) == self.key
+
+    def refresh_key(self) -> None:
+        """Fold the current contents of the declared input folders into the cache key."""
+        if self.inputs:
+            # its own run-time record changes with every run of it: not an input of it
+            own = f"{RUN_TIMES}/{self.name}.json"
+            self.key = cache_key(self.key, {"inputs": _inputs_digest(self.inputs, skip=own)}, "")
+
+
+def _inputs_digest(inputs: tuple[str, ...], skip: str | None = None) -> str:
+    """sha256 over the files of the folders ``inputs`` of the results root (missing = empty).
+
+    ``skip``: one file (``folder/name``, relative to the results root) left out.
+    """
+    digest = hashlib.sha256()
+    for name in inputs:
+        base = results_root() / name
+        for path in sorted(base.rglob("*")) if base.is_dir() else []:
+            if path.is_file() and f"{name}/{path.relative_to(base).as_posix()}" != skip:
+                digest.update(f"{name}/{path.relative_to(base).as_posix()}".encode() + b"\0")
+                digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _stored_key(path: Path) -> str | None:
+    try:
+        return json.loads(path.read_text())["metadata"][METADATA_KEY]["cache_key"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _plan(
+    name: str,
+    profile: str,
+    overrides: Mapping[str, Any],
+    root: Path,
+    library_hash: str,
+    inspected: tuple[Path, dict[str, dict[str, Any]]] | None = None,
+) -> _Job:
+    """Validate the parameters and compute the cache key -- before any execution."""
+    params = profile_parameters(name, profile, root)
+    converted, declared = inspected or _inspect(name, root)
+    _check_parameters(name, params, declared, f"from profile {profile!r} in profiles.yml")
+    _check_parameters(name, overrides, declared, "from the overrides")
+    params.update(overrides)
+    key = cache_key(source_path(name, root).read_text(), params, library_hash)
+    return _Job(name, converted, params, key, profile, _declared_inputs(name, converted))
+
+
+def _declared_inputs(name: str, converted: Path) -> tuple[str, ...]:
+    """The ``corelib_inputs`` folders a notebook's header declares (see the module docstring)."""
+    import nbformat
+
+    inputs = nbformat.read(converted, as_version=4).metadata.get("corelib_inputs", [])
+    if not isinstance(inputs, list) or not all(isinstance(i, str) and i and "/" not in i for i in inputs):
+        raise ConfigError(
+            f"notebook {name!r}: corelib_inputs must be a list of folder names of the "
+            f"results root, e.g. [claims]; got {inputs!r}"
+        )
+    return tuple(inputs)
+
+
+def _source_line(py_text: str, cells: list, index: int) -> int | None:
+    """1-based line in the py:percent source where ``cells[index]`` starts (best effort)."""
+    lines = [line.rstrip() for line in py_text.splitlines()]
+    pos, found, skipped = 0, None, 0
+    for cell in cells[: index + 1]:
+        source = cell.source.splitlines()
+        skipped = next((k for k, ln in enumerate(source) if ln.strip()), None)
+        if skipped is None:
+            continue
+        first = source[skipped].rstrip()
+        wanted = {first} if cell.cell_type == "code" else {first, "# " + first.lstrip("# ")}
+        found = next((j for j in range(pos, len(lines)) if lines[j] in wanted), None)
+        if found is not None:
+            pos = found + 1
+    return None if found is None else found + 1 - skipped
+
+
+def _execution_error(job: _Job, root: Path, partial: Path, exc: BaseException) -> NotebookExecutionError:
+    """Describe the failing cell of the partial notebook (numbered as in the source)."""
+    import nbformat
+
+    index, where, error, traceback = None, "", f"{type(exc).__name__}: {exc}", ""
+    try:
+        nb = nbformat.read(partial, as_version=4)
+    except (OSError, ValueError):
+        nb = None
+    cells = [c for c in (nb.cells if nb else []) if not _PAPERMILL_EXTRA_TAGS & set(c.metadata.get("tags", []))]
+    for i, cell in enumerate(cells):
+        out = next((o for o in cell.get("outputs", []) if o.output_type == "error"), None)
+        if out is None:
+            continue
+        index, error = i, f"{out.ename}: {out.evalue}"
+        traceback = _ANSI.sub("", "\n".join(out.traceback))
+        first_line = next((ln.strip() for ln in cell.source.splitlines() if ln.strip()), "")
+        where = f" in cell {index} (first line: {first_line!r})"
+        line = _source_line(source_path(job.name, root).read_text(), cells, i)
+        if line is not None:  # the failing line inside the cell, from "Cell In[3], line 2"
+            in_cell = re.search(r"Cell In\[\d*\], line (\d+)", traceback)
+            line += int(in_cell[1]) - 1 if in_cell else 0
+            where += f", at notebooks/{job.name}.py:{line}"
+        break
+    message = (
+        f"notebook {job.name!r} failed{where}\n    {error}\n"
+        f"The partially executed notebook is kept at {show_path(partial)}"
+    )
+    return NotebookExecutionError(
+        message, notebook=job.name, cell_index=index, partial_path=partial, traceback=traceback
+    )
+
+
+def _kernel_config() -> dict[str, Any]:
+    """Encrypt kernel traffic when possible (silences ipykernel's plain-TCP warning)."""
+    import zmq
+    from traitlets.config import Config
+
+    if not zmq.has("curve"):
+        return {}
+    return {"config": Config({"KernelManager": {"transport_encryption": "auto"}})}
+
+
+def _execute(job: _Job, root: Path) -> Path:
+    """Execute a planned notebook with papermill; raise NotebookExecutionError on failure."""
+    import nbformat
+    import papermill
+
+    target = output_path(job.name, root)
+    failed = root / "_build" / "failed" / f"{job.name}.ipynb"
+    running = root / "_build" / "runner" / f"{job.name}.ipynb"
+    for stale in (target, failed, running):
+        stale.unlink(missing_ok=True)  # never leave an old result looking current
+    results.remove(claims_dir() / f"{job.name}.json")
+    start, started = time.perf_counter(), time.time()
+    previous_profile = os.environ.get("ACE_PROFILE")
+    os.environ["ACE_PROFILE"] = job.profile  # inherited by the kernel
+    try:
+        papermill.execute_notebook(
+            str(job.converted),
+            str(running),
+            parameters=job.parameters,
+            kernel_name=KERNEL,
+            cwd=str(root),
+            log_output=False,
+            progress_bar={"desc": f"  {job.name}", "leave": False, "disable": None},
+            **_kernel_config(),
+        )
+    except Exception as exc:  # papermill raises PapermillExecutionError, nbclient others
+        failed.parent.mkdir(parents=True, exist_ok=True)
+        if running.exists():
+            shutil.move(running, failed)
+        else:
+            shutil.copy(job.converted, failed)
+        raise _execution_error(job, root, failed, exc) from None
+    finally:
+        if previous_profile is None:
+            os.environ.pop("ACE_PROFILE", None)
+        else:
+            os.environ["ACE_PROFILE"] = previous_profile
+    nb = nbformat.read(running, as_version=4)
+    seconds = round(time.perf_counter() - start, 2)
+    nb.metadata[METADATA_KEY] = {
+        "cache_key": job.key,
+        "profile": job.profile,
+        "parameters": job.parameters,
+        "source": f"notebooks/{job.name}.py",
+        "seconds": seconds,
+    }
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, running)
+    os.replace(running, target)
+    record_run_time(job.name, job.profile, seconds, computed=results_written_since(started), root=root)
+    return target
+
+
+def _run_jobs(jobs: list[_Job], root: Path, force: bool) -> dict[str, dict[str, Any]]:
+    from tqdm import tqdm
+
+    timings: dict[str, dict[str, Any]] = {}
+    bar = tqdm(jobs, desc="notebooks", unit="nb", disable=len(jobs) < 2)
+    for job in bar:
+        bar.set_postfix_str(job.name)
+        start = time.perf_counter()
+        job.refresh_key()  # after the chapters before it have run
+        cached = not force and job.cached(root)
+        if not cached:
+            _execute(job, root)
+        seconds = round(time.perf_counter() - start, 2)
+        timings[job.name] = {"profile": job.profile, "cached": cached, "seconds": seconds, "parameters": job.parameters}
+        _write_timings(root, timings)
+        tqdm.write(f"{job.name}: {'cached' if cached else 'executed'} in {seconds:.1f} s")
+    bar.close()
+    return timings
+
+
+def _write_timings(root: Path, notebooks: Mapping[str, Any], render: Mapping[str, Any] | None = None) -> None:
+    """Merge per-notebook (and render) wall times into ``_build/timings.json``."""
+    path = root / "_build" / "timings.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data.setdefault("notebooks", {}).update(notebooks)
+    if render is not None:
+        data["render"] = render
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True, default=repr) + "\n")
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def run_notebook(
+    name: str,
+    profile: str = "book",
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    force: bool = False,
+    root: str | os.PathLike | None = None,
+) -> Path:
+    """Execute one notebook and return the path of the executed ``.ipynb``.
+
+    Parameters are those of ``profile`` for ``name``, updated with ``overrides``.
+    Unknown parameter names raise :class:`ConfigError` before execution; a failing
+    cell raises :class:`NotebookExecutionError`.  An up-to-date cached result is
+    reused unless ``force`` is true.
+    """
+    root = project_root(root)
+    job = _plan(name, profile, dict(overrides or {}), root, code_hash(root))
+    _run_jobs([job], root, force)
+    return output_path(name, root)
+
+
+def build_book(
+    profile: str = "book",
+    *,
+    only: list[str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    force: bool = False,
+    render: bool = True,
+    root: str | os.PathLike | None = None,
+) -> Path:
+    """Execute the chapters of ``_toc.yml`` (or just ``only``) and render the book.
+
+    ``overrides`` maps parameter names to values: ``"param"`` applies to every
+    selected notebook declaring it (at least one must), ``"notebook.param"`` to
+    one notebook.  All notebooks are validated before the first one runs.
+    Returns ``_build/html/index.html`` if ``render`` else the chapter directory.
+    """
+    root = project_root(root)
+    names = chapters(root)
+    selected = list(only) if only else names
+    missing = [n for n in selected if n not in names]
+    if missing:
+        raise ConfigError(f"not a chapter of _toc.yml: {', '.join(missing)} (chapters: {', '.join(names) or 'none'})")
+    profile_table(profile, root)  # fail early on an unknown profile
+    if render:
+        for name in (n for n in names if n not in selected):
+            if not output_path(name, root).exists():
+                raise ConfigError(
+                    f"chapter {name!r} has never been executed; build it too (or all chapters), or pass --no-render"
+                )
+            print(f"{name}: not re-run; rendering the existing {show_path(output_path(name, root))}")
+    library_hash = code_hash(root)
+    inspected = {n: _inspect(n, root) for n in selected}
+    declared = {n: params for n, (_, params) in inspected.items()}
+    per_notebook = _split_overrides(dict(overrides or {}), declared)
+    jobs = [_plan(n, profile, per_notebook[n], root, library_hash, inspected[n]) for n in selected]
+    _run_jobs(jobs, root, force)
+    return render_book(root) if render else root / CHAPTER_DIR
+
+
+def _split_overrides(
+    overrides: Mapping[str, Any], declared: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Distribute ``param`` / ``notebook.param`` overrides over the selected notebooks."""
+    result: dict[str, dict[str, Any]] = {name: {} for name in declared}
+    for key, value in overrides.items():
+        notebook, _, param = key.rpartition(".")
+        if notebook and notebook not in declared:
+            raise ConfigError(f"override {key!r}: {notebook!r} is not a selected chapter ({', '.join(declared)})")
+        targets = [n for n in ([notebook] if notebook else declared) if param in declared[n]]
+        if not targets:
+            listing = "; ".join(f"{n}: {_describe(declared[n])}" for n in ([notebook] if notebook else declared))
+            raise ConfigError(f"unknown parameter {param!r} (override {key!r}); the parameters are -- {listing}")
+        for name in targets:
+            result[name][param] = value
+    return result
+
+
+def render_book(root: str | os.PathLike | None = None) -> Path:
+    """Run ``jupyter-book build`` (warnings are errors) and return ``_build/html/index.html``."""
+    root = project_root(root)
+    exe = Path(sys.executable).parent / "jupyter-book"
+    command = [
+        str(exe) if exe.exists() else "jupyter-book",
+        "build",
+        str(root),
+        "--all",
+        "-W",
+        "-n",
+        "--keep-going",
+        "--quiet",
+    ]
+    start = time.perf_counter()
+    print("rendering:", " ".join(command[1:]), flush=True)
+    try:
+        result = subprocess.run(command, cwd=root)
+    except FileNotFoundError:
+        raise RenderError("jupyter-book is not installed (pip install 'jupyter-book<2')") from None
+    seconds = round(time.perf_counter() - start, 2)
+    _write_timings(root, {}, {"seconds": seconds, "ok": result.returncode == 0})
+    index = root / "_build" / "html" / "index.html"
+    if result.returncode != 0 or not index.exists():
+        raise RenderError(
+            f"jupyter-book build failed (exit code {result.returncode}); Sphinx warnings are errors, see the log above"
+        )
+    print(f"rendered in {seconds:.1f} s: {show_path(index)}")
+    return index
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def parse_value(text: str) -> Any:
+    """Parse a ``-p`` value as YAML (``10`` -> int, ``[1, 2]`` -> list, ``1e-3`` -> float)."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    if isinstance(value, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", value):
+        return float(value)
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m acebook.runner", description="Execute the book's notebooks and render it."
+    )
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument(
+        "--root", type=Path, default=None, help="project directory (default: the checkout containing acebook)"
+    )
+    how = argparse.ArgumentParser(add_help=False)
+    how.add_argument("--profile", default="book", help="profile of profiles.yml (default: book)")
+    how.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="override a parameter; the value is parsed as YAML (build: NAME "
+        "applies to every chapter declaring it, NOTEBOOK.NAME to one)",
+    )
+    how.add_argument("--force", action="store_true", help="re-run even if cached")
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build", parents=[how, where], help="execute the chapters of _toc.yml and render the book")
+    build.add_argument("--only", nargs="+", metavar="NAME", help="execute only these chapters")
+    build.add_argument("--no-render", action="store_true", help="do not run jupyter-book")
+    run = sub.add_parser("run", parents=[how, where], help="execute one notebook")
+    run.add_argument("name")
+    params = sub.add_parser("params", parents=[where], help="list a notebook's parameters")
+    params.add_argument("name")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "params":
+            declared = notebook_parameters(args.name, args.root)
+            width = max((len(p) for p in declared), default=0)
+            for p, info in declared.items():
+                kind = info["inferred_type_name"]
+                kind = "" if kind == "None" else f"  [{kind}]"
+                comment = f"  # {info['help']}" if info["help"] else ""
+                print(f"{p:<{width}} = {info['default']}{kind}{comment}")
+            if not declared:
+                print(f"notebook {args.name!r} declares no parameters")
+            return 0
+        overrides = {name: parse_value(value) for name, value in args.parameter}
+        if args.command == "run":
+            print(show_path(run_notebook(args.name, args.profile, overrides, force=args.force, root=args.root)))
+        else:
+            print(
+                show_path(
+                    build_book(
+                        args.profile,
+                        only=args.only,
+                        overrides=overrides,
+                        force=args.force,
+                        render=not args.no_render,
+                        root=args.root,
+                    )
+                )
+            )
+        return 0
+    except NotebookExecutionError as exc:
+        if exc.traceback:
+            print(exc.traceback, file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except RunnerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, ConfigError) else 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
