@@ -33,7 +33,7 @@ import yaml
 
 from corelib import results
 from corelib.claims import claims_dir
-from corelib.results import results_root
+from corelib.results import MANIFEST, results_root
 
 from .project import (
     CHAPTER_DIR,
@@ -182,6 +182,9 @@ def _inputs_digest(inputs: tuple[str, ...], skip: str | None = None) -> str:
     for name in inputs:
         base = results_root() / name
         for path in sorted(base.rglob("*")) if base.is_dir() else []:
+            # The store's manifest and lock files follow the data files; the data is what counts.
+            if path.name == MANIFEST or path.name.startswith("."):
+                continue
             if path.is_file() and f"{name}/{path.relative_to(base).as_posix()}" != skip:
                 digest.update(f"{name}/{path.relative_to(base).as_posix()}".encode() + b"\0")
                 digest.update(path.read_bytes() + b"\0")

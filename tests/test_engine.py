@@ -112,7 +112,7 @@ def test_last_logits_equal_the_full_forward(norm):
     torch.testing.assert_close(few, model(x[:5])[:, -1], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("model_cfg", [CFG, DROP], ids=["no dropout", "dropout"])
+@pytest.mark.parametrize("model_cfg", [CFG, pytest.param(DROP, marks=pytest.mark.slow)], ids=["no dropout", "dropout"])
 def test_stacked_seeds_get_the_updates_of_separate_runs(tmp_path, model_cfg):
     # With dropout, each seed must also see the masks nn.Dropout draws in train() from its stream.
     (x, y), (xt, yt) = _data()
@@ -141,6 +141,7 @@ def test_stacked_seeds_get_the_updates_of_separate_runs(tmp_path, model_cfg):
     [replace(CFG, vocab_size=4, n_ctx=8), replace(DROP, vocab_size=4, n_ctx=8)],
     ids=["no dropout", "dropout"],
 )
+@pytest.mark.slow
 def test_every_position_scored_matches_the_plain_loop(tmp_path, model_cfg):
     # The Markov chapter's mode: the loss over all positions, a partial last batch, one seed or several.
     g = torch.Generator().manual_seed(0)
@@ -241,6 +242,7 @@ def test_a_run_holds_only_safetensors_and_json_each_covered_by_its_manifest(tmp_
             (results.load_tensors if f.suffix == ".safetensors" else results.load_json)(f)
 
 
+@pytest.mark.slow
 def test_branch_starts_from_the_snapshot_with_a_fresh_optimizer(tmp_path):
     train, test = _prefix_data()
     src = tmp_path / "wd"
@@ -259,6 +261,7 @@ def test_branch_starts_from_the_snapshot_with_a_fresh_optimizer(tmp_path):
     assert load_history(tmp_path / "no_wd")["epoch"] == [4, 5, 6]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_cfg", [CFG, DROP], ids=["no dropout", "dropout"])
 def test_extending_a_run_continues_it_and_shorter_requests_reuse_snapshots(tmp_path, model_cfg):
     # With dropout this also checks that the dropout streams are checkpointed and restored.

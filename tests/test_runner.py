@@ -13,6 +13,7 @@ import pytest
 from acebook import run_times, runner
 from acebook.project import chapters
 from acebook.runner import ConfigError, NotebookExecutionError
+from corelib.results import save_json
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -385,7 +386,7 @@ def test_a_run_time_record_names_the_code_that_ran(project: Path, monkeypatch: p
     assert record["same_code"] is False
     assert run_times.code_label(record) == f"corelib {record['corelib']} (other corelib)"
     unversioned = {k: v for k, v in record.items() if k not in ("corelib", "commit", "same_code")}
-    (times / "alpha.json").write_text(json.dumps(unversioned))  # a record without a code version
+    save_json(times / "alpha.json", unversioned)  # a record without a code version
     [record] = run_times.recorded_run_times(times, root=project)
     assert record["same_code"] is None and run_times.code_label(record) == "not recorded"
 

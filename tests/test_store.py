@@ -123,6 +123,7 @@ def _writer(folder: str, worker: int, n: int) -> None:
         results.save_json(Path(folder) / "shared.json", {"worker": worker, "i": i})
 
 
+@pytest.mark.slow
 def test_processes_writing_into_one_folder_keep_its_manifest_whole(tmp_path):
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=_writer, args=(str(tmp_path), w, 25)) for w in range(3)]

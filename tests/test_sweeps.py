@@ -89,8 +89,10 @@ def test_min_correct_agrees_with_the_float_comparison():
     assert min_correct(1404, 0.99) == 1390  # 14 errors allowed on the paper's training set
 
 
-@pytest.mark.parametrize("dropout", [0.0, 0.1], ids=["no dropout", "dropout"])
-@pytest.mark.parametrize("batch_size", [32, None], ids=["minibatch", "full-batch"])
+@pytest.mark.parametrize("dropout", [0.0, pytest.param(0.1, marks=pytest.mark.slow)], ids=["no dropout", "dropout"])
+@pytest.mark.parametrize(
+    "batch_size", [pytest.param(32, marks=pytest.mark.slow), None], ids=["minibatch", "full-batch"]
+)
 def test_times_equal_a_naive_full_evaluation_after_every_step(batch_size, dropout):
     # With dropout this also checks that a seed that stops leaves the others' mask streams intact.
     max_epochs = 300 if dropout else (80 if batch_size else 100)  # dropout slows the tiny models down
@@ -109,7 +111,7 @@ def test_times_equal_a_naive_full_evaluation_after_every_step(batch_size, dropou
     assert len({r["t_mem"] for r in recs}) > 1
 
 
-@pytest.mark.parametrize("dropout", [0.0, 0.1], ids=["no dropout", "dropout"])
+@pytest.mark.parametrize("dropout", [0.0, pytest.param(0.1, marks=pytest.mark.slow)], ids=["no dropout", "dropout"])
 def test_a_seed_gets_the_same_result_alone_or_with_others(dropout):
     cfg = SweepConfig(**TINY, threshold=0.12, patience_epochs=1, max_epochs=40, dropout=dropout)
     cond = Condition(p=11, weight_decay=0.5, batch_size=16)
@@ -122,6 +124,7 @@ def _cfg():
     return SweepConfig(**TINY, threshold=0.12, patience_epochs=0, max_epochs=20)
 
 
+@pytest.mark.slow
 def test_records_resume_and_corrupt_ones_are_recomputed(tmp_path, monkeypatch):
     cond, cfg, seeds = Condition(p=11, weight_decay=1.0, batch_size=None), _cfg(), (1, 2, 3)
     first = run_condition(cond, seeds, cfg, root=tmp_path, device="cpu", progress=False)
@@ -184,6 +187,7 @@ def test_record_problems_detects_wrong_fields(damage):
     assert sweeps.record_problems(good, cond, cfg, 1)
 
 
+@pytest.mark.slow
 def test_run_sweep_dispatches_only_unfinished_conditions(tmp_path, monkeypatch):
     cfg, seeds = _cfg(), (1, 2)
     conds = [Condition(p=11, weight_decay=w, batch_size=None) for w in (0.5, 1.0)]
@@ -269,6 +273,7 @@ def test_fits_use_condition_means_and_exclude_nonpositive_delays():
     assert summary.loc[2.0, "delay_mean"] == pytest.approx(means[2.0])
 
 
+@pytest.mark.slow
 def test_batch_plan_and_a_kept_partial_batch():
     """The reference skips a permutation's partial batch; keep_partial_batch trains on it."""
     assert batch_plan(1404, 512) == {"batch": 512, "steps_per_permutation": 2, "skipped": 380, "steps_per_epoch": 3}
