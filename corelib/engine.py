@@ -195,7 +195,7 @@ class StackConfig:
         for name in ("epochs", "eval_every"):
             d.pop(name)
         d["weight_decay"] = list(d["weight_decay"]) if isinstance(d["weight_decay"], tuple) else d["weight_decay"]
-        # Left out at their defaults, so the keys of runs stored without these fields stay valid.
+        # Left out at their defaults: a run at the defaults has one key whichever options exist.
         if d["loss_positions"] == "last":
             d.pop("loss_positions")
         if d["keep_partial_batch"]:
@@ -714,7 +714,7 @@ def _train_locked(model_cfg, cfg, seeds, train_data, test_data, run, start, devi
     def commit(e: int, state_name: str | None) -> None:
         # The one point at which a checkpoint becomes visible: after all its files are complete.
         old = done["state"]
-        done.update(epoch=e, state=state_name or old, snapshots=sorted(snapshots))
+        done.update(epoch=e if state_name else done["epoch"], state=state_name or old, snapshots=sorted(snapshots))
         save_json(run / "progress.json", done)
         if state_name and old and old != state_name:
             for suffix in (".safetensors", ".json"):
@@ -743,7 +743,9 @@ def _train_locked(model_cfg, cfg, seeds, train_data, test_data, run, start, devi
         history["test_acc"].append(stack.accuracy(test_data).tolist() if evaluate else None)
         if progress and evaluate:
             bar.set_postfix(loss=f"{max(history['loss'][-1]):.3g}", test=f"{min(history['test_acc'][-1]):.3f}")
-        snap, save = cfg.is_snapshot(e + 1), (e + 1) % cfg.checkpoint_every == 0 or e + 1 == cfg.epochs
+        # The state is saved with every snapshot too, so the snapshots never run ahead of it.
+        snap = cfg.is_snapshot(e + 1)
+        save = snap or (e + 1) % cfg.checkpoint_every == 0 or e + 1 == cfg.epochs
         if snap:
             results.save_tensors(_snapshot_path(run, e + 1), stack.params)
             snapshots.add(e + 1)

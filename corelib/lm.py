@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from filelock import FileLock
 from torch import nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
@@ -175,35 +176,52 @@ def _load_gguf_cached(spec: ModelSpec, *, refresh: bool = False, verbose: bool =
             f"`{spec.install}` (offline models: {', '.join(OFFLINE_MODELS)})"
         ) from None
     folder = model_cache_dir() / spec.name
-    stamp = folder / "source.json"
-    fresh = not refresh and stamp.is_file() and json.loads(stamp.read_text()).get("fingerprint") == fingerprint
-    if not fresh:
-        gguf = spec.locate()
-        if verbose:
-            print(f"de-quantising {gguf.name} to float32 (once; cached in {folder}) ...", flush=True)
-        start = time.perf_counter()
-        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(
-            gguf.parent, gguf_file=gguf.name, dtype=torch.float32, attn_implementation="eager"
-        )
-        # The weights are now plain fp32 tensors: drop the GGUF quantisation marker so the model
-        # saves, reloads and boots in TransformerLens like any other checkpoint.
-        model.hf_quantizer = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        model.config.architectures = [spec.architecture]
-        tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")  # concurrent builds do not mix
-        shutil.rmtree(tmp, ignore_errors=True)
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        (tmp / "source.json").write_text(json.dumps({"fingerprint": fingerprint, "gguf": str(gguf)}))
-        shutil.rmtree(folder, ignore_errors=True)
-        os.replace(tmp, folder)
-        if verbose:
-            print(f"  done in {time.perf_counter() - start:.0f} s", flush=True)
-    tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # One builder at a time; a second process waits, then loads what the first built.
+    with FileLock(str(folder.with_name(f"{folder.name}.lock"))):
+        _build_cache(spec, folder, fingerprint, refresh, verbose)
+        tok = AutoTokenizer.from_pretrained(folder)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
     return model, tok
+
+
+def _cached_fingerprint(stamp: Path) -> str | None:
+    """The fingerprint a cache folder was built from; None if its stamp is missing or unreadable."""
+    try:
+        return json.loads(stamp.read_text()).get("fingerprint")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _build_cache(spec: ModelSpec, folder: Path, fingerprint, refresh: bool, verbose: bool) -> None:
+    """(Re)build the fp32 copy of ``spec`` in ``folder`` unless it is fresh."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not refresh and _cached_fingerprint(folder / "source.json") == fingerprint:
+        return
+    gguf = spec.locate()
+    if verbose:
+        print(f"de-quantising {gguf.name} to float32 (once; cached in {folder}) ...", flush=True)
+    start = time.perf_counter()
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32, attn_implementation="eager"
+    )
+    # The weights are now plain fp32 tensors: drop the GGUF quantisation marker so the model
+    # saves, reloads and boots in TransformerLens like any other checkpoint.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.config.architectures = [spec.architecture]
+    tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")  # concurrent builds do not mix
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    (tmp / "source.json").write_text(json.dumps({"fingerprint": fingerprint, "gguf": str(gguf)}))
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(tmp, folder)
+    if verbose:
+        print(f"  done in {time.perf_counter() - start:.0f} s", flush=True)
 
 
 def _tiny_random_llama(seed: int = 0):

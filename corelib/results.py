@@ -16,8 +16,9 @@ import hashlib
 import json
 import os
 import sys
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,14 +77,15 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-_LOCKS: dict[str, FileLock] = {}
+_LOCKS: dict[tuple[str, int], FileLock] = {}
 
 
 def _lock(path: Path) -> FileLock:
-    """One lock object per file and process, so a process may re-enter a lock it holds."""
-    key = str(path.resolve())
+    """One lock object per file and thread: a thread may re-enter a lock it holds, and threads
+    (like processes) exclude each other, since each object holds its own OS file lock."""
+    key = (str(path.resolve()), threading.get_ident())
     if key not in _LOCKS:
-        _LOCKS[key] = FileLock(key, thread_local=False)
+        _LOCKS[key] = FileLock(key[0], thread_local=False)
     return _LOCKS[key]
 
 
@@ -105,8 +107,8 @@ def _read_manifest(folder: Path) -> dict[str, list[str]]:
         ok = manifest["digest"] == _sha256(_canonical(files).encode())
     except (ValueError, KeyError, TypeError) as err:
         raise StoreError(
-            f"{path} cannot be read ({err}); delete the folder {folder} to recompute it "
-            "(folders written by corelib before its verified store have no such manifest)."
+            f"{path} cannot be read ({err}); delete the folder {folder} to recompute it (a results "
+            "folder written without manifests converts with scripts/adopt_results.py)."
         ) from err
     if not ok:
         raise StoreError(
@@ -150,16 +152,15 @@ def _store(path: Path, data: bytes) -> None:
 
 def _fetch(path: Path) -> bytes:
     path = Path(path)
+    if not path.exists():
+        raise StoreError(f"{path} does not exist; the run that writes it has not finished (run it again).")
     with _folder_lock(path.parent):
         files = _read_manifest(path.parent)
         if not path.exists():
             raise StoreError(f"{path} does not exist; the run that writes it has not finished (run it again).")
         data = path.read_bytes()
     if path.name not in files:
-        raise StoreError(
-            f"{path} is not recorded in {path.parent / MANIFEST} (written outside the store or by "
-            f"an older version); {_FIX}."
-        )
+        raise StoreError(f"{path} is not recorded in {path.parent / MANIFEST} (written outside the store); {_FIX}.")
     if _sha256(data) not in files[path.name]:
         raise StoreError(f"{path} is damaged or was edited (SHA-256 mismatch with its manifest); {_FIX}.")
     return data
@@ -201,15 +202,17 @@ def remove(path: Path | str) -> None:
     if not path.parent.exists():
         return
     with _folder_lock(path.parent):
+        path.unlink(missing_ok=True)  # first: a kill before the entry goes leaves no unrecorded file
         files = _read_manifest(path.parent)
         if files.pop(path.name, None) is not None:
             _write_manifest(path.parent, files)
-        path.unlink(missing_ok=True)
 
 
 def stored_files(folder: Path | str) -> list[str]:
     """Names of the files recorded in ``folder``'s manifest."""
     folder = Path(folder)
+    if not folder.is_dir():
+        return []
     with _folder_lock(folder):
         return sorted(_read_manifest(folder))
 
@@ -223,7 +226,7 @@ def json_files(folder: Path | str) -> list[Path]:
     folder = Path(folder)
     if not folder.is_dir():
         return []
-    names = set(stored_files(folder)) | {p.name for p in folder.glob("*.json")}
+    names = {n for n in stored_files(folder) if (folder / n).exists()} | {p.name for p in folder.glob("*.json")}
     return [folder / n for n in sorted(names) if n.endswith(".json") and n != MANIFEST]
 
 
@@ -239,6 +242,20 @@ def run_dir(kind: str, params: dict, root: Path | str | None = None) -> Path:
         else:
             save_json(stored, canonical)
     return folder
+
+
+def compute_once(path: Path | str, compute: Callable[[], Any], what: str = "") -> Any:
+    """The JSON stored at ``path``, computed by ``compute()`` and saved first if missing.
+
+    Holds the folder's run lock while computing, so a second process asking for the same file
+    waits and reuses it instead of computing it again.
+    """
+    path = Path(path)
+    if not path.exists():
+        with run_lock(path.parent, what or f"computing {path.name}"):
+            if not path.exists():
+                save_json(path, compute())
+    return load_json(path)
 
 
 @contextlib.contextmanager

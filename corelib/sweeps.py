@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 
 from .engine import DropoutStreams, PrefixData, SeedStack, Trainer, stacked_last_logits
 from .models import MODEL_REVISION, TransformerConfig, default_device
-from .results import load_json, params_key, results_root, run_dir, save_json
+from .results import load_json, params_key, results_root, run_dir, run_lock, save_json
 from .tasks.modular import modular_addition_split
 from .theory import fit_grok_time, fit_power_law
 
@@ -469,7 +469,7 @@ def train_condition(
 
 def _condition_params(cond: Condition, cfg: SweepConfig) -> dict:
     config = asdict(cfg)
-    if not cfg.dropout:  # the identity of a run without dropout is the one it had before the option existed
+    if not cfg.dropout:  # as for the engine's options: a setting at its default is left out of the key
         config.pop("dropout")
     return {"kind": "grokking_sweep", "condition": asdict(cond), "config": config, "model": MODEL_REVISION}
 
@@ -564,15 +564,16 @@ def run_condition(
     seeds = _check_seeds(seeds)
     folder = condition_dir(cond, cfg, root)
     key = params_key(_condition_params(cond, cfg))
-    found = {s: load_record(folder, cond, cfg, s) for s in seeds}
-    missing = [s for s in seeds if found[s] is None]
-    if missing:
+    with run_lock(folder, f"sweep condition {cond.label()}"):  # a second process waits and reuses
+        found = {s: load_record(folder, cond, cfg, s) for s in seeds}
+        missing = [s for s in seeds if found[s] is None]
+        if missing:
 
-        def save(rec: dict) -> None:
-            save_json(_record_path(folder, rec["seed"]), rec)
-            found[rec["seed"]] = rec
+            def save(rec: dict) -> None:
+                save_json(_record_path(folder, rec["seed"]), rec)
+                found[rec["seed"]] = rec
 
-        train_condition(cond, missing, cfg, condition_key=key, on_record=save, device=device, progress=progress)
+            train_condition(cond, missing, cfg, condition_key=key, on_record=save, device=device, progress=progress)
     return [found[s] for s in seeds]
 
 

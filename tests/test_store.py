@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing as mp
 import os
@@ -16,8 +17,8 @@ import torch
 
 from corelib import results
 from corelib.engine import PrefixData, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
-from corelib.models import TransformerConfig
-from corelib.results import StoreError
+from corelib.models import MODEL_REVISION, TransformerConfig
+from corelib.results import StoreError, save_json
 from corelib.tasks.modular import modular_addition_split
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -150,23 +151,51 @@ _RACE = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_two_processes_running_one_experiment_at_once_both_succeed_with_one_result(tmp_path):
+    from corelib.experiments import markov
+
     env = {**os.environ, "ACE_RESULTS_DIR": str(tmp_path), "OMP_NUM_THREADS": "1"}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", _RACE.format(root=str(ROOT))],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
+    params = markov.MarkovParams(n_train=64, n_test=32, seeds=(0, 1), epochs=2, d_model=16, d_ff=32, n_jacobians=8)
+    # Hold the experiment's lock until both processes wait for it, so that they really race.
+    key = {**dataclasses.asdict(params), "model": MODEL_REVISION, "sampler": "RandomState", "trainer": "engine"}
+    folder = tmp_path / "markov" / results.params_key(key)
+    with results.run_lock(folder):
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _RACE.format(root=str(ROOT))],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        waiting = [p.stderr.readline() for p in procs]  # each prints one line when it finds the lock taken
+    assert all("waiting for another process" in line for line in waiting), waiting
     outs = [p.communicate(timeout=600) for p in procs]
     for p, (_out, err) in zip(procs, outs):
         assert p.returncode == 0, err
     assert outs[0][0] == outs[1][0]
-    assert "waiting for another process" in outs[0][1] + outs[1][1]
+
+
+def test_snapshots_never_run_ahead_of_the_saved_state(tmp_path, monkeypatch):
+    from corelib import engine
+
+    commits = []
+
+    def spy(path, obj):
+        if Path(path).name == "progress.json":
+            commits.append(json.loads(json.dumps(obj)))
+        save_json(path, obj)
+
+    monkeypatch.setattr(engine, "save_json", spy)
+    cfg = StackConfig(epochs=7, batch_size=8, snapshot_every=3, checkpoint_every=4)
+    train_stack(
+        CFG.__class__(**{**CFG.to_dict(), "dropout": 0.0}), cfg, (1,), *_data(), tmp_path / "run", progress=False
+    )
+    assert [c["epoch"] for c in commits] == [0, 3, 4, 6, 7]
+    for c in commits[1:]:  # a run that looks trained to its last snapshot has that epoch's history
+        assert c["epoch"] >= max(c["snapshots"]) and c["state"] == f"state_{c['epoch']:06d}"
 
 
 _KILL = textwrap.dedent("""

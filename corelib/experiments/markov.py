@@ -4,8 +4,8 @@ Three one-block transformers trained from different seeds on the same chain; for
 block output (target = logits), core-only / core-removed accuracy, and a linear operator fitted in
 core coordinates. Across models: weight cosines, projector overlaps, principal angles and CCA.
 
-:func:`run` trains (or reuses) the models, analyses them and saves everything in a run folder
-keyed by the parameters; :func:`load` reads it back. Plots read only what :func:`run` returns.
+:func:`run` trains (or reuses) the models together on the engine, analyses them and saves the
+summary in a run folder keyed by the parameters. Plots read only what :func:`run` returns.
 """
 
 from __future__ import annotations
@@ -28,7 +28,16 @@ from ..tasks import markov
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["MarkovParams", "run", "make_data", "analyse_model", "compare_models", "tables", "claim_values"]
+__all__ = [
+    "MarkovParams",
+    "run",
+    "make_data",
+    "analyse_model",
+    "compare_models",
+    "tables",
+    "claim_values",
+    "glue_values",
+]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from .. import ace, operators
 from ..engine import PrefixData, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
 from ..interventions import ablation_curve, accuracy, intervention_accuracy, refine_rank
 from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
-from ..results import load_json, params_key, run_dir, save_json
+from ..results import compute_once, params_key, run_dir
 from ..tasks.modular import modular_addition_split
 
 if TYPE_CHECKING:
@@ -344,7 +344,8 @@ def removal_curves(params: ModularParams, arm: str, epoch: int, *, progress: boo
             f"epoch {epoch} is not a snapshot (every {params.snapshot_every} epochs up to epoch "
             f"{params.late_after}, then every {params.snapshot_every_late}): choose one of those epochs."
         )
-    if not path.exists():
+
+    def compute() -> dict:
         folder, _ = _arm_snapshots(params, arm, epoch, progress)
         stack = load_snapshot(folder, epoch, default_device())
         test = make_data(params)["test"]
@@ -354,9 +355,9 @@ def removal_curves(params: ModularParams, arm: str, epoch: int, *, progress: boo
             for mode in ("remove", "keep"):
                 out[mode].append(ablation_curve(full, accuracy, mode).tolist())
             out["energy_rank"].append(r_energy)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save_json(path, out)
-    out = {k: np.array(v) for k, v in load_json(path).items()}
+        return out
+
+    out = {k: np.array(v) for k, v in compute_once(path, compute).items()}
     out["rank"] = np.arange(1, out["remove"].shape[1] + 1)
     return out
 
@@ -397,15 +398,12 @@ def analyse_arm(params: ModularParams, arm: str, epochs: int, *, progress: bool 
     records = []
     device = default_device()
     for e in tqdm(wanted, desc=f"analyse {arm}", disable=not progress, leave=False):
-        path = _analysis_path(params, arm, e)
-        if path.exists():
-            records.append(load_json(path))
-            continue
-        stack = load_snapshot(folder, e, device)
-        record = {"epoch": e, "models": [analyse_model(stack.model(i), test, params) for i in range(len(stack))]}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save_json(path, record)
-        records.append(load_json(path))
+
+        def compute(e: int = e) -> dict:
+            stack = load_snapshot(folder, e, device)
+            return {"epoch": e, "models": [analyse_model(stack.model(i), test, params) for i in range(len(stack))]}
+
+        records.append(compute_once(_analysis_path(params, arm, e), compute))
     return records
 
 

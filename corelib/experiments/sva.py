@@ -2,28 +2,21 @@
 
 For each model:
 
-1. **Jacobians at every layer in one backward pass.** On the training prompts, the number
-   margin ``f(h) = (are + were) - (is + was)`` at the last token is differentiated with respect
-   to the last-token residual stream of every swept layer at once: a zero perturbation
-   ``delta_l`` is added at the last position of each ``blocks.{l}.hook_resid_post`` and one
-   ``autograd.grad`` returns ``df/d delta_l`` for all layers (each prompt's margin depends only
-   on its own activations, so the gradient of the summed margin holds every prompt's Jacobian).
-   Activations and Jacobians feed one :class:`corelib.ace.MomentAccumulator` per layer; every
-   layer gets a rank-1 core and its spectral gap ``(s1/s2)^2``.
-2. **Interventions** on the test prompts at the last token, centred on the training mean, with
-   :func:`corelib.interventions.intervention_hook` (keep / remove / flip): the AUC of the margin
-   separating plural from singular prompts. The chosen layer has the largest flip effect
-   (baseline AUC minus flip AUC).
-3. At the chosen layer: core coordinates of the test prompts (sign fixed so that a larger
-   coordinate means "more plural"), prompt-level agreement scores under remove and flip (paired
-   Wilcoxon tests against the baseline), and adaptive steering during generation.
+1. **Jacobians at every layer in one backward pass.** The number margin
+   ``f(h) = (are + were) - (is + was)`` at the last token is differentiated with respect to a
+   zero perturbation added at the last position of every swept ``blocks.{l}.hook_resid_post``;
+   each prompt's margin depends only on its own activations, so the gradient of the summed
+   margin holds every prompt's Jacobian. One :class:`corelib.ace.MomentAccumulator` per layer
+   gives a rank-1 core and its spectral gap.
+2. **Interventions** at the last token (keep / remove / flip, centred on the training mean): the
+   AUC of the margin separating plural from singular prompts. The chosen layer has the largest
+   flip effect.
+3. At the chosen layer: core coordinates of the test prompts, agreement scores under remove and
+   flip (paired Wilcoxon tests), and adaptive steering during generation.
 
 Across models: Spearman and Pearson correlations of the core coordinates of the same prompts.
-
-The prefix of every prompt is computed once (key/value cache); interventions and Jacobians re-run
-only the last position, which is exact because nothing before the last token depends on it. An
-intervention after layer ``l`` also runs only the layers after ``l`` (``start_at_layer=l + 1``
-from the clean residual stream recorded by the baseline pass): about half the cost of a sweep.
+Each prompt's prefix is computed once (key/value cache); interventions re-run only the last
+position and only the layers after the intervened one, which is exact.
 """
 
 from __future__ import annotations
@@ -42,7 +35,7 @@ from ..ace import Core, MomentAccumulator
 from ..interventions import MODES, intervention_hook
 from ..lm import Batch, LanguageModel, load_model
 from ..models import resid_hook
-from ..results import load_json, run_dir, save_json
+from ..results import compute_once, run_dir
 from ..steering import Generation, SteeringConfig, generate_batch, inversion_stats, word_inversion_stats
 from ..tasks.sva import AGREEMENT_READOUT, FLIP_DEMO_PROMPTS, NUMBER_WORD_PAIRS, SVADataset, make_dataset
 
@@ -681,17 +674,19 @@ def run(params: SVAParams | None = None, *, progress: bool = True) -> dict:
         sweep_dir = run_dir("sva", {"model": name, **params.sweep_part()})
         steer_dir = run_dir("sva_steering", {"model": name, **params.sweep_part(), **params.steering_part()})
         analysis_path, steering_path = sweep_dir / "analysis.json", steer_dir / "steering.json"
-        lm = None
-        if not analysis_path.exists():
-            lm = load_model(name, readout=AGREEMENT_READOUT)
-            save_json(analysis_path, analyse_model(lm, ds, params, progress=progress))
-        analysis = load_json(analysis_path)
-        if not steering_path.exists():
-            lm = lm or load_model(name, readout=AGREEMENT_READOUT)
-            save_json(steering_path, steering_run(lm, analysis, params, progress=progress))
-        analysis["steering"] = load_json(steering_path)
+        loaded = []  # the model, loaded at most once and only if something is computed
+
+        def lm(name: str = name, loaded: list = loaded) -> LanguageModel:
+            if not loaded:
+                loaded.append(load_model(name, readout=AGREEMENT_READOUT))
+            return loaded[0]
+
+        analysis = compute_once(analysis_path, lambda: analyse_model(lm(), ds, params, progress=progress))
+        analysis["steering"] = compute_once(
+            steering_path, lambda analysis=analysis: steering_run(lm(), analysis, params, progress=progress)
+        )
         models.append(analysis)
-        del lm
+        loaded.clear()
     pairs = [
         {"pair": [a["model"], b["model"]], **alignment(a["coords"], b["coords"])}
         for a, b in itertools.combinations(models, 2)
