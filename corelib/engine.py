@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -269,7 +269,7 @@ class DropoutStreams:
     (and so the results) the same on a GPU.
     """
 
-    def __init__(self, p: float, seeds, start_epoch: int = 0) -> None:
+    def __init__(self, p: float, seeds: Iterable[int], start_epoch: int = 0) -> None:
         if not 0 < p < 1:
             raise ValueError(f"dropout probability must lie in (0, 1), got {p}.")
         self.p = float(p)
@@ -313,7 +313,7 @@ class DropoutStreams:
 class SeedStack:
     """S transformers of one architecture with their weights stacked along a seed dimension."""
 
-    def __init__(self, model_cfg: TransformerConfig, seeds, params: dict[str, torch.Tensor]):
+    def __init__(self, model_cfg: TransformerConfig, seeds: Iterable[int], params: dict[str, torch.Tensor]):
         self.cfg, self.seeds = model_cfg, tuple(int(s) for s in seeds)
         template = Transformer(model_cfg).to("meta")
         expected = {k: v.shape for k, v in template.state_dict().items()}
@@ -403,7 +403,7 @@ class StackOptimizer:
     step where ``torch.optim.AdamW`` applies it (``w <- w (1 - lr wd)`` before the Adam update).
     """
 
-    def __init__(self, stack: SeedStack, lr: float, weight_decay) -> None:
+    def __init__(self, stack: SeedStack, lr: float, weight_decay: float | Sequence[float]) -> None:
         self.lr = lr
         self.decay = torch.as_tensor(weight_decay, dtype=torch.float64).expand(len(stack)).clone()
         for v in stack.params.values():
@@ -481,7 +481,7 @@ class Trainer:
         data: Data,
         *,
         lr: float,
-        weight_decay,
+        weight_decay: float | Sequence[float],
         batch_size: int,
         keep_partial_batch: bool = True,
         streams: DropoutStreams | None = None,

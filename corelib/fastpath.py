@@ -93,6 +93,8 @@ def masked_forward(
     """
     drop = drop or _no_drop
     n = tokens.shape[-1]
+    if n > model.cfg.n_ctx:
+        raise ValueError(f"sequence length {n} exceeds n_ctx={model.cfg.n_ctx}.")
     x = model.embed(tokens) + model.pos_embed[:n]
     blocks = model.blocks
     for i, block in enumerate(blocks):

@@ -363,6 +363,8 @@ def test_dropout_masks_must_match_the_forward_pass():
     torch.testing.assert_close(masked_forward(model, x, mask_feed(ones)), model(x))  # all-ones: eval output
     with pytest.raises(RuntimeError, match="more dropout sites than the 7 masks"):
         masked_forward(model, x, mask_feed(ones[:-1]))
+    with pytest.raises(ValueError, match="sequence length 3 exceeds n_ctx=2"):
+        masked_forward(model, torch.zeros(1, 3, dtype=torch.long))
     with pytest.raises(ValueError, match="mask of shape"):
         masked_forward(model, x, mask_feed([torch.ones(3)] + ones[1:]))
 
