@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from corelib.results import PROJECT_ROOT
+
 __all__ = [
     "CHAPTER_DIR",
     "PROJECT_ROOT",
@@ -27,7 +29,6 @@ __all__ = [
     "source_path",
 ]
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CHAPTER_DIR = "book/chapters"
 
 

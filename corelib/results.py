@@ -39,7 +39,11 @@ __all__ = [
     "load_tensors",
     "remove",
     "stored_files",
+    "json_files",
+    "compute_once",
     "run_lock",
+    "MANIFEST",
+    "PROJECT_ROOT",
 ]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

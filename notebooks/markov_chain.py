@@ -91,10 +91,11 @@ print("non-trivial eigenvalues:", np.round(eigenvalues, 4))
 # %% [markdown]
 # ## Training and analysis
 #
-# `markov.run` trains one model per seed (AdamW, 40 epochs, batch 64, dropout 0.1, checkpointed
-# every epoch), then for each model: collects the block output $\mathbf h$ at every position of
-# every test sequence, samples Jacobians of the logits with respect to $\mathbf h$, runs ACE with a
-# 99.9 % energy threshold, evaluates the core-only ($\mathbf P\mathbf h$) and core-removed
+# `markov.run` trains the models together, one per seed, on the engine (AdamW,
+# {glue:text}`epochs` epochs, batch {glue:text}`batch_size`, dropout {glue:text}`dropout`, the
+# loss at every position, checkpointed every epoch), then for each model: collects the block
+# output $\mathbf h$ at every position of every test sequence, samples Jacobians of the logits
+# with respect to $\mathbf h$, runs ACE with a {glue:text}`energy_pct` % energy threshold, evaluates the core-only ($\mathbf P\mathbf h$) and core-removed
 # ($\mathbf h - \mathbf P\mathbf h$) models on the test set, and fits $\mathbf z_{t+1} \approx
 # \mathbf A \mathbf z_t$ in core coordinates. Results are stored in a folder keyed by the
 # parameters, so rebuilding the book reuses them.

@@ -31,25 +31,26 @@ __all__ = ["SweepsParams", "run", "constants_table", "claim_values", "claim_sett
 class SweepsParams:
     """The chapter's parameters; defaults are the paper's (see its ``parameters`` cell)."""
 
-    n_seeds: int = 12
-    omega_p: int = 53
-    omegas: tuple[float, ...] = (0.3, 0.5, 1.0, 1.5, 2.0, 3.0)
-    omega_batch_size: int | None = 512
-    omega_max_epochs: int = 30000
-    moduli: tuple[int, ...] = (31, 43, 53, 61, 79, 89, 101)
-    p_weight_decay: float = 1.0
-    p_batch_size: int | None = None
-    p_max_epochs: int = 30000
-    d_model: int = 128
-    n_heads: int = 4
-    d_ff: int = 512
-    n_layers: int = 1
-    lr: float = 1e-3
-    dropout: float = 0.1
-    train_fraction: float = 0.5
-    split_seed: int = 42
-    threshold: float = 0.99
-    patience_epochs: int = 100
+    # The sweeps' layout is the paper's (PAPER_SWEEPS); the model and optimiser are SweepConfig's.
+    n_seeds: int = PAPER_SWEEPS["n_seeds"]
+    omega_p: int = PAPER_SWEEPS["omega_p"]
+    omegas: tuple[float, ...] = tuple(PAPER_SWEEPS["omegas"])
+    omega_batch_size: int | None = PAPER_SWEEPS["omega_batch_size"]
+    omega_max_epochs: int = PAPER_SWEEPS["omega_max_epochs"]
+    moduli: tuple[int, ...] = tuple(PAPER_SWEEPS["moduli"])
+    p_weight_decay: float = PAPER_SWEEPS["p_weight_decay"]
+    p_batch_size: int | None = PAPER_SWEEPS["p_batch_size"]
+    p_max_epochs: int = PAPER_SWEEPS["p_max_epochs"]
+    d_model: int = SweepConfig.d_model
+    n_heads: int = SweepConfig.n_heads
+    d_ff: int = SweepConfig.d_ff
+    n_layers: int = SweepConfig.n_layers
+    lr: float = SweepConfig.lr
+    dropout: float = SweepConfig.dropout
+    train_fraction: float = SweepConfig.train_fraction
+    split_seed: int = SweepConfig.split_seed
+    threshold: float = SweepConfig.threshold
+    patience_epochs: int = SweepConfig.patience_epochs
     n_boot: int = 1000
     n_jobs: int | None = None
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from corelib import claims
+from corelib.sweeps import PAPER_SWEEPS
 from corelib.theory import (
     fit_grok_time,
     fit_power_law,
@@ -58,9 +59,9 @@ class TheoryParams:
     p_check_max: int = 400
     margin_ps: tuple[int, ...] = (17, 31, 53, 101)
     p_plot_max: int = 400
-    sweep_primes: tuple[int, ...] = (31, 43, 53, 61, 79, 89, 101)
-    sweep_omegas: tuple[float, ...] = (0.3, 0.5, 1.0, 1.5, 2.0, 3.0)
-    n_seeds: int = 12
+    sweep_primes: tuple[int, ...] = tuple(PAPER_SWEEPS["moduli"])
+    sweep_omegas: tuple[float, ...] = tuple(PAPER_SWEEPS["omegas"])
+    n_seeds: int = PAPER_SWEEPS["n_seeds"]
     noise_rel: float = 0.1
     seed: int = 0
 

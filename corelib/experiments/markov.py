@@ -292,7 +292,12 @@ def glue_values(summary: dict) -> dict[str, object]:
     """Every value the Markov chapter's prose quotes, by glue name."""
     models, pairs = summary["models"], summary["pairs"]
     errors = [m["spectrum_error"] for m in models]
+    settings = summary["params"]
     return {
+        "epochs": settings["epochs"],
+        "batch_size": settings["batch_size"],
+        "dropout": settings["dropout"],
+        "energy_pct": f"{100 * settings['energy']:g}",
         "bayes": summary["bayes_accuracy"],
         "chance": summary["chance_accuracy"],
         "n_models": len(models),
