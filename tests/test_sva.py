@@ -442,6 +442,14 @@ def _full_pass_margins(lm, core, layer, gen):
     return generation_margin(logits[0, start:], lm.readout_ids)
 
 
+def _alone(lm, prompt, core, cfg, n, greedy):
+    """One request generated on its own (no steering when ``cfg`` is None), as the batch must match."""
+    config = cfg or SteeringConfig()
+    return generate(
+        lm, prompt, core=core if cfg else None, layer=0, config=config, max_new_tokens=n, greedy=greedy, seed=3
+    )
+
+
 @pytest.mark.slow  # many generations, each also without a cache
 def test_batched_steering_matches_single_rows_and_a_cache_free_pass(tiny, prompts):
     # layer 0: its steered state feeds the keys and values of layer 1 (those of the last layer
@@ -459,16 +467,7 @@ def test_batched_steering_matches_single_rows_and_a_cache_free_pass(tiny, prompt
         tiny, rows, core=core, layer=0, configs=configs, max_new_tokens=budget, greedy=greedy, seed=3
     )
     for prompt, cfg, n, g, got in zip(rows, configs, budget, greedy, batch):
-        alone = generate(
-            tiny,
-            prompt,
-            core=core if cfg else None,
-            layer=0,
-            config=cfg or SteeringConfig(),
-            max_new_tokens=n,
-            greedy=g,
-            seed=3,
-        )
+        alone = _alone(tiny, prompt, core, cfg, n, g)
         assert got.tokens == alone.tokens and len(got.tokens) == n
         assert got.gated == alone.gated
         np.testing.assert_allclose(got.strength, alone.strength, rtol=1e-3, atol=1e-4)
@@ -503,16 +502,7 @@ def test_batched_steering_matches_single_rows_and_a_cache_free_pass(tiny, prompt
         seed=3,
     )
     for (cfg, g), out in zip(shared, got):
-        alone = generate(
-            tiny,
-            prompt,
-            core=core if cfg else None,
-            layer=0,
-            config=cfg or SteeringConfig(),
-            max_new_tokens=len(out.tokens),
-            greedy=g,
-            seed=3,
-        )
+        alone = _alone(tiny, prompt, core, cfg, len(out.tokens), g)
         assert out.tokens == alone.tokens and out.gated == alone.gated
         np.testing.assert_allclose(out.margin, alone.margin, atol=1e-4)
         np.testing.assert_allclose(_full_pass_margins(tiny, core, 0, out), out.margin, atol=1e-4)
