@@ -3,9 +3,10 @@
 The weights of S models are stacked along a leading seed dimension and the forward pass runs
 under ``torch.func.vmap``, so one optimizer step updates every seed. Nothing couples the seeds:
 each has its own initialisation, data order (:func:`epoch_order`), loss, AdamW moments (AdamW is
-elementwise), weight decay and dropout stream (:class:`DropoutStreams`, drawn as ``nn.Dropout``
-would draw it). A seed therefore gets the updates it would get trained alone in a plain PyTorch
-loop; the tests check this against one. A single model is a stack of one.
+elementwise), weight decay and dropout stream (:class:`~corelib.masks.DropoutStreams`, a
+counter-based generator whose masks depend on nothing but the seed, the step and the element). A
+seed therefore gets the updates it would get trained alone in a plain PyTorch loop fed the same
+masks; the tests check this against one. A single model is a stack of one.
 
 :class:`Trainer` runs epochs of minibatch steps and calls back after each step, which is all the
 grokking sweeps need (:mod:`corelib.sweeps` measures and stops seeds from there).
@@ -31,7 +32,8 @@ from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
 from . import results
-from .fastpath import mask_feed, mask_shapes, masked_forward, prefix_last_logits, trailing_part
+from .fastpath import mask_feed, masked_forward, prefix_last_logits
+from .masks import MASK_GENERATOR, DropoutStreams, dropout_seed
 from .models import Transformer, TransformerConfig, default_device
 from .results import StoreError, load_json, params_key, save_json
 
@@ -250,64 +252,6 @@ def _stacked_fn(model_cfg: TransformerConfig, kind: str) -> Callable:
     if kind == "all_shared":
         return _stacked(model_cfg, lambda m, t: masked_forward(m, t), (None,))
     raise ValueError(kind)
-
-
-def dropout_seed(seed: int, start_epoch: int) -> int:
-    """Seed of seed ``seed``'s dropout stream in a run that starts at ``start_epoch``.
-
-    ``seed + 1`` for a fresh run (a plain loop's ``torch.manual_seed(seed + 1)``); a branch (a run
-    started from a snapshot) gets a stream of its own, so it does not replay the masks of epoch 0.
-    """
-    return seed + 1 if start_epoch == 0 else (seed + 1) * 100_003 + start_epoch
-
-
-class DropoutStreams:
-    """One dropout random stream per seed, drawn on the CPU as ``nn.Dropout`` would draw it.
-
-    Each mask is ``bernoulli(1 - p) / (1 - p)`` drawn into a fresh tensor of the activation's
-    shape, which is what ``F.dropout`` multiplies by on a CPU. Drawing on the CPU keeps the masks
-    (and so the results) the same on a GPU.
-    """
-
-    def __init__(self, p: float, seeds: Iterable[int], start_epoch: int = 0) -> None:
-        if not 0 < p < 1:
-            raise ValueError(f"dropout probability must lie in (0, 1), got {p}.")
-        self.p = float(p)
-        self.generators = [torch.Generator().manual_seed(dropout_seed(int(s), start_epoch)) for s in seeds]
-
-    def draw(
-        self, model_cfg: TransformerConfig, batch: int, length: int, device, *, last_only: bool = True
-    ) -> list[torch.Tensor]:
-        """The masks of one training step on (batch, length) tokens: a list of (S, *shape) tensors.
-
-        Each mask is drawn whole, as a full forward pass draws it, so the streams advance as
-        ``nn.Dropout``'s would; with ``last_only`` it is then cut to what the last-position pass uses.
-        """
-        full = mask_shapes(model_cfg, batch, length)
-        used = mask_shapes(model_cfg, batch, length, last_only=True) if last_only else full
-        keep = 1.0 - self.p
-        per_seed = [
-            [trailing_part(torch.empty(f).bernoulli_(keep, generator=g), u).div(keep) for f, u in zip(full, used)]
-            for g in self.generators
-        ]
-        return [torch.stack(masks).to(device) for masks in zip(*per_seed)]
-
-    def subset(self, keep: list[int]) -> DropoutStreams:
-        """The streams of the seeds at positions ``keep``, continuing where they are (not copies)."""
-        new = DropoutStreams.__new__(DropoutStreams)
-        new.p = self.p
-        new.generators = [self.generators[j] for j in keep]
-        return new
-
-    def state(self) -> torch.Tensor:
-        """The generators' states, stacked (S, n) (uint8), for a checkpoint."""
-        return torch.stack([g.get_state() for g in self.generators])
-
-    def load_state(self, state: torch.Tensor) -> None:
-        if state.shape[0] != len(self.generators):
-            raise StoreError(f"dropout state for {state.shape[0]} seeds, run has {len(self.generators)}.")
-        for g, st in zip(self.generators, state):
-            g.set_state(st.cpu().clone())  # a row of a stacked tensor: set_state needs its own storage
 
 
 class SeedStack:
@@ -667,6 +611,8 @@ def _train_locked(model_cfg, cfg, seeds, train_data, test_data, run, start, devi
         "test_data": None if test_data is None else test_data.fingerprint(),
         "origin": origin,
     }
+    if model_cfg.dropout:
+        meta["masks"] = MASK_GENERATOR
     _check_identity(run, meta)
     key = params_key(meta)
     train_data = train_data.to(device)

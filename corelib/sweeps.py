@@ -34,6 +34,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .engine import DropoutStreams, PrefixData, SeedStack, Trainer, stacked_last_logits
+from .masks import MASK_GENERATOR
 from .models import MODEL_REVISION, TransformerConfig, default_device
 from .results import load_json, params_key, results_root, run_dir, run_lock, save_json
 from .tasks.modular import modular_addition_split
@@ -469,9 +470,12 @@ def train_condition(
 
 def _condition_params(cond: Condition, cfg: SweepConfig) -> dict:
     config = asdict(cfg)
+    params = {"kind": "grokking_sweep", "condition": asdict(cond), "config": config, "model": MODEL_REVISION}
     if not cfg.dropout:  # as for the engine's options: a setting at its default is left out of the key
         config.pop("dropout")
-    return {"kind": "grokking_sweep", "condition": asdict(cond), "config": config, "model": MODEL_REVISION}
+    else:
+        params["masks"] = MASK_GENERATOR
+    return params
 
 
 def condition_dir(cond: Condition, cfg: SweepConfig, root: Path | str | None = None) -> Path:

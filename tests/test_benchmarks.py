@@ -32,7 +32,7 @@ def test_mask_seconds_times_the_draws_of_every_batch_for_all_seeds(monkeypatch):
     real_draw = _machine.DropoutStreams.draw
 
     def draw(self, model_cfg, batch, length, device):
-        drawn.append((len(self.generators), batch, length))
+        drawn.append((len(self), batch, length))
         return real_draw(self, model_cfg, batch, length, device)
 
     monkeypatch.setattr(_machine.DropoutStreams, "draw", draw)

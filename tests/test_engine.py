@@ -53,21 +53,29 @@ def _prefix_data():
 def plain_training(model_cfg, seed, data, *, epochs, batch_size, weight_decay=0.0, positions="last", test=None):
     """The textbook PyTorch loop one seed would train with alone: the reference for the engine.
 
-    Dropout draws from the global generator seeded ``seed + 1``; the data order is ``epoch_order``.
+    The model's ``nn.Dropout`` layers multiply by the seed's masks (drawn for its full forward
+    pass by a stream of its own, through forward hooks); the data order is ``epoch_order``.
     """
     x, y = data
     torch.manual_seed(seed)
     model = Transformer(model_cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=weight_decay)
-    torch.manual_seed(seed + 1)
+    streams = DropoutStreams(model_cfg.dropout, [seed]) if model_cfg.dropout else None
+    step_masks: list[torch.Tensor] = []
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.register_forward_hook(lambda mod, inp, out: inp[0] * step_masks.pop(0) if step_masks else out)
     hist = {"loss": [], "train_acc": [], "test_acc": []}
     for epoch in range(epochs):
-        model.train()
+        model.eval()  # nn.Dropout passes its input; the hooks apply the masks
         order = epoch_order(len(x), seed, epoch)
         total, correct, seen = 0.0, 0, 0
         for i in range(0, len(x), batch_size):
             idx = order[i : i + batch_size]
+            if streams is not None:
+                step_masks[:] = [m[0] for m in streams.draw(model_cfg, len(idx), x.shape[1], "cpu", last_only=False)]
             logits, target = model(x[idx]), y[idx]
+            assert not step_masks, "every mask is used by the forward pass"
             if positions == "last":
                 logits, target = logits[:, -1], target[:, -1]
             loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
@@ -114,7 +122,7 @@ def test_last_logits_equal_the_full_forward(norm):
 
 @pytest.mark.parametrize("model_cfg", [CFG, pytest.param(DROP, marks=pytest.mark.slow)], ids=["no dropout", "dropout"])
 def test_stacked_seeds_get_the_updates_of_separate_runs(tmp_path, model_cfg):
-    # With dropout, each seed must also see the masks nn.Dropout draws in train() from its stream.
+    # With dropout, each seed must also see the masks of its own stream, as it would alone.
     (x, y), (xt, yt) = _data()
     decays = (1.0, 0.5, 0.0)  # one weight decay per seed
     cfg = StackConfig(epochs=4, batch_size=16, weight_decay=decays, snapshot_every=2, checkpoint_every=2)
@@ -305,24 +313,6 @@ def test_extending_a_run_continues_it_and_shorter_requests_reuse_snapshots(tmp_p
     )
     assert all(torch.equal(again.params[k], short.params[k]) for k in short.params)
     assert hist2["epoch"] == [1, 2] and hist["epoch"] == [1, 2, 3, 4]
-
-
-def test_dropout_masks_have_the_rate_and_scale_of_nn_dropout_and_a_stream_per_seed():
-    streams = DropoutStreams(0.25, SEEDS)
-    masks = streams.draw(DROP, 64, 2, "cpu")
-    assert [m.shape[1:] for m in masks] == mask_shapes(DROP, 64, 2, last_only=True)
-    flat = torch.cat([m.flatten(1) for m in masks], dim=1)  # (seeds, values)
-    torch.testing.assert_close(flat.unique(), torch.tensor([0.0, 1 / 0.75]))  # dropped, or scaled by 1/(1-p)
-    dropped = (flat == 0).double().mean(dim=1)
-    # ~30 000 draws per seed: the standard error of the dropped share is 0.0025.
-    torch.testing.assert_close(dropped, torch.full((3,), 0.25, dtype=torch.float64), atol=0.015, rtol=0)
-    assert not torch.equal(flat[0], flat[1])
-    # The same seed's stream replays after a restore; a branch (another start epoch) does not replay it.
-    again = DropoutStreams(0.25, SEEDS)
-    again.load_state(DropoutStreams(0.25, SEEDS).state())
-    assert torch.equal(torch.cat([m.flatten(1) for m in again.draw(DROP, 64, 2, "cpu")], dim=1), flat)
-    branch = DropoutStreams(0.25, SEEDS, start_epoch=900).draw(DROP, 64, 2, "cpu")
-    assert not torch.equal(torch.cat([m.flatten(1) for m in branch], dim=1), flat)
 
 
 def test_masked_forward_replays_nn_dropout_and_its_last_position_pass_cuts_the_masks():

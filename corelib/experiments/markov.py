@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from .. import ace, compare, operators
 from ..engine import SequenceData, StackConfig, train_stack
+from ..masks import MASK_GENERATOR
 from ..interventions import accuracy, intervention_accuracy
 from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
 from ..results import load_json, run_dir, run_lock, save_json, save_tensors
@@ -206,7 +207,8 @@ def run(p: MarkovParams | None = None, *, progress: bool = True) -> dict:
     A second process asking for the same run waits for the first and reuses its summary.
     """
     p = p or MarkovParams()
-    folder = run_dir("markov", {**asdict(p), "model": MODEL_REVISION, "sampler": "RandomState", "trainer": "engine"})
+    ident = {**asdict(p), "model": MODEL_REVISION, "sampler": "RandomState", "trainer": "engine"}
+    folder = run_dir("markov", {**ident, "masks": MASK_GENERATOR} if p.dropout else ident)
     summary_path = folder / "summary.json"
     with run_lock(folder, "the Markov experiment"):
         if not summary_path.exists():

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 
 from .. import ace, operators
 from ..engine import PrefixData, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
+from ..masks import MASK_GENERATOR
 from ..interventions import ablation_curve, accuracy, intervention_accuracy, refine_rank
 from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
 from ..results import compute_once, params_key, run_dir
@@ -167,7 +168,8 @@ class ModularParams:
             "late_after",
         )
         # "model" names the construction (torch encoder layer's initialisation, 64 positions).
-        return {**{k: getattr(self, k) for k in keep}, "model": MODEL_REVISION}
+        ident = {**{k: getattr(self, k) for k in keep}, "model": MODEL_REVISION}
+        return {**ident, "masks": MASK_GENERATOR} if self.dropout else ident
 
     def analysis_identity(self) -> dict:
         keep = ("n_jacobians", "energy", "jacobian_seed", "holdout_fraction", "holdout_seed", "ridge")

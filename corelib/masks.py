@@ -1,0 +1,203 @@
+"""The training engine's dropout masks: a counter-based generator, vectorised, on any device.
+
+A mask element is a pure function of four integers: its seed's stream key, the number of the
+training step (the stream's draw), the dropout site, and the element's position in the mask a
+full forward pass would use. Nothing else is carried from step to step, so
+
+- all seeds' masks of a step come from a few integer operations on whole tensors, on the
+  training device, with no per-element loop and no host synchronisation;
+- a pass that computes only part of an activation (the last position in the last block) draws
+  only that part, and gets exactly the elements the full pass would get;
+- a seed's masks do not depend on which other seeds train beside it, a resumed run replays
+  nothing, and a CPU and a GPU draw the same masks.
+
+The bits of an element are two rounds of a 32-bit integer mixer (xorshift-multiply, the
+"lowbias32" constants of C. Wellons' hash prospector) keyed by a 64-bit SplitMix64 hash of
+(stream, draw, site). An element is kept when its 32 bits, read as an unsigned number, are at
+least ``round(p * 2**32)``: the dropout rate is ``p`` to within ``2**-32``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+
+import torch
+
+from .fastpath import mask_shapes
+from .models import TransformerConfig
+from .results import StoreError
+
+__all__ = ["MASK_GENERATOR", "DropoutStreams", "dropout_seed", "site_keys", "element_bits"]
+
+# Recorded in the identity of every run with dropout: masks of another generator are another run.
+MASK_GENERATOR = "splitmix64-keyed lowbias32x2"
+
+_M64 = (1 << 64) - 1
+_GOLDEN64 = 0x9E3779B97F4A7C15
+_GOLDEN32 = 0x9E3779B1
+_MIX1, _MIX2 = 0x7FEB352D, 0x846CA68B
+_SPLIT1, _SPLIT2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+
+
+def _signed(v: int, bits: int) -> int:
+    """Two's-complement reading of an unsigned ``bits``-bit integer (torch has no unsigned arithmetic)."""
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+def _srl(x: torch.Tensor, k: int, bits: int) -> torch.Tensor:
+    """Logical right shift of a signed integer tensor holding ``bits``-bit words."""
+    return (x >> k) & ((1 << (bits - k)) - 1)
+
+
+def dropout_seed(seed: int, start_epoch: int) -> int:
+    """Stream key of seed ``seed``'s dropout masks in a run that starts at ``start_epoch``.
+
+    A branch (a run started from a snapshot) gets a stream of its own, so it does not replay the
+    masks of epoch 0.
+    """
+    return seed + 1 if start_epoch == 0 else (seed + 1) * 100_003 + start_epoch
+
+
+def _splitmix64(z: torch.Tensor) -> torch.Tensor:
+    """SplitMix64's output function on int64 tensors (wrapping arithmetic)."""
+    z = (z ^ _srl(z, 30, 64)) * _signed(_SPLIT1, 64)
+    z = (z ^ _srl(z, 27, 64)) * _signed(_SPLIT2, 64)
+    return z ^ _srl(z, 31, 64)
+
+
+def site_keys(streams: torch.Tensor, draw: int, n_sites: int) -> torch.Tensor:
+    """The two 32-bit key words of every (stream, site) at draw ``draw``: int32 (S, n_sites, 2).
+
+    ``streams`` (S,) int64 stream keys. The 64-bit hash of (stream, draw, site) gives both words.
+    """
+    site = torch.arange(n_sites, dtype=torch.int64, device=streams.device)
+    z = _splitmix64(streams[:, None] * _signed(_GOLDEN64, 64) + _signed(draw, 64))
+    z = _splitmix64(z + (site[None] + 1) * _signed(_GOLDEN64, 64))
+    words = torch.stack([z & 0xFFFFFFFF, _srl(z, 32, 64)], dim=-1)
+    return torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32)
+
+
+def _mix32(x: torch.Tensor, tmp: torch.Tensor) -> None:
+    """One round of the lowbias32 mixer, in place on int32 ``x`` (``tmp``: scratch of its shape)."""
+    for shift, mult in ((16, _MIX1), (15, _MIX2)):
+        torch.bitwise_right_shift(x, shift, out=tmp)
+        tmp &= (1 << (32 - shift)) - 1
+        x ^= tmp
+        x *= _signed(mult, 32)
+    torch.bitwise_right_shift(x, 16, out=tmp)
+    tmp &= 0xFFFF
+    x ^= tmp
+
+
+def element_bits(keys: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """32 random bits (int32) per stream and element: (S, *index.shape).
+
+    ``keys`` (S, 2) int32 key words of one site, ``index`` int32 positions of the elements in the
+    site's full mask.
+    """
+    shape = (keys.shape[0],) + (1,) * index.ndim
+    x = index[None] * _signed(_GOLDEN32, 32)
+    x = x ^ keys[:, 0].view(shape)
+    tmp = torch.empty_like(x)
+    _mix32(x, tmp)
+    x += keys[:, 1].view(shape)
+    _mix32(x, tmp)
+    return x
+
+
+@functools.lru_cache(maxsize=256)
+def _positions(full: torch.Size, used: torch.Size, device: torch.device) -> torch.Tensor:
+    """Flat positions in a mask of shape ``full`` of its trailing part of shape ``used`` (int32)."""
+    if full.numel() >= 1 << 31:
+        raise ValueError(f"a dropout mask of {full.numel()} elements is too large; train with smaller batches.")
+    index = torch.zeros(used, dtype=torch.int64, device=device)
+    stride = 1
+    for d in reversed(range(len(full))):
+        offset = torch.arange(full[d] - used[d], full[d], dtype=torch.int64, device=device) * stride
+        index += offset.view([-1 if i == d else 1 for i in range(len(full))])
+        stride *= full[d]
+    return index.to(torch.int32)
+
+
+class DropoutStreams:
+    """One dropout stream per seed, drawn by the counter-based generator of this module.
+
+    Each :meth:`draw` returns one training step's masks, each ``keep / (1 - p)`` with ``keep``
+    Bernoulli(1 - p), which is what ``F.dropout`` multiplies by.
+    """
+
+    def __init__(self, p: float, seeds: Iterable[int], start_epoch: int = 0) -> None:
+        if not 0 < p < 1:
+            raise ValueError(f"dropout probability must lie in (0, 1), got {p}.")
+        self.p = float(p)
+        self.seeds = tuple(int(s) for s in seeds)
+        self.streams = [dropout_seed(s, start_epoch) for s in self.seeds]
+        self.draws = 0  # steps drawn so far: the counter of every stream
+        # Dropped when the bits, read unsigned, fall below this; compared in signed form.
+        self._threshold = _signed(round(self.p * 2**32) ^ (1 << 31), 32)
+
+    def __len__(self) -> int:
+        return len(self.seeds)
+
+    def draw(
+        self,
+        model_cfg: TransformerConfig,
+        batch: int,
+        length: int,
+        device,
+        *,
+        last_only: bool = True,
+        dtype: torch.dtype = torch.float32,
+    ) -> list[torch.Tensor]:
+        """The masks of one training step on (batch, length) tokens: a list of (S, *shape) tensors.
+
+        Each element is the one the full forward pass on these tokens would get; with
+        ``last_only`` only the elements the last-position pass uses are drawn.
+        """
+        device = torch.device(device)
+        full = mask_shapes(model_cfg, batch, length)
+        used = mask_shapes(model_cfg, batch, length, last_only=True) if last_only else full
+        keys = site_keys(self._stream_keys(device), self.draws, len(full))
+        scale = 1.0 / (1.0 - self.p)
+        masks = []
+        for site, (f, u) in enumerate(zip(full, used)):
+            bits = element_bits(keys[:, site], _positions(f, u, device))
+            bits ^= -(1 << 31)  # unsigned order as signed order
+            masks.append(torch.where(bits >= self._threshold, scale, 0.0).to(dtype))
+        self.draws += 1
+        return masks
+
+    def _stream_keys(self, device: torch.device) -> torch.Tensor:
+        # Kept on the device: one copy per run, not one per step.
+        cached = getattr(self, "_keys", None)
+        if cached is None or cached.device != device:
+            self._keys = torch.tensor(self.streams, dtype=torch.int64).to(device)
+        return self._keys
+
+    def subset(self, keep: Sequence[int]) -> DropoutStreams:
+        """The streams of the seeds at positions ``keep``, at the draws they have reached."""
+        new = DropoutStreams.__new__(DropoutStreams)
+        new.p, new._threshold, new.draws = self.p, self._threshold, self.draws
+        new.seeds = tuple(self.seeds[j] for j in keep)
+        new.streams = [self.streams[j] for j in keep]
+        return new
+
+    def state(self) -> torch.Tensor:
+        """Each stream's key and the draws reached, (S, 2) int64, for a checkpoint."""
+        return torch.tensor([[s, self.draws] for s in self.streams], dtype=torch.int64).reshape(len(self), 2)
+
+    def load_state(self, state: torch.Tensor) -> None:
+        """Continue from :meth:`state`; refuses the state of other streams."""
+        if state.dtype != torch.int64 or state.shape != (len(self), 2):
+            raise StoreError(
+                f"dropout state of shape {tuple(state.shape)} ({state.dtype}) does not fit {len(self)} counter "
+                "streams; it was written by another mask generator. Delete the run to retrain it."
+            )
+        streams, draws = state.cpu().T.tolist()
+        if streams != self.streams or len(set(draws)) > 1:
+            raise StoreError(
+                f"dropout state of streams {streams} at draws {draws}; this run draws from {self.streams}."
+            )
+        self.draws = int(draws[0]) if draws else 0
