@@ -52,6 +52,8 @@ __all__ = [
     "load_history",
     "stacked_last_logits",
     "dropout_seed",
+    "check_precision",
+    "PRECISIONS",
 ]
 
 
@@ -141,6 +143,15 @@ class SequenceData:
 
 Data = PrefixData | SequenceData
 
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def check_precision(precision: str) -> torch.dtype:
+    """The compute dtype of a training precision, or an error naming the choices."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}.")
+    return PRECISIONS[precision]
+
 
 @dataclass(frozen=True)
 class StackConfig:
@@ -152,6 +163,7 @@ class StackConfig:
     ``snapshot_every`` epochs, and every ``snapshot_every_late`` epochs after ``late_after`` when
     both are given. The resumable state is saved every ``checkpoint_every`` epochs and at the end.
     Test accuracy is measured every ``eval_every`` epochs and at every snapshot (``None`` otherwise).
+    ``precision``: ``"fp32"``, or ``"bf16"`` for the training passes' matmuls (see :class:`StackOptimizer`).
     """
 
     epochs: int
@@ -165,6 +177,7 @@ class StackConfig:
     eval_every: int = 1
     loss_positions: Literal["last", "all"] = "last"
     keep_partial_batch: bool = True
+    precision: Literal["fp32", "bf16"] = "fp32"
 
     def __post_init__(self):
         if self.epochs < 0 or self.batch_size < 1 or self.lr <= 0:
@@ -175,6 +188,7 @@ class StackConfig:
             raise ValueError("give both snapshot_every_late and late_after, or neither.")
         if self.loss_positions not in ("last", "all"):
             raise ValueError(f"loss_positions must be 'last' or 'all', got {self.loss_positions!r}.")
+        check_precision(self.precision)
         if isinstance(self.weight_decay, (list, tuple)):
             object.__setattr__(self, "weight_decay", tuple(float(w) for w in self.weight_decay))
 
@@ -202,6 +216,8 @@ class StackConfig:
             d.pop("loss_positions")
         if d["keep_partial_batch"]:
             d.pop("keep_partial_batch")
+        if d["precision"] == "fp32":
+            d.pop("precision")
         return d
 
 
@@ -310,18 +326,22 @@ class SeedStack:
             idx = torch.arange(len(data), device=data.last.device).expand(len(self), -1)
         return _stacked_fn(self.cfg, "last")(self.params, data.last[idx], data.index[idx], data.prefixes)
 
-    def train_logits(self, data: Data, idx: torch.Tensor, masks: list[torch.Tensor] | None) -> torch.Tensor:
+    def train_logits(
+        self, data: Data, idx: torch.Tensor, masks: list[torch.Tensor] | None, params: dict | None = None
+    ) -> torch.Tensor:
         """Training-mode logits of every seed on its rows ``idx`` (S, B), with its dropout ``masks``.
 
         (S, B, vocab) for :class:`PrefixData`, (S, B, T, vocab) for :class:`SequenceData`.
+        ``params``: the weights to compute with (default: the stack's own), e.g. a bf16 copy.
         """
+        params = self.params if params is None else params
         if isinstance(data, SequenceData):
             if masks is None:
-                return _stacked_fn(self.cfg, "all")(self.params, data.inputs[idx])
-            return _stacked_fn(self.cfg, "all_masked")(self.params, data.inputs[idx], masks)
+                return _stacked_fn(self.cfg, "all")(params, data.inputs[idx])
+            return _stacked_fn(self.cfg, "all_masked")(params, data.inputs[idx], masks)
         if masks is None:
-            return self.last_logits(data, idx)
-        return _stacked_fn(self.cfg, "last_masked")(self.params, data.tokens(idx), masks)
+            return _stacked_fn(self.cfg, "last")(params, data.last[idx], data.index[idx], data.prefixes)
+        return _stacked_fn(self.cfg, "last_masked")(params, data.tokens(idx), masks)
 
     @torch.no_grad()
     def accuracy(self, data: Data, batch_size: int = 4096) -> torch.Tensor:
@@ -345,10 +365,17 @@ class StackOptimizer:
     AdamW's moments are elementwise, so one optimizer over the stacked tensors is S independent
     optimizers. The per-seed decay is applied here in the decoupled form and at the point of the
     step where ``torch.optim.AdamW`` applies it (``w <- w (1 - lr wd)`` before the Adam update).
+
+    ``precision="bf16"``: each step computes its forward and backward passes with a bf16 copy of
+    the weights, made once per step; the weights, their gradients, the loss and AdamW's state
+    stay float32, and dropout scales the activations exactly before they are rounded.
     """
 
-    def __init__(self, stack: SeedStack, lr: float, weight_decay: float | Sequence[float]) -> None:
-        self.lr = lr
+    def __init__(
+        self, stack: SeedStack, lr: float, weight_decay: float | Sequence[float], precision: str = "fp32"
+    ) -> None:
+        self.lr, self.precision = lr, precision
+        self.dtype = check_precision(precision)
         self.decay = torch.as_tensor(weight_decay, dtype=torch.float64).expand(len(stack)).clone()
         for v in stack.params.values():
             v.requires_grad_(True)
@@ -371,7 +398,10 @@ class StackOptimizer:
                 "a model with dropout needs the step's masks (DropoutStreams.draw) and one "
                 f"without takes none; dropout is {stack.cfg.dropout}."
             )
-        logits = stack.train_logits(data, idx, masks)
+        params = stack.params
+        if self.dtype != torch.float32:
+            params = {k: v.to(self.dtype) for k, v in params.items()}  # differentiable: grads reach the fp32 weights
+        logits = stack.train_logits(data, idx, masks, params).float()
         targets = data.targets[idx]
         losses = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
         losses = losses.view(len(stack), -1).mean(dim=1)
@@ -390,7 +420,7 @@ class StackOptimizer:
         for slot in state["state"].values():
             for name in ("exp_avg", "exp_avg_sq"):
                 slot[name] = slot[name][index].clone()
-        new = StackOptimizer(stack, self.lr, self.decay[keep].tolist())
+        new = StackOptimizer(stack, self.lr, self.decay[keep].tolist(), self.precision)
         new.opt.load_state_dict(state)
         return new
 
@@ -429,13 +459,14 @@ class Trainer:
         batch_size: int,
         keep_partial_batch: bool = True,
         streams: DropoutStreams | None = None,
+        precision: str = "fp32",
     ):
         if not isinstance(data, (PrefixData, SequenceData)):
             raise TypeError(f"data must be PrefixData or SequenceData, got {type(data).__name__}.")
         if bool(stack.cfg.dropout) != (streams is not None):
             raise ValueError(f"dropout is {stack.cfg.dropout}: give DropoutStreams exactly when it is > 0.")
         self.stack, self.data, self.streams = stack, data, streams
-        self.opt = StackOptimizer(stack, lr, weight_decay)
+        self.opt = StackOptimizer(stack, lr, weight_decay, precision)
         self.batch = min(batch_size, len(data))
         self.end = len(data) if keep_partial_batch else len(data) - len(data) % self.batch
         self.step_count = 0
@@ -651,6 +682,7 @@ def _train_locked(model_cfg, cfg, seeds, train_data, test_data, run, start, devi
         batch_size=cfg.batch_size,
         keep_partial_batch=cfg.keep_partial_batch,
         streams=streams,
+        precision=cfg.precision,
     )
     if state is not None:
         trainer.opt.load_tensors(_split(tensors, "optimizer"), state["optimizer"])

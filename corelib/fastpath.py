@@ -139,7 +139,8 @@ def prefix_last_logits(
 def mask_feed(masks: Sequence[torch.Tensor]) -> Drop:
     """A ``drop`` that multiplies the activations it receives by ``masks``, in order.
 
-    Each mask is what ``F.dropout`` multiplies by (0 or ``1 / (1 - p)``). A forward pass that asks
+    Each mask is what ``F.dropout`` multiplies by (0 or ``1 / (1 - p)``); the product keeps the
+    activation's dtype. A forward pass that asks
     for more masks than given, or for one of another shape, is an error naming the fix.
     """
     queue = list(masks)
@@ -156,7 +157,7 @@ def mask_feed(masks: Sequence[torch.Tensor]) -> Drop:
                 f"dropout mask of shape {tuple(mask.shape)} for an activation of shape "
                 f"{tuple(x.shape)}; draw the masks with mask_shapes for this batch."
             )
-        return x * mask
+        return (x * mask).to(x.dtype)  # a bf16 activation is scaled exactly, then rounded
 
     return drop
 

@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from .engine import DropoutStreams, PrefixData, SeedStack, Trainer, stacked_last_logits
+from .engine import DropoutStreams, PrefixData, SeedStack, Trainer, check_precision, stacked_last_logits
 from .masks import MASK_GENERATOR
 from .models import MODEL_REVISION, TransformerConfig, default_device
 from .results import load_json, params_key, results_root, run_dir, run_lock, save_json
@@ -124,8 +124,10 @@ class SweepConfig:
     # so the last n mod B examples of each permutation are skipped (2 steps per permutation at
     # p = 53, B = 512). True keeps that partial batch instead (3 steps).
     keep_partial_batch: bool = False
+    precision: str = "fp32"  # "bf16": training passes in bf16 (corelib.engine.StackOptimizer); accuracies in fp32
 
     def __post_init__(self):
+        check_precision(self.precision)
         if not 0.0 < self.threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], got {self.threshold}; the paper uses 0.99.")
         if self.patience_epochs < 0:
@@ -376,6 +378,7 @@ def train_condition(
         batch_size=batch,
         keep_partial_batch=cfg.keep_partial_batch,
         streams=streams,
+        precision=cfg.precision,
     )
     # A full batch's training forward gives the training accuracy of the weights before the
     # step for free, but only without dropout: with it, that forward is a noisy model's.
@@ -471,7 +474,9 @@ def train_condition(
 def _condition_params(cond: Condition, cfg: SweepConfig) -> dict:
     config = asdict(cfg)
     params = {"kind": "grokking_sweep", "condition": asdict(cond), "config": config, "model": MODEL_REVISION}
-    if not cfg.dropout:  # as for the engine's options: a setting at its default is left out of the key
+    if cfg.precision == "fp32":  # as for the engine's options: a setting at its default is left out of the key
+        config.pop("precision")
+    if not cfg.dropout:
         config.pop("dropout")
     else:
         params["masks"] = MASK_GENERATOR

@@ -369,3 +369,45 @@ def test_bad_settings_are_refused_with_clear_errors():
         StackConfig(epochs=1, weight_decay=(1.0, 0.5, 0.0)).decay(2)
     with pytest.raises(ValueError, match="T >= 2"):
         PrefixData.from_tokens(torch.zeros(4, 1, dtype=torch.long), torch.zeros(4, dtype=torch.long))
+
+
+@pytest.mark.parametrize("model_cfg", [CFG, DROP], ids=["no dropout", "dropout"])
+def test_a_bf16_step_takes_the_gradient_of_the_bf16_model_into_fp32_weights(model_cfg):
+    train, _ = _prefix_data()
+    idx = torch.stack([epoch_order(len(train), s, 0)[:16] for s in SEEDS])
+    stack = SeedStack.initialise(model_cfg, SEEDS, "cpu")
+    before = {k: v.clone() for k, v in stack.params.items()}
+    opt = StackOptimizer(stack, 1e-3, 0.0, precision="bf16")
+    masks = DropoutStreams(model_cfg.dropout, SEEDS).draw(model_cfg, 16, 2, "cpu") if model_cfg.dropout else None
+    losses, _ = opt.step(stack, train, idx, masks)
+    assert {v.dtype for v in stack.params.values()} == {torch.float32}
+    moments = [t for slot in opt.opt.state.values() for t in (slot["exp_avg"], slot["exp_avg_sq"])]
+    assert {t.dtype for t in moments} == {torch.float32}
+    # The gradient of seed 1 equals that of its model cast to bf16 as a whole, run by plain autograd.
+    model = stack.model(1)
+    model.load_state_dict({k: v[1] for k, v in before.items()})
+    model = model.to(torch.bfloat16)
+    x, y = train.tokens(idx[1:2])[0], train.targets[idx[1]]
+    drop = None if masks is None else mask_feed([m[1] for m in masks])
+    loss = F.cross_entropy(masked_forward(model, x, drop, last_only=True).float(), y)
+    loss.backward()
+    assert losses[1].item() == pytest.approx(loss.item(), rel=1e-2)
+    # Adam's first moment after one step is (1 - beta1) g: the gradient the engine applied.
+    applied = {k: opt.opt.state[v]["exp_avg"][1] / 0.1 for k, v in stack.params.items()}
+    fp32 = stack.model(1)
+    fp32.load_state_dict({k: v[1] for k, v in before.items()})
+    drop = None if masks is None else mask_feed([m[1] for m in masks])
+    F.cross_entropy(masked_forward(fp32, x, drop, last_only=True), y).backward()
+    for (k, p), (_, q) in zip(model.named_parameters(), fp32.named_parameters()):
+        g, g32, got = p.grad.float(), q.grad, applied[k]
+        scale = g32.norm()
+        assert (got - g).norm() <= 0.05 * scale, f"{k}: not the bf16 model's gradient"
+        if k.endswith("weight") and g32.numel() > 100:  # the bf16 rounding is really there
+            assert (got - g32).norm() > 1e-4 * scale, f"{k}: an fp32 gradient"
+
+
+def test_precision_is_part_of_a_runs_identity_and_checked():
+    assert "precision" not in StackConfig(epochs=1).identity()  # the default leaves keys unchanged
+    assert StackConfig(epochs=1, precision="bf16").identity()["precision"] == "bf16"
+    with pytest.raises(ValueError, match=r"precision must be one of \['bf16', 'fp32'\], got 'fp16'"):
+        StackConfig(epochs=1, precision="fp16")

@@ -20,8 +20,8 @@ from tqdm.auto import tqdm
 
 from .. import ace, compare, operators
 from ..engine import SequenceData, StackConfig, train_stack
-from ..masks import MASK_GENERATOR
 from ..interventions import accuracy, intervention_accuracy
+from ..masks import MASK_GENERATOR
 from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
 from ..results import load_json, run_dir, run_lock, save_json, save_tensors
 from ..tasks import markov

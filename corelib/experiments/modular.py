@@ -27,8 +27,8 @@ from tqdm.auto import tqdm
 
 from .. import ace, operators
 from ..engine import PrefixData, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
-from ..masks import MASK_GENERATOR
 from ..interventions import ablation_curve, accuracy, intervention_accuracy, refine_rank
+from ..masks import MASK_GENERATOR
 from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
 from ..results import compute_once, params_key, run_dir
 from ..tasks.modular import modular_addition_split
@@ -89,6 +89,7 @@ class ModularParams:
     snapshot_every_late: int = 500
     late_after: int = 2000
     eval_every: int = 10  # test accuracy every this many epochs (and at every snapshot)
+    precision: str = "fp32"  # "bf16": training matmuls in bf16 (corelib.engine.StackOptimizer)
     n_jacobians: int = 64  # the reference code used 1000
     energy: float = 0.99
     jacobian_seed: int = 0
@@ -144,6 +145,7 @@ class ModularParams:
             late_after=self.late_after,
             checkpoint_every=self.snapshot_every,
             eval_every=self.eval_every,
+            precision=self.precision,
         )
 
     def training_identity(self) -> dict:
@@ -169,6 +171,8 @@ class ModularParams:
         )
         # "model" names the construction (torch encoder layer's initialisation, 64 positions).
         ident = {**{k: getattr(self, k) for k in keep}, "model": MODEL_REVISION}
+        if self.precision != "fp32":  # left out at its default, so fp32 runs keep their keys
+            ident["precision"] = self.precision
         return {**ident, "masks": MASK_GENERATOR} if self.dropout else ident
 
     def analysis_identity(self) -> dict:
