@@ -1,6 +1,7 @@
 """The benchmark scripts: their FLOP counter gives known counts, their authors'-style model is our
-model's architecture, and both scripts run to the end."""
+model's architecture, and both scripts run to the end, printing their ratios and ceilings."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -102,29 +103,66 @@ def test_mask_seconds_times_the_draws_of_every_batch_for_all_seeds(monkeypatch):
     assert drawn == [(2, 16, 3), (2, 4, 3)] * 2
 
 
+_SIDE = re.compile(r"^(.+?)\s*: +([\d.]+) seed-\w+/s, +([\d.]+) GFLOP per seed-\w+, +([\d.]+) GFLOP/s", re.M)
+_RATIO = re.compile(
+    r"^speed-up over the (authors'|in-house) loop: ([\d.]+)x(?:  \(target >= ([\d.]+)x\))?; GFLOP/s: "
+    r"engine ([\d.]+) \([\d.]+% of peak\), \1 loop ([\d.]+) \([\d.]+% of peak\)$",
+    re.M,
+)
+
+
+def _check_report(out: str, targets: dict) -> None:
+    """Every side's rate and GFLOP/s, and the ratios computed from them, with their targets."""
+    sides = {}
+    for label, rate, gflop, gflops in _SIDE.findall(out):
+        name = "authors'" if label.startswith("authors'") else "in-house" if label.startswith("in-house") else "engine"
+        sides[name] = float(rate), float(gflops)
+        assert float(gflops) == pytest.approx(float(rate) * float(gflop), rel=0.1, abs=0.1), label
+        assert float(rate) > 0 and float(gflop) > 0, label
+    assert set(sides) == {"authors'", "in-house", "engine"}, out
+    ratios = _RATIO.findall(out)
+    assert {r[0] for r in ratios} == {"authors'", "in-house"}, out
+    for name, ratio, target, engine_gflops, side_gflops in ratios:
+        assert float(ratio) == pytest.approx(sides["engine"][0] / sides[name][0], rel=0.15, abs=0.1), name
+        assert float(engine_gflops) == pytest.approx(sides["engine"][1], abs=0.01)
+        assert float(side_gflops) == pytest.approx(sides[name][1], abs=0.01)
+        assert target == targets[name], name
+    assert "the engine's ceiling here" in out and "over the authors' loop" in out
+
+
 @pytest.mark.parametrize(
-    "script, args, expect",
+    "script, args, targets",
     [
-        pytest.param("train_throughput.py", ["--epochs", "1"], "the engine's ceiling here", marks=pytest.mark.slow),
+        pytest.param(
+            "train_throughput.py", ["--epochs", "1"], {"authors'": "1.5", "in-house": ""}, marks=pytest.mark.slow
+        ),
         pytest.param(
             "sweep_throughput.py",
             ["--steps", "2", "--seeds", "2", "--plain-seeds", "1"],
-            "the engine's ceiling here",
+            {"authors'": "6", "in-house": "10"},
             marks=pytest.mark.slow,
         ),
-        pytest.param("sweep_throughput.py", ["--steps", "1"], "--steps must be at least 2", marks=pytest.mark.slow),
     ],
 )
-def test_benchmark_scripts_print_their_ratio_and_ceiling(script, args, expect):
+def test_benchmark_scripts_print_their_ratios_and_ceiling(script, args, targets):
     run = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / script), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    _check_report(run.stdout, targets)
+
+
+@pytest.mark.slow
+def test_sweep_benchmark_refuses_a_single_step():
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "sweep_throughput.py"), "--steps", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
         timeout=600,
     )
-    assert expect in run.stdout + run.stderr, run.stderr[-2000:]
-    if expect.startswith("--"):
-        assert run.returncode == 2
-    else:
-        assert run.returncode == 0 and "speed-up" in run.stdout
+    assert run.returncode == 2 and "--steps must be at least 2" in run.stderr
