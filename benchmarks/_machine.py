@@ -1,4 +1,5 @@
-"""What the benchmarks share: this machine's matmul throughput, counted FLOPs, dropout-mask cost."""
+"""What the benchmarks share: this machine's matmul throughput, counted FLOPs, dropout-mask cost, and
+the authors' toy model (PyTorch's encoder layers) that the authors'-loop baselines train."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import time
 from collections.abc import Callable
 
 import torch
+from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
@@ -25,10 +27,21 @@ def matmul_gflops(n: int = 2048, repeats: int = 5) -> float:
     return 2 * n**3 / best / 1e9
 
 
+_aten = torch.ops.aten
+# The CPU variants of the fused attention kernel (which nn.MultiheadAttention runs without dropout)
+# are missing from torch's registry; they do the work of the generic kernel and count as it does.
+_UNREGISTERED = {
+    _aten._scaled_dot_product_flash_attention_for_cpu: flop_registry[_aten._scaled_dot_product_flash_attention],
+    _aten._scaled_dot_product_flash_attention_for_cpu_backward: flop_registry[
+        _aten._scaled_dot_product_flash_attention_backward
+    ],
+}
+
+
 class _FlopCount(TorchDispatchMode):
     """Adds up the FLOPs of every dispatched operation that torch's flop registry knows (matmuls,
-    convolutions, attention kernels). Unlike FlopCounterMode it tracks no modules, whose hooks
-    fail on some no-grad forwards."""
+    convolutions, attention kernels, and the CPU attention kernels it misses). Unlike
+    FlopCounterMode it tracks no modules, whose hooks fail on some no-grad forwards."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -37,7 +50,7 @@ class _FlopCount(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        count = flop_registry.get(func._overloadpacket)
+        count = flop_registry.get(func._overloadpacket) or _UNREGISTERED.get(func._overloadpacket)
         if count is not None:
             self.total += count(*args, **kwargs, out_val=out)
         return out
@@ -48,10 +61,17 @@ def counted_flops(work: Callable[[], object]) -> float:
 
     Counted on the operations actually run (under ``vmap`` too), so a benchmark reports the work
     each side really does rather than a formula's estimate. Run it apart from the timed runs:
-    counting slows the work down.
+    counting slows the work down. PyTorch's fused inference kernel for its encoder layer runs its
+    matmuls out of the dispatcher's sight, so it is switched off while counting: the layer then
+    dispatches the same matmuls one by one.
     """
-    with _FlopCount() as counter:
-        work()
+    fast = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        with _FlopCount() as counter:
+            work()
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fast)
     return float(counter.total)
 
 
@@ -71,3 +91,44 @@ def mask_seconds(
             streams.draw(model_cfg, batch, length, "cpu")
         best = min(best, time.perf_counter() - t0)
     return best
+
+
+class ReferenceModel(nn.Module):
+    """The authors' toy model: token and position (64 rows) embeddings summed, PyTorch encoder layers.
+
+    Each block is ``nn.TransformerEncoderLayer(d_model, n_heads, dim_feedforward=d_ff,
+    batch_first=True)`` with its defaults (post-norm, ReLU, dropout 0.1 unless given, torch's
+    initialisation), then an ``nn.Linear`` read-out. Built in the authors' order, so one seed
+    draws the same initial weights as :class:`corelib.models.Transformer`. The layers get a causal
+    ``src_mask`` because our model is causal: both sides then compute the same function.
+
+    Which kernels run (torch 2.13, CPU): in eval mode without grad, the layer's fused inference
+    kernel; in training, scaled-dot-product attention, whose flash kernel is taken only without
+    dropout (with attention dropout it falls back to unfused batched matmuls).
+    """
+
+    def __init__(
+        self, vocab: int, n_layers: int, d_model: int = 128, n_heads: int = 4, d_ff: int = 512, dropout: float = 0.1
+    ) -> None:
+        super().__init__()
+        self.token_emb = nn.Embedding(vocab, d_model)
+        self.pos_emb = nn.Embedding(64, d_model)
+        self.layers = nn.ModuleList(
+            nn.TransformerEncoderLayer(d_model, n_heads, dim_feedforward=d_ff, dropout=dropout, batch_first=True)
+            for _ in range(n_layers)
+        )
+        self.lm_head = nn.Linear(d_model, vocab)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits (batch, pos, vocab) for tokens (batch, pos)."""
+        t = x.shape[1]
+        h = self.token_emb(x) + self.pos_emb(torch.arange(t, device=x.device))
+        causal = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+        for layer in self.layers:
+            h = layer(h, src_mask=causal)
+        return self.lm_head(h)
+
+
+def reference_model(vocab: int, n_layers: int, dropout: float = 0.1) -> ReferenceModel:
+    """The authors' model for a toy task: d_model 128, 4 heads, MLP 512 (see :class:`ReferenceModel`)."""
+    return ReferenceModel(vocab, n_layers, dropout=dropout)

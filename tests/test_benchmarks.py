@@ -1,18 +1,23 @@
-"""The benchmark scripts: their FLOP counter gives known counts, and both scripts run to the end."""
+"""The benchmark scripts: their FLOP counter gives known counts, their authors'-style model is our
+model's architecture, and both scripts run to the end, printing their ratios and ceilings."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import _machine  # noqa: E402
-from _machine import counted_flops, mask_seconds  # noqa: E402
-from corelib.models import TransformerConfig  # noqa: E402
+from _machine import ReferenceModel, counted_flops, mask_seconds, reference_model  # noqa: E402
+from corelib.experiments.modular import ModularParams  # noqa: E402
+from corelib.models import Transformer, TransformerConfig  # noqa: E402
+from corelib.sweeps import SweepConfig  # noqa: E402
 
 
 def test_counted_flops_are_those_of_the_matmuls_run_also_under_vmap():
@@ -24,6 +29,64 @@ def test_counted_flops_are_those_of_the_matmuls_run_also_under_vmap():
     w = torch.randn(3, 5, requires_grad=True)
     # backward of x @ w.T: one matmul for the gradient of w (x is not a leaf that needs one)
     assert counted_flops(lambda: (a @ w.T).sum().backward()) == 2 * (2 * 6 * 5 * 3)
+
+
+def test_counted_flops_see_the_encoder_layers_fused_kernels():
+    torch.manual_seed(0)
+    model = ReferenceModel(11, 1, d_model=8, n_heads=2, d_ff=16, dropout=0.0)
+    b, t, d, d_ff, vocab = 5, 3, 8, 16, 11
+    x = torch.randint(0, vocab, (b, t))
+    # per token: in-projection, out-projection, MLP, read-out; per sequence: scores and mixing
+    expected = b * t * (2 * d * 3 * d + 2 * d * d + 2 * 2 * d * d_ff + 2 * d * vocab) + b * 2 * (2 * t * t * d)
+    with torch.no_grad():
+        assert counted_flops(lambda: model.eval()(x)) == expected  # the fused inference kernel, unfused to count
+        assert counted_flops(lambda: model.train()(x)) == expected  # the CPU flash-attention kernel
+    assert torch.backends.mha.get_fastpath_enabled()  # switched back on after counting
+
+
+@pytest.mark.parametrize(
+    "cfg", [ModularParams().model_config(), SweepConfig().model_config(53)], ids=["modular", "sweeps"]
+)
+def test_reference_model_has_the_parameters_of_our_model(cfg):
+    ref = reference_model(cfg.vocab_size, cfg.n_layers, cfg.dropout)
+    ours = Transformer(cfg)
+
+    def count(model):
+        return sum(p.numel() for p in model.parameters())
+
+    assert count(ref) == count(ours) == {1: 220_085, 2: 418_357}[cfg.n_layers]
+    assert sorted(p.shape for p in ref.parameters()) == sorted(p.shape for p in ours.parameters())
+    for layer in ref.layers:
+        assert not layer.norm_first and layer.linear1.out_features == cfg.d_ff == 512
+        assert layer.self_attn.num_heads == cfg.n_heads and layer.dropout.p == cfg.dropout
+
+
+class _Ops(TorchDispatchMode):
+    """Records the names of the operations dispatched."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(func._overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def test_reference_model_is_causal_and_evaluates_through_the_fused_kernel():
+    torch.manual_seed(0)
+    model = ReferenceModel(11, 2, d_model=8, n_heads=2, d_ff=16).eval()
+    x = torch.randint(0, 11, (4, 5))
+    changed = x.clone()
+    changed[:, 2] = (changed[:, 2] + 1) % 11
+    with torch.no_grad(), _Ops() as ops:
+        a, b = model(x), model(changed)
+    torch.testing.assert_close(a[:, :2], b[:, :2])  # earlier positions do not see the change
+    assert not torch.allclose(a[:, 2:], b[:, 2:], atol=1e-4)
+    assert ops.names.count("_transformer_encoder_layer_fwd") == 4  # two layers, two forwards
+    with _Ops() as ops:
+        model.train()(x)
+    assert "_transformer_encoder_layer_fwd" not in ops.names
 
 
 def test_mask_seconds_times_the_draws_of_every_batch_for_all_seeds(monkeypatch):
@@ -40,29 +103,66 @@ def test_mask_seconds_times_the_draws_of_every_batch_for_all_seeds(monkeypatch):
     assert drawn == [(2, 16, 3), (2, 4, 3)] * 2
 
 
+_SIDE = re.compile(r"^(.+?)\s*: +([\d.]+) seed-\w+/s, +([\d.]+) GFLOP per seed-\w+, +([\d.]+) GFLOP/s", re.M)
+_RATIO = re.compile(
+    r"^speed-up over the (authors'|in-house) loop: ([\d.]+)x(?:  \(target >= ([\d.]+)x\))?; GFLOP/s: "
+    r"engine ([\d.]+) \([\d.]+% of peak\), \1 loop ([\d.]+) \([\d.]+% of peak\)$",
+    re.M,
+)
+
+
+def _check_report(out: str, targets: dict) -> None:
+    """Every side's rate and GFLOP/s, and the ratios computed from them, with their targets."""
+    sides = {}
+    for label, rate, gflop, gflops in _SIDE.findall(out):
+        name = "authors'" if label.startswith("authors'") else "in-house" if label.startswith("in-house") else "engine"
+        sides[name] = float(rate), float(gflops)
+        assert float(gflops) == pytest.approx(float(rate) * float(gflop), rel=0.1, abs=0.1), label
+        assert float(rate) > 0 and float(gflop) > 0, label
+    assert set(sides) == {"authors'", "in-house", "engine"}, out
+    ratios = _RATIO.findall(out)
+    assert {r[0] for r in ratios} == {"authors'", "in-house"}, out
+    for name, ratio, target, engine_gflops, side_gflops in ratios:
+        assert float(ratio) == pytest.approx(sides["engine"][0] / sides[name][0], rel=0.15, abs=0.1), name
+        assert float(engine_gflops) == pytest.approx(sides["engine"][1], abs=0.01)
+        assert float(side_gflops) == pytest.approx(sides[name][1], abs=0.01)
+        assert target == targets[name], name
+    assert "the engine's ceiling here" in out and "over the authors' loop" in out
+
+
 @pytest.mark.parametrize(
-    "script, args, expect",
+    "script, args, targets",
     [
-        pytest.param("train_throughput.py", ["--epochs", "1"], "the engine's ceiling here", marks=pytest.mark.slow),
+        pytest.param(
+            "train_throughput.py", ["--epochs", "1"], {"authors'": "1.5", "in-house": ""}, marks=pytest.mark.slow
+        ),
         pytest.param(
             "sweep_throughput.py",
             ["--steps", "2", "--seeds", "2", "--plain-seeds", "1"],
-            "the engine's ceiling here",
+            {"authors'": "6", "in-house": "10"},
             marks=pytest.mark.slow,
         ),
-        pytest.param("sweep_throughput.py", ["--steps", "1"], "--steps must be at least 2", marks=pytest.mark.slow),
     ],
 )
-def test_benchmark_scripts_print_their_ratio_and_ceiling(script, args, expect):
+def test_benchmark_scripts_print_their_ratios_and_ceiling(script, args, targets):
     run = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / script), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    _check_report(run.stdout, targets)
+
+
+@pytest.mark.slow
+def test_sweep_benchmark_refuses_a_single_step():
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "sweep_throughput.py"), "--steps", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
         timeout=600,
     )
-    assert expect in run.stdout + run.stderr, run.stderr[-2000:]
-    if expect.startswith("--"):
-        assert run.returncode == 2
-    else:
-        assert run.returncode == 0 and "speed-up:" in run.stdout
+    assert run.returncode == 2 and "--steps must be at least 2" in run.stderr
