@@ -15,9 +15,9 @@ from corelib.engine import DropoutStreams
 from corelib.models import TransformerConfig
 
 
-def matmul_gflops(n: int = 2048, repeats: int = 5) -> float:
-    """Measured fp32 matmul throughput of this machine (best of ``repeats`` n x n products)."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def matmul_gflops(n: int = 2048, repeats: int = 5, dtype: torch.dtype = torch.float32) -> float:
+    """Measured matmul throughput of this machine in ``dtype`` (best of ``repeats`` n x n products)."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     a @ b  # warm-up
     best = float("inf")
     for _ in range(repeats):
@@ -80,8 +80,8 @@ def mask_seconds(
 ) -> float:
     """Seconds to draw the dropout masks of one pass over ``batches`` for all ``seeds``, best of ``repeats``.
 
-    The masks are drawn as ``nn.Dropout`` draws them (whole, with ``bernoulli_`` on the CPU), which
-    is what both the plain loop and the engine pay for every training step.
+    The engine's masks (:class:`corelib.masks.DropoutStreams`, only the elements its
+    last-position passes use), which it pays for every training step.
     """
     best = float("inf")
     for _ in range(repeats):

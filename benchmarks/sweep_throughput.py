@@ -35,6 +35,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -114,29 +115,31 @@ def main() -> None:
         name: authors_loop(build, cfg, cond, seeds[: args.plain_seeds], args.steps) for name, build in loops.items()
     }
 
-    def run(steps: int, stats: SweepStats | None = None) -> None:
-        train_condition(cond, seeds, cfg, max_steps=steps, device="cpu", progress=False, stats=stats)
+    def run(steps: int, stats: SweepStats | None = None, precision: str = "fp32") -> None:
+        run_cfg = replace(cfg, precision=precision)
+        train_condition(cond, seeds, run_cfg, max_steps=steps, device="cpu", progress=False, stats=stats)
 
-    def timed(steps: int) -> tuple[float, SweepStats]:
+    def timed(steps: int, precision: str) -> tuple[float, SweepStats]:
         stats = SweepStats()
         t0 = time.perf_counter()
-        run(steps, stats)
+        run(steps, stats, precision)
         return time.perf_counter() - t0, stats
 
     # Fixed costs (initialising the models, the full accuracy of every seed when it stops) are
     # paid once per condition; a difference of two runs measures the cost of the steps alone.
-    t_short, short = timed(1)
-    t_long, long_ = timed(args.steps)
-    elapsed = t_long - t_short
-    seed_steps = long_.seed_steps - short.seed_steps
-    rates["engine"] = seed_steps / elapsed
-    eval_per_seed_step = (long_.eval_rows - short.eval_rows) / seed_steps
+    for name, precision in (("engine", "fp32"), ("engine bf16", "bf16")):
+        t_short, short = timed(1, precision)
+        t_long, long_ = timed(args.steps, precision)
+        seed_steps = long_.seed_steps - short.seed_steps
+        rates[name] = seed_steps / (t_long - t_short)
+        if name == "engine":
+            eval_per_seed_step = (long_.eval_rows - short.eval_rows) / seed_steps
     print(f"sweep engine fixed cost per condition: {t_short:.2f} s (one step included)")
 
-    # The engine's work per seed-step, counted as a difference too, and the dropout masks, which
-    # every side draws alike for every step.
+    # The engine's work per seed-step, counted as a difference too, and its dropout masks (the
+    # loops' nn.Dropout layers draw their own inside the timed runs).
     n_count = min(args.steps, 5)
-    flops["engine"] = (counted_flops(lambda: run(n_count)) - counted_flops(lambda: run(1))) / (
+    flops["engine"] = flops["engine bf16"] = (counted_flops(lambda: run(n_count)) - counted_flops(lambda: run(1))) / (
         (n_count - 1) * len(seeds)
     )
     length = condition_data(cond, cfg)[0].prefixes.shape[1] + 1
@@ -146,6 +149,7 @@ def main() -> None:
         "authors": "authors' loop (torch encoder layers), one seed at a time, full evaluation",
         "in-house": "in-house loop (our Transformer), one seed at a time, full evaluation",
         "engine": f"sweep engine, {args.seeds} seeds together, early exit",
+        "engine bf16": f"sweep engine, {args.seeds} seeds together, early exit, bf16 training",
     }
     width = max(map(len, labels.values()))
     for name, label in labels.items():
@@ -160,8 +164,12 @@ def main() -> None:
             f"engine {gflops['engine']:.2f} ({gflops['engine'] / peak:.1%} of peak), {label[4:]} "
             f"{gflops[name]:.2f} ({gflops[name] / peak:.1%} of peak)"
         )
-    # What no tuning of the engine's method can beat here: its counted FLOPs at the full matmul
-    # peak, plus the masks, which are drawn one element at a time on one core.
+    print(
+        f"bf16: {rates['engine bf16'] / rates['engine']:.2f}x the engine's fp32 rate (adopted where >= 1.3x); "
+        f"{rates['engine bf16'] / rates['authors']:.1f}x the authors' loop (target >= 10x)"
+    )
+    # What no tuning of the engine's method can beat here: its counted fp32 FLOPs at the full
+    # matmul peak, plus the masks.
     ceiling = 1 / (flops["engine"] / peak / 1e9 + masks)
     print(
         f"dropout masks: {masks * 1e3:.1f} ms per seed-step; the engine's ceiling here (its matmuls at 100% "

@@ -143,8 +143,9 @@ def main() -> None:
     def in_house(epochs: int, seed: int = seeds[0]) -> None:
         authors_loop(lambda: Transformer(model_cfg), p, data, seed, epochs)
 
-    def engine(epochs: int) -> None:
+    def engine(epochs: int, precision: str = "fp32") -> None:
         cfg = StackConfig(
+            precision=precision,
             epochs=epochs,
             batch_size=p.batch_size,
             lr=p.lr,
@@ -162,7 +163,8 @@ def main() -> None:
     # timed run pays a first call's set-up.
     counts = {"authors": per_epoch_flops(authors), "in-house": per_epoch_flops(in_house)}
     train_e, save_e = per_epoch_flops(engine)
-    counts["engine"] = (train_e / len(seeds), save_e / len(seeds))
+    counts["engine"] = counts["engine bf16"] = (train_e / len(seeds), save_e / len(seeds))
+    engine(1, "bf16")  # warm-up
     saves = save_points(args.epochs) / args.epochs
     flops = {name: train + save * saves for name, (train, save) in counts.items()}
 
@@ -172,12 +174,13 @@ def main() -> None:
         for seed in seeds:
             loop(args.epochs, seed)
         rates[name] = len(seeds) * args.epochs / (time.perf_counter() - t0)
-    t0 = time.perf_counter()
-    engine(args.epochs)
-    rates["engine"] = len(seeds) * args.epochs / (time.perf_counter() - t0)
+    for name, precision in (("engine", "fp32"), ("engine bf16", "bf16")):
+        t0 = time.perf_counter()
+        engine(args.epochs, precision)
+        rates[name] = len(seeds) * args.epochs / (time.perf_counter() - t0)
 
-    # The dropout masks, which every side draws alike (the engine draws them whole, as
-    # nn.Dropout does, and cuts them).
+    # The engine's dropout masks (counter-based, only the elements its passes use); the loops'
+    # nn.Dropout layers draw their own inside the timed runs.
     batches = [min(p.batch_size, len(x_tr) - i) for i in range(0, len(x_tr), p.batch_size)]
     masks = mask_seconds(model_cfg, seeds, batches, x_tr.shape[1]) / len(seeds) if p.dropout else 0.0
     peak = matmul_gflops()
@@ -186,6 +189,7 @@ def main() -> None:
         "authors": "authors' loop (torch encoder layers), one seed after another",
         "in-house": "in-house loop (our Transformer), one seed after another",
         "engine": f"vectorised engine, {len(seeds)} seeds together",
+        "engine bf16": f"vectorised engine, {len(seeds)} seeds together, bf16",
     }
     width = max(map(len, labels.values()))
     for name, label in labels.items():
@@ -202,8 +206,14 @@ def main() -> None:
             f"{gflops['engine']:.1f} ({gflops['engine'] / peak:.0%} of peak), {label[4:]} "
             f"{gflops[name]:.1f} ({gflops[name] / peak:.0%} of peak)"
         )
-    # What no implementation of the engine's method can beat on this machine: its matmuls at the
-    # full peak, plus the masks, which are drawn one element at a time on one core.
+    bf16_peak = matmul_gflops(dtype=torch.bfloat16)
+    print(
+        f"bf16: {rates['engine bf16'] / rates['engine']:.2f}x the engine's fp32 rate (adopted where >= 1.3x); "
+        f"{rates['engine bf16'] / rates['authors']:.2f}x the authors' loop (target >= 2.5x); "
+        f"{gflops['engine bf16'] / bf16_peak:.0%} of the measured {bf16_peak:.1f} GFLOP/s bf16 matmul peak"
+    )
+    # What no implementation of the engine's method can beat on this machine: its fp32 matmuls at
+    # the full peak, plus the masks.
     ceiling = 1 / (flops["engine"] / peak / 1e9 + masks)
     print(
         f"dropout masks: {masks * 1e3:.0f} ms per seed-epoch; the engine's ceiling here (its matmuls at "

@@ -116,10 +116,11 @@ def _check_report(out: str, targets: dict) -> None:
     sides = {}
     for label, rate, gflop, gflops in _SIDE.findall(out):
         name = "authors'" if label.startswith("authors'") else "in-house" if label.startswith("in-house") else "engine"
+        name += " bf16" if label.endswith("bf16") or label.endswith("bf16 training") else ""
         sides[name] = float(rate), float(gflops)
         assert float(gflops) == pytest.approx(float(rate) * float(gflop), rel=0.1, abs=0.1), label
         assert float(rate) > 0 and float(gflop) > 0, label
-    assert set(sides) == {"authors'", "in-house", "engine"}, out
+    assert set(sides) == {"authors'", "in-house", "engine", "engine bf16"}, out
     ratios = _RATIO.findall(out)
     assert {r[0] for r in ratios} == {"authors'", "in-house"}, out
     for name, ratio, target, engine_gflops, side_gflops in ratios:
@@ -128,6 +129,8 @@ def _check_report(out: str, targets: dict) -> None:
         assert float(side_gflops) == pytest.approx(sides[name][1], abs=0.01)
         assert target == targets[name], name
     assert "the engine's ceiling here" in out and "over the authors' loop" in out
+    gain = re.search(r"^bf16: ([\d.]+)x the engine's fp32 rate", out, re.M)
+    assert gain and float(gain[1]) == pytest.approx(sides["engine bf16"][0] / sides["engine"][0], rel=0.15, abs=0.02)
 
 
 @pytest.mark.parametrize(
