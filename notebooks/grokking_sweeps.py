@@ -52,6 +52,7 @@ train_fraction = 0.5  # share of the p^2 pairs used for training
 split_seed = 42  # permutation of the pairs before the split
 threshold = 0.99  # accuracy that counts as memorised or generalised
 patience_epochs = 100  # a seed stops this many epochs after generalising
+precision = "fp32"  # or "bf16": training passes in bfloat16
 n_boot = 1000  # bootstrap replicates for the fitted constants' spread
 # None follows joblib's configuration (1 process unless configured)
 n_jobs = None  # joblib processes for the conditions

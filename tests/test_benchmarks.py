@@ -169,3 +169,20 @@ def test_sweep_benchmark_refuses_a_single_step():
         timeout=600,
     )
     assert run.returncode == 2 and "--steps must be at least 2" in run.stderr
+
+
+def test_bf16_fidelity_compares_samples_by_cliffs_delta_consistent_with_mann_whitney():
+    import numpy as np
+    from bf16_fidelity import cliffs_delta, compare
+    from scipy import stats
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(1.0, 1.0, 12), rng.normal(0.0, 1.0, 12)
+    u = stats.mannwhitneyu(a, b).statistic
+    assert cliffs_delta(a, b) == pytest.approx(2 * u / (len(a) * len(b)) - 1)  # no ties: the rank-biserial r
+    assert cliffs_delta(np.array([3.0, 4.0]), np.array([1.0, 2.0])) == 1.0
+    fp32 = [{"t_mem": 10 + i, "t_gen": 100 + i, "delay": 90} for i in range(4)]
+    bf16 = [{"t_mem": 10 + i, "t_gen": None, "delay": None} for i in range(4)]
+    out = compare(fp32, bf16)
+    assert out["t_mem"]["cliffs_delta"] == 0.0 and out["t_mem"]["p"] == pytest.approx(1.0)
+    assert out["t_gen"] == {"n_bf16": 0, "n_fp32": 4}  # no test without values

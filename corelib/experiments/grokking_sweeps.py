@@ -51,6 +51,7 @@ class SweepsParams:
     split_seed: int = SweepConfig.split_seed
     threshold: float = SweepConfig.threshold
     patience_epochs: int = SweepConfig.patience_epochs
+    precision: str = SweepConfig.precision
     n_boot: int = 1000
     n_jobs: int | None = None
 
@@ -82,6 +83,7 @@ class SweepsParams:
             threshold=self.threshold,
             patience_epochs=self.patience_epochs,
             max_epochs=max_epochs,
+            precision=self.precision,
         )
 
     def omega_conditions(self) -> list[Condition]:

@@ -1,0 +1,100 @@
+"""Does bf16 training change what the sweeps measure? Grokking times of one condition, fp32 vs bf16.
+
+Trains the same seeds of one grokking-sweep condition (default: the paper's p = 53, weight decay
+1, batch 512, 12 seeds) with the engine in fp32 and in bf16 and compares, for each measured
+quantity (memorisation step, generalisation step, grokking delay), the bf16 seeds with the fp32
+seed distribution: the Mann-Whitney U test (two-sided; statistic and p), the effect size as
+Cliff's delta (the probability that a bf16 value exceeds an fp32 one minus the reverse; 0: no
+shift, |delta| < 0.33 is conventionally "small") and the ratio of the medians. It also prints
+the rate of each precision (seed-steps per second, when it trained rather than read records back).
+
+Records go through the sweeps' store (``ACE_RESULTS_DIR``), so the fp32 records are those of the
+paper profile's sweep at the same condition, and a rerun only reads them back. Run from the
+project root::
+
+    python benchmarks/bf16_fidelity.py                     # the paper's condition, 12 seeds
+    python benchmarks/bf16_fidelity.py --seeds 3 --omega 3 # quicker, fewer seeds
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from corelib.experiments.grokking_sweeps import SweepsParams  # noqa: E402
+from corelib.sweeps import Condition, run_condition  # noqa: E402
+
+QUANTITIES = ("t_mem", "t_gen", "delay")
+
+
+def cliffs_delta(a: np.ndarray, b: np.ndarray) -> float:
+    """P(a > b) - P(a < b) over all pairs: Cliff's delta of sample ``a`` against ``b``."""
+    diff = np.sign(a[:, None] - b[None, :])
+    return float(diff.mean())
+
+
+def compare(fp32: list[dict], bf16: list[dict]) -> dict[str, dict]:
+    """Per quantity: the two samples' medians, U, p, Cliff's delta (values missing in a seed are left out)."""
+    out = {}
+    for q in QUANTITIES:
+        a = np.array([r[q] for r in bf16 if r[q] is not None], dtype=float)
+        b = np.array([r[q] for r in fp32 if r[q] is not None], dtype=float)
+        if len(a) < 2 or len(b) < 2:
+            out[q] = {"n_bf16": len(a), "n_fp32": len(b)}
+            continue
+        test = stats.mannwhitneyu(a, b, alternative="two-sided")
+        out[q] = {
+            "n_bf16": len(a),
+            "n_fp32": len(b),
+            "median_bf16": float(np.median(a)),
+            "median_fp32": float(np.median(b)),
+            "U": float(test.statistic),
+            "p": float(test.pvalue),
+            "cliffs_delta": cliffs_delta(a, b),
+        }
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=12, help="models per precision (seeds 42, 43, ...)")
+    ap.add_argument("--p", type=int, default=53, help="modulus")
+    ap.add_argument("--omega", type=float, default=1.0, help="weight decay")
+    ap.add_argument("--batch", type=int, default=512, help="minibatch size (0: full batch)")
+    args = ap.parse_args()
+    if args.seeds < 2:
+        ap.error(f"--seeds must be at least 2 for a two-sample test, got {args.seeds}")
+    params = SweepsParams(n_seeds=args.seeds)
+    cond = Condition(p=args.p, weight_decay=args.omega, batch_size=args.batch or None)
+    print(f"condition {cond.label()}, seeds {params.seeds[0]}..{params.seeds[-1]}")
+    records = {}
+    for precision in ("fp32", "bf16"):
+        cfg = replace(params.config(params.omega_max_epochs), precision=precision)
+        t0 = time.perf_counter()
+        records[precision] = run_condition(cond, params.seeds, cfg, progress=True)
+        elapsed = time.perf_counter() - t0
+        steps = sum(r["stopped_at"] for r in records[precision])
+        rate = f"{steps / elapsed:.1f} seed-steps/s" if elapsed > 5 else "read back from the store"
+        print(f"{precision}: {steps} seed-steps in {elapsed:.1f} s ({rate})")
+    result = compare(records["fp32"], records["bf16"])
+    for q, r in result.items():
+        if "U" not in r:
+            print(f"{q}: too few seeds with a value (bf16 {r['n_bf16']}, fp32 {r['n_fp32']})")
+            continue
+        print(
+            f"{q:6s}: median fp32 {r['median_fp32']:8.0f}, bf16 {r['median_bf16']:8.0f} "
+            f"(ratio {r['median_bf16'] / r['median_fp32']:.3f}); Mann-Whitney U = {r['U']:.1f}, "
+            f"p = {r['p']:.3f}; Cliff's delta = {r['cliffs_delta']:+.2f} (n = {r['n_bf16']}, {r['n_fp32']})"
+        )
+
+
+if __name__ == "__main__":
+    main()
