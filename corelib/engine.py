@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -50,6 +51,7 @@ __all__ = [
     "load_snapshot",
     "snapshot_epochs",
     "load_history",
+    "training_seconds",
     "stacked_last_logits",
     "dropout_seed",
     "check_precision",
@@ -562,6 +564,11 @@ def load_history(run_dir: Path) -> dict:
     return load_json(run / f"{progress['state']}.json")["history"]
 
 
+def training_seconds(run_dir: Path) -> float:
+    """Wall time spent training a run up to its committed state, summed over the processes that ran it."""
+    return float(_progress(Path(run_dir)).get("seconds", 0.0))
+
+
 def _save_state(run: Path, name: str, trainer: Trainer, epoch: int, history: dict, key: str) -> None:
     opt_tensors, opt_meta = trainer.opt.tensors()
     tensors = {
@@ -688,11 +695,15 @@ def _train_locked(model_cfg, cfg, seeds, train_data, test_data, run, start, devi
         trainer.opt.load_tensors(_split(tensors, "optimizer"), state["optimizer"])
 
     snapshots = set(done["snapshots"])
+    # Wall time of the training up to the committed state, summed over the processes that ran it.
+    started, seconds_before = time.perf_counter(), float(done.get("seconds", 0.0))
 
     def commit(e: int, state_name: str | None) -> None:
         # The one point at which a checkpoint becomes visible: after all its files are complete.
         old = done["state"]
         done.update(epoch=e if state_name else done["epoch"], state=state_name or old, snapshots=sorted(snapshots))
+        if state_name:
+            done["seconds"] = round(seconds_before + time.perf_counter() - started, 1)
         save_json(run / "progress.json", done)
         if state_name and old and old != state_name:
             for suffix in (".safetensors", ".json"):

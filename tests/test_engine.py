@@ -28,6 +28,7 @@ from corelib.engine import (
     load_snapshot,
     snapshot_epochs,
     train_stack,
+    training_seconds,
 )
 from corelib.fastpath import mask_feed, mask_shapes, masked_forward, prefix_last_logits, trailing_part
 from corelib.models import Transformer, TransformerConfig
@@ -411,3 +412,16 @@ def test_precision_is_part_of_a_runs_identity_and_checked():
     assert StackConfig(epochs=1, precision="bf16").identity()["precision"] == "bf16"
     with pytest.raises(ValueError, match=r"precision must be one of \['bf16', 'fp32'\], got 'fp16'"):
         StackConfig(epochs=1, precision="fp16")
+
+
+def test_training_seconds_add_up_over_the_processes_that_trained_a_run(tmp_path):
+    train, test = _prefix_data()
+    run = tmp_path / "run"
+    cfg = StackConfig(epochs=2, batch_size=16, snapshot_every=1, checkpoint_every=1)
+    assert training_seconds(run) == 0.0  # not started
+    t0 = time.perf_counter()
+    train_stack(CFG, cfg, SEEDS, train, test, run, progress=False)
+    first = training_seconds(run)
+    assert 0 < first <= time.perf_counter() - t0 + 0.1
+    train_stack(CFG, replace(cfg, epochs=4), SEEDS, train, test, run, progress=False)
+    assert training_seconds(run) > first  # the extension's time is added, not restarted
