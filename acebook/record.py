@@ -1,0 +1,295 @@
+"""Record paper-scale results into ``recorded/``, and re-derive a sample of a record to check it.
+
+::
+
+    python -m acebook.record export core_inflation      # after a paper-profile run has finished
+    python -m acebook.record export grokking_sweeps
+    python -m acebook.record verify core_inflation --epochs 1000
+    python -m acebook.record verify grokking_sweeps --condition "p=53 wd=1 B=512" --seeds 2
+
+``export`` reads the finished run from the results root (``ACE_RESULTS_DIR``); it refuses a run
+that has not reached the profile's horizon. ``verify`` recomputes the sample from scratch in a
+temporary results root, with the recorded parameters, and compares it with the record: equal
+integers (ranks, mode counts, steps), floats within ``--tolerance``. On the machine and code of
+the record the sample is identical; elsewhere float rounding may move an accuracy at a threshold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from corelib.engine import snapshot_epochs, training_seconds
+from corelib.experiments import modular
+from corelib.experiments.grokking_sweeps import SweepsParams
+from corelib.recorded import provenance, recorded_path
+from corelib.results import save_json
+from corelib.sweeps import condition_dir, load_record, run_condition
+
+from .project import profile_parameters
+from .run_times import CODE_DIGITS, corelib_hash, git_commit
+
+__all__ = ["export", "verify", "machine", "compare_values", "main"]
+
+_DROPPED = ("operator",)  # the fitted operator matrices: large, and re-derivable from the snapshots
+
+
+def machine() -> dict[str, Any]:
+    """The machine a record was computed on: CPU, cores, torch, threads."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "logical_cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def _code() -> dict[str, Any]:
+    return {"corelib": corelib_hash()[:CODE_DIGITS], "commit": git_commit()}
+
+
+# ---------------------------------------------------------------- core inflation
+
+
+def _inflation_params(profile: str) -> modular.ModularParams:
+    return modular.ModularParams(**profile_parameters("core_inflation", profile))
+
+
+def _compact(records: list[dict]) -> list[dict]:
+    return [
+        {"epoch": r["epoch"], "models": [{k: v for k, v in m.items() if k not in _DROPPED} for m in r["models"]]}
+        for r in records
+    ]
+
+
+def _export_core_inflation(profile: str, folder: Path) -> dict:
+    params = _inflation_params(profile)
+    for arm in modular.ARMS:
+        done = snapshot_epochs(modular._arm_dir(params, arm))
+        if not done or max(done) < params.long_epochs:
+            raise SystemExit(
+                f"the {arm} arm of the {profile}-profile run is at epoch {max(done, default=0)} of "
+                f"{params.long_epochs}; finish it with "
+                f"`python -m acebook.runner run core_inflation --profile {profile}`."
+            )
+    arms = {arm: _compact(modular.analyse_arm(params, arm, params.long_epochs)) for arm in modular.ARMS}
+    history = {arm: modular.history(params, arm, until=params.long_epochs) for arm in modular.ARMS}
+    save_json(folder / "arms.json", arms)
+    save_json(folder / "history.json", history)
+    return {
+        "params": asdict(params),
+        "precision": params.precision,
+        "training_seconds": {arm: training_seconds(modular._arm_dir(params, arm)) for arm in modular.ARMS},
+        "rederive": "python -m acebook.record verify core_inflation --epochs 1000",
+    }
+
+
+def _verify_core_inflation(record: dict, epochs: int, tolerance: float) -> list[str]:
+    params = modular.ModularParams(**record["provenance"]["params"])
+    if not params.branch_epoch < epochs <= params.long_epochs:
+        raise SystemExit(f"--epochs must lie in ({params.branch_epoch}, {params.long_epochs}], got {epochs}.")
+    sample = modular.ModularParams(**{**asdict(params), "epochs": min(params.epochs, epochs), "long_epochs": epochs})
+    problems = []
+    for arm in modular.ARMS:
+        fresh = _compact(modular.analyse_arm(sample, arm, epochs))
+        kept = [r for r in record["arms"][arm] if r["epoch"] <= epochs]
+        problems += compare_values(kept, fresh, tolerance, f"{arm}")
+    return problems
+
+
+# ---------------------------------------------------------------- grokking sweeps
+
+
+def _sweeps_params(profile: str) -> SweepsParams:
+    return SweepsParams(**profile_parameters("grokking_sweeps", profile))
+
+
+def _export_grokking_sweeps(profile: str, folder: Path) -> dict:
+    params = _sweeps_params(profile)
+    records, missing = [], []
+    for conds, cap in (
+        (params.omega_conditions(), params.omega_max_epochs),
+        (params.p_conditions(), params.p_max_epochs),
+    ):
+        cfg = params.config(cap)
+        for cond in conds:
+            stored = condition_dir(cond, cfg)
+            for seed in params.seeds:
+                rec = load_record(stored, cond, cfg, seed)
+                records.append(rec)
+                if rec is None:
+                    missing.append(f"{cond.label()} seed {seed}")
+    if missing:
+        raise SystemExit(
+            f"{len(missing)} (condition, seed) records of the {profile}-profile sweeps are missing "
+            f"(e.g. {missing[0]}); "
+            f"finish them with `python -m acebook.runner run grokking_sweeps --profile {profile}`."
+        )
+    save_json(folder / "records.json", records)
+    return {
+        "params": asdict(params),
+        "precision": params.precision,
+        "training_seconds": None,  # the records do not keep it; see the run-time record
+        "rederive": 'python -m acebook.record verify grokking_sweeps --condition "p=53 wd=1 B=512" --seeds 2',
+    }
+
+
+def _verify_grokking_sweeps(record: dict, label: str, n_seeds: int, tolerance: float) -> list[str]:
+    params = SweepsParams(**record["provenance"]["params"])
+    plans = [(c, params.omega_max_epochs) for c in params.omega_conditions()]
+    plans += [(c, params.p_max_epochs) for c in params.p_conditions()]
+    matches = [(c, cap) for c, cap in plans if c.label() == label]
+    if not matches:
+        raise SystemExit(
+            f"no condition {label!r} in the record; choose one of {sorted({c.label() for c, _ in plans})}."
+        )
+    cond, cap = matches[0]
+    seeds = params.seeds[:n_seeds]
+    fresh = run_condition(cond, seeds, params.config(cap), progress=True)
+    # A condition shared by both sweeps is recorded twice, with the same records.
+    kept = {r["seed"]: r for r in record["records"] if r["condition"] == fresh[0]["condition"] and r["seed"] in seeds}
+    return compare_values([kept.get(s) for s in seeds], fresh, tolerance, cond.label())
+
+
+# ---------------------------------------------------------------- shared
+
+
+def compare_values(recorded: Any, fresh: Any, tolerance: float, where: str = "") -> list[str]:
+    """Differences between a record and its re-derivation: integers, strings and None exactly,
+    floats within ``tolerance`` (absolute), lists and dicts element by element."""
+    if isinstance(recorded, dict) and isinstance(fresh, dict):
+        if set(recorded) != set(fresh):
+            return [f"{where}: keys {sorted(set(recorded) ^ set(fresh))} in only one of them"]
+        return [p for k in recorded for p in compare_values(recorded[k], fresh[k], tolerance, f"{where}.{k}")]
+    if isinstance(recorded, list) and isinstance(fresh, list):
+        if len(recorded) != len(fresh):
+            return [f"{where}: {len(recorded)} recorded entries, {len(fresh)} re-derived"]
+        return [
+            p for i, (a, b) in enumerate(zip(recorded, fresh)) for p in compare_values(a, b, tolerance, f"{where}[{i}]")
+        ]
+    if isinstance(recorded, float) or isinstance(fresh, float):
+        if isinstance(recorded, bool) or isinstance(fresh, bool) or recorded is None or fresh is None:
+            return [] if recorded == fresh else [f"{where}: recorded {recorded!r}, re-derived {fresh!r}"]
+        a, b = float(recorded), float(fresh)
+        if (math.isnan(a) and math.isnan(b)) or abs(a - b) <= tolerance:
+            return []
+        return [f"{where}: recorded {a!r}, re-derived {b!r}"]
+    return [] if recorded == fresh else [f"{where}: recorded {recorded!r}, re-derived {fresh!r}"]
+
+
+_EXPORTERS = {"core_inflation": _export_core_inflation, "grokking_sweeps": _export_grokking_sweeps}
+
+
+def export(name: str, profile: str = "paper", root: Path | str | None = None) -> Path:
+    """Write the compact results and provenance of a finished ``profile`` run of ``name``; returns the folder."""
+    folder = recorded_path(name, profile, root)
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    info = _EXPORTERS[name](profile, folder)
+    save_json(
+        folder / "provenance.json",
+        {
+            "experiment": name,
+            "profile": profile,
+            **info,
+            "code": _code(),
+            "machine": machine(),
+            "exported": time.strftime("%Y-%m-%d %H:%M", time.localtime(started)),
+        },
+    )
+    return folder
+
+
+@contextmanager
+def _fresh_results_root():
+    old = os.environ.get("ACE_RESULTS_DIR")
+    with tempfile.TemporaryDirectory(prefix="ace-verify-") as tmp:
+        os.environ["ACE_RESULTS_DIR"] = tmp
+        try:
+            yield Path(tmp)
+        finally:
+            if old is None:
+                os.environ.pop("ACE_RESULTS_DIR", None)
+            else:
+                os.environ["ACE_RESULTS_DIR"] = old
+
+
+def verify(
+    name: str,
+    profile: str = "paper",
+    *,
+    epochs: int = 1000,
+    condition: str = "p=53 wd=1 B=512",
+    seeds: int = 2,
+    tolerance: float = 1e-6,
+    root: Path | str | None = None,
+) -> list[str]:
+    """Re-derive a sample of a record from scratch; returns the differences (empty: it matches)."""
+    from corelib.recorded import load_recorded
+
+    record = load_recorded(name, profile, root)
+    with _fresh_results_root():
+        if name == "core_inflation":
+            return _verify_core_inflation(record, epochs, tolerance)
+        return _verify_grokking_sweeps(record, condition, seeds, tolerance)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m acebook.record", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    ex = sub.add_parser("export", help="record a finished run's compact results and provenance")
+    ex.add_argument("name", choices=sorted(_EXPORTERS))
+    ex.add_argument("--profile", default="paper")
+    ve = sub.add_parser("verify", help="re-derive a sample of a record and compare")
+    ve.add_argument("name", choices=sorted(_EXPORTERS))
+    ve.add_argument("--profile", default="paper")
+    ve.add_argument("--epochs", type=int, default=1000, help="core_inflation: epochs of the sample")
+    ve.add_argument("--condition", default="p=53 wd=1 B=512", help="grokking_sweeps: the condition's label")
+    ve.add_argument("--seeds", type=int, default=2, help="grokking_sweeps: the first n seeds")
+    ve.add_argument("--tolerance", type=float, default=1e-6, help="absolute tolerance for floats")
+    args = ap.parse_args(argv)
+    if args.command == "export":
+        folder = export(args.name, args.profile)
+        print(f"recorded {args.name} ({args.profile}) in {folder}")
+        return 0
+    t0 = time.perf_counter()
+    problems = verify(
+        args.name,
+        args.profile,
+        epochs=args.epochs,
+        condition=args.condition,
+        seeds=args.seeds,
+        tolerance=args.tolerance,
+    )
+    took = time.perf_counter() - t0
+    info = provenance(args.name, args.profile)
+    print(f"re-derived a sample of {args.name} ({args.profile}, recorded at {info['code']}) in {took:.0f} s")
+    for p in problems[:50]:
+        print("  differs:", p)
+    print("matches the record" if not problems else f"{len(problems)} differences")
+    return 0 if not problems else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

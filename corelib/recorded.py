@@ -1,0 +1,62 @@
+"""Paper-scale results run once and kept in the repository (``recorded/``).
+
+The paper's own settings take hours on a CPU (20 000 epochs of core inflation, 12 seeds x 13
+conditions of grokking sweeps), so the book does not recompute them on every build: they were
+run to completion once and their compact results committed, each folder with a
+``provenance.json`` (profile, parameters, code version, machine, precision, wall time and the
+command that re-derives a sample of it). Files are read through :mod:`corelib.results`, so a
+damaged or edited record is refused, not shown.
+
+A recorded folder holds ``provenance.json`` and the results of one experiment:
+
+- ``core_inflation``: ``arms.json`` (per-snapshot analysis records of both arms, without the
+  fitted operators) and ``history.json`` (per-epoch training history of both arms);
+- ``grokking_sweeps``: ``records.json`` (one record per condition and seed, for both sweeps).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .results import PROJECT_ROOT, StoreError, load_json
+
+__all__ = ["RECORDED_DIR", "recorded_path", "is_recorded", "load_recorded", "provenance"]
+
+RECORDED_DIR = PROJECT_ROOT / "recorded"
+_PARTS = {
+    "core_inflation": ("arms", "history"),
+    "grokking_sweeps": ("records",),
+}
+
+
+def recorded_path(name: str, profile: str = "paper", root: Path | str | None = None) -> Path:
+    """Folder of the recorded results of experiment ``name`` at ``profile``."""
+    if name not in _PARTS:
+        raise ValueError(f"no recorded results are kept for {name!r}; choose one of {sorted(_PARTS)}.")
+    return Path(root or RECORDED_DIR) / f"{name}_{profile}"
+
+
+def is_recorded(name: str, profile: str = "paper", root: Path | str | None = None) -> bool:
+    """Whether the results of ``name`` at ``profile`` have been recorded."""
+    return (recorded_path(name, profile, root) / "provenance.json").exists()
+
+
+def provenance(name: str, profile: str = "paper", root: Path | str | None = None) -> dict[str, Any]:
+    """Where a record comes from: profile, parameters, code, machine, precision, wall time, command."""
+    folder = recorded_path(name, profile, root)
+    if not (folder / "provenance.json").exists():
+        raise StoreError(
+            f"no recorded {profile}-profile results of {name} in {folder}; "
+            f"record them with `python -m acebook.record export {name}` after a {profile}-profile run."
+        )
+    return load_json(folder / "provenance.json")
+
+
+def load_recorded(name: str, profile: str = "paper", root: Path | str | None = None) -> dict[str, Any]:
+    """The recorded results of ``name`` at ``profile``: its parts and ``provenance``, each file verified."""
+    out = {"provenance": provenance(name, profile, root)}
+    folder = recorded_path(name, profile, root)
+    for part in _PARTS[name]:
+        out[part] = load_json(folder / f"{part}.json")
+    return out

@@ -1,0 +1,96 @@
+"""Recorded results: exported with provenance, read back verified, and re-derived from scratch."""
+
+import json
+
+import pytest
+
+from acebook import record
+from acebook.project import profile_parameters
+from corelib.experiments import modular
+from corelib.experiments.grokking_sweeps import SweepsParams
+from corelib.recorded import is_recorded, load_recorded, recorded_path
+from corelib.results import StoreError, save_json
+from corelib.sweeps import run_sweep
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "results"))
+    return tmp_path
+
+
+def _smoke_inflation() -> modular.ModularParams:
+    return modular.ModularParams(**profile_parameters("core_inflation", "smoke"))
+
+
+def test_compare_values_reports_each_difference_with_its_place():
+    a = {"x": [1, 2.0, None], "y": {"z": "s"}}
+    assert record.compare_values(a, json.loads(json.dumps(a)), 1e-6) == []
+    b = {"x": [1, 2.1, None], "y": {"z": "t"}}
+    assert record.compare_values(a, b, 1e-6) == [
+        ".x[1]: recorded 2.0, re-derived 2.1",
+        ".y.z: recorded 's', re-derived 't'",
+    ]
+    assert record.compare_values(a, b, 0.2)[0].startswith(".y.z")  # within tolerance: only the string
+    assert record.compare_values([1, 2], [1], 0) == [": 2 recorded entries, 1 re-derived"]
+    assert record.compare_values({"r": 3}, {"r": 4}, 10) == [".r: recorded 3, re-derived 4"]  # integers exactly
+
+
+@pytest.mark.slow
+def test_core_inflation_is_exported_read_back_and_re_derived(results):
+    params = _smoke_inflation()
+    rec_root = results / "recorded"
+    with pytest.raises(SystemExit, match="arm of the smoke-profile run is at epoch 0"):
+        record.export("core_inflation", "smoke", rec_root)
+    arms = {arm: modular.analyse_arm(params, arm, params.long_epochs, progress=False) for arm in modular.ARMS}
+    folder = record.export("core_inflation", "smoke", rec_root)
+    assert is_recorded("core_inflation", "smoke", rec_root)
+    got = load_recorded("core_inflation", "smoke", rec_root)
+    prov = got["provenance"]
+    assert prov["profile"] == "smoke" and prov["params"]["long_epochs"] == params.long_epochs
+    assert prov["precision"] == "fp32" and prov["training_seconds"]["wd"] > 0
+    assert {"cpu", "torch"} <= set(prov["machine"]) and set(prov["code"]) == {"corelib", "commit"}
+    assert [r["epoch"] for r in got["arms"]["no_wd"]] == [r["epoch"] for r in arms["no_wd"]]
+    assert "operator" not in got["arms"]["wd"][0]["models"][0] and "modes" in got["arms"]["wd"][0]["models"][0]
+    assert got["history"]["wd"]["epoch"][-1] == params.long_epochs
+    # Re-derived from scratch (another results root): identical on this machine and code.
+    assert record.verify("core_inflation", "smoke", epochs=6, root=rec_root) == []
+    # A record that differs from what the code computes is reported ...
+    changed = got["arms"]
+    changed["wd"][1]["models"][0]["core_dim"] += 1
+    save_json(folder / "arms.json", changed)
+    problems = record.verify("core_inflation", "smoke", epochs=6, root=rec_root)
+    assert problems == [
+        f"wd[1].models[0].core_dim: recorded {changed['wd'][1]['models'][0]['core_dim']}, "
+        f"re-derived {changed['wd'][1]['models'][0]['core_dim'] - 1}"
+    ]
+    # ... and a damaged one is refused on reading.
+    raw = (folder / "arms.json").read_bytes()
+    (folder / "arms.json").write_bytes(raw.replace(b'"epoch": 2', b'"epoch": 3', 1))
+    with pytest.raises(StoreError, match="arms.json"):
+        load_recorded("core_inflation", "smoke", rec_root)
+
+
+@pytest.mark.slow
+def test_grokking_sweeps_are_exported_and_a_condition_re_derived(results):
+    params = SweepsParams(**profile_parameters("grokking_sweeps", "smoke"))
+    rec_root = results / "recorded"
+    with pytest.raises(SystemExit, match="records of the smoke-profile sweeps are missing"):
+        record.export("grokking_sweeps", "smoke", rec_root)
+    run_sweep(params.omega_conditions(), params.seeds, params.config(params.omega_max_epochs), progress=False)
+    run_sweep(params.p_conditions(), params.seeds, params.config(params.p_max_epochs), progress=False)
+    record.export("grokking_sweeps", "smoke", rec_root)
+    got = load_recorded("grokking_sweeps", "smoke", rec_root)
+    n_conditions = len(params.omega_conditions()) + len(params.p_conditions())
+    assert len(got["records"]) == n_conditions * params.n_seeds
+    label = params.p_conditions()[0].label()
+    assert record.verify("grokking_sweeps", "smoke", condition=label, seeds=1, root=rec_root) == []
+    with pytest.raises(SystemExit, match="no condition 'p=2 wd=1 B=full'"):
+        record.verify("grokking_sweeps", "smoke", condition="p=2 wd=1 B=full", root=rec_root)
+
+
+def test_unknown_experiments_and_missing_records_name_the_fix(tmp_path):
+    with pytest.raises(ValueError, match="no recorded results are kept for 'markov'"):
+        recorded_path("markov")
+    with pytest.raises(StoreError, match="python -m acebook.record export core_inflation"):
+        load_recorded("core_inflation", "paper", tmp_path)
