@@ -1,4 +1,4 @@
-"""The benchmark scripts: their FLOP counter gives known counts, and both scripts run to the end."""
+"""The benchmark scripts: their FLOP counter gives known counts, and the scripts run to the end."""
 
 import subprocess
 import sys
@@ -51,6 +51,9 @@ def test_mask_seconds_times_the_draws_of_every_batch_for_all_seeds(monkeypatch):
             marks=pytest.mark.slow,
         ),
         pytest.param("sweep_throughput.py", ["--steps", "1"], "--steps must be at least 2", marks=pytest.mark.slow),
+        pytest.param(
+            "rank_scan.py", ["--curve-step", "32", "--repeats", "1"], "speed-up: analyse_model", marks=pytest.mark.slow
+        ),
     ],
 )
 def test_benchmark_scripts_print_their_ratio_and_ceiling(script, args, expect):
