@@ -171,6 +171,12 @@ def rank_interventions(
         raise ValueError(f"chunk must be a positive number of ranks, got {chunk}.")
     if h.ndim != 2 or h.shape[1] != full_core.dim:
         raise ValueError(f"h must be (N, {full_core.dim}) for this core, got {tuple(h.shape)}.")
+    return _interventions(full_core, mode, h, ranks, centered, chunk)  # checked now, computed when iterated
+
+
+def _interventions(
+    full_core: Core, mode: str, h: torch.Tensor, ranks: Sequence[int], centered: bool, chunk: int
+) -> Iterator[torch.Tensor]:
     x = h.double()
     q = torch.as_tensor(full_core.basis[:, : max(ranks, default=0)], dtype=x.dtype, device=x.device)
     mu = torch.as_tensor(full_core.mean, dtype=x.dtype, device=x.device)

@@ -220,13 +220,13 @@ def test_rank_accuracies_take_ranks_in_any_order_and_refuse_what_they_cannot_do(
     )
     assert rank_accuracies(core, "keep", h, y[:, -1], unembed, []).shape == (0,)
     with pytest.raises(ValueError, match="ascending"):
-        next(rank_interventions(core, "keep", h, [3, 2]))
+        rank_interventions(core, "keep", h, [3, 2])
     with pytest.raises(ValueError, match=r"ranks \[13\] lie outside 1..12"):
-        next(rank_interventions(core, "keep", h, [1, 13]))
+        rank_interventions(core, "keep", h, [1, 13])
     with pytest.raises(ValueError, match="chunk must be a positive"):
-        next(rank_interventions(core, "keep", h, [1], chunk=0))
+        rank_interventions(core, "keep", h, [1], chunk=0)
     with pytest.raises(ValueError, match=r"h must be \(N, 12\)"):
-        next(rank_interventions(core, "keep", h[:, :5], [1]))
+        rank_interventions(core, "keep", h[:, :5], [1])
     with pytest.raises(ValueError, match="targets must be"):
         rank_accuracies(core, "keep", h, y, unembed, [1])
 
