@@ -1,5 +1,5 @@
 """The benchmark scripts: their FLOP counter gives known counts, their authors'-style model is our
-model's architecture, and both scripts run to the end, printing their ratios and ceilings."""
+model's architecture, and the scripts run to the end, printing their ratios and ceilings."""
 
 import re
 import subprocess
@@ -173,8 +173,9 @@ def test_sweep_benchmark_refuses_a_single_step():
 
 def test_bf16_fidelity_compares_samples_by_cliffs_delta_consistent_with_mann_whitney():
     import numpy as np
-    from bf16_fidelity import cliffs_delta, compare
     from scipy import stats
+
+    from bf16_fidelity import cliffs_delta, compare
 
     rng = np.random.default_rng(0)
     a, b = rng.normal(1.0, 1.0, 12), rng.normal(0.0, 1.0, 12)
@@ -186,3 +187,16 @@ def test_bf16_fidelity_compares_samples_by_cliffs_delta_consistent_with_mann_whi
     out = compare(fp32, bf16)
     assert out["t_mem"]["cliffs_delta"] == 0.0 and out["t_mem"]["p"] == pytest.approx(1.0)
     assert out["t_gen"] == {"n_bf16": 0, "n_fp32": 4}  # no test without values
+
+
+@pytest.mark.slow
+def test_rank_scan_benchmark_prints_its_speed_up():
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "rank_scan.py"), "--curve-step", "32", "--repeats", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "speed-up: analyse_model" in run.stdout

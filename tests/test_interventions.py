@@ -1,11 +1,22 @@
 """Interventions: hook algebra on known cores, through a real hooked model, and rank refinement."""
 
+from functools import partial
+
 import numpy as np
 import pytest
 import torch
 
 from corelib.ace import Core
-from corelib.interventions import ablation_curve, accuracy, intervention_accuracy, intervention_hook, refine_rank
+from corelib.interventions import (
+    ReadoutAccuracy,
+    ablation_curve,
+    accuracy,
+    intervention_accuracy,
+    intervention_hook,
+    rank_accuracies,
+    rank_interventions,
+    refine_rank,
+)
 from corelib.models import Transformer, TransformerConfig, resid_hook
 
 
@@ -144,3 +155,138 @@ def test_ablation_curve_is_the_accuracy_at_every_rank_and_refuses_ranks_outside_
         ablation_curve(core, accuracy, "remove", ranks=[0, 5, 11])
     with pytest.raises(ValueError, match="unknown mode 'drop'"):
         ablation_curve(core, accuracy, "drop")
+
+
+# --------------------------------------------------------------------------- rank scans batched over ranks
+
+
+@pytest.fixture(scope="module", params=["post", "pre"])
+def two_block_model(request):
+    """A random two-block model (pre-norm: a final LayerNorm after the hook), a core of its last
+    block's output with a non-zero mean, and data scored at the last position."""
+    torch.manual_seed(1)
+    cfg = TransformerConfig(vocab_size=7, d_model=12, n_heads=2, d_ff=24, n_layers=2, n_ctx=4, norm=request.param)
+    model = Transformer(cfg).eval()
+    x, y = torch.randint(0, 7, (300, 3)), torch.randint(0, 7, (300, 3))
+    _, cache = model.run_with_cache(x, names_filter=resid_hook(1))
+    h = cache[resid_hook(1)][:, -1]
+    q, _ = np.linalg.qr(np.random.default_rng(1).normal(size=(12, 12)))
+    core = Core(basis=q, singular_values=np.linspace(2, 1, 12), mean=h.double().mean(0).numpy())
+    return model, x, y, h, core
+
+
+def _hooked_last(model, x, core, mode, centered):
+    """The hooked model run's logits at the last position."""
+    hook = intervention_hook(core, mode, centered=centered, positions="last")
+    with torch.no_grad():
+        return model.run_with_hooks(x, fwd_hooks=[(resid_hook(1), hook)])[:, -1]
+
+
+@pytest.mark.parametrize("mode", ["keep", "remove", "flip"])
+@pytest.mark.parametrize("centered", [False, True])
+def test_rank_accuracies_are_the_hooked_runs_at_every_rank(two_block_model, mode, centered):
+    model, x, y, h, core = two_block_model
+    unembed = partial(model, start_at_layer=2)
+    ranks = range(1, 13)
+    batches = list(rank_interventions(core, mode, h, ranks, centered=centered, chunk=5))
+    assert [b.shape for b in batches] == [(5, 300, 12), (5, 300, 12), (2, 300, 12)]
+    activations = torch.cat(batches)
+    batched = rank_accuracies(core, mode, h, y[:, -1], unembed, ranks, centered=centered, chunk=5)
+    for r in ranks:
+        truncated = core.truncate(r)
+        torch.testing.assert_close(activations[r - 1], getattr(truncated, mode)(h, centered=centered))
+        logits = _hooked_last(model, x, truncated, mode, centered)
+        # Removing every direction leaves only rounding (float32's in the hook, float64's here),
+        # which a final LayerNorm scales up to the logits' size: there the logits are noise.
+        if not (mode == "remove" and r == core.rank and model.cfg.norm == "pre"):
+            torch.testing.assert_close(unembed(activations[r - 1]), logits, rtol=1e-4, atol=1e-4)
+        hooked = intervention_accuracy(
+            model, x, y, resid_hook(1), truncated, mode, positions="last", score_positions="last", centered=centered
+        )
+        # The two computations round differently (float64 projections built rank by rank, against
+        # the hook's float32 ones): only an example whose two best logits lie within ten times the
+        # tolerance above may be scored differently.
+        top2 = logits.topk(2).values
+        ties = int((top2[:, 0] - top2[:, 1] < 1e-3).sum())
+        assert abs(batched[r - 1] - hooked) * len(x) <= ties, (r, batched[r - 1], hooked)
+
+
+def test_rank_accuracies_take_ranks_in_any_order_and_refuse_what_they_cannot_do(two_block_model):
+    model, x, y, h, core = two_block_model
+    unembed = partial(model, start_at_layer=2)
+    every = rank_accuracies(core, "remove", h, y[:, -1], unembed, range(1, 13))
+    np.testing.assert_array_equal(
+        rank_accuracies(core, "remove", h, y[:, -1], unembed, [9, 2, 12, 2], chunk=3), every[[8, 1, 11, 1]]
+    )
+    assert rank_accuracies(core, "keep", h, y[:, -1], unembed, []).shape == (0,)
+    with pytest.raises(ValueError, match="ascending"):
+        rank_interventions(core, "keep", h, [3, 2])
+    with pytest.raises(ValueError, match=r"ranks \[13\] lie outside 1..12"):
+        rank_interventions(core, "keep", h, [1, 13])
+    with pytest.raises(ValueError, match="chunk must be a positive"):
+        rank_interventions(core, "keep", h, [1], chunk=0)
+    with pytest.raises(ValueError, match=r"h must be \(N, 12\)"):
+        rank_interventions(core, "keep", h[:, :5], [1])
+    with pytest.raises(ValueError, match="targets must be"):
+        rank_accuracies(core, "keep", h, y, unembed, [1])
+
+
+def test_scans_and_curves_batched_over_ranks_are_those_of_the_hooked_runs(two_block_model):
+    model, x, y, h, core = two_block_model
+
+    def hooked(c, mode):
+        return intervention_accuracy(model, x, y, resid_hook(1), c, mode, positions="last", score_positions="last")
+
+    batched = ReadoutAccuracy(h, y[:, -1], partial(model, start_at_layer=2), ranks_per_batch=5)
+    curves = {mode: ablation_curve(core, hooked, mode) for mode in ("keep", "remove")}
+    for mode in ("keep", "remove"):
+        np.testing.assert_array_equal(ablation_curve(core, batched, mode), curves[mode])
+        assert batched(core.truncate(7), mode) == hooked(core.truncate(7), mode)
+    # Criteria that first hold inside the scans (not at their first rank), at every batch size.
+    chance = float(np.sort(curves["remove"][3:])[2])
+    baseline = float(np.sort(curves["keep"])[-3]) + 0.001
+    expected = refine_rank(core, hooked, baseline=baseline, chance_level=chance, start_rank=4)
+    assert expected[0] > 4 and expected[1] > 1
+    for step in (1, 2, 5, 12):
+        found = refine_rank(
+            core,
+            ReadoutAccuracy(**{**batched.__dict__, "ranks_per_batch": step}),
+            baseline=baseline,
+            chance_level=chance,
+            start_rank=4,
+        )
+        assert found == expected
+
+
+class _Scripted:
+    """An accuracy batched over ranks, read from tables; records the ranks it was asked for."""
+
+    def __init__(self, removed: dict, kept: dict, ranks_per_batch: int):
+        self.tables = {"remove": removed, "keep": kept}
+        self.ranks_per_batch = ranks_per_batch
+        self.asked = []
+
+    def __call__(self, core, mode):
+        raise AssertionError("the scans should ask over_ranks")
+
+    def over_ranks(self, full_core, mode, ranks):
+        self.asked.append((mode, list(ranks)))
+        return np.array([self.tables[mode][r] for r in ranks])
+
+
+def test_refine_rank_scans_a_batched_accuracy_block_by_block_to_the_first_crossing():
+    core = _core(d=64, r=64)
+    removed = {r: (0.03 if r >= 16 and not 30 <= r <= 60 else 0.05) for r in range(1, 65)}
+    removed[21] = 0.01  # a later, deeper crossing in the same block does not win
+    kept = {r: (1.0 if r == 9 or r >= 12 else 0.9) for r in range(1, 65)}
+    scripted = _Scripted(removed, kept, ranks_per_batch=5)
+    assert refine_rank(core, scripted, baseline=1.0, chance_level=2 / 53, start_rank=14) == (16, 9)
+    assert scripted.asked == [
+        ("remove", [14, 15, 16, 17, 18]),
+        ("keep", [1, 2, 3, 4, 5]),
+        ("keep", [6, 7, 8, 9, 10]),
+    ]
+    unreachable = _Scripted(dict.fromkeys(range(1, 65), 0.5), dict.fromkeys(range(1, 65), 0.5), 10)
+    assert refine_rank(core, unreachable, baseline=1.0, chance_level=0.1, start_rank=60) == (None, None)
+    assert unreachable.asked[0] == ("remove", [60, 61, 62, 63, 64]) and unreachable.asked[-1][1][-1] == 64
+    np.testing.assert_array_equal(ablation_curve(core, scripted, "remove", ranks=[3, 16]), [0.05, 0.03])

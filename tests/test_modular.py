@@ -9,7 +9,8 @@ import torch
 from corelib import operators
 from corelib.engine import load_snapshot
 from corelib.experiments import modular
-from corelib.models import resid_hook
+from corelib.interventions import intervention_accuracy
+from corelib.models import Transformer, resid_hook
 from corelib.tasks.modular import all_pairs, modular_addition_split
 
 
@@ -165,6 +166,38 @@ def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
         modular.removal_curves(p, "wd", 5, progress=False)
     with pytest.raises(ValueError, match="unknown arm"):
         modular.analyse_arm(p, "sgd", 4, progress=False)
+
+
+def test_analysis_batched_over_ranks_is_that_of_one_hooked_run_per_rank(monkeypatch):
+    """The rank scans read the unembedding of the last block's outputs, many ranks at once; one
+    hooked run of the whole model per rank (as the analysis ran them before) gives the same record."""
+    p = modular.ModularParams(**TINY)
+    torch.manual_seed(0)
+    model = Transformer(p.model_config())
+    x, y = modular.make_data(p)["train"]  # fitted in a few steps, so the ranks lie inside the scans
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-2)
+    for _ in range(60):
+        loss = torch.nn.functional.cross_entropy(model(x)[:, -1], y[:, -1])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    batched = modular.analyse_model(model, (x, y), p)
+    assert batched["test_acc"] > 0.9 and batched["necessary_rank"] > batched["energy_rank"] > 1
+    assert 1 < batched["sufficient_rank"] < p.d_model
+    whole_model_core = modular._model_core
+
+    def one_run_per_rank(model, data, params):
+        h, full, r_energy, _ = whole_model_core(model, data, params)
+        hook = resid_hook(params.n_layers - 1)
+
+        def hooked(core, mode):
+            return intervention_accuracy(model, *data, hook, core, mode, positions="last", score_positions="last")
+
+        return h, full, r_energy, hooked
+
+    monkeypatch.setattr(modular, "_model_core", one_run_per_rank)
+    assert modular.analyse_model(model, (x, y), p) == batched
 
 
 def test_first_rank_at_or_below_reads_the_first_crossing_above_the_energy_rank():

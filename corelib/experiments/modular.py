@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,7 @@ from tqdm.auto import tqdm
 
 from .. import ace, operators
 from ..engine import PrefixData, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
-from ..interventions import ablation_curve, accuracy, intervention_accuracy, refine_rank
+from ..interventions import ReadoutAccuracy, ablation_curve, accuracy, refine_rank
 from ..masks import MASK_GENERATOR
 from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
 from ..results import compute_once, params_key, run_dir
@@ -228,8 +229,10 @@ def _model_core(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], par
     """ACE of one model at full rank, its energy rank, and its accuracy under an intervention.
 
     Returns ``(h, full, r_energy, accuracy)``: the last-position outputs (N, D) in float64, the
-    full-rank core, the energy rank, and ``accuracy(core, mode)`` (``core=None``: the plain
-    model) on the test set, as the rank searches need it.
+    full-rank core, the energy rank, and ``accuracy(core, mode)`` on the test set, as the rank
+    searches need it. The intervention is at the last block's output, at the last position,
+    which is also the only one scored: everything before it is the same for every core, so
+    ``accuracy`` keeps the outputs and runs only the unembedding on many ranks at once.
     """
     x, y = test
     layer = model.cfg.n_layers - 1
@@ -237,17 +240,8 @@ def _model_core(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], par
     jac = ace.jacobians(model.readout(layer), h, n_samples=params.n_jacobians, seed=params.jacobian_seed)
     hd = h.double().cpu()
     full = ace.extract(hd, jac, rank=h.shape[1])
-
-    def accuracy_with(core, mode="full"):
-        return (
-            accuracy(model, x, y, score_positions="last")
-            if core is None
-            else intervention_accuracy(
-                model, x, y, resid_hook(layer), core, mode, positions="last", score_positions="last"
-            )
-        )
-
-    return hd, full, ace.energy_rank(full.singular_values, params.energy), accuracy_with
+    unembed = partial(model, start_at_layer=layer + 1)  # (..., D) -> logits: the model after the hook
+    return hd, full, ace.energy_rank(full.singular_values, params.energy), ReadoutAccuracy(h, y[:, -1], unembed)
 
 
 def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], params: ModularParams) -> dict:
@@ -259,11 +253,11 @@ def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p
     R²_h, operator, eigenvalues), the fraction of eigenvalues near the unit circle and the
     occupied rotational frequency bins.
     """
-    y = test[1]
-    hd, full, r_energy, accuracy = _model_core(model, test, params)
-    baseline = accuracy(None)
+    x, y = test
+    hd, full, r_energy, intervened = _model_core(model, test, params)
+    baseline = accuracy(model, x, y, score_positions="last")
     necessary, sufficient = refine_rank(
-        full, accuracy, baseline=baseline, chance_level=params.chance_level, start_rank=r_energy
+        full, intervened, baseline=baseline, chance_level=params.chance_level, start_rank=r_energy
     )
     dim = necessary if necessary is not None else r_energy
     core = full.truncate(dim)
@@ -280,8 +274,8 @@ def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p
         "necessary_rank": necessary,
         "sufficient_rank": sufficient,
         "core_dim": dim,
-        "keep_acc": accuracy(core, "keep"),
-        "remove_acc": accuracy(core, "remove"),
+        "keep_acc": intervened(core, "keep"),
+        "remove_acc": intervened(core, "remove"),
         "r2": fit.r2,
         "r2_heldout": held.r2_heldout,
         "unit_fraction": operators.unit_circle_fraction(fit.eigenvalues, params.p),
@@ -357,9 +351,9 @@ def removal_curves(params: ModularParams, arm: str, epoch: int, *, progress: boo
         test = make_data(params)["test"]
         out = {"remove": [], "keep": [], "energy_rank": []}
         for i in tqdm(range(len(stack)), desc=f"removal curves {arm} {epoch}", disable=not progress, leave=False):
-            _, full, r_energy, accuracy = _model_core(stack.model(i), test, params)
+            _, full, r_energy, intervened = _model_core(stack.model(i), test, params)
             for mode in ("remove", "keep"):
-                out[mode].append(ablation_curve(full, accuracy, mode).tolist())
+                out[mode].append(ablation_curve(full, intervened, mode).tolist())
             out["energy_rank"].append(r_energy)
         return out
 
