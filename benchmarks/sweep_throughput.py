@@ -128,9 +128,12 @@ def main() -> None:
     # Fixed costs (initialising the models, the full accuracy of every seed when it stops) are
     # paid once per condition; a difference of two runs measures the cost of the steps alone.
     for name, precision in (("engine", "fp32"), ("engine bf16", "bf16")):
+        run(1, None, precision)  # warm-up: a first call's set-up would be charged to the 1-step run
         t_short, short = timed(1, precision)
         t_long, long_ = timed(args.steps, precision)
         seed_steps = long_.seed_steps - short.seed_steps
+        if t_long <= t_short:
+            sys.exit(f"the {args.steps}-step run was no slower than the 1-step run: time more --steps.")
         rates[name] = seed_steps / (t_long - t_short)
         if name == "engine":
             eval_per_seed_step = (long_.eval_rows - short.eval_rows) / seed_steps

@@ -141,7 +141,7 @@ def _check_report(out: str, targets: dict) -> None:
         ),
         pytest.param(
             "sweep_throughput.py",
-            ["--steps", "2", "--seeds", "2", "--plain-seeds", "1"],
+            ["--steps", "4", "--seeds", "2", "--plain-seeds", "1"],
             {"authors'": "6", "in-house": "10"},
             marks=pytest.mark.slow,
         ),

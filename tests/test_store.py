@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import multiprocessing as mp
 import os
@@ -17,7 +16,7 @@ import torch
 
 from corelib import results
 from corelib.engine import PrefixData, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
-from corelib.models import MODEL_REVISION, TransformerConfig
+from corelib.models import TransformerConfig
 from corelib.results import StoreError, save_json
 from corelib.tasks.modular import modular_addition_split
 
@@ -150,15 +149,14 @@ _RACE = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_two_processes_running_one_experiment_at_once_both_succeed_with_one_result(tmp_path):
+def test_two_processes_running_one_experiment_at_once_both_succeed_with_one_result(tmp_path, monkeypatch):
     from corelib.experiments import markov
 
     env = {**os.environ, "ACE_RESULTS_DIR": str(tmp_path), "OMP_NUM_THREADS": "1"}
     params = markov.MarkovParams(n_train=64, n_test=32, seeds=(0, 1), epochs=2, d_model=16, d_ff=32, n_jacobians=8)
     # Hold the experiment's lock until both processes wait for it, so that they really race.
-    key = {**dataclasses.asdict(params), "model": MODEL_REVISION, "sampler": "RandomState", "trainer": "engine"}
-    folder = tmp_path / "markov" / results.params_key(key)
-    with results.run_lock(folder):
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
+    with results.run_lock(markov.run_folder(params)):
         procs = [
             subprocess.Popen(
                 [sys.executable, "-c", _RACE.format(root=str(ROOT))],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MarkovParams",
     "run",
+    "run_folder",
     "make_data",
     "analyse_model",
     "compare_models",
@@ -201,14 +203,19 @@ def _summary(params: MarkovParams, analyses: list[dict], pairs: list[dict], hist
     }
 
 
+def run_folder(p: MarkovParams) -> Path:
+    """The results folder of a run with parameters ``p`` (created with its ``params.json``)."""
+    ident = {**asdict(p), "model": MODEL_REVISION, "sampler": "RandomState", "trainer": "engine"}
+    return run_dir("markov", {**ident, "masks": MASK_GENERATOR} if p.dropout else ident)
+
+
 def run(p: MarkovParams | None = None, *, progress: bool = True) -> dict:
     """Train (or reuse) the models, analyse them, and return the summary saved in the run folder.
 
     A second process asking for the same run waits for the first and reuses its summary.
     """
     p = p or MarkovParams()
-    ident = {**asdict(p), "model": MODEL_REVISION, "sampler": "RandomState", "trainer": "engine"}
-    folder = run_dir("markov", {**ident, "masks": MASK_GENERATOR} if p.dropout else ident)
+    folder = run_folder(p)
     summary_path = folder / "summary.json"
     with run_lock(folder, "the Markov experiment"):
         if not summary_path.exists():
