@@ -132,3 +132,20 @@ class ReferenceModel(nn.Module):
 def reference_model(vocab: int, n_layers: int, dropout: float = 0.1) -> ReferenceModel:
     """The authors' model for a toy task: d_model 128, 4 heads, MLP 512 (see :class:`ReferenceModel`)."""
     return ReferenceModel(vocab, n_layers, dropout=dropout)
+
+
+def print_sides(
+    labels: dict[str, str], rates: dict[str, float], flops: dict[str, float], peak: float, unit: str
+) -> dict:
+    """One aligned line per side: its rate in ``unit``/s, FLOPs per ``unit``, GFLOP/s and share of ``peak``.
+
+    Returns each side's GFLOP/s.
+    """
+    gflops = {name: rates[name] * flops[name] / 1e9 for name in labels}
+    width = max(map(len, labels.values()))
+    for name, label in labels.items():
+        print(
+            f"{label:<{width}}: {rates[name]:8.2f} {unit}s/s, {flops[name] / 1e9:5.2f} GFLOP per {unit}, "
+            f"{gflops[name]:6.1f} GFLOP/s ({gflops[name] / peak:.0%} of the measured {peak:.1f} GFLOP/s matmul peak)"
+        )
+    return gflops

@@ -44,7 +44,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _machine import counted_flops, mask_seconds, matmul_gflops, reference_model  # noqa: E402
+from _machine import counted_flops, mask_seconds, matmul_gflops, print_sides, reference_model  # noqa: E402
 from corelib.models import Transformer  # noqa: E402
 from corelib.sweeps import Condition, SweepConfig, SweepStats, condition_data, train_condition  # noqa: E402
 from corelib.tasks.modular import modular_addition_split  # noqa: E402
@@ -147,19 +147,13 @@ def main() -> None:
     )
     length = condition_data(cond, cfg)[0].prefixes.shape[1] + 1
     masks = mask_seconds(model_cfg, seeds, [cond.batch_size], length) / len(seeds) if cfg.dropout else 0.0
-    gflops = {name: rates[name] * flops[name] / 1e9 for name in rates}
     labels = {
         "authors": "authors' loop (torch encoder layers), one seed at a time, full evaluation",
         "in-house": "in-house loop (our Transformer), one seed at a time, full evaluation",
         "engine": f"sweep engine, {args.seeds} seeds together, early exit",
         "engine bf16": f"sweep engine, {args.seeds} seeds together, early exit, bf16 training",
     }
-    width = max(map(len, labels.values()))
-    for name, label in labels.items():
-        print(
-            f"{label:<{width}}: {rates[name]:8.2f} seed-steps/s, {flops[name] / 1e9:.2f} GFLOP per seed-step, "
-            f"{gflops[name]:6.2f} GFLOP/s ({gflops[name] / peak:.1%} of matmul peak)"
-        )
+    gflops = print_sides(labels, rates, flops, peak, "seed-step")
     print(f"the engine evaluated {eval_per_seed_step:.0f} rows per seed-step")
     for name, label, target in (("authors", "the authors' loop", 6), ("in-house", "the in-house loop", 10)):
         print(

@@ -48,7 +48,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _machine import counted_flops, mask_seconds, matmul_gflops, reference_model  # noqa: E402
+from _machine import counted_flops, mask_seconds, matmul_gflops, print_sides, reference_model  # noqa: E402
 from acebook.project import profile_parameters  # noqa: E402
 from corelib.engine import PrefixData, StackConfig, train_stack  # noqa: E402
 from corelib.experiments.modular import ModularParams  # noqa: E402
@@ -184,19 +184,13 @@ def main() -> None:
     batches = [min(p.batch_size, len(x_tr) - i) for i in range(0, len(x_tr), p.batch_size)]
     masks = mask_seconds(model_cfg, seeds, batches, x_tr.shape[1]) / len(seeds) if p.dropout else 0.0
     peak = matmul_gflops()
-    gflops = {name: rates[name] * flops[name] / 1e9 for name in rates}
     labels = {
         "authors": "authors' loop (torch encoder layers), one seed after another",
         "in-house": "in-house loop (our Transformer), one seed after another",
         "engine": f"vectorised engine, {len(seeds)} seeds together",
         "engine bf16": f"vectorised engine, {len(seeds)} seeds together, bf16",
     }
-    width = max(map(len, labels.values()))
-    for name, label in labels.items():
-        print(
-            f"{label:<{width}}: {rates[name]:7.2f} seed-epochs/s, {flops[name] / 1e9:5.2f} GFLOP per seed-epoch, "
-            f"{gflops[name]:6.1f} GFLOP/s ({gflops[name] / peak:.0%} of the measured {peak:.1f} GFLOP/s matmul peak)"
-        )
+    gflops = print_sides(labels, rates, flops, peak, "seed-epoch")
     for name, label, target in (
         ("authors", "the authors' loop", "  (target >= 1.5x)"),
         ("in-house", "the in-house loop", ""),
