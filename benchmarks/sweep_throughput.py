@@ -158,8 +158,8 @@ def main() -> None:
     for name, label, target in (("authors", "the authors' loop", 6), ("in-house", "the in-house loop", 10)):
         print(
             f"speed-up over {label}: {rates['engine'] / rates[name]:.1f}x  (target >= {target}x); GFLOP/s: "
-            f"engine {gflops['engine']:.2f} ({gflops['engine'] / peak:.1%} of peak), {label[4:]} "
-            f"{gflops[name]:.2f} ({gflops[name] / peak:.1%} of peak)"
+            f"engine {gflops['engine']:.1f} ({gflops['engine'] / peak:.0%} of peak), {label[4:]} "
+            f"{gflops[name]:.1f} ({gflops[name] / peak:.0%} of peak)"
         )
     print(
         f"bf16: {rates['engine bf16'] / rates['engine']:.2f}x the engine's fp32 rate (adopted where >= 1.3x); "
