@@ -18,8 +18,12 @@ Jacobians (see :class:`MomentAccumulator`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -28,6 +32,7 @@ from ._checks import as_matrix, check_energy, check_rank
 
 __all__ = [
     "Core",
+    "CoreHooks",
     "MomentAccumulator",
     "energy_rank",
     "extract",
@@ -46,11 +51,14 @@ class Core:
         singular_values: all D activity x relevance singular values, descending.
         mean: (D,) mean activation of the data the core was extracted from; used by centred
             interventions and by :meth:`coords`.
+        metadata: where the core comes from (model, hook, positions, energy, a fingerprint of
+            the data, ...): JSON values, kept by :meth:`save` and :meth:`load`.
     """
 
     basis: np.ndarray
     singular_values: np.ndarray
     mean: np.ndarray
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def rank(self) -> int:
@@ -117,7 +125,106 @@ class Core:
     def truncate(self, rank: int) -> Core:
         """The same core restricted to its leading ``rank`` directions."""
         check_rank(rank, self.rank, "rank of this core")
-        return Core(self.basis[:, :rank], self.singular_values, self.mean)
+        return replace(self, basis=self.basis[:, :rank])
+
+    def hooks(self, hook_name: str, mode: str = "remove", *, centered: bool = False, positions="all") -> CoreHooks:
+        """The intervention ``mode`` (``"keep"``, ``"remove"`` or ``"flip"``) at ``hook_name``.
+
+        The result is a ``fwd_hooks`` list for ``model.run_with_hooks(x, fwd_hooks=...)``
+        (TransformerLens hook names), and ``with core.hooks("model.layers.3", "flip").on(model):``
+        applies it to the output of that submodule of a plain ``nn.Module`` (e.g. a Hugging Face
+        model). ``centered`` and ``positions`` are those of
+        :func:`corelib.interventions.intervention_hook`.
+        """
+        from .interventions import intervention_hook  # interventions builds on this module
+
+        return CoreHooks([(hook_name, intervention_hook(self, mode, centered=centered, positions=positions))])
+
+    def save(self, path: str | Path) -> Path:
+        """Write the core to the folder ``path``: arrays as safetensors, metadata as JSON, both
+        recorded with their SHA-256 (nothing is pickled). Returns the folder."""
+        from .results import save_json, save_tensors
+
+        try:
+            json.dumps(self.metadata)
+        except TypeError as err:
+            raise TypeError(f"core metadata must be JSON values (str, numbers, lists, dicts): {err}") from None
+        folder = Path(path)
+        folder.mkdir(parents=True, exist_ok=True)
+        arrays = {"basis": self.basis, "singular_values": self.singular_values, "mean": self.mean}
+        tensors = {k: torch.as_tensor(np.ascontiguousarray(v, dtype=np.float64)) for k, v in arrays.items()}
+        save_tensors(folder / "core.safetensors", tensors)
+        save_json(folder / "core.json", {"format": CORE_FORMAT, "metadata": self.metadata})
+        return folder
+
+    @classmethod
+    def load(cls, path: str | Path) -> Core:
+        """Read a core written by :meth:`save`, checking its files and its shapes."""
+        from .results import StoreError, load_json, load_tensors
+
+        folder = Path(path)
+        if not (folder / "core.json").exists():
+            raise StoreError(f"{folder} holds no saved core (no core.json); write one with Core.save({str(path)!r}).")
+        meta = load_json(folder / "core.json")
+        if not isinstance(meta, dict) or meta.get("format") != CORE_FORMAT:
+            raise StoreError(f"{folder / 'core.json'} is not a core of format {CORE_FORMAT!r}.")
+        t = load_tensors(folder / "core.safetensors")
+        if set(t) != {"basis", "singular_values", "mean"}:
+            raise StoreError(f"{folder / 'core.safetensors'} holds {sorted(t)}, not a core's arrays.")
+        basis, sv, mean = (t[k].numpy().astype(np.float64) for k in ("basis", "singular_values", "mean"))
+        if basis.ndim != 2 or mean.shape != (basis.shape[0],) or sv.ndim != 1 or len(sv) < basis.shape[1]:
+            raise StoreError(
+                f"inconsistent core arrays in {folder}: basis {basis.shape}, mean {mean.shape}, "
+                f"singular values {sv.shape}."
+            )
+        return cls(basis, sv, mean, meta["metadata"])
+
+
+CORE_FORMAT = "ace-core-1"
+
+
+class CoreHooks(list):
+    """``[(hook_name, fn)]`` for ``run_with_hooks``; :meth:`on` applies it to a plain ``nn.Module``."""
+
+    @contextmanager
+    def on(self, model: torch.nn.Module) -> Iterator[torch.nn.Module]:
+        """Register the hooks on the submodules of ``model`` named by their hook names, for the block."""
+        handles = []
+        try:
+            for name, fn in self:
+                try:
+                    module = model.get_submodule(name)
+                except AttributeError:
+                    names = [n for n, _ in model.named_modules() if n]
+                    near = sorted(names, key=lambda n: _distance(n, name))[:5]
+                    raise ValueError(f"{type(model).__name__} has no submodule {name!r}; nearest: {near}.") from None
+                handles.append(module.register_forward_hook(_output_hook(fn)))
+            yield model
+        finally:
+            for h in handles:
+                h.remove()
+
+
+def _output_hook(fn: Callable) -> Callable:
+    """A forward hook replacing a module's output (or the first element of a tuple output) by ``fn(output)``."""
+
+    def hook(module, inputs, output):
+        if isinstance(output, tuple):
+            return (fn(output[0], None), *output[1:])
+        return fn(output, None)
+
+    return hook
+
+
+def _distance(a: str, b: str) -> int:
+    """Edit distance between two names, for suggestions."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
 
 
 def energy_rank(singular_values, threshold: float = 0.99) -> int:

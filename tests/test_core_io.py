@@ -1,0 +1,91 @@
+"""A Core saved and loaded, and its interventions as hooks on our model and on a plain nn.Module."""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from corelib.ace import Core, extract
+from corelib.models import Transformer, TransformerConfig, resid_hook
+from corelib.results import StoreError
+
+
+def _core(d: int = 6, rank: int = 3, seed: int = 0) -> Core:
+    rng = np.random.default_rng(seed)
+    h = rng.normal(size=(200, d)) @ rng.normal(size=(d, d))
+    j = rng.normal(size=(200, 2, d))
+    core = extract(h, j, rank=rank)
+    return Core(core.basis, core.singular_values, core.mean, {"model": "test", "hook": "x", "energy": None})
+
+
+def test_a_saved_core_loads_back_exactly_with_its_metadata(tmp_path):
+    core = _core()
+    folder = core.save(tmp_path / "core")
+    back = Core.load(folder)
+    for name in ("basis", "singular_values", "mean"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(core, name))
+    assert back.metadata == {"model": "test", "hook": "x", "energy": None} and back.rank == 3
+    small = Core.load(core.truncate(1).save(tmp_path / "small"))
+    assert small.rank == 1 and small.metadata == core.metadata  # truncating keeps where it came from
+    np.testing.assert_array_equal(small.basis, core.basis[:, :1])
+
+
+def test_damaged_missing_or_unserialisable_cores_are_refused(tmp_path):
+    folder = _core().save(tmp_path / "core")
+    data = bytearray((folder / "core.safetensors").read_bytes())
+    data[-1] ^= 1
+    (folder / "core.safetensors").write_bytes(bytes(data))
+    with pytest.raises(StoreError, match="core.safetensors is damaged"):
+        Core.load(folder)
+    with pytest.raises(StoreError, match=r"holds no saved core .* Core.save"):
+        Core.load(tmp_path / "nothing")
+    bad = Core(np.eye(3)[:, :1], np.ones(3), np.zeros(3), {"when": object()})
+    with pytest.raises(TypeError, match="metadata must be JSON values"):
+        bad.save(tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize("mode", ["keep", "remove", "flip"])
+def test_hooks_intervene_like_the_core_on_our_model(mode):
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(vocab_size=7, d_model=6, n_heads=2, d_ff=12, n_layers=2, n_ctx=4)).eval()
+    x = torch.randint(0, 7, (5, 4))
+    core, name = _core(), resid_hook(0)
+    got = model.run_with_hooks(x, fwd_hooks=core.hooks(name, mode))
+    _, cache = model.run_with_cache(x, names_filter=name)
+    changed = getattr(core, mode)(cache[name])
+    want = model(changed, start_at_layer=1)  # the rest of the model on the changed activation
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(got, model(x), atol=1e-4)  # the intervention did act
+
+
+def test_hooks_apply_to_a_plain_module_by_its_path_and_to_tuple_outputs():
+    class Pair(nn.Module):  # returns (hidden, extra), as many Hugging Face layers do
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(6, 6)
+
+        def forward(self, x):
+            return self.lin(x), x.sum()
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([Pair(), Pair()])
+            self.head = nn.Linear(6, 2)
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)[0]
+            return self.head(x)
+
+    torch.manual_seed(0)
+    net, x, core = Net(), torch.randn(4, 3, 6), _core()
+    with core.hooks("layers.0", "flip", centered=True).on(net):
+        got = net(x)
+    h = core.flip(net.layers[0](x)[0], centered=True)
+    torch.testing.assert_close(got, net.head(net.layers[1](h)[0]))
+    torch.testing.assert_close(net(x), net.head(net.layers[1](net.layers[0](x)[0])[0]))  # removed after the block
+    with pytest.raises(ValueError, match=r"no submodule 'layer.0'; nearest: \['layers.0'"):
+        with core.hooks("layer.0").on(net):
+            pass
