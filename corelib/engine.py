@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import time
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -361,6 +362,14 @@ class SeedStack:
         return (correct / len(data)).cpu()
 
 
+def _cpu_has_bf16() -> bool:
+    """Whether oneDNN runs bf16 matmuls natively on this CPU (AVX512-BF16 or AMX)."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
 class StackOptimizer:
     """AdamW over a :class:`SeedStack`, with one weight decay per seed.
 
@@ -378,6 +387,8 @@ class StackOptimizer:
     ) -> None:
         self.lr, self.precision = lr, precision
         self.dtype = check_precision(precision)
+        if self.dtype == torch.bfloat16 and stack.device.type == "cpu" and not _cpu_has_bf16():
+            warnings.warn("this CPU has no bf16 matrix units: bf16 training will be slower than fp32.", stacklevel=2)
         self.decay = torch.as_tensor(weight_decay, dtype=torch.float64).expand(len(stack)).clone()
         for v in stack.params.values():
             v.requires_grad_(True)

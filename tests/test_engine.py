@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -425,3 +426,16 @@ def test_training_seconds_add_up_over_the_processes_that_trained_a_run(tmp_path)
     assert 0 < first <= time.perf_counter() - t0 + 0.1
     train_stack(CFG, replace(cfg, epochs=4), SEEDS, train, test, run, progress=False)
     assert training_seconds(run) > first  # the extension's time is added, not restarted
+
+
+def test_bf16_on_a_cpu_without_bf16_units_warns(monkeypatch):
+    import corelib.engine as engine
+
+    stack = SeedStack.initialise(CFG, SEEDS[:1], "cpu")
+    monkeypatch.setattr(engine, "_cpu_has_bf16", lambda: False)
+    with pytest.warns(UserWarning, match="no bf16 matrix units"):
+        StackOptimizer(stack, 1e-3, 0.0, precision="bf16")
+    monkeypatch.setattr(engine, "_cpu_has_bf16", lambda: True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        StackOptimizer(SeedStack.initialise(CFG, SEEDS[:1], "cpu"), 1e-3, 0.0, precision="bf16")
