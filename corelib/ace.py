@@ -36,6 +36,7 @@ __all__ = [
     "MomentAccumulator",
     "energy_rank",
     "extract",
+    "extract_from_model",
     "from_moments",
     "jacobians",
     "sqrt_factor",
@@ -415,3 +416,145 @@ def jacobians(
     out = [jac(h[idx[i : i + batch_size]]).detach().to("cpu", torch.float64) for i in range(0, len(idx), batch_size)]
     j = torch.cat(out)
     return j[:, None, :] if j.ndim == 2 else j
+
+
+def extract_from_model(
+    model: torch.nn.Module,
+    hook_name: str,
+    inputs,
+    target: Callable[[Any], torch.Tensor],
+    *,
+    positions="last",
+    n_jacobians: int | None = None,
+    seed: int = 0,
+    batch_size: int = 64,
+    energy: float = 0.99,
+    rank: int | None = None,
+    eps: float = 1e-8,
+    device=None,
+) -> Core:
+    """ACE on a model in one call: the core of the activation at ``hook_name`` for the read-out ``target``.
+
+    Args:
+        model: a TransformerLens-style model (``hook_name`` a hook point, e.g.
+            ``"blocks.1.hook_resid_post"``), or any ``nn.Module`` (``hook_name`` the path of a
+            submodule whose output, or its first element, is the activation, e.g. ``"model.layers.12"``).
+        inputs: a tensor whose first dimension indexes examples (e.g. token ids (N, T)), or a
+            mapping of such tensors passed as keyword arguments (e.g. ``input_ids``, ``attention_mask``).
+        target: ``target(output) -> (B, K)`` or ``(B,)``: the read-out whose sensitivity defines
+            relevance, e.g. ``lambda out: out[:, -1]`` for last-position logits.
+        positions: ``"last"``, or a (N,) tensor with the position of each example (e.g. its last
+            real token under padding).
+        n_jacobians: examples at which Jacobians are taken, drawn without replacement with
+            ``seed`` as :func:`jacobians` draws them (None: every example).
+        batch_size, device: how the examples are run.
+        energy, rank, eps: as in :func:`from_moments`.
+
+    Activations and Jacobians stream through a :class:`MomentAccumulator` (memory O(D^2),
+    whatever the number of examples). Examples must not interact within a batch (no batch
+    norm), since each example's Jacobian is read off the gradient of the batch's sum.
+    """
+    tensors = {"": inputs} if isinstance(inputs, torch.Tensor) else dict(inputs)
+    if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
+        raise TypeError("inputs must be a tensor or a mapping of tensors (one row per example).")
+    n = {t.shape[0] for t in tensors.values()}
+    if len(n) != 1:
+        raise ValueError(f"the input tensors have different numbers of examples: {sorted(n)}.")
+    n = n.pop()
+    if isinstance(positions, torch.Tensor) and positions.shape != (n,):
+        raise ValueError(f"positions must have shape ({n},), one per example, got {tuple(positions.shape)}.")
+    if not isinstance(positions, torch.Tensor) and positions != "last":
+        raise ValueError(f"positions must be 'last' or a tensor of one position per example, got {positions!r}.")
+    if n_jacobians is not None and not 1 <= int(n_jacobians) <= n:
+        raise ValueError(f"n_jacobians must lie in [1, {n}] (the examples given), got {n_jacobians}.")
+    run = _hooked_runner(model, hook_name)
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    if n_jacobians is None:
+        sampled = torch.ones(n, dtype=torch.bool)
+    else:
+        sampled = torch.zeros(n, dtype=torch.bool)
+        sampled[torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))[: int(n_jacobians)]] = True
+    acc: MomentAccumulator | None = None
+    for start in range(0, n, batch_size):
+        rows = slice(start, min(start + batch_size, n))
+        batch = {k: t[rows].to(device) for k, t in tensors.items()}
+        taken: list[torch.Tensor] = []
+
+        def fn(act: torch.Tensor, hook=None, rows=rows, taken=taken) -> torch.Tensor:
+            if act.ndim != 3:
+                raise ValueError(
+                    f"the activation at {hook_name!r} has shape {tuple(act.shape)}; expected (batch, pos, D)."
+                )
+            idx = _positions(positions, rows, act)
+            at = torch.arange(act.shape[0], device=act.device)
+            leaf = act[at, idx].detach().requires_grad_(True)
+            taken.append(leaf)
+            out = act.clone()
+            out[at, idx] = leaf
+            return out
+
+        with torch.enable_grad():
+            y = target(run(batch, fn))
+            if not taken:
+                raise ValueError(f"the forward pass never reached {hook_name!r}.")
+            leaf = taken[0]
+            acc = acc or MomentAccumulator(leaf.shape[-1])
+            acc.update(h_batch=leaf.detach().double().cpu())
+            keep = sampled[rows]
+            if keep.any():
+                y = y[:, None] if y.ndim == 1 else y.reshape(y.shape[0], -1)
+                if y.shape[0] != leaf.shape[0]:
+                    raise ValueError(f"target returned {y.shape[0]} rows for a batch of {leaf.shape[0]} examples.")
+                grads = [
+                    torch.autograd.grad(y[:, k].sum(), leaf, retain_graph=k + 1 < y.shape[1])[0]
+                    for k in range(y.shape[1])
+                ]
+                acc.update(j_batch=torch.stack(grads, dim=1)[keep.to(leaf.device)].double().cpu())
+    if not np.any(acc._jtj):
+        raise ValueError(
+            f"the target does not depend on the activation at {hook_name!r} (every Jacobian is zero): "
+            "choose a hook before the read-out, or a target computed from the model's output."
+        )
+    core = acc.core(rank=rank, energy=energy, eps=eps)
+    meta = {
+        "model": type(model).__name__,
+        "hook": hook_name,
+        "positions": positions if isinstance(positions, str) else "per example",
+        "n_examples": n,
+        "n_jacobians": int(sampled.sum()),
+        "jacobian_seed": seed,
+        "energy": energy if rank is None else None,
+        "rank": core.rank,
+    }
+    return replace(core, metadata=meta)
+
+
+def _positions(positions, rows: slice, act: torch.Tensor) -> torch.Tensor:
+    if isinstance(positions, str):
+        return torch.full((act.shape[0],), act.shape[1] - 1, device=act.device)
+    idx = positions[rows].to(act.device)
+    if (idx < 0).any() or (idx >= act.shape[1]).any():
+        raise ValueError(f"positions out of range for sequences of length {act.shape[1]}.")
+    return idx
+
+
+def _hooked_runner(model: torch.nn.Module, hook_name: str) -> Callable:
+    """``run(batch, fn)``: the model's output with ``fn(act, hook)`` applied at ``hook_name``."""
+    hook_dict = getattr(model, "hook_dict", None)
+    if hook_dict is not None and hook_name in hook_dict:
+
+        def run_tl(batch, fn):
+            args, kwargs = ((batch[""],), {}) if "" in batch else ((), batch)
+            return model.run_with_hooks(*args, fwd_hooks=[(hook_name, fn)], **kwargs)
+
+        return run_tl
+    names = [n for n, _ in model.named_modules() if n] + list(hook_dict or {})
+    if hook_name not in names:
+        near = sorted(names, key=lambda n: _distance(n, hook_name))[:5]
+        raise ValueError(f"{type(model).__name__} has no hook point or submodule {hook_name!r}; nearest: {near}.")
+
+    def run_module(batch, fn):
+        with CoreHooks([(hook_name, fn)]).on(model):
+            return model(batch[""]) if "" in batch else model(**batch)
+
+    return run_module

@@ -89,3 +89,65 @@ def test_hooks_apply_to_a_plain_module_by_its_path_and_to_tuple_outputs():
     with pytest.raises(ValueError, match=r"no submodule 'layer.0'; nearest: \['layers.0'"):
         with core.hooks("layer.0").on(net):
             pass
+
+
+def _toy_model():
+    torch.manual_seed(1)
+    cfg = TransformerConfig(vocab_size=9, d_model=8, n_heads=2, d_ff=16, n_layers=2, n_ctx=4)
+    return Transformer(cfg).eval(), torch.randint(0, 9, (40, 3))
+
+
+def _same_core(a: Core, b: Core, r: int) -> None:
+    np.testing.assert_allclose(a.singular_values, b.singular_values, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(a.mean, b.mean, rtol=1e-6, atol=1e-7)
+    pa, pb = a.truncate(r).projector, b.truncate(r).projector
+    np.testing.assert_allclose(pa, pb, atol=1e-6)
+
+
+def test_extract_from_model_equals_ace_on_activations_and_jacobians_taken_by_hand():
+    from corelib.ace import extract_from_model, jacobians
+
+    model, x = _toy_model()
+    name = resid_hook(1)
+    _, cache = model.run_with_cache(x, names_filter=name)
+    h = cache[name][:, -1]
+    by_hand = extract(h.double(), jacobians(model.readout(1), h, n_samples=16, seed=3), rank=8)
+    got = extract_from_model(model, name, x, lambda out: out[:, -1], n_jacobians=16, seed=3, rank=8, batch_size=7)
+    _same_core(got, by_hand, 3)
+    assert got.metadata["hook"] == name and got.metadata["n_jacobians"] == 16 and got.metadata["n_examples"] == 40
+    # One position per example, here every example's last: the same core.
+    per_example = torch.full((40,), 2)
+    again = extract_from_model(
+        model, name, x, lambda out: out[:, -1], positions=per_example, n_jacobians=16, seed=3, rank=8
+    )
+    _same_core(again, by_hand, 3)
+
+
+def test_extract_from_model_on_a_plain_module_by_submodule_path():
+    from corelib.ace import extract_from_model, jacobians
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(5, 6), nn.Tanh(), nn.Linear(6, 6), nn.Linear(6, 3))
+    x = torch.randn(30, 4, 5)
+    h = net[1](net[0](x))[:, -1]
+    by_hand = extract(h.double(), jacobians(lambda v: net[3](net[2](v)), h), rank=6)
+    got = extract_from_model(net, "1", x, lambda out: out[:, -1], rank=6, batch_size=8)
+    _same_core(got, by_hand, 3)
+
+
+def test_extract_from_model_refuses_bad_requests_with_the_fix():
+    from corelib.ace import extract_from_model
+
+    model, x = _toy_model()
+    with pytest.raises(
+        ValueError,
+        match=r"no hook point or submodule 'blocks.1.hook_resid_pots'; nearest: \['blocks.1.hook_resid_post'",
+    ):
+        extract_from_model(model, "blocks.1.hook_resid_pots", x, lambda out: out[:, -1])
+    # Causal: the first position's logits never see the last position's activation.
+    with pytest.raises(ValueError, match="does not depend on the activation"):
+        extract_from_model(model, resid_hook(0), x, lambda out: out[:, 0])
+    with pytest.raises(ValueError, match="positions out of range"):
+        extract_from_model(model, resid_hook(0), x, lambda out: out[:, -1], positions=torch.full((40,), 5))
+    with pytest.raises(ValueError, match=r"n_jacobians must lie in \[1, 40\]"):
+        extract_from_model(model, resid_hook(0), x, lambda out: out[:, -1], n_jacobians=41)
