@@ -151,3 +151,46 @@ def test_extract_from_model_refuses_bad_requests_with_the_fix():
         extract_from_model(model, resid_hook(0), x, lambda out: out[:, -1], positions=torch.full((40,), 5))
     with pytest.raises(ValueError, match=r"n_jacobians must lie in \[1, 40\]"):
         extract_from_model(model, resid_hook(0), x, lambda out: out[:, -1], n_jacobians=41)
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop")  # jacrev through SDPA in the by-hand route
+def test_extract_from_model_on_a_hugging_face_causal_lm_by_module_path():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from corelib.ace import extract_from_model
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=40,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=16,
+    )
+    model = LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(0, 40, (12, 5))
+    got = extract_from_model(model, "model.layers.0", {"input_ids": ids}, lambda out: out.logits[:, -1, :4], rank=16)
+    # By hand: the layer's output from output_hidden_states, and each example's Jacobian by
+    # jacrev of the logits as a function of the vector put at its last position.
+    with torch.no_grad():
+        h = model(ids, output_hidden_states=True).hidden_states[1][:, -1]
+
+    def logits_given(i: int):
+        def f(v):
+            def put(module, inputs, output):
+                hidden = output[0] if isinstance(output, tuple) else output
+                hidden = torch.cat([hidden[:, :-1], v[None, None]], dim=1)
+                return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
+
+            handle = model.model.layers[0].register_forward_hook(put)
+            try:
+                return model(ids[i : i + 1]).logits[0, -1, :4]
+            finally:
+                handle.remove()
+
+        return f
+
+    jac = torch.stack([torch.func.jacrev(logits_given(i))(h[i]) for i in range(len(ids))])
+    _same_core(got, extract(h.double(), jac.double(), rank=16), 3)
