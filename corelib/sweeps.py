@@ -36,7 +36,17 @@ from tqdm.auto import tqdm
 from .engine import DropoutStreams, PrefixData, SeedStack, Trainer, check_precision, stacked_last_logits
 from .masks import MASK_GENERATOR
 from .models import MODEL_REVISION, TransformerConfig, default_device
-from .results import load_json, params_key, results_root, run_dir, run_lock, save_json
+from .results import (
+    load_json,
+    load_tensors,
+    params_key,
+    remove,
+    results_root,
+    run_dir,
+    run_lock,
+    save_json,
+    save_tensors,
+)
 from .tasks.modular import modular_addition_split
 from .theory import fit_grok_time, fit_power_law
 
@@ -346,14 +356,18 @@ def train_condition(
     progress: bool = True,
     stats: SweepStats | None = None,
     data: tuple[PrefixData, PrefixData] | None = None,
+    checkpoint: Path | None = None,
+    checkpoint_every: int = 500,
 ) -> list[dict]:
     """Train ``seeds`` of one condition together and measure their times; returns one record per seed.
 
     Records are returned in the order of ``seeds``; ``on_record`` is called with each record as
     soon as its seed stops (used to save it). ``max_steps`` overrides the cap
     ``cfg.max_epochs * steps_per_epoch`` (benchmarks). ``data`` replaces the condition's
-    ``(train, test)`` sets (tests, other tasks with tokens in ``range(p)``). Nothing is read from
-    or written to disk.
+    ``(train, test)`` sets (tests, other tasks with tokens in ``range(p)``). With ``checkpoint``
+    (a path without suffix), the running seeds' state is saved there every ``checkpoint_every``
+    epochs, and a later call with the same seeds resumes from it to the records an uninterrupted
+    run gives; nothing else is read from or written to disk.
     """
     seeds = _check_seeds(seeds)
     device = torch.device(device) if device is not None else default_device()
@@ -369,25 +383,39 @@ def train_condition(
     model_cfg = cfg.model_config(cond.p)
     stats = stats if stats is not None else SweepStats()
 
-    streams = DropoutStreams(model_cfg.dropout, seeds) if model_cfg.dropout else None
+    saved = _load_checkpoint(checkpoint, seeds, device)
+    running = tuple(saved["running"]) if saved else seeds
+    streams = DropoutStreams(model_cfg.dropout, running) if model_cfg.dropout else None
+    stack = (
+        SeedStack.initialise(model_cfg, seeds, device) if not saved else SeedStack(model_cfg, running, saved["params"])
+    )
     trainer = Trainer(
-        SeedStack.initialise(model_cfg, seeds, device),
+        stack,
         train,
         lr=cfg.lr,
-        weight_decay=[cond.weight_decay] * len(seeds),
+        weight_decay=[cond.weight_decay] * len(running),
         batch_size=batch,
         keep_partial_batch=cfg.keep_partial_batch,
         streams=streams,
         precision=cfg.precision,
     )
+    if saved:
+        trainer.opt.load_tensors(saved["optimizer"], saved["meta"]["optimizer"])
+        if streams is not None:
+            streams.load_state(saved["dropout"])
+        trainer.step_count = saved["meta"]["step"]
     # A full batch's training forward gives the training accuracy of the weights before the
     # step for free, but only without dropout: with it, that forward is a noisy model's.
     free_train_acc = full_batch and streams is None
     fn = stacked_last_logits(model_cfg, shared_rows=True)
     train_test, test_test = _ThresholdTest(train, cfg.threshold, fn), _ThresholdTest(test, cfg.threshold, fn)
-    t_mem: dict[int, int | None] = dict.fromkeys(seeds)
-    t_gen: dict[int, int | None] = dict.fromkeys(seeds)
+    t_mem: dict[int, int | None] = dict.fromkeys(running)
+    t_gen: dict[int, int | None] = dict.fromkeys(running)
     records: dict[int, dict] = {}
+    if saved:
+        for name, times in (("t_mem", t_mem), ("t_gen", t_gen)):
+            times.update({int(s): v for s, v in saved["meta"][name].items()})
+        records.update({int(s): r for s, r in saved["meta"]["records"].items()})
 
     def finish(positions: list[int], step: int, reason: str) -> None:
         stack = trainer.stack
@@ -419,7 +447,12 @@ def train_condition(
                 on_record(rec)
 
     bar = tqdm(
-        total=cap, desc=f"{cond.label()}, {len(seeds)} seeds", disable=not progress, leave=False, mininterval=1.0
+        total=cap,
+        desc=f"{cond.label()}, {len(seeds)} seeds",
+        disable=not progress,
+        leave=False,
+        mininterval=1.0,
+        initial=trainer.step_count,
     )
 
     def after_step(trainer: Trainer, step: int, idx: torch.Tensor, logits: torch.Tensor) -> bool:
@@ -459,13 +492,67 @@ def train_condition(
             )
         return False
 
-    epoch = 0
+    epoch = saved["meta"]["epoch"] if saved else 0
     while trainer.epoch(epoch, after_step) is not None:
         epoch += 1
+        if checkpoint is not None and epoch % checkpoint_every == 0:
+            _save_checkpoint(checkpoint, trainer, epoch, seeds, t_mem, t_gen, records)
+    if checkpoint is not None:  # done: the records replace it
+        for old in sorted(Path(checkpoint).parent.glob(f"{Path(checkpoint).name}*")):
+            remove(old)
     bar.update(trainer.step_count - bar.n)
     bar.close()
     stats.eval_rows += train_test.rows_evaluated + test_test.rows_evaluated
     return [records[s] for s in seeds]
+
+
+def _save_checkpoint(path: Path, trainer: Trainer, epoch: int, seeds, t_mem, t_gen, records) -> None:
+    """The running seeds' weights, optimizer and dropout state after ``epoch`` epochs, and what was measured."""
+    opt_tensors, opt_meta = trainer.opt.tensors()
+    tensors = {**{f"params.{k}": v.detach() for k, v in trainer.stack.params.items()}}
+    tensors.update({f"optimizer.{k}": v for k, v in opt_tensors.items()})
+    if trainer.streams is not None:
+        tensors["dropout"] = trainer.streams.state()
+    meta = {
+        "seeds": list(seeds),
+        "running": list(trainer.stack.seeds),
+        "epoch": epoch,
+        "step": trainer.step_count,
+        "optimizer": opt_meta,
+        "t_mem": {str(s): v for s, v in t_mem.items()},
+        "t_gen": {str(s): v for s, v in t_gen.items()},
+        "records": {str(s): r for s, r in records.items()},
+    }
+    # The tensors under a name of their own first; the JSON, written last, makes them the
+    # checkpoint; then the previous tensors go. A kill at any point leaves a consistent pair.
+    path = Path(path)
+    previous = load_json(Path(f"{path}.json"))["tensors"] if Path(f"{path}.json").exists() else None
+    name = f"{path.name}_{epoch:06d}.safetensors"
+    save_tensors(path.parent / name, tensors)
+    save_json(Path(f"{path}.json"), {**meta, "tensors": name})
+    if previous and previous != name:
+        remove(path.parent / previous)
+
+
+def _load_checkpoint(path: Path | None, seeds, device) -> dict | None:
+    """A checkpoint whose running seeds include ``seeds``, or None (none saved, or of other seeds)."""
+    if path is None or not Path(f"{path}.json").exists():
+        return None
+    meta = load_json(Path(f"{path}.json"))
+    # Seeds that finished after the checkpoint have records already: they are trained again
+    # (to the same records) with the others that were still running.
+    if not set(seeds) <= set(meta["running"]):
+        return None
+    tensors = load_tensors(Path(path).parent / meta["tensors"], device)
+    params = {k[len("params.") :]: v for k, v in tensors.items() if k.startswith("params.")}
+    optimizer = {k[len("optimizer.") :]: v for k, v in tensors.items() if k.startswith("optimizer.")}
+    return {
+        "meta": meta,
+        "running": meta["running"],
+        "params": params,
+        "optimizer": optimizer,
+        "dropout": tensors.get("dropout"),
+    }
 
 
 # --------------------------------------------------------------------------- records on disk
@@ -582,7 +669,16 @@ def run_condition(
                 save_json(_record_path(folder, rec["seed"]), rec)
                 found[rec["seed"]] = rec
 
-            train_condition(cond, missing, cfg, condition_key=key, on_record=save, device=device, progress=progress)
+            train_condition(
+                cond,
+                missing,
+                cfg,
+                condition_key=key,
+                on_record=save,
+                device=device,
+                progress=progress,
+                checkpoint=folder / "checkpoint",
+            )
     return [found[s] for s in seeds]
 
 

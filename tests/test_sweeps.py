@@ -14,6 +14,7 @@ from corelib.engine import DropoutStreams, PrefixData, SeedStack, StackOptimizer
 from corelib.sweeps import (
     Condition,
     SweepConfig,
+    SweepStats,
     batch_plan,
     bootstrap_fit,
     condition_dir,
@@ -289,3 +290,43 @@ def test_batch_plan_and_a_kept_partial_batch():
         train_condition(cond, (1,), cfg, device="cpu", progress=False, max_steps=4, stats=stats)
         rows[keep] = stats.train_rows
     assert rows == {False: 4 * 32, True: 2 * (32 + 28)}
+
+
+@pytest.mark.slow
+def test_an_interrupted_condition_resumes_from_its_checkpoint_to_the_same_records(tmp_path, monkeypatch):
+    import corelib.sweeps as sweeps
+
+    cfg = SweepConfig(**TINY, threshold=0.9, patience_epochs=1, max_epochs=300, dropout=0.1)
+    cond, seeds = Condition(p=11, weight_decay=1.0, batch_size=None), (1, 2, 3)
+    data = overlap_data(cond, cfg)
+    reference = {r["seed"]: r for r in train_condition(cond, seeds, cfg, device="cpu", progress=False, data=data)}
+    stops = sorted(r["stopped_at"] for r in reference.values())
+    assert stops[0] < stops[-1]
+    interrupt_at = (stops[0] + stops[-1]) // 2  # full batch: one step per epoch
+
+    class Killed(Exception):
+        pass
+
+    real_save = sweeps._save_checkpoint
+
+    def save_then_die(path, trainer, epoch, *args):
+        real_save(path, trainer, epoch, *args)
+        if epoch == interrupt_at:
+            raise Killed
+
+    stored: dict[int, dict] = {}
+    kwargs = dict(device="cpu", progress=False, data=data, checkpoint=tmp_path / "checkpoint", checkpoint_every=1)
+    monkeypatch.setattr(sweeps, "_save_checkpoint", save_then_die)
+    with pytest.raises(Killed):
+        train_condition(cond, seeds, cfg, on_record=lambda r: stored.update({r["seed"]: r}), **kwargs)
+    monkeypatch.setattr(sweeps, "_save_checkpoint", real_save)
+    assert 0 < len(stored) < len(seeds)  # killed with some seeds done and some running
+    missing = [s for s in seeds if s not in stored]
+    stats = SweepStats()
+    resumed = train_condition(
+        cond, missing, cfg, on_record=lambda r: stored.update({r["seed"]: r}), stats=stats, **kwargs
+    )
+    assert stats.steps == max(reference[s]["stopped_at"] for s in missing) - interrupt_at  # resumed, not redone
+    assert {r["seed"]: r for r in resumed} == {s: reference[s] for s in missing}
+    assert stored == reference
+    assert not list(tmp_path.glob("checkpoint*"))  # removed once the condition is done
