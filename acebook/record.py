@@ -107,8 +107,9 @@ def _export_core_inflation(profile: str, folder: Path) -> dict:
 
 def _verify_core_inflation(record: dict, epochs: int, tolerance: float) -> list[str]:
     params = modular.ModularParams(**record["provenance"]["params"])
-    if not params.branch_epoch < epochs <= params.long_epochs:
-        raise SystemExit(f"--epochs must lie in ({params.branch_epoch}, {params.long_epochs}], got {epochs}.")
+    snapshots = [r["epoch"] for r in record["arms"]["wd"] if r["epoch"] > params.branch_epoch]
+    if epochs not in snapshots:  # a horizon between snapshots would add one the record does not have
+        raise SystemExit(f"--epochs must be a recorded snapshot after the branch, e.g. {snapshots[:5]}; got {epochs}.")
     sample = modular.ModularParams(**{**asdict(params), "epochs": min(params.epochs, epochs), "long_epochs": epochs})
     problems = []
     for arm in modular.ARMS:

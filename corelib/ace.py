@@ -126,7 +126,8 @@ class Core:
     def truncate(self, rank: int) -> Core:
         """The same core restricted to its leading ``rank`` directions."""
         check_rank(rank, self.rank, "rank of this core")
-        return replace(self, basis=self.basis[:, :rank])
+        meta = {**self.metadata, "rank": rank} if "rank" in self.metadata else dict(self.metadata)
+        return replace(self, basis=self.basis[:, :rank], metadata=meta)
 
     def hooks(self, hook_name: str, mode: str = "remove", *, centered: bool = False, positions="all") -> CoreHooks:
         """The intervention ``mode`` (``"keep"``, ``"remove"`` or ``"flip"``) at ``hook_name``.
@@ -178,6 +179,8 @@ class Core:
                 f"inconsistent core arrays in {folder}: basis {basis.shape}, mean {mean.shape}, "
                 f"singular values {sv.shape}."
             )
+        if not isinstance(meta.get("metadata"), dict):
+            raise StoreError(f"{folder / 'core.json'} has no metadata object; it was not written by Core.save.")
         return cls(basis, sv, mean, meta["metadata"])
 
 
@@ -461,6 +464,8 @@ def extract_from_model(
     if len(n) != 1:
         raise ValueError(f"the input tensors have different numbers of examples: {sorted(n)}.")
     n = n.pop()
+    if n < 2:
+        raise ValueError(f"need at least 2 examples for the activity covariance, got {n}.")
     if isinstance(positions, torch.Tensor) and positions.shape != (n,):
         raise ValueError(f"positions must have shape ({n},), one per example, got {tuple(positions.shape)}.")
     if not isinstance(positions, torch.Tensor) and positions != "last":

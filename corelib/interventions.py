@@ -177,7 +177,8 @@ def rank_interventions(
 def _interventions(
     full_core: Core, mode: str, h: torch.Tensor, ranks: Sequence[int], centered: bool, chunk: int
 ) -> Iterator[torch.Tensor]:
-    x = h.double()
+    # float64 where the device has it (MPS has not: there on the CPU, each chunk moved back).
+    x = h.double() if h.device.type != "mps" else h.cpu().double()
     q = torch.as_tensor(full_core.basis[:, : max(ranks, default=0)], dtype=x.dtype, device=x.device)
     mu = torch.as_tensor(full_core.mean, dtype=x.dtype, device=x.device)
     z = ((x - mu) if centered else x) @ q
@@ -193,7 +194,7 @@ def _interventions(
             out = out.add_(mu) if centered else out
         else:
             out = out.mul_(-2 if mode == "flip" else -1).add_(x)
-        yield out.to(h.dtype)
+        yield out.to(h.device, h.dtype)
 
 
 @torch.no_grad()

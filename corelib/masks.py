@@ -129,8 +129,8 @@ class DropoutStreams:
     """
 
     def __init__(self, p: float, seeds: Iterable[int], start_epoch: int = 0) -> None:
-        if not 0 < p < 1:
-            raise ValueError(f"dropout probability must lie in (0, 1), got {p}.")
+        if not 0 < p < 1 or round(p * 2**32) >= 2**32:
+            raise ValueError(f"dropout probability must lie in (0, 1) (at most 1 - 2**-33), got {p}.")
         self.p = float(p)
         self.seeds = tuple(int(s) for s in seeds)
         self.streams = [dropout_seed(s, start_epoch) for s in self.seeds]
@@ -154,7 +154,9 @@ class DropoutStreams:
         """The masks of one training step on (batch, length) tokens: a list of (S, *shape) tensors.
 
         Each element is the one the full forward pass on these tokens would get; with
-        ``last_only`` only the elements the last-position pass uses are drawn.
+        ``last_only`` only the elements the last-position pass uses are drawn. In a ``dtype``
+        coarser than float32 the scale ``1 / (1 - p)`` is rounded (bf16: 1.109375 for p = 0.1);
+        the engine draws float32 masks and rounds only the products.
         """
         device = torch.device(device)
         full = mask_shapes(model_cfg, batch, length)
@@ -171,9 +173,9 @@ class DropoutStreams:
 
     def _stream_keys(self, device: torch.device) -> torch.Tensor:
         # Kept on the device: one copy per run, not one per step.
-        cached = getattr(self, "_keys", None)
-        if cached is None or cached.device != device:
+        if getattr(self, "_keys_device", None) != device:
             self._keys = torch.tensor(self.streams, dtype=torch.int64).to(device)
+            self._keys_device = device
         return self._keys
 
     def subset(self, keep: Sequence[int]) -> DropoutStreams:

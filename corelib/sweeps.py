@@ -406,7 +406,7 @@ def train_condition(
         trainer.step_count = saved["meta"]["step"]
     # A full batch's training forward gives the training accuracy of the weights before the
     # step for free, but only without dropout: with it, that forward is a noisy model's.
-    free_train_acc = full_batch and streams is None
+    free_train_acc = full_batch and streams is None and cfg.precision == "fp32"  # accuracies in fp32
     fn = stacked_last_logits(model_cfg, shared_rows=True)
     train_test, test_test = _ThresholdTest(train, cfg.threshold, fn), _ThresholdTest(test, cfg.threshold, fn)
     t_mem: dict[int, int | None] = dict.fromkeys(running)
@@ -498,8 +498,7 @@ def train_condition(
         if checkpoint is not None and epoch % checkpoint_every == 0:
             _save_checkpoint(checkpoint, trainer, epoch, seeds, t_mem, t_gen, records)
     if checkpoint is not None:  # done: the records replace it
-        for old in sorted(Path(checkpoint).parent.glob(f"{Path(checkpoint).name}*")):
-            remove(old)
+        remove_checkpoint(checkpoint)
     bar.update(trainer.step_count - bar.n)
     bar.close()
     stats.eval_rows += train_test.rows_evaluated + test_test.rows_evaluated
@@ -534,14 +533,21 @@ def _save_checkpoint(path: Path, trainer: Trainer, epoch: int, seeds, t_mem, t_g
         remove(path.parent / previous)
 
 
+def remove_checkpoint(path: Path) -> None:
+    """Delete a condition's checkpoint files (nothing happens if there are none)."""
+    for old in sorted(Path(path).parent.glob(f"{Path(path).name}*")):
+        remove(old)
+
+
 def _load_checkpoint(path: Path | None, seeds, device) -> dict | None:
     """A checkpoint whose running seeds include ``seeds``, or None (none saved, or of other seeds)."""
     if path is None or not Path(f"{path}.json").exists():
         return None
     meta = load_json(Path(f"{path}.json"))
     # Seeds that finished after the checkpoint have records already: they are trained again
-    # (to the same records) with the others that were still running.
+    # (to the same records, with deterministic kernels) with the others that were still running.
     if not set(seeds) <= set(meta["running"]):
+        remove_checkpoint(path)  # of other seeds: a fresh run must not write beside it
         return None
     tensors = load_tensors(Path(path).parent / meta["tensors"], device)
     params = {k[len("params.") :]: v for k, v in tensors.items() if k.startswith("params.")}
@@ -663,6 +669,8 @@ def run_condition(
     with run_lock(folder, f"sweep condition {cond.label()}"):  # a second process waits and reuses
         found = {s: load_record(folder, cond, cfg, s) for s in seeds}
         missing = [s for s in seeds if found[s] is None]
+        if not missing:  # a run killed between its last record and its clean-up leaves this behind
+            remove_checkpoint(folder / "checkpoint")
         if missing:
 
             def save(rec: dict) -> None:

@@ -23,7 +23,11 @@ def _logits(output: Any) -> torch.Tensor:
 
 
 def logits_at(position: int = -1) -> Callable[[Any], torch.Tensor]:
-    """Every logit at ``position`` (default: the last): (batch, vocab)."""
+    """Every logit at ``position`` (default: the last): (batch, vocab).
+
+    Each output is one backward pass per batch in :func:`corelib.ace.extract_from_model`: fine
+    for a toy vocabulary, far too many for a language model's (use :func:`logit_difference`).
+    """
     return lambda output: _logits(output)[:, position]
 
 

@@ -194,3 +194,9 @@ def test_extract_from_model_on_a_hugging_face_causal_lm_by_module_path():
 
     jac = torch.stack([torch.func.jacrev(logits_given(i))(h[i]) for i in range(len(ids))])
     _same_core(got, extract(h.double(), jac.double(), rank=16), 3)
+
+
+def test_truncating_a_core_updates_the_rank_in_a_copy_of_its_metadata():
+    core = Core(np.eye(4)[:, :3], np.ones(4), np.zeros(4), {"rank": 3, "hook": "h"})
+    small = core.truncate(2)
+    assert small.metadata == {"rank": 2, "hook": "h"} and core.metadata["rank"] == 3

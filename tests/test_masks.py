@@ -8,7 +8,7 @@ import torch
 from scipy import stats
 
 from corelib.fastpath import mask_shapes, trailing_part
-from corelib.masks import MASK_GENERATOR, DropoutStreams, dropout_seed, element_bits, site_keys
+from corelib.masks import DropoutStreams, dropout_seed, element_bits, site_keys
 from corelib.models import TransformerConfig
 from corelib.results import StoreError
 
@@ -156,4 +156,8 @@ def test_bad_settings_and_foreign_states_are_refused():
         streams.load_state(torch.zeros(2, 5056, dtype=torch.uint8))  # a torch generator's state
     with pytest.raises(StoreError, match="this run draws from"):
         streams.load_state(DropoutStreams(0.1, [1, 3]).state())
-    assert MASK_GENERATOR  # recorded in run identities
+
+
+def test_a_dropout_rate_too_close_to_one_for_32_bit_thresholds_is_refused():
+    with pytest.raises(ValueError, match=r"at most 1 - 2\*\*-33"):
+        DropoutStreams(1 - 2**-34, [1])

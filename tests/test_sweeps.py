@@ -293,7 +293,9 @@ def test_batch_plan_and_a_kept_partial_batch():
 
 
 @pytest.mark.slow
-def test_an_interrupted_condition_resumes_from_its_checkpoint_to_the_same_records(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kill", ["after a checkpoint", "after a record"])
+def test_an_interrupted_condition_resumes_from_its_checkpoint_to_the_same_records(tmp_path, monkeypatch, kill):
+    # "after a record": the seed that just stopped is in the last checkpoint, so it is trained again.
     import corelib.sweeps as sweeps
 
     cfg = SweepConfig(**TINY, threshold=0.9, patience_epochs=1, max_epochs=300, dropout=0.1)
@@ -308,17 +310,25 @@ def test_an_interrupted_condition_resumes_from_its_checkpoint_to_the_same_record
         pass
 
     real_save = sweeps._save_checkpoint
+    stored: dict[int, dict] = {}
 
     def save_then_die(path, trainer, epoch, *args):
         real_save(path, trainer, epoch, *args)
         if epoch == interrupt_at:
             raise Killed
 
-    stored: dict[int, dict] = {}
+    def store_then_die(rec):
+        stored[rec["seed"]] = rec
+        raise Killed
+
     kwargs = dict(device="cpu", progress=False, data=data, checkpoint=tmp_path / "checkpoint", checkpoint_every=1)
-    monkeypatch.setattr(sweeps, "_save_checkpoint", save_then_die)
+    if kill == "after a checkpoint":
+        monkeypatch.setattr(sweeps, "_save_checkpoint", save_then_die)
+        first = lambda r: stored.update({r["seed"]: r})  # noqa: E731
+    else:
+        first = store_then_die
     with pytest.raises(Killed):
-        train_condition(cond, seeds, cfg, on_record=lambda r: stored.update({r["seed"]: r}), **kwargs)
+        train_condition(cond, seeds, cfg, on_record=first, **kwargs)
     monkeypatch.setattr(sweeps, "_save_checkpoint", real_save)
     assert 0 < len(stored) < len(seeds)  # killed with some seeds done and some running
     missing = [s for s in seeds if s not in stored]
@@ -326,7 +336,8 @@ def test_an_interrupted_condition_resumes_from_its_checkpoint_to_the_same_record
     resumed = train_condition(
         cond, missing, cfg, on_record=lambda r: stored.update({r["seed"]: r}), stats=stats, **kwargs
     )
-    assert stats.steps == max(reference[s]["stopped_at"] for s in missing) - interrupt_at  # resumed, not redone
+    started = interrupt_at if kill == "after a checkpoint" else stops[0] - 1
+    assert stats.steps == max(reference[s]["stopped_at"] for s in missing) - started  # resumed, not redone
     assert {r["seed"]: r for r in resumed} == {s: reference[s] for s in missing}
     assert stored == reference
     assert not list(tmp_path.glob("checkpoint*"))  # removed once the condition is done
