@@ -320,14 +320,17 @@ class SeedStack:
             self.cfg, [self.seeds[i] for i in keep], {k: v.detach()[index].clone() for k, v in self.params.items()}
         )
 
-    def last_logits(self, data: PrefixData, idx: torch.Tensor | None = None) -> torch.Tensor:
+    def last_logits(
+        self, data: PrefixData, idx: torch.Tensor | None = None, params: dict | None = None
+    ) -> torch.Tensor:
         """Last-position logits (S, B, vocab) without dropout: every seed on its rows ``idx`` (S, B).
 
-        Without ``idx`` every seed sees the whole dataset.
+        Without ``idx`` every seed sees the whole dataset; ``params`` replaces the stack's weights.
         """
         if idx is None:
             idx = torch.arange(len(data), device=data.last.device).expand(len(self), -1)
-        return _stacked_fn(self.cfg, "last")(self.params, data.last[idx], data.index[idx], data.prefixes)
+        params = self.params if params is None else params
+        return _stacked_fn(self.cfg, "last")(params, data.last[idx], data.index[idx], data.prefixes)
 
     def train_logits(
         self, data: Data, idx: torch.Tensor, masks: list[torch.Tensor] | None, params: dict | None = None
@@ -343,7 +346,7 @@ class SeedStack:
                 return _stacked_fn(self.cfg, "all")(params, data.inputs[idx])
             return _stacked_fn(self.cfg, "all_masked")(params, data.inputs[idx], masks)
         if masks is None:
-            return _stacked_fn(self.cfg, "last")(params, data.last[idx], data.index[idx], data.prefixes)
+            return self.last_logits(data, idx, params)
         return _stacked_fn(self.cfg, "last_masked")(params, data.tokens(idx), masks)
 
     @torch.no_grad()

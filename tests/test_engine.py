@@ -276,43 +276,16 @@ def test_branch_starts_from_the_snapshot_with_a_fresh_optimizer(tmp_path):
 def test_extending_a_run_continues_it_and_shorter_requests_reuse_snapshots(tmp_path, model_cfg):
     # With dropout this also checks that the dropout streams are checkpointed and restored.
     train, test = _prefix_data()
-    short, _ = train_stack(
-        model_cfg,
-        StackConfig(epochs=2, batch_size=16, snapshot_every=1),
-        SEEDS,
-        train,
-        test,
-        tmp_path / "a",
-        progress=False,
-    )
-    long_, hist = train_stack(
-        model_cfg,
-        StackConfig(epochs=4, batch_size=16, snapshot_every=1),
-        SEEDS,
-        train,
-        test,
-        tmp_path / "a",
-        progress=False,
-    )
-    direct, _ = train_stack(
-        model_cfg,
-        StackConfig(epochs=4, batch_size=16, snapshot_every=1),
-        SEEDS,
-        train,
-        test,
-        tmp_path / "b",
-        progress=False,
-    )
+
+    def train_to(epochs: int, folder: str):
+        cfg = StackConfig(epochs=epochs, batch_size=16, snapshot_every=1)
+        return train_stack(model_cfg, cfg, SEEDS, train, test, tmp_path / folder, progress=False)
+
+    short, _ = train_to(2, "a")
+    long_, hist = train_to(4, "a")  # extends the run in "a"
+    direct, _ = train_to(4, "b")
     assert all(torch.equal(long_.params[k], direct.params[k]) for k in direct.params)
-    again, hist2 = train_stack(
-        model_cfg,
-        StackConfig(epochs=2, batch_size=16, snapshot_every=1),
-        SEEDS,
-        train,
-        test,
-        tmp_path / "a",
-        progress=False,
-    )
+    again, hist2 = train_to(2, "a")  # shorter than what "a" holds: its snapshot
     assert all(torch.equal(again.params[k], short.params[k]) for k in short.params)
     assert hist2["epoch"] == [1, 2] and hist["epoch"] == [1, 2, 3, 4]
 
