@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from corelib.claims import CLAIMS, Claim, load_records, status
+from corelib.claims import CLAIMS, RECORDED_SUFFIX, STATUSES, Claim, load_records, status
 
 __all__ = ["chapter_frame", "chapter_table", "claims_table", "format_value"]
 
@@ -38,10 +38,13 @@ def format_value(value: Any) -> str:
     return one(value)
 
 
-def _row(c: Claim, data: Mapping[str, Any]) -> dict:
+def _row(c: Claim, data: Mapping[str, Any], build: Mapping[str, Any]) -> dict:
+    """The row of claim ``c`` judged on ``data``; ``build`` is this build's record (the same as
+    ``data`` unless ``data`` comes from a recorded run)."""
     state, within = status(c, data)
     measured = within is not None
     settings = data.get("settings", {})
+    build_state, _ = status(c, build)
     return {
         "id": c.id,
         "chapter": c.chapter,
@@ -54,18 +57,33 @@ def _row(c: Claim, data: Mapping[str, Any]) -> dict:
         "basis": c.basis,
         "settings": "; ".join(f"{k}: {v}" for k, v in settings.items()) if measured else "",
         "profile": data.get("profile", "—") if measured else "—",
+        "source": (data.get("source") or "this build") if measured else "—",
+        "this build": _build_cell(c, build, build_state) if build is not data else "",
         "note": data.get("notes", {}).get(c.id, ""),
     }
+
+
+def _build_cell(c: Claim, build: Mapping[str, Any], state: str) -> str:
+    """This build's value of a claim judged on a recorded run, with its status."""
+    if state == STATUSES[-1]:
+        return state
+    return f"{format_value(build['values'][c.id])} ({state})"
 
 
 def claims_table(records: Mapping[str, dict] | None = None) -> list[dict]:
     """One row per registered claim: paper value, ours, tolerance and its basis, status, settings.
 
-    ``records`` (``{chapter: record}``) defaults to :func:`corelib.claims.load_records`; the
-    statuses are those of :func:`corelib.claims.status`.
+    ``records`` (``{name: record}``) defaults to :func:`corelib.claims.load_records`; the
+    statuses are those of :func:`corelib.claims.status`. A claim measured on a recorded run (a
+    record named ``<chapter>.recorded``) is judged on it, with this build's own value beside it.
     """
     records = load_records() if records is None else records
-    return [_row(c, records.get(c.chapter, {})) for c in CLAIMS]
+    rows = []
+    for c in CLAIMS:
+        build = records.get(c.chapter, {})
+        recorded = records.get(c.chapter + RECORDED_SUFFIX, {})
+        rows.append(_row(c, recorded, build) if status(c, recorded)[1] is not None else _row(c, build, build))
+    return rows
 
 
 def chapter_table(chapter: str, root: Path | str | None = None) -> list[dict]:
@@ -86,15 +104,23 @@ def chapter_frame(chapter: str, root: Path | str | None = None):
     import pandas as pd
 
     rows = chapter_table(chapter, root)
-    frame = pd.DataFrame(rows).set_index("id")[
-        ["claim", "paper", "ours", "tolerance", "within tolerance", "status", "basis"]
-    ]
-    settings = next((r["settings"] for r in rows if r["settings"]), "")
+    columns = ["claim", "paper", "ours", "tolerance", "within tolerance", "status", "basis"]
+    sources = sorted({r["source"] for r in rows if r["source"] not in ("—", "this build")})
+    if sources:
+        columns += ["source", "this build"]
+    frame = pd.DataFrame(rows).set_index("id")[columns]
+    own = [r for r in rows if r["source"] == "this build"]
+    settings = next((r["settings"] for r in own if r["settings"]), "")
     caption = (
         f"Measured at settings other than the paper's: {settings}."
         if settings
         else "Measured at the paper's settings."
-        if any(r["ours"] != "—" for r in rows)
+        if own
         else "Not measured in this run."
     )
+    if sources:
+        caption = (
+            f"Judged on the {'; '.join(sources)} where it measured the claim; the column 'this "
+            "build' gives the value this build computed, with its status at this build's settings."
+        )
     return frame.style.set_caption(caption).set_properties(**{"text-align": "left"})

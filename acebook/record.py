@@ -17,7 +17,6 @@ the record the sample is identical; elsewhere float rounding may move an accurac
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import platform
 import sys
@@ -33,14 +32,14 @@ import torch
 from corelib.engine import snapshot_epochs, training_seconds
 from corelib.experiments import modular
 from corelib.experiments.grokking_sweeps import SweepsParams
-from corelib.recorded import provenance, recorded_path
+from corelib.recorded import compare_values, provenance, recorded_path
 from corelib.results import save_json
 from corelib.sweeps import condition_dir, load_record, run_condition
 
 from .project import profile_parameters
 from .run_times import CODE_DIGITS, corelib_hash, git_commit
 
-__all__ = ["export", "verify", "machine", "compare_values", "main"]
+__all__ = ["export", "verify", "machine", "main"]
 
 _DROPPED = ("operator",)  # the fitted operator matrices: large, and re-derivable from the snapshots
 
@@ -77,8 +76,13 @@ def _inflation_params(profile: str) -> modular.ModularParams:
 
 
 def _compact(records: list[dict]) -> list[dict]:
+    """The records without the fitted operators, except at the last snapshot (the figure shows it)."""
+    last = records[-1]["epoch"] if records else None
     return [
-        {"epoch": r["epoch"], "models": [{k: v for k, v in m.items() if k not in _DROPPED} for m in r["models"]]}
+        {
+            "epoch": r["epoch"],
+            "models": [{k: v for k, v in m.items() if r["epoch"] == last or k not in _DROPPED} for m in r["models"]],
+        }
         for r in records
     ]
 
@@ -113,10 +117,17 @@ def _verify_core_inflation(record: dict, epochs: int, tolerance: float) -> list[
     sample = modular.ModularParams(**{**asdict(params), "epochs": min(params.epochs, epochs), "long_epochs": epochs})
     problems = []
     for arm in modular.ARMS:
-        fresh = _compact(modular.analyse_arm(sample, arm, epochs))
-        kept = [r for r in record["arms"][arm] if r["epoch"] <= epochs]
+        fresh = _without_operators(modular.analyse_arm(sample, arm, epochs))
+        kept = _without_operators([r for r in record["arms"][arm] if r["epoch"] <= epochs])
         problems += compare_values(kept, fresh, tolerance, f"{arm}")
     return problems
+
+
+def _without_operators(records: list[dict]) -> list[dict]:
+    return [
+        {"epoch": r["epoch"], "models": [{k: v for k, v in m.items() if k not in _DROPPED} for m in r["models"]]}
+        for r in records
+    ]
 
 
 # ---------------------------------------------------------------- grokking sweeps
@@ -174,29 +185,6 @@ def _verify_grokking_sweeps(record: dict, label: str, n_seeds: int, tolerance: f
 
 
 # ---------------------------------------------------------------- shared
-
-
-def compare_values(recorded: Any, fresh: Any, tolerance: float, where: str = "") -> list[str]:
-    """Differences between a record and its re-derivation: integers, strings and None exactly,
-    floats within ``tolerance`` (absolute), lists and dicts element by element."""
-    if isinstance(recorded, dict) and isinstance(fresh, dict):
-        if set(recorded) != set(fresh):
-            return [f"{where}: keys {sorted(set(recorded) ^ set(fresh))} in only one of them"]
-        return [p for k in recorded for p in compare_values(recorded[k], fresh[k], tolerance, f"{where}.{k}")]
-    if isinstance(recorded, list) and isinstance(fresh, list):
-        if len(recorded) != len(fresh):
-            return [f"{where}: {len(recorded)} recorded entries, {len(fresh)} re-derived"]
-        return [
-            p for i, (a, b) in enumerate(zip(recorded, fresh)) for p in compare_values(a, b, tolerance, f"{where}[{i}]")
-        ]
-    if isinstance(recorded, float) or isinstance(fresh, float):
-        if isinstance(recorded, bool) or isinstance(fresh, bool) or recorded is None or fresh is None:
-            return [] if recorded == fresh else [f"{where}: recorded {recorded!r}, re-derived {fresh!r}"]
-        a, b = float(recorded), float(fresh)
-        if (math.isnan(a) and math.isnan(b)) or abs(a - b) <= tolerance:
-            return []
-        return [f"{where}: recorded {a!r}, re-derived {b!r}"]
-    return [] if recorded == fresh else [f"{where}: recorded {recorded!r}, re-derived {fresh!r}"]
 
 
 _EXPORTERS = {"core_inflation": _export_core_inflation, "grokking_sweeps": _export_grokking_sweeps}

@@ -12,6 +12,11 @@ measured and the settings at which it differs from the paper (:func:`deviations`
 settings, whatever the numbers: only the paper's settings can reproduce a claim) or ``not run in
 this profile``. A measured value is a number, a list of numbers or a ``{label: number}`` mapping;
 every number must pass. The book renders the tables with :mod:`acebook.claims_page`.
+
+A chapter whose claims need the paper's scale (hours of training) also records the values of the
+recorded paper-profile run (:mod:`corelib.recorded`) with ``source=`` naming that run; they are
+kept beside the build's own values (``<chapter>.recorded.json``), and the claims page judges
+those claims on the recorded run.
 """
 
 from __future__ import annotations
@@ -27,7 +32,20 @@ from typing import Any
 
 from .results import json_files, load_json, results_root, save_json
 
-__all__ = ["CLAIMS", "STATUSES", "Claim", "claim", "claims_dir", "deviations", "load_records", "record", "status"]
+__all__ = [
+    "CLAIMS",
+    "RECORDED_SUFFIX",
+    "STATUSES",
+    "Claim",
+    "claim",
+    "claims_dir",
+    "deviations",
+    "load_records",
+    "record",
+    "status",
+]
+
+RECORDED_SUFFIX = ".recorded"  # record file of the values a chapter read from a recorded run
 
 STATUSES = ("reproduced", "differs", "measured at reduced settings", "not run in this profile")
 
@@ -314,6 +332,7 @@ def record(
     settings: Mapping[str, str],
     notes: Mapping[str, str] | None = None,
     root: Path | str | None = None,
+    source: str | None = None,
 ) -> Path:
     """Save what ``chapter`` measured for its claims; returns the file written.
 
@@ -323,6 +342,11 @@ def record(
     claims are ``measured at reduced settings``. ``notes`` adds a sentence per claim id. The
     runner's profile (environment variable ``ACE_PROFILE``, set by the book's runner) is stored
     with the values.
+
+    ``source`` is None for what this build computed. For values read from a recorded run (see
+    :mod:`corelib.recorded`) it names that run, e.g. ``"recorded paper-profile run (commit
+    abc1234, 2026-11-25)"``; such values are saved in ``<chapter>.recorded.json``, beside the
+    build's, with the recorded run's own settings.
     """
     notes = dict(notes or {})
     for cid in list(values) + list(notes):
@@ -332,8 +356,11 @@ def record(
     bad = [k for k, v in dict(settings).items() if not isinstance(k, str) or not isinstance(v, str)]
     if bad:
         raise TypeError(f"settings must map names to text (see claims.deviations), got {bad}.")
+    if source is not None and (not isinstance(source, str) or not source.strip()):
+        raise ValueError(f"source must name the recorded run in a few words, got {source!r}.")
     data = {
         "chapter": chapter,
+        "source": source,
         "profile": os.environ.get("ACE_PROFILE", "interactive"),
         "written": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "values": {cid: _check_value(cid, v) for cid, v in values.items()},
@@ -342,22 +369,24 @@ def record(
     }
     folder = claims_dir(root)
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{chapter}.json"
+    path = folder / f"{chapter}{'' if source is None else RECORDED_SUFFIX}.json"
     save_json(path, data)
     return path
 
 
 def load_records(root: Path | str | None = None, chapters: Iterable[str] | None = None) -> dict[str, dict]:
-    """Every recorded chapter file, ``{chapter: data}`` (a file that cannot be read is an error).
+    """Every recorded chapter file, ``{name: data}`` (a file that cannot be read is an error).
 
-    ``chapters`` limits the reading to those chapters' files (a chapter page shows its own rows
-    without depending on the records of chapters not yet rerun).
+    ``name`` is the chapter for what a build computed, and the chapter plus
+    :data:`RECORDED_SUFFIX` for what it read from a recorded run. ``chapters`` limits the reading
+    to those chapters' files (a chapter page shows its own rows without depending on the records
+    of chapters not yet rerun).
     """
     out = {}
     folder = claims_dir(root)
     paths = json_files(folder)
     if chapters is not None:
-        paths = [path for path in paths if path.stem in set(chapters)]
+        paths = [path for path in paths if path.stem.removesuffix(RECORDED_SUFFIX) in set(chapters)]
     for path in paths:
         data = load_json(path)  # verified: a damaged record names itself and the fix
         if (
@@ -374,7 +403,7 @@ def load_records(root: Path | str | None = None, chapters: Iterable[str] | None 
             raise ValueError(
                 f"{path} records unknown claims {unknown}; rerun chapter {path.stem!r} with this version of corelib."
             )
-        out[data.get("chapter", path.stem)] = data
+        out[path.stem] = data
     return out
 
 

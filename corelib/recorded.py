@@ -16,12 +16,13 @@ A recorded folder holds ``provenance.json`` and the results of one experiment:
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 from .results import PROJECT_ROOT, StoreError, load_json
 
-__all__ = ["RECORDED_DIR", "recorded_path", "is_recorded", "load_recorded", "provenance"]
+__all__ = ["RECORDED_DIR", "recorded_path", "is_recorded", "load_recorded", "provenance", "compare_values"]
 
 RECORDED_DIR = PROJECT_ROOT / "recorded"
 _PARTS = {
@@ -60,3 +61,26 @@ def load_recorded(name: str, profile: str = "paper", root: Path | str | None = N
     for part in _PARTS[name]:
         out[part] = load_json(folder / f"{part}.json")
     return out
+
+
+def compare_values(recorded: Any, fresh: Any, tolerance: float, where: str = "") -> list[str]:
+    """Differences between a record and its re-derivation: integers, strings and None exactly,
+    floats within ``tolerance`` (absolute), lists and dicts element by element."""
+    if isinstance(recorded, dict) and isinstance(fresh, dict):
+        if set(recorded) != set(fresh):
+            return [f"{where}: keys {sorted(set(recorded) ^ set(fresh))} in only one of them"]
+        return [p for k in recorded for p in compare_values(recorded[k], fresh[k], tolerance, f"{where}.{k}")]
+    if isinstance(recorded, list) and isinstance(fresh, list):
+        if len(recorded) != len(fresh):
+            return [f"{where}: {len(recorded)} recorded entries, {len(fresh)} re-derived"]
+        return [
+            p for i, (a, b) in enumerate(zip(recorded, fresh)) for p in compare_values(a, b, tolerance, f"{where}[{i}]")
+        ]
+    if isinstance(recorded, float) or isinstance(fresh, float):
+        if isinstance(recorded, bool) or isinstance(fresh, bool) or recorded is None or fresh is None:
+            return [] if recorded == fresh else [f"{where}: recorded {recorded!r}, re-derived {fresh!r}"]
+        a, b = float(recorded), float(fresh)
+        if (math.isnan(a) and math.isnan(b)) or abs(a - b) <= tolerance:
+            return []
+        return [f"{where}: recorded {a!r}, re-derived {b!r}"]
+    return [] if recorded == fresh else [f"{where}: recorded {recorded!r}, re-derived {fresh!r}"]

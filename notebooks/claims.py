@@ -37,6 +37,13 @@
 #   numbers; the column "within tolerance" still says whether they passed;
 # - **not run in this profile**: no chapter of this build measured it.
 #
+# Two chapters make claims that need the paper's scale: core inflation over 20 000 epochs, and
+# the grokking sweeps over 12 seeds and 13 conditions. Those runs take many CPU hours, so they
+# were run once at the paper's settings and their compact results are kept in the repository
+# (`recorded/`, with their provenance and a command that re-derives a sample of them). Where a
+# recorded run measured a claim, the claim is judged on it: the `source` column names the run,
+# and the column `this build` gives the value the build computed at its own, smaller settings.
+#
 # The page is rebuilt whenever a chapter saves new values, so it always describes the chapters
 # beside it. Which profile produced each value is in the `profile` column: the `smoke` profile
 # only checks that the code runs.
@@ -89,7 +96,7 @@ COLORS = {"reproduced": "#d8f0d8", "differs": "#f8d8d0",
           "not run in this profile": "#eeeeee"}
 COLUMNS = ["id", "claim", "paper", "ours", "tolerance",
            "within tolerance", "status", "basis", "settings", "profile",
-           "note"]
+           "source", "this build", "note"]
 
 
 def claims_html(rows: pd.DataFrame) -> str:
@@ -114,7 +121,8 @@ for chapter, rows in table.groupby("chapter", sort=False):
 #   column (and in the chapter that measured it).
 # - A claim **measured at reduced settings** is one this build cannot settle: the `book` profile
 #   trains core inflation for a fraction of the paper's 20 000 epochs and sweeps fewer seeds and
-#   conditions. Rerun with `--profile paper` to test those claims at full scale.
+#   conditions. Where a recorded paper-profile run exists, the claim is judged on it instead (see
+#   `source`); rerun with `--profile paper` to test those claims at full scale yourself.
 # - Claims about models that cannot be loaded on a machine without a network (GPT-2, LLaMA-3.1,
 #   Gemma-2 and Qwen2.5 in the paper) are checked on the language models the book can load; the
 #   chapter on subject–verb agreement says which.

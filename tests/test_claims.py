@@ -85,6 +85,43 @@ def test_status_reads_the_settings_and_the_tolerance(tmp_path):
         claims_page.chapter_table("claims", root=tmp_path)
 
 
+def test_claims_measured_on_a_recorded_run_are_judged_on_it_with_the_builds_value_beside(tmp_path):
+    claims.record(
+        "grokking_sweeps",
+        {"sweeps.p_crit": 30.0, "sweeps.r2_p": 0.999},
+        settings={"n_seeds": "3 (paper: 12)"},
+        root=tmp_path,
+    )
+    path = claims.record(
+        "grokking_sweeps",
+        {"sweeps.p_crit": 23.5, "sweeps.Omega": 5000.0},
+        settings={},
+        root=tmp_path,
+        source="recorded paper-profile run (commit abc1234)",
+    )
+    assert path.name == "grokking_sweeps.recorded.json"
+    records = claims.load_records(tmp_path)
+    assert set(records) == {"grokking_sweeps", "grokking_sweeps.recorded"}
+    rows = by_id(claims_page.claims_table(records))
+    p_crit = rows["sweeps.p_crit"]  # judged on the recorded run, at the paper's settings
+    assert (p_crit["status"], p_crit["ours"], p_crit["settings"]) == ("reproduced", "23.5", "")
+    assert p_crit["source"] == "recorded paper-profile run (commit abc1234)"
+    assert p_crit["this build"] == "30 (measured at reduced settings)"
+    assert rows["sweeps.Omega"]["status"] == "differs"  # 5000 is not within 10 % of 2770
+    assert rows["sweeps.Omega"]["this build"] == "not run in this profile"
+    # a claim the recorded run did not measure falls back to this build's value
+    r2 = rows["sweeps.r2_p"]
+    assert (r2["status"], r2["source"], r2["this build"]) == ("measured at reduced settings", "this build", "")
+    # a chapter page reads its recorded values too, and says where they come from
+    page = by_id(claims_page.chapter_table("grokking_sweeps", root=tmp_path))
+    assert page["sweeps.p_crit"]["source"] == "recorded paper-profile run (commit abc1234)"
+    assert (page["sweeps.r2_p"]["source"], page["sweeps.omega_exponent"]["source"]) == ("this build", "—")
+    caption = claims_page.chapter_frame("grokking_sweeps", root=tmp_path).caption
+    assert "Judged on the recorded paper-profile run (commit abc1234)" in caption
+    with pytest.raises(ValueError, match="source must name the recorded run"):
+        claims.record("grokking_sweeps", {}, settings={}, root=tmp_path, source=" ")
+
+
 def test_deviations_name_every_setting_that_differs_from_the_papers():
     from corelib.experiments.modular import ModularParams
 

@@ -8,7 +8,7 @@ from acebook import record
 from acebook.project import profile_parameters
 from corelib.experiments import modular
 from corelib.experiments.grokking_sweeps import SweepsParams
-from corelib.recorded import is_recorded, load_recorded, recorded_path
+from corelib.recorded import compare_values, is_recorded, load_recorded, recorded_path
 from corelib.results import StoreError, save_json
 from corelib.sweeps import run_sweep
 
@@ -25,15 +25,15 @@ def _smoke_inflation() -> modular.ModularParams:
 
 def test_compare_values_reports_each_difference_with_its_place():
     a = {"x": [1, 2.0, None], "y": {"z": "s"}}
-    assert record.compare_values(a, json.loads(json.dumps(a)), 1e-6) == []
+    assert compare_values(a, json.loads(json.dumps(a)), 1e-6) == []
     b = {"x": [1, 2.1, None], "y": {"z": "t"}}
-    assert record.compare_values(a, b, 1e-6) == [
+    assert compare_values(a, b, 1e-6) == [
         ".x[1]: recorded 2.0, re-derived 2.1",
         ".y.z: recorded 's', re-derived 't'",
     ]
-    assert record.compare_values(a, b, 0.2)[0].startswith(".y.z")  # within tolerance: only the string
-    assert record.compare_values([1, 2], [1], 0) == [": 2 recorded entries, 1 re-derived"]
-    assert record.compare_values({"r": 3}, {"r": 4}, 10) == [".r: recorded 3, re-derived 4"]  # integers exactly
+    assert compare_values(a, b, 0.2)[0].startswith(".y.z")  # within tolerance: only the string
+    assert compare_values([1, 2], [1], 0) == [": 2 recorded entries, 1 re-derived"]
+    assert compare_values({"r": 3}, {"r": 4}, 10) == [".r: recorded 3, re-derived 4"]  # integers exactly
 
 
 @pytest.mark.slow
@@ -52,6 +52,7 @@ def test_core_inflation_is_exported_read_back_and_re_derived(results):
     assert {"cpu", "torch"} <= set(prov["machine"]) and set(prov["code"]) == {"corelib", "commit"}
     assert [r["epoch"] for r in got["arms"]["no_wd"]] == [r["epoch"] for r in arms["no_wd"]]
     assert "operator" not in got["arms"]["wd"][0]["models"][0] and "modes" in got["arms"]["wd"][0]["models"][0]
+    assert all("operator" in m for m in got["arms"]["wd"][-1]["models"])  # the figure shows the last one
     assert got["history"]["wd"]["epoch"][-1] == params.long_epochs
     # Re-derived from scratch (another results root): identical on this machine and code.
     assert record.verify("core_inflation", "smoke", epochs=6, root=rec_root) == []
