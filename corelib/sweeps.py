@@ -60,6 +60,7 @@ __all__ = [
     "batch_plan",
     "min_correct",
     "train_condition",
+    "condition_key",
     "condition_dir",
     "record_problems",
     "load_record",
@@ -576,6 +577,11 @@ def _condition_params(cond: Condition, cfg: SweepConfig) -> dict:
     return params
 
 
+def condition_key(cond: Condition, cfg: SweepConfig) -> str:
+    """The key of a condition's records (its folder name, and the records' ``condition`` field)."""
+    return params_key(_condition_params(cond, cfg))
+
+
 def condition_dir(cond: Condition, cfg: SweepConfig, root: Path | str | None = None) -> Path:
     """Folder of a condition's records (created with its ``params.json`` if new)."""
     return run_dir("sweeps", _condition_params(cond, cfg), Path(root) if root is not None else None)
@@ -607,7 +613,7 @@ def record_problems(rec, cond: Condition, cfg: SweepConfig, seed: int) -> list[s
         return problems
     expected = {
         "seed": seed,
-        "condition": params_key(_condition_params(cond, cfg)),
+        "condition": condition_key(cond, cfg),
         "p": cond.p,
         "weight_decay": cond.weight_decay,
     }
@@ -665,7 +671,7 @@ def run_condition(
     """
     seeds = _check_seeds(seeds)
     folder = condition_dir(cond, cfg, root)
-    key = params_key(_condition_params(cond, cfg))
+    key = condition_key(cond, cfg)
     with run_lock(folder, f"sweep condition {cond.label()}"):  # a second process waits and reuses
         found = {s: load_record(folder, cond, cfg, s) for s in seeds}
         missing = [s for s in seeds if found[s] is None]

@@ -3,10 +3,11 @@
 import json
 
 import pytest
+from pandas.testing import assert_frame_equal
 
 from acebook import record
 from acebook.project import profile_parameters
-from corelib.experiments import modular
+from corelib.experiments import grokking_sweeps, modular, paper_scale
 from corelib.experiments.grokking_sweeps import SweepsParams
 from corelib.recorded import compare_values, is_recorded, load_recorded, recorded_path
 from corelib.results import StoreError, save_json
@@ -54,6 +55,22 @@ def test_core_inflation_is_exported_read_back_and_re_derived(results):
     assert "operator" not in got["arms"]["wd"][0]["models"][0] and "modes" in got["arms"]["wd"][0]["models"][0]
     assert all("operator" in m for m in got["arms"]["wd"][-1]["models"])  # the figure shows the last one
     assert got["history"]["wd"]["epoch"][-1] == params.long_epochs
+    # The chapter reads the record as it reads its own run, and compares the snapshots both have.
+    shown = paper_scale.recorded_inflation(rec_root, "smoke")
+    assert shown["source"].startswith("recorded smoke-profile run (commit ")
+    assert (
+        shown["summary"]["wd"]["core_dim_end"]
+        == modular.inflation_summary(params, arms["wd"], arms["no_wd"])["wd"]["core_dim_end"]
+    )
+    agree = paper_scale.inflation_agreement(params, arms, shown)
+    assert agree == {
+        "comparable": True,
+        "n_snapshots": {arm: len(arms[arm]) for arm in modular.ARMS},
+        "differences": [],
+    }
+    other = modular.ModularParams(**{**profile_parameters("core_inflation", "smoke"), "seeds": [7, 8]})
+    assert paper_scale.inflation_agreement(other, arms, shown)["comparable"] is False
+    assert paper_scale.recorded_inflation(results / "nothing", "smoke") is None
     # Re-derived from scratch (another results root): identical on this machine and code.
     assert record.verify("core_inflation", "smoke", epochs=6, root=rec_root) == []
     # A record that differs from what the code computes is reported ...
@@ -65,6 +82,8 @@ def test_core_inflation_is_exported_read_back_and_re_derived(results):
         f"wd[1].models[0].core_dim: recorded {changed['wd'][1]['models'][0]['core_dim']}, "
         f"re-derived {changed['wd'][1]['models'][0]['core_dim'] - 1}"
     ]
+    differences = paper_scale.inflation_agreement(params, arms, paper_scale.recorded_inflation(rec_root, "smoke"))
+    assert differences["differences"] == [f"wd epoch {arms['wd'][1]['epoch']}" + problems[0].removeprefix("wd[1]")]
     # ... and a damaged one is refused on reading.
     raw = (folder / "arms.json").read_bytes()
     (folder / "arms.json").write_bytes(raw.replace(b'"epoch": 2', b'"epoch": 3', 1))
@@ -84,6 +103,11 @@ def test_grokking_sweeps_are_exported_and_a_condition_re_derived(results):
     got = load_recorded("grokking_sweeps", "smoke", rec_root)
     n_conditions = len(params.omega_conditions()) + len(params.p_conditions())
     assert len(got["records"]) == n_conditions * params.n_seeds
+    shown = paper_scale.recorded_sweeps(rec_root, "smoke")
+    built = grokking_sweeps.run(params)
+    for key in ("table_omega", "table_p", "summary_omega", "summary_p", "fit_omega", "fit_p"):
+        assert_frame_equal(shown[key], built[key]) if built[key] is not None else shown[key] is None
+    assert paper_scale.recorded_sweeps(results / "nothing", "smoke") is None
     label = params.p_conditions()[0].label()
     assert record.verify("grokking_sweeps", "smoke", condition=label, seeds=1, root=rec_root) == []
     with pytest.raises(SystemExit, match="no condition 'p=2 wd=1 B=full'"):

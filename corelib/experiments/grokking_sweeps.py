@@ -24,7 +24,8 @@ from corelib.sweeps import (
     usable_delays,
 )
 
-__all__ = ["SweepsParams", "run", "constants_table", "claim_values", "claim_settings", "glue_values", "format_number"]
+__all__ = ["SweepsParams", "run",
+    "summarise_sweeps", "constants_table", "claim_values", "claim_settings", "glue_values", "format_number"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,11 @@ def run(params: SweepsParams) -> dict:
         params.omega_conditions(), params.seeds, params.config(params.omega_max_epochs), n_jobs=params.n_jobs
     )
     table_p = run_sweep(params.p_conditions(), params.seeds, params.config(params.p_max_epochs), n_jobs=params.n_jobs)
+    return summarise_sweeps(params, table_omega, table_p)
+
+
+def summarise_sweeps(params: SweepsParams, table_omega: pd.DataFrame, table_p: pd.DataFrame) -> dict:
+    """Summaries and bootstrap fits of the two sweeps' tables (one row per condition and seed)."""
     return {
         "params": params,
         "table_omega": table_omega,

@@ -1,0 +1,123 @@
+"""The recorded paper-scale runs, read for the chapters that show them beside their own results.
+
+Core inflation over the paper's 20 000 epochs and the grokking sweeps over 12 seeds and 13
+conditions take many CPU hours, so they are run once and kept in ``recorded/``
+(:mod:`corelib.recorded`). A chapter computes its own, smaller run and, when a record is present,
+shows the recorded one beside it, labelled with :func:`source_label`. Where the chapter's run
+trained the same models as the record (same seeds and settings, a shorter horizon), the snapshots
+both have must agree: :func:`inflation_agreement` checks that on every build.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..recorded import compare_values, is_recorded, load_recorded
+from ..sweeps import RECORD_FIELDS, condition_key
+from . import grokking_sweeps, modular
+
+__all__ = ["source_label", "recorded_inflation", "inflation_agreement", "recorded_sweeps"]
+
+_OPERATOR = "operator"  # kept by the record at each arm's last snapshot only
+
+
+def source_label(provenance: dict[str, Any]) -> str:
+    """How the book names a recorded run: profile, code commit and export date."""
+    code = provenance.get("code", {})
+    return (
+        f"recorded {provenance.get('profile', '?')}-profile run "
+        f"(commit {code.get('commit') or '?'}, exported {provenance.get('exported', '?')})"
+    )
+
+
+def recorded_inflation(root: Path | str | None = None, profile: str = "paper") -> dict[str, Any] | None:
+    """The recorded core-inflation run of ``profile``, or None when none is recorded.
+
+    Returns ``params``, ``arms`` (snapshot records per arm, as :func:`modular.analyse_arm` gives
+    them, without the fitted operators except at the last snapshot), ``histories`` (per arm),
+    ``summary`` (:func:`modular.inflation_summary`), ``provenance`` and ``source``.
+    """
+    if not is_recorded("core_inflation", profile, root):
+        return None
+    rec = load_recorded("core_inflation", profile, root)
+    params = modular.ModularParams(**rec["provenance"]["params"])
+    arms = {arm: rec["arms"][arm] for arm in modular.ARMS}
+    return {
+        "params": params,
+        "arms": arms,
+        "histories": rec["history"],
+        "summary": modular.inflation_summary(params, arms["wd"], arms["no_wd"]),
+        "provenance": rec["provenance"],
+        "source": source_label(rec["provenance"]),
+    }
+
+
+def _same_models(a: modular.ModularParams, b: modular.ModularParams) -> bool:
+    """Whether two parameter sets train and analyse the same models (horizons aside)."""
+    return (
+        a.training_identity() == b.training_identity()
+        and a.analysis_identity() == b.analysis_identity()
+        and (a.branch_epoch, a.branch_weight_decay) == (b.branch_epoch, b.branch_weight_decay)
+    )
+
+
+def _without_operator(record: dict) -> dict:
+    return {**record, "models": [{k: v for k, v in m.items() if k != _OPERATOR} for m in record["models"]]}
+
+
+def inflation_agreement(
+    params: modular.ModularParams, arms: dict[str, list[dict]], recorded: dict[str, Any], tolerance: float = 1e-6
+) -> dict[str, Any]:
+    """Compare this build's snapshot records with the recorded run's, at the epochs both have.
+
+    Returns ``comparable`` (the two trained the same models; if not, nothing is compared),
+    ``n_snapshots`` (per arm, the snapshots compared), ``differences`` (as
+    :func:`corelib.recorded.compare_values` words them: integers exactly, floats within
+    ``tolerance``). On the record's machine and code the shared snapshots are identical; elsewhere
+    float rounding can move an accuracy at a threshold.
+    """
+    if not _same_models(params, recorded["params"]):
+        return {"comparable": False, "n_snapshots": {arm: 0 for arm in arms}, "differences": []}
+    counts, problems = {}, []
+    for arm, records in arms.items():
+        kept = {r["epoch"]: r for r in recorded["arms"][arm]}
+        shared = [r for r in records if r["epoch"] in kept]
+        counts[arm] = len(shared)
+        for r in shared:
+            problems += compare_values(
+                _without_operator(kept[r["epoch"]]), _without_operator(r), tolerance, f"{arm} epoch {r['epoch']}"
+            )
+    return {"comparable": True, "n_snapshots": counts, "differences": problems}
+
+
+def recorded_sweeps(
+    root: Path | str | None = None, profile: str = "paper", n_boot: int | None = None
+) -> dict[str, Any] | None:
+    """The recorded grokking sweeps of ``profile``, summarised and fitted as the chapter does its
+    own (:func:`grokking_sweeps.summarise_sweeps`), plus ``provenance`` and ``source``; None when
+    none is recorded. ``n_boot`` overrides the record's number of bootstrap replicates.
+    """
+    if not is_recorded("grokking_sweeps", profile, root):
+        return None
+    rec = load_recorded("grokking_sweeps", profile, root)
+    kept = dict(rec["provenance"]["params"])
+    if n_boot is not None:
+        kept["n_boot"] = n_boot
+    params = grokking_sweeps.SweepsParams(**kept)
+
+    def table(conditions, cap) -> pd.DataFrame:
+        """The sweep's rows in its condition order, one per seed (as ``run_sweep`` returns them)."""
+        cfg = params.config(cap)
+        rows = {(r["condition"], r["seed"]): r for r in rec["records"]}
+        keys = [condition_key(c, cfg) for c in conditions]
+        return pd.DataFrame([rows[k, s] for k in keys for s in params.seeds], columns=list(RECORD_FIELDS))
+
+    tables = (
+        table(params.omega_conditions(), params.omega_max_epochs),
+        table(params.p_conditions(), params.p_max_epochs),
+    )
+    summary = grokking_sweeps.summarise_sweeps(params, *tables)
+    return {**summary, "provenance": rec["provenance"], "source": source_label(rec["provenance"]), "params": params}
