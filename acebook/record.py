@@ -87,6 +87,10 @@ def _compact(records: list[dict]) -> list[dict]:
     ]
 
 
+def _profile_flag(profile: str) -> str:
+    return "" if profile == "paper" else f" --profile {profile}"
+
+
 def _export_core_inflation(profile: str, folder: Path) -> dict:
     params = _inflation_params(profile)
     for arm in modular.ARMS:
@@ -98,6 +102,9 @@ def _export_core_inflation(profile: str, folder: Path) -> dict:
                 f"`python -m acebook.runner run core_inflation --profile {profile}`."
             )
     arms = {arm: _compact(modular.analyse_arm(params, arm, params.long_epochs)) for arm in modular.ARMS}
+    # the sample re-derived by the command below: the first snapshot after the branch at or past 1000
+    after = [r["epoch"] for r in arms["wd"] if r["epoch"] > params.branch_epoch]
+    sample = next((e for e in after if e >= 1000), after[-1])
     history = {arm: modular.history(params, arm, until=params.long_epochs) for arm in modular.ARMS}
     save_json(folder / "arms.json", arms)
     save_json(folder / "history.json", history)
@@ -105,7 +112,7 @@ def _export_core_inflation(profile: str, folder: Path) -> dict:
         "params": asdict(params),
         "precision": params.precision,
         "training_seconds": {arm: training_seconds(modular._arm_dir(params, arm)) for arm in modular.ARMS},
-        "rederive": "python -m acebook.record verify core_inflation --epochs 1000",
+        "rederive": f"python -m acebook.record verify core_inflation{_profile_flag(profile)} --epochs {sample}",
     }
 
 
@@ -163,7 +170,10 @@ def _export_grokking_sweeps(profile: str, folder: Path) -> dict:
         "params": asdict(params),
         "precision": params.precision,
         "training_seconds": None,  # the records do not keep it; see the run-time record
-        "rederive": 'python -m acebook.record verify grokking_sweeps --condition "p=53 wd=1 B=512" --seeds 2',
+        "rederive": (
+            f"python -m acebook.record verify grokking_sweeps{_profile_flag(profile)} "
+            f'--condition "{params.omega_conditions()[-1].label()}" --seeds 2'
+        ),
     }
 
 

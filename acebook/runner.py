@@ -9,7 +9,8 @@ then renders ``_build/html``. The commands are ``build``, ``run`` and ``params``
 An executed chapter is reused until its source, its parameters or the code it runs
 (``corelib/`` and ``acebook/``) change. A chapter that reads what other chapters saved declares
 those folders of the results root in its jupytext header (``corelib_inputs: [claims]``); their
-files are then part of its cache key, checked just before it would run. While a chapter
+files are then part of its cache key, checked just before it would run (``recorded`` stands
+for the recorded paper-scale results, ``recorded/`` or ``ACE_RECORDED_DIR``). While a chapter
 executes, ``ACE_PROFILE`` holds the profile's name (:func:`corelib.claims.record` stores it).
 """
 
@@ -33,6 +34,7 @@ import yaml
 
 from corelib import results
 from corelib.claims import claims_dir
+from corelib.recorded import recorded_root
 from corelib.results import MANIFEST, results_root
 
 from .project import (
@@ -65,6 +67,7 @@ __all__ = [
 ]
 
 KERNEL = "python3"
+RECORDED_INPUT = "recorded"  # in corelib_inputs: the recorded paper-scale results, not a results folder
 METADATA_KEY = "acebook_runner"  # of an executed notebook's metadata: cache key, profile, parameters, time
 _PAPERMILL_EXTRA_TAGS = {"injected-parameters", "papermill-error-cell-tag"}
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -174,13 +177,14 @@ class _Job:
 
 
 def _inputs_digest(inputs: tuple[str, ...], skip: str | None = None) -> str:
-    """sha256 over the files of the folders ``inputs`` of the results root (missing = empty).
+    """sha256 over the files of the folders ``inputs`` of the results root (missing = empty);
+    ``recorded`` names the recorded paper-scale results (:func:`corelib.recorded.recorded_root`).
 
     ``skip``: one file (``folder/name``, relative to the results root) left out.
     """
     digest = hashlib.sha256()
     for name in inputs:
-        base = results_root() / name
+        base = recorded_root() if name == RECORDED_INPUT else results_root() / name
         for path in sorted(base.rglob("*")) if base.is_dir() else []:
             # The store's manifest and lock files follow the data files; the data is what counts.
             if path.name == MANIFEST or path.name.startswith("."):

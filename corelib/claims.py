@@ -40,6 +40,7 @@ __all__ = [
     "claim",
     "claims_dir",
     "deviations",
+    "forget_recorded",
     "load_records",
     "record",
     "status",
@@ -372,6 +373,13 @@ def record(
     path = folder / f"{chapter}{'' if source is None else RECORDED_SUFFIX}.json"
     save_json(path, data)
     return path
+
+
+def forget_recorded(chapter: str, root: Path | str | None = None) -> None:
+    """Remove the values ``chapter`` read from a recorded run (when that record is gone)."""
+    path = claims_dir(root) / f"{chapter}{RECORDED_SUFFIX}.json"
+    if path.exists():
+        path.unlink()
 
 
 def load_records(root: Path | str | None = None, chapters: Iterable[str] | None = None) -> dict[str, dict]:

@@ -17,14 +17,30 @@ A recorded folder holds ``provenance.json`` and the results of one experiment:
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 from .results import PROJECT_ROOT, StoreError, load_json
 
-__all__ = ["RECORDED_DIR", "recorded_path", "is_recorded", "load_recorded", "provenance", "compare_values"]
+__all__ = [
+    "RECORDED_DIR",
+    "recorded_root",
+    "recorded_path",
+    "is_recorded",
+    "load_recorded",
+    "provenance",
+    "compare_values",
+]
 
 RECORDED_DIR = PROJECT_ROOT / "recorded"
+
+
+def recorded_root() -> Path:
+    """Where recorded results are read: ``ACE_RECORDED_DIR`` if set, else :data:`RECORDED_DIR`."""
+    return Path(os.environ.get("ACE_RECORDED_DIR") or RECORDED_DIR)
+
+
 _PARTS = {
     "core_inflation": ("arms", "history"),
     "grokking_sweeps": ("records",),
@@ -35,7 +51,7 @@ def recorded_path(name: str, profile: str = "paper", root: Path | str | None = N
     """Folder of the recorded results of experiment ``name`` at ``profile``."""
     if name not in _PARTS:
         raise ValueError(f"no recorded results are kept for {name!r}; choose one of {sorted(_PARTS)}.")
-    return Path(root or RECORDED_DIR) / f"{name}_{profile}"
+    return Path(root or recorded_root()) / f"{name}_{profile}"
 
 
 def is_recorded(name: str, profile: str = "paper", root: Path | str | None = None) -> bool:

@@ -30,8 +30,29 @@ def built_book(tmp_path_factory):
         (root / package).symlink_to(ROOT / package)
     mp = pytest.MonkeyPatch()
     mp.setenv("ACE_RESULTS_DIR", str(root / "results"))
+    mp.setenv("ACE_RECORDED_DIR", str(root / "recorded"))
     try:
+        _record_smoke_runs(root / "recorded")
         index = runner.build_book("smoke", root=root)
     finally:
         mp.undo()
     return root, index
+
+
+def _record_smoke_runs(folder: Path) -> None:
+    """Record smoke-profile runs where the chapters read the recorded paper-scale runs.
+
+    The book build then shows them as it shows the paper's, and compares its own snapshots with
+    them (the same models, so they must agree). The runs land in the results folder the build
+    uses, so the chapters read them back instead of training again.
+    """
+    from acebook import record
+    from acebook.project import profile_parameters
+    from corelib.experiments import grokking_sweeps, modular
+
+    params = modular.ModularParams(**profile_parameters("core_inflation", "smoke"))
+    for arm in modular.ARMS:
+        modular.analyse_arm(params, arm, params.long_epochs, progress=False)
+    grokking_sweeps.run(grokking_sweeps.SweepsParams(**profile_parameters("grokking_sweeps", "smoke")))
+    for name in ("core_inflation", "grokking_sweeps"):
+        record.export(name, "smoke", folder).rename(folder / f"{name}_paper")

@@ -34,11 +34,22 @@ def test_executed_notebooks_have_no_errors(built_book):
         assert not errors, name
 
 
+def test_recorded_runs_are_shown_and_checked_against_the_build(built_book):
+    root, _ = built_book
+    pages = root / "_build" / "html" / "book" / "chapters"
+    inflation = re.sub(r"\s+", " ", (pages / "core_inflation.html").read_text())
+    assert "The figure below is the recorded smoke-profile run" in inflation
+    assert re.search(r"at the \d+ snapshots both have, every analysed number agrees with the record", inflation)
+    sweeps = re.sub(r"\s+", " ", (pages / "grokking_sweeps.html").read_text())
+    assert "The figure below is the recorded smoke-profile run" in sweeps
+
+
 def test_second_build_uses_the_cache(built_book, monkeypatch):
     root, _ = built_book
     # The same results folder as the first build (conftest.py): the claims page's cache key
     # covers the claims recorded there, and nothing is written to the checkout's results/.
     monkeypatch.setenv("ACE_RESULTS_DIR", str(root / "results"))
+    monkeypatch.setenv("ACE_RECORDED_DIR", str(root / "recorded"))  # part of two chapters' cache keys
     before = {n: project.output_path(n, root).stat().st_mtime for n in project.chapters(root)}
     runner.build_book("smoke", root=root, render=False)
     after = {n: project.output_path(n, root).stat().st_mtime for n in project.chapters(root)}

@@ -71,6 +71,8 @@ def test_core_inflation_is_exported_read_back_and_re_derived(results):
     other = modular.ModularParams(**{**profile_parameters("core_inflation", "smoke"), "seeds": [7, 8]})
     assert paper_scale.inflation_agreement(other, arms, shown)["comparable"] is False
     assert paper_scale.recorded_inflation(results / "nothing", "smoke") is None
+    # without a record the chapter glues the same names (its prose must resolve either way)
+    assert set(modular._recorded_values(shown, agree)) == set(modular._recorded_values(None, None))
     # Re-derived from scratch (another results root): identical on this machine and code.
     assert record.verify("core_inflation", "smoke", epochs=6, root=rec_root) == []
     # A record that differs from what the code computes is reported ...
@@ -108,6 +110,7 @@ def test_grokking_sweeps_are_exported_and_a_condition_re_derived(results):
     for key in ("table_omega", "table_p", "summary_omega", "summary_p", "fit_omega", "fit_p"):
         assert_frame_equal(shown[key], built[key]) if built[key] is not None else shown[key] is None
     assert paper_scale.recorded_sweeps(results / "nothing", "smoke") is None
+    assert set(grokking_sweeps.recorded_glue_values(shown)) == set(grokking_sweeps.recorded_glue_values(None))
     label = params.p_conditions()[0].label()
     assert record.verify("grokking_sweeps", "smoke", condition=label, seeds=1, root=rec_root) == []
     with pytest.raises(SystemExit, match="no condition 'p=2 wd=1 B=full'"):

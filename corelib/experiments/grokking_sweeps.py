@@ -24,8 +24,17 @@ from corelib.sweeps import (
     usable_delays,
 )
 
-__all__ = ["SweepsParams", "run",
-    "summarise_sweeps", "constants_table", "claim_values", "claim_settings", "glue_values", "format_number"]
+__all__ = [
+    "SweepsParams",
+    "run",
+    "summarise_sweeps",
+    "constants_table",
+    "recorded_glue_values",
+    "claim_values",
+    "claim_settings",
+    "glue_values",
+    "format_number",
+]
 
 
 @dataclass(frozen=True)
@@ -245,8 +254,43 @@ def _fit_values(summary: dict) -> dict[str, object]:
     }
 
 
-def glue_values(summary: dict) -> dict[str, object]:
-    """Every value the chapter's prose quotes, by glue name."""
+_RECORDED_FITS = ("beta", "beta_sd", "r2_omega", "Omega_at_1", "p_crit", "p_crit_sd", "r2_p", "n_grokked", "n_runs")
+
+
+def recorded_glue_values(recorded: dict | None) -> dict[str, object]:
+    """The glue values of the recorded paper-scale sweeps (``rec_*``), "n/a" when none is recorded.
+
+    ``recorded`` is :func:`corelib.experiments.paper_scale.recorded_sweeps`'s result.
+    """
+    if recorded is None:
+        return {f"rec_{k}": "n/a" for k in _RECORDED_FITS} | {
+            "rec_status": (
+                "No paper-profile sweep is recorded in this checkout, so the figure is empty and its numbers "
+                "read n/a. Record one with `python -m acebook.runner run grokking_sweeps --profile paper` "
+                "and then `python -m acebook.record export grokking_sweeps`."
+            )
+        }
+    params, prov = recorded["params"], recorded["provenance"]
+    fits = _fit_values(recorded)
+    differ = claim_settings(params)
+    sweeps = (
+        "the paper's sweeps"
+        if not differ
+        else "sweeps at settings other than the paper's (" + "; ".join(f"{k}: {v}" for k, v in differ.items()) + ")"
+    )
+    return {f"rec_{k}": fits[k] for k in _RECORDED_FITS} | {
+        "rec_status": (
+            f"The figure below is the {recorded['source']}: {sweeps}, {params.n_seeds} seeds for each "
+            f"of {len(params.omegas)} weight decays and {len(params.moduli)} moduli, at most "
+            f"{params.omega_max_epochs} epochs each, in {prov.get('precision', 'fp32')}. "
+            f"`{prov.get('rederive', '')}` re-derives one condition of it from scratch."
+        )
+    }
+
+
+def glue_values(summary: dict, recorded: dict | None = None) -> dict[str, object]:
+    """Every value the chapter's prose quotes, by glue name (``recorded``: see
+    :func:`recorded_glue_values`)."""
     trends = {}
     for prefix, by_condition in (("w", summary["summary_omega"]), ("p", summary["summary_p"])):
         for suffix, value in zip(("first", "first_delay", "last", "last_delay"), _trend(by_condition)):
@@ -258,4 +302,5 @@ def glue_values(summary: dict) -> dict[str, object]:
         **_fit_values(summary),
         **trends,
         "constants_table": styled,
+        **recorded_glue_values(recorded),
     }

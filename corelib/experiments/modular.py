@@ -27,6 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import ace, operators
+from ..claims import deviations
 from ..engine import PrefixData, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
 from ..interventions import ReadoutAccuracy, ablation_curve, accuracy, refine_rank
 from ..masks import MASK_GENERATOR
@@ -777,7 +778,9 @@ def inflation_glue_values(params: ModularParams, chapter: dict) -> dict[str, obj
 
     ``chapter`` holds ``summary`` (:func:`inflation_summary`), ``arms``, ``histories``, ``curves``
     and ``spectra`` (per arm), and the chapter's ``collapse_threshold``, ``loose_level`` and
-    ``frequency_share``.
+    ``frequency_share``; and ``recorded`` (:func:`corelib.experiments.paper_scale.recorded_inflation`,
+    None when no paper-scale run is recorded) with ``agreement``
+    (:func:`corelib.experiments.paper_scale.inflation_agreement`).
     """
     summary, curves = chapter["summary"], chapter["curves"]
     wd, no = summary["wd"], summary["no_wd"]
@@ -820,4 +823,87 @@ def inflation_glue_values(params: ModularParams, chapter: dict) -> dict[str, obj
         f"with weight decay and {_mean_core_at(curves['no_wd'], level):.1f} without"
         for level in (params.chance_level, 0.05, loose)
     )
-    return values | _frequency_values(params, summary, chapter["spectra"])
+    values |= _frequency_values(params, summary, chapter["spectra"])
+    return values | _recorded_values(chapter.get("recorded"), chapter.get("agreement"))
+
+
+_RECORDED_KEYS = ("core_dim", "necessary_rank", "sufficient_rank", "modes", "test_acc")
+
+
+def _agreement_sentence(agreement: dict | None) -> str:
+    """What the comparison of this build's snapshots with the recorded run's found."""
+    if agreement is None or not agreement["comparable"]:
+        return (
+            "This build trained other models than the recorded run (other seeds or settings), so "
+            "their snapshots are not compared."
+        )
+    n = sum(agreement["n_snapshots"].values())
+    if not agreement["differences"]:
+        return (
+            f"This build trained the same models as the recorded run over a shorter horizon, and at the "
+            f"{n} snapshots both have, every analysed number agrees with the record."
+        )
+    return (
+        f"This build trained the same models as the recorded run over a shorter horizon; at the {n} "
+        f"snapshots both have, {len(agreement['differences'])} analysed numbers differ from the record "
+        f"(the first: {agreement['differences'][0]}), which float rounding on another machine or code "
+        "version can cause at a threshold."
+    )
+
+
+def _as_text(value: float, key: str) -> str:
+    return f"{value:.{3 if key == 'test_acc' else 1}f}"
+
+
+def _recorded_values(recorded: dict | None, agreement: dict | None) -> dict[str, object]:
+    """The glue values of the recorded paper-scale run (``rec_*``, numbers as text); "n/a" when none
+    is recorded."""
+    names = [f"rec_{arm}_{k}_{when}" for arm in ("wd", "no") for k in _RECORDED_KEYS for when in ("start", "end")]
+    if recorded is None:
+        return {name: "n/a" for name in names} | {
+            "rec_status": (
+                "No paper-profile run is recorded in this checkout, so the figure is empty and its numbers "
+                "read n/a. Record one with `python -m acebook.runner run core_inflation --profile paper` and "
+                "then `python -m acebook.record export core_inflation`."
+            ),
+            "rec_start": "n/a",
+            "rec_end": "n/a",
+            "rec_verdict_dim": "",
+            "rec_verdict_modes": "",
+            "rec_agreement": "",
+        }
+    summary, prov = recorded["summary"], recorded["provenance"]
+    values = {
+        f"rec_{'no' if arm == 'no_wd' else arm}_{k}_{when}": _as_text(summary[arm][f"{k}_{when}"], k)
+        for arm in ARMS
+        for k in _RECORDED_KEYS
+        for when in ("start", "end")
+    }
+    hours = sum(t for t in (prov.get("training_seconds") or {}).values() if t) / 3600
+    machine = prov.get("machine", {})
+    differ = deviations(recorded["params"], ModularParams(), ignore=["eval_every"])
+    settings = (
+        "the paper's settings"
+        if not differ
+        else "settings other than the paper's (" + "; ".join(f"{k}: {v}" for k, v in differ.items()) + ")"
+    )
+    values["rec_status"] = (
+        f"The figure below is the {recorded['source']}: {settings}, {len(recorded['params'].seeds)} "
+        f"seeds, {summary['end']} epochs, trained in {hours:.1f} hours on {machine.get('logical_cpus', '?')} "
+        f"CPU threads ({machine.get('cpu', 'unknown CPU')}). `{prov.get('rederive', '')}` re-derives a sample "
+        "of it from scratch."
+    )
+    start, end = summary["start"], summary["end"]
+    wd, no = summary["wd"], summary["no_wd"]
+    values |= {
+        "rec_start": start,
+        "rec_end": end,
+        "rec_verdict_dim": _trend_verdict(
+            wd["core_dim_start"], wd["core_dim_end"], no["core_dim_end"], "core dimension", end - start
+        ),
+        "rec_verdict_modes": _trend_verdict(
+            wd["modes_start"], wd["modes_end"], no["modes_end"], "mode count", end - start
+        ),
+        "rec_agreement": _agreement_sentence(agreement),
+    }
+    return values

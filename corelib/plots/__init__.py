@@ -7,7 +7,7 @@ from .markov import *  # noqa: F401,F403
 from .markov import __all__ as _markov_all
 from .modular import *  # noqa: F401,F403
 from .modular import __all__ as _modular_all
-from .style import use_book_style  # noqa: F401
+from .style import figure_message, use_book_style  # noqa: F401
 from .sva import *  # noqa: F401,F403
 from .sva import __all__ as _sva_all
 from .sweeps import *  # noqa: F401,F403
@@ -15,4 +15,13 @@ from .sweeps import __all__ as _sweeps_all
 from .theory import *  # noqa: F401,F403
 from .theory import __all__ as _theory_all
 
-__all__ = [*_ace_method_all, *_markov_all, *_modular_all, *_sva_all, *_sweeps_all, *_theory_all, "use_book_style"]
+__all__ = [
+    *_ace_method_all,
+    *_markov_all,
+    *_modular_all,
+    *_sva_all,
+    *_sweeps_all,
+    *_theory_all,
+    "use_book_style",
+    "figure_message",
+]
