@@ -19,7 +19,7 @@ Jacobians (see :class:`MomentAccumulator`).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -423,7 +423,7 @@ def jacobians(
 
 def extract_from_model(
     model: torch.nn.Module,
-    hook_name: str,
+    hook_name: str | Sequence[str],
     inputs,
     target: Callable[[Any], torch.Tensor],
     *,
@@ -435,13 +435,15 @@ def extract_from_model(
     rank: int | None = None,
     eps: float = 1e-8,
     device=None,
-) -> Core:
+) -> Core | dict[str, Core]:
     """ACE on a model in one call: the core of the activation at ``hook_name`` for the read-out ``target``.
 
     Args:
         model: a TransformerLens-style model (``hook_name`` a hook point, e.g.
             ``"blocks.1.hook_resid_post"``), or any ``nn.Module`` (``hook_name`` the path of a
             submodule whose output, or its first element, is the activation, e.g. ``"model.layers.12"``).
+        hook_name: one hook, or several: then every hook's relevance comes from the same
+            backward passes and the result is ``{hook: Core}``.
         inputs: a tensor whose first dimension indexes examples (e.g. token ids (N, T)), or a
             mapping of such tensors passed as keyword arguments (e.g. ``input_ids``, ``attention_mask``).
         target: ``target(output) -> (B, K)`` or ``(B,)``: the read-out whose sensitivity defines
@@ -453,10 +455,16 @@ def extract_from_model(
         batch_size, device: how the examples are run.
         energy, rank, eps: as in :func:`from_moments`.
 
-    Activations and Jacobians stream through a :class:`MomentAccumulator` (memory O(D^2),
-    whatever the number of examples). Examples must not interact within a batch (no batch
-    norm), since each example's Jacobian is read off the gradient of the batch's sum.
+    Activations and Jacobians stream through a :class:`MomentAccumulator` per hook (memory
+    O(D^2), whatever the number of examples). The Jacobian at a hook is the total derivative of
+    the read-out, through every later layer: a zero vector added at the hook's position is
+    differentiated, so hooks do not cut each other's paths. Examples must not interact within
+    a batch (no batch norm), since each example's Jacobian is read off the gradient of the
+    batch's sum.
     """
+    hooks = [hook_name] if isinstance(hook_name, str) else list(hook_name)
+    if not hooks or not all(isinstance(h, str) for h in hooks) or len(set(hooks)) != len(hooks):
+        raise ValueError(f"hook_name must be a hook name or a list of distinct ones, got {hook_name!r}.")
     tensors = {"": inputs} if isinstance(inputs, torch.Tensor) else dict(inputs)
     if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
         raise TypeError("inputs must be a tensor or a mapping of tensors (one row per example).")
@@ -472,66 +480,80 @@ def extract_from_model(
         raise ValueError(f"positions must be 'last' or a tensor of one position per example, got {positions!r}.")
     if n_jacobians is not None and not 1 <= int(n_jacobians) <= n:
         raise ValueError(f"n_jacobians must lie in [1, {n}] (the examples given), got {n_jacobians}.")
-    run = _hooked_runner(model, hook_name)
+    run = _hooked_runner(model, hooks)
     device = torch.device(device) if device is not None else next(model.parameters()).device
     if n_jacobians is None:
         sampled = torch.ones(n, dtype=torch.bool)
     else:
         sampled = torch.zeros(n, dtype=torch.bool)
         sampled[torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))[: int(n_jacobians)]] = True
-    acc: MomentAccumulator | None = None
+    accs: dict[str, MomentAccumulator] = {}
     for start in range(0, n, batch_size):
         rows = slice(start, min(start + batch_size, n))
         batch = {k: t[rows].to(device) for k, t in tensors.items()}
-        taken: list[torch.Tensor] = []
-
-        def fn(act: torch.Tensor, hook=None, rows=rows, taken=taken) -> torch.Tensor:
-            if act.ndim != 3:
-                raise ValueError(
-                    f"the activation at {hook_name!r} has shape {tuple(act.shape)}; expected (batch, pos, D)."
-                )
-            idx = _positions(positions, rows, act)
-            at = torch.arange(act.shape[0], device=act.device)
-            leaf = act[at, idx].detach().requires_grad_(True)
-            taken.append(leaf)
-            out = act.clone()
-            out[at, idx] = leaf
-            return out
-
+        probes: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         with torch.enable_grad():
-            y = target(run(batch, fn))
-            if not taken:
-                raise ValueError(f"the forward pass never reached {hook_name!r}.")
-            leaf = taken[0]
-            acc = acc or MomentAccumulator(leaf.shape[-1])
-            acc.update(h_batch=leaf.detach().double().cpu())
+            y = target(run(batch, [(h, _probe(h, positions, rows, probes)) for h in hooks]))
+            missing = [h for h in hooks if h not in probes]
+            if missing:
+                raise ValueError(f"the forward pass never reached {missing}.")
+            for h in hooks:
+                act = probes[h][0]
+                accs.setdefault(h, MomentAccumulator(act.shape[-1])).update(h_batch=act.double().cpu())
             keep = sampled[rows]
             if keep.any():
                 y = y[:, None] if y.ndim == 1 else y.reshape(y.shape[0], -1)
-                if y.shape[0] != leaf.shape[0]:
-                    raise ValueError(f"target returned {y.shape[0]} rows for a batch of {leaf.shape[0]} examples.")
-                grads = [
-                    torch.autograd.grad(y[:, k].sum(), leaf, retain_graph=k + 1 < y.shape[1])[0]
+                if y.shape[0] != rows.stop - rows.start:
+                    raise ValueError(
+                        f"target returned {y.shape[0]} rows for a batch of {rows.stop - rows.start} examples."
+                    )
+                deltas = [probes[h][1] for h in hooks]
+                per_output = [
+                    torch.autograd.grad(y[:, k].sum(), deltas, retain_graph=k + 1 < y.shape[1], allow_unused=True)
                     for k in range(y.shape[1])
                 ]
-                acc.update(j_batch=torch.stack(grads, dim=1)[keep.to(leaf.device)].double().cpu())
-    if not np.any(acc._jtj):
-        raise ValueError(
-            f"the target does not depend on the activation at {hook_name!r} (every Jacobian is zero): "
-            "choose a hook before the read-out, or a target computed from the model's output."
-        )
-    core = acc.core(rank=rank, energy=energy, eps=eps)
-    meta = {
-        "model": type(model).__name__,
-        "hook": hook_name,
-        "positions": positions if isinstance(positions, str) else "per example",
-        "n_examples": n,
-        "n_jacobians": int(sampled.sum()),
-        "jacobian_seed": seed,
-        "energy": energy if rank is None else None,
-        "rank": core.rank,
-    }
-    return replace(core, metadata=meta)
+                for i, h in enumerate(hooks):
+                    grads = [g[i] if g[i] is not None else torch.zeros_like(deltas[i]) for g in per_output]
+                    jac = torch.stack(grads, dim=1)[keep.to(deltas[i].device)]
+                    accs[h].update(j_batch=jac.double().cpu())
+    cores = {}
+    for h in hooks:
+        if not np.any(accs[h]._jtj):
+            raise ValueError(
+                f"the target does not depend on the activation at {h!r} (every Jacobian is zero): "
+                "choose a hook before the read-out, or a target computed from the model's output."
+            )
+        core = accs[h].core(rank=rank, energy=energy, eps=eps)
+        meta = {
+            "model": type(model).__name__,
+            "hook": h,
+            "positions": positions if isinstance(positions, str) else "per example",
+            "n_examples": n,
+            "n_jacobians": int(sampled.sum()),
+            "jacobian_seed": seed,
+            "energy": energy if rank is None else None,
+            "rank": core.rank,
+        }
+        cores[h] = replace(core, metadata=meta)
+    return cores[hook_name] if isinstance(hook_name, str) else cores
+
+
+def _probe(name: str, positions, rows: slice, probes: dict) -> Callable:
+    """A hook function that records the activation at each example's position and adds a zero
+    vector there whose gradient is the read-out's Jacobian (``probes[name] = (act, delta)``)."""
+
+    def fn(act: torch.Tensor, hook=None) -> torch.Tensor:
+        if name in probes:  # a hook point run twice in one pass (a reused module): the first counts
+            return act
+        if act.ndim != 3:
+            raise ValueError(f"the activation at {name!r} has shape {tuple(act.shape)}; expected (batch, pos, D).")
+        idx = _positions(positions, rows, act)
+        at = torch.arange(act.shape[0], device=act.device)
+        delta = torch.zeros(act.shape[0], act.shape[-1], dtype=act.dtype, device=act.device, requires_grad=True)
+        probes[name] = (act[at, idx].detach(), delta)
+        return act.index_put((at, idx), act[at, idx] + delta)
+
+    return fn
 
 
 def _positions(positions, rows: slice, act: torch.Tensor) -> torch.Tensor:
@@ -543,23 +565,27 @@ def _positions(positions, rows: slice, act: torch.Tensor) -> torch.Tensor:
     return idx
 
 
-def _hooked_runner(model: torch.nn.Module, hook_name: str) -> Callable:
-    """``run(batch, fn)``: the model's output with ``fn(act, hook)`` applied at ``hook_name``."""
+def _hooked_runner(model: torch.nn.Module, hook_names: Sequence[str]) -> Callable:
+    """``run(batch, fwd_hooks)``: the model's output with each ``(name, fn)`` of ``fwd_hooks``
+    applied at its hook point (TransformerLens-style models) or submodule (any ``nn.Module``)."""
     hook_dict = getattr(model, "hook_dict", None)
-    if hook_dict is not None and hook_name in hook_dict:
+    if hook_dict is not None and all(h in hook_dict for h in hook_names):
 
-        def run_tl(batch, fn):
+        def run_tl(batch, fwd_hooks):
             args, kwargs = ((batch[""],), {}) if "" in batch else ((), batch)
-            return model.run_with_hooks(*args, fwd_hooks=[(hook_name, fn)], **kwargs)
+            return model.run_with_hooks(*args, fwd_hooks=fwd_hooks, **kwargs)
 
         return run_tl
     names = [n for n, _ in model.named_modules() if n] + list(hook_dict or {})
-    if hook_name not in names:
-        near = sorted(names, key=lambda n: _distance(n, hook_name))[:5]
-        raise ValueError(f"{type(model).__name__} has no hook point or submodule {hook_name!r}; nearest: {near}.")
+    for hook_name in hook_names:
+        if hook_name not in names:
+            near = sorted(names, key=lambda n: _distance(n, hook_name))[:5]
+            raise ValueError(f"{type(model).__name__} has no hook point or submodule {hook_name!r}; nearest: {near}.")
+    if hook_dict is not None and any(h in hook_dict for h in hook_names):
+        raise ValueError("give either hook points or submodule paths, not both, in one call.")
 
-    def run_module(batch, fn):
-        with CoreHooks([(hook_name, fn)]).on(model):
+    def run_module(batch, fwd_hooks):
+        with CoreHooks(fwd_hooks).on(model):
             return model(batch[""]) if "" in batch else model(**batch)
 
     return run_module

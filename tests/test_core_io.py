@@ -153,11 +153,8 @@ def test_extract_from_model_refuses_bad_requests_with_the_fix():
         extract_from_model(model, resid_hook(0), x, lambda out: out[:, -1], n_jacobians=41)
 
 
-@pytest.mark.filterwarnings("ignore:There is a performance drop")  # jacrev through SDPA in the by-hand route
-def test_extract_from_model_on_a_hugging_face_causal_lm_by_module_path():
+def _tiny_llama():
     from transformers import LlamaConfig, LlamaForCausalLM
-
-    from corelib.ace import extract_from_model
 
     torch.manual_seed(0)
     cfg = LlamaConfig(
@@ -169,7 +166,14 @@ def test_extract_from_model_on_a_hugging_face_causal_lm_by_module_path():
         num_key_value_heads=2,
         max_position_embeddings=16,
     )
-    model = LlamaForCausalLM(cfg).eval()
+    return LlamaForCausalLM(cfg).eval(), cfg
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop")  # jacrev through SDPA in the by-hand route
+def test_extract_from_model_on_a_hugging_face_causal_lm_by_module_path():
+    from corelib.ace import extract_from_model
+
+    model, _ = _tiny_llama()
     ids = torch.randint(0, 40, (12, 5))
     got = extract_from_model(model, "model.layers.0", {"input_ids": ids}, lambda out: out.logits[:, -1, :4], rank=16)
     # By hand: the layer's output from output_hidden_states, and each example's Jacobian by
@@ -194,6 +198,43 @@ def test_extract_from_model_on_a_hugging_face_causal_lm_by_module_path():
 
     jac = torch.stack([torch.func.jacrev(logits_given(i))(h[i]) for i in range(len(ids))])
     _same_core(got, extract(h.double(), jac.double(), rank=16), 3)
+
+
+def test_several_hooks_in_one_call_equal_one_call_per_hook():
+    from corelib.ace import extract_from_model
+
+    model, x = _toy_model()
+    names = [resid_hook(0), resid_hook(1)]
+    both = extract_from_model(model, names, x, lambda out: out[:, -1], n_jacobians=20, seed=1, rank=8, batch_size=9)
+    assert list(both) == names
+    for name in names:  # the earlier hook's Jacobians run through the later layer, not around it
+        alone = extract_from_model(model, name, x, lambda out: out[:, -1], n_jacobians=20, seed=1, rank=8)
+        _same_core(both[name], alone, 4)
+        assert both[name].metadata["hook"] == name
+    llama, _ = _tiny_llama()
+    ids = torch.randint(0, 40, (10, 5))
+    paths = ["model.layers.0", "model.layers.1"]
+    both = extract_from_model(llama, paths, {"input_ids": ids}, lambda out: out.logits[:, -1, :4], rank=16)
+    for path in paths:
+        alone = extract_from_model(llama, path, {"input_ids": ids}, lambda out: out.logits[:, -1, :4], rank=16)
+        _same_core(both[path], alone, 3)
+    with pytest.raises(ValueError, match="list of distinct ones"):
+        extract_from_model(model, [resid_hook(0), resid_hook(0)], x, lambda out: out[:, -1])
+
+
+def test_extract_from_model_on_a_transformer_bridge_equals_the_wrapped_module():
+    from transformer_lens.model_bridge.sources._bridge_builder import build_bridge_from_module
+
+    from corelib.ace import extract_from_model
+
+    model, cfg = _tiny_llama()
+    ids = torch.randint(0, 40, (10, 5))
+    by_path = extract_from_model(
+        model, "model.layers.1", {"input_ids": ids}, lambda out: out.logits[:, -1, :4], rank=16
+    )
+    bridge = build_bridge_from_module(model, "LlamaForCausalLM", hf_config=cfg)  # wraps `model` in place
+    by_hook = extract_from_model(bridge, "blocks.1.hook_resid_post", ids, lambda out: out[:, -1, :4], rank=16)
+    _same_core(by_hook, by_path, 3)
 
 
 def test_truncating_a_core_updates_the_rank_in_a_copy_of_its_metadata():
