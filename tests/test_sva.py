@@ -293,6 +293,31 @@ def test_layer_cores_are_rank_one_with_the_training_mean(tiny, prompts):
         assert abs(float(core.basis[:, 0] @ whole.basis[:, 0])) == pytest.approx(1.0, abs=1e-6)
 
 
+def test_extract_from_model_gives_the_chapters_cores(tiny, prompts):
+    """The one-call API on the language model (same prompts, same layers, the margin as a logit
+    difference) gives the cores the chapter computes with its prefix caches."""
+    from corelib.ace import extract_from_model
+    from corelib.targets import logit_difference
+
+    chapter = sva.layer_cores(tiny, prompts, [0, 1], batch_size=5, progress=False)
+    batch = tiny.tokenize(prompts)
+    plural = [t for t, w in AGREEMENT_READOUT.items() if w > 0]
+    singular = [t for t, w in AGREEMENT_READOUT.items() if w < 0]
+    api = extract_from_model(
+        tiny,
+        [resid_hook(0), resid_hook(1)],
+        {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask},
+        logit_difference(tiny, plural, singular),
+        rank=1,
+        batch_size=7,
+    )
+    for layer, core in chapter.items():
+        got = api[resid_hook(layer)]
+        np.testing.assert_allclose(got.singular_values, core.singular_values, rtol=1e-5, atol=1e-8)
+        np.testing.assert_allclose(got.mean, core.mean, atol=1e-5)
+        assert abs(float(got.basis[:, 0] @ core.basis[:, 0])) == pytest.approx(1.0, abs=1e-6)
+
+
 def test_sweep_layers():
     assert sva.sweep_layers(30, 3) == [0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 29]
     assert sva.sweep_layers(18, 1) == list(range(18))
