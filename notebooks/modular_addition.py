@@ -1,5 +1,6 @@
 # ---
 # jupyter:
+#   corelib_inputs: [recorded]
 #   jupytext:
 #     formats: py:percent
 #     text_representation:
@@ -35,10 +36,10 @@
 # also applies dropout 0.1 during training. That setting matters more than its silence in the
 # paper suggests: trained without dropout (`-p dropout 0`), the same models grok much later,
 # and their loss keeps spiking long after they fit the training set.
-# Training for 2 000 epochs takes about half an hour on a two-core laptop CPU (the last section
-# of the claims page lists how long this build's chapters took), much less on a GPU. Try another
-# modulus with
-# `python -m acebook.runner run modular_addition -p p 59`.
+# The paper trains for {glue:text}`paper_epochs` epochs; this build trains
+# {glue:text}`epochs_run` (the last section of the claims page lists how long each chapter
+# took), and the paper's full run is recorded: see the section on the paper's claims. Try
+# another modulus with `python -m acebook.runner run modular_addition -p p 59`.
 
 # %% tags=["parameters"]
 p = 53                 # the modulus (also the vocabulary size)
@@ -69,7 +70,7 @@ from myst_nb import glue
 
 from acebook.claims_page import chapter_frame
 from corelib import claims, plots
-from corelib.experiments import modular
+from corelib.experiments import modular, paper_scale
 
 params = modular.ModularParams.from_namespace(globals())
 # The next chapter's longer run: changes nothing this chapter measures.
@@ -145,8 +146,21 @@ plt.close(fig)
 # the band within $\sin(\pi/p)$ of the unit circle.
 # ```
 
+# %%
+recorded = paper_scale.recorded_inflation()  # continues these models: see the next chapter
+agreement = recorded and paper_scale.inflation_agreement(params, {"wd": records}, recorded)
+if recorded:  # the claims page judges this chapter's claims on it
+    recorded["emergence"] = paper_scale.recorded_emergence(recorded)
+    claims.record(
+        "modular_addition",
+        modular.emergence_claim_values(recorded["emergence"]["summary"]),
+        settings=claims.deviations(recorded["params"], modular.ModularParams(), ignore=UNUSED_HERE),
+        source=recorded["source"])
+else:
+    claims.forget_recorded("modular_addition")
+
 # %% tags=["hide-input"]
-values = modular.emergence_glue_values(params, summary)
+values = modular.emergence_glue_values(params, summary, recorded, agreement)
 for name, value in values.items():
     glue(name, value, display=False)
 
@@ -194,6 +208,8 @@ display(modular.phase_table(records, summary))
 # scored only on the transitions inside that block.
 #
 # ## The paper's claims
+#
+# {glue:text}`rec_status` {glue:text}`rec_agreement`
 #
 # This chapter's rows of the [claims page](claims.ipynb), with the tolerance each must meet and
 # where it comes from. Only a run at the paper's settings can reproduce a claim.

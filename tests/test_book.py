@@ -40,6 +40,8 @@ def test_recorded_runs_are_shown_and_checked_against_the_build(built_book):
     inflation = re.sub(r"\s+", " ", (pages / "core_inflation.html").read_text())
     assert "The figure below is the recorded smoke-profile run" in inflation
     assert re.search(r"at the \d+ snapshots both have, every analysed number agrees with the record", inflation)
+    modular = re.sub(r"\s+", " ", (pages / "modular_addition.html").read_text())
+    assert "continues these very models" in modular and "every analysed number agrees with the record" in modular
     sweeps = re.sub(r"\s+", " ", (pages / "grokking_sweeps.html").read_text())
     assert "The figure below is the recorded smoke-profile run" in sweeps
 

@@ -201,7 +201,7 @@ def test_every_measured_claim_is_on_the_claims_page(built_book):
     expected_chapters = {c.chapter for c in claims.CLAIMS} & set(project.chapters(root))
     # and the chapters that show a recorded paper-scale run (here: smoke runs recorded by conftest.py)
     # recorded its values too
-    shown = {f"{c}{claims.RECORDED_SUFFIX}" for c in ("core_inflation", "grokking_sweeps")}
+    shown = {f"{c}{claims.RECORDED_SUFFIX}" for c in ("modular_addition", "core_inflation", "grokking_sweeps")}
     assert set(records) == expected_chapters | shown, "every chapter with claims recorded them"
     html = (root / "_build" / "html" / "book" / "chapters" / "claims.html").read_text()
     missing = sorted(cid for cid in measured if f">{cid}<" not in html)

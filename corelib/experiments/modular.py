@@ -679,11 +679,20 @@ def phase_table(records: list[dict], summary: dict) -> pandas.DataFrame:
     return pd.DataFrame(rows).set_index(["phase", "model"])
 
 
-def emergence_glue_values(params: ModularParams, summary: dict) -> dict[str, object]:
-    """Every value the modular-addition chapter's prose quotes, by glue name."""
+def emergence_glue_values(
+    params: ModularParams, summary: dict, recorded: dict | None = None, agreement: dict | None = None
+) -> dict[str, object]:
+    """Every value the modular-addition chapter's prose quotes, by glue name.
+
+    ``recorded``: the recorded paper-scale run (:func:`corelib.experiments.paper_scale.recorded_inflation`
+    with its ``emergence`` view, see :func:`corelib.experiments.paper_scale.recorded_emergence`), or
+    None; ``agreement``: :func:`corelib.experiments.paper_scale.inflation_agreement` of this run with it.
+    """
     nan = float("nan")
     values = {
         "snapshot_every": params.snapshot_every,
+        "epochs_run": params.epochs,
+        "paper_epochs": ModularParams().epochs,
         "energy_pct": round(100 * params.energy),
         "grok_epoch": nan if summary["grok_epoch"] is None else summary["grok_epoch"],
         "n_models": len(params.seeds),
@@ -700,7 +709,35 @@ def emergence_glue_values(params: ModularParams, summary: dict) -> dict[str, obj
         values[f"frac_{phase}"] = 100 * summary["unit_fraction"][phase]
         values[f"modes_{phase}"] = _listed(summary["modes"][phase])
         values[f"dim_{phase}"] = _listed(summary["core_dim"][phase])
-    return values
+    return values | _recorded_emergence_values(recorded, agreement)
+
+
+def _recorded_emergence_values(recorded: dict | None, agreement: dict | None) -> dict[str, object]:
+    """The glue values of the recorded paper-scale run for the modular chapter (``rec_*``)."""
+    if recorded is None:
+        return {
+            "rec_status": (
+                "No paper-profile run is recorded in this checkout, so the claims below are judged on this "
+                "build's run alone."
+            ),
+            "rec_agreement": "",
+        }
+    em = recorded["emergence"]["summary"]
+    epochs = recorded["emergence"]["records"][-1]["epoch"]
+    grok = (
+        "not every model grokked"
+        if em["grok_epoch"] is None
+        else f"all models have grokked by epoch {em['grok_epoch']}"
+    )
+    return {
+        "rec_status": (
+            f"The paper-scale run of the next chapter (the {recorded['source']}) continues these very models "
+            f"at {_settings_phrase(recorded['params'])}, so the claims below are judged on its first {epochs} "
+            f"epochs. There, {grok}, with cores of {_listed(em['core_dim']['at'])} "
+            f"dimensions at grokking and {_listed(em['core_dim']['after'])} at epoch {epochs}."
+        ),
+        "rec_agreement": _agreement_sentence(agreement),
+    }
 
 
 def necessary_ranks(records: list[dict], epoch: int) -> list[int | None]:
@@ -855,6 +892,14 @@ def _as_text(value: float, key: str) -> str:
     return f"{value:.{3 if key == 'test_acc' else 1}f}"
 
 
+def _settings_phrase(params: ModularParams) -> str:
+    """ "the paper's settings", or which settings of a recorded run differ from them."""
+    differ = deviations(params, ModularParams(), ignore=["eval_every"])
+    if not differ:
+        return "the paper's settings"
+    return "settings other than the paper's (" + "; ".join(f"{k}: {v}" for k, v in differ.items()) + ")"
+
+
 def _recorded_values(recorded: dict | None, agreement: dict | None) -> dict[str, object]:
     """The glue values of the recorded paper-scale run (``rec_*``, numbers as text); "n/a" when none
     is recorded."""
@@ -881,12 +926,7 @@ def _recorded_values(recorded: dict | None, agreement: dict | None) -> dict[str,
     }
     hours = sum(t for t in (prov.get("training_seconds") or {}).values() if t) / 3600
     machine = prov.get("machine", {})
-    differ = deviations(recorded["params"], ModularParams(), ignore=["eval_every"])
-    settings = (
-        "the paper's settings"
-        if not differ
-        else "settings other than the paper's (" + "; ".join(f"{k}: {v}" for k, v in differ.items()) + ")"
-    )
+    settings = _settings_phrase(recorded["params"])
     values["rec_status"] = (
         f"The figure below is the {recorded['source']}: {settings}, {len(recorded['params'].seeds)} "
         f"seeds, {summary['end']} epochs, trained in {hours:.1f} hours on {machine.get('logical_cpus', '?')} "

@@ -19,7 +19,7 @@ from ..recorded import compare_values, is_recorded, load_recorded
 from ..sweeps import RECORD_FIELDS, condition_key
 from . import grokking_sweeps, modular
 
-__all__ = ["source_label", "recorded_inflation", "inflation_agreement", "recorded_sweeps"]
+__all__ = ["source_label", "recorded_inflation", "recorded_emergence", "inflation_agreement", "recorded_sweeps"]
 
 _OPERATOR = "operator"  # kept by the record at each arm's last snapshot only
 
@@ -55,12 +55,21 @@ def recorded_inflation(root: Path | str | None = None, profile: str = "paper") -
     }
 
 
-def _same_models(a: modular.ModularParams, b: modular.ModularParams) -> bool:
-    """Whether two parameter sets train and analyse the same models (horizons aside)."""
+def recorded_emergence(recorded: dict[str, Any]) -> dict[str, Any]:
+    """The modular-addition chapter's view of the recorded inflation run: its weight-decay arm up
+    to the chapter's horizon (the paper's 2000 epochs), as ``records`` and ``summary``
+    (:func:`modular.emergence_summary`). The inflation run continues those very models."""
+    records = [r for r in recorded["arms"]["wd"] if r["epoch"] <= recorded["params"].epochs]
+    return {"records": records, "summary": modular.emergence_summary(recorded["params"], records)}
+
+
+def _same_models(a: modular.ModularParams, b: modular.ModularParams, arms) -> bool:
+    """Whether two parameter sets train and analyse the same models of ``arms`` (horizons aside)."""
+    same_branch = (a.branch_epoch, a.branch_weight_decay) == (b.branch_epoch, b.branch_weight_decay)
     return (
         a.training_identity() == b.training_identity()
         and a.analysis_identity() == b.analysis_identity()
-        and (a.branch_epoch, a.branch_weight_decay) == (b.branch_epoch, b.branch_weight_decay)
+        and (same_branch or "no_wd" not in arms)
     )
 
 
@@ -79,7 +88,7 @@ def inflation_agreement(
     ``tolerance``). On the record's machine and code the shared snapshots are identical; elsewhere
     float rounding can move an accuracy at a threshold.
     """
-    if not _same_models(params, recorded["params"]):
+    if not _same_models(params, recorded["params"], arms):
         return {"comparable": False, "n_snapshots": {arm: 0 for arm in arms}, "differences": []}
     counts, problems = {}, []
     for arm, records in arms.items():
