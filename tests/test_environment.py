@@ -24,10 +24,19 @@ def pyproject() -> dict:
     return tomllib.loads((REPO / "pyproject.toml").read_text())
 
 
-def pyproject_requirements() -> dict[str, SpecifierSet]:
+EXTRAS = ("lm", "book", "test")  # what environment.yml mirrors (not "cluster")
+
+
+def pyproject_requirements(extras=EXTRAS) -> dict[str, SpecifierSet]:
     project = pyproject()["project"]
-    lines = project["dependencies"] + project["optional-dependencies"]["test"]
+    lines = project["dependencies"] + [line for e in extras for line in project["optional-dependencies"][e]]
     return {canonicalize_name(r.name): r.specifier for r in map(Requirement, lines)}
+
+
+def constraints() -> dict[str, Requirement]:
+    lines = (REPO / "constraints.txt").read_text().splitlines()
+    reqs = [Requirement(line) for line in lines if line.strip() and not line.startswith("#")]
+    return {canonicalize_name(r.name): r for r in reqs}
 
 
 def conda_requirement(spec: str) -> Requirement:
@@ -68,9 +77,25 @@ def test_same_packages() -> None:
 
 
 def test_same_version_constraints() -> None:
-    ours, conda = pyproject_requirements(), environment_requirements()
-    differ = {n: (str(ours[n]), str(conda[n])) for n in ours if n in conda and ours[n] != conda[n]}
+    """environment.yml states pyproject.toml's range, or the exact version of constraints.txt."""
+    ours, conda, pins = pyproject_requirements(), environment_requirements(), constraints()
+    differ = {
+        n: (str(ours[n]), str(conda[n]))
+        for n in ours
+        if n in conda and conda[n] != ours[n] and conda[n] != pins[n].specifier
+    }
     assert not differ, f"(pyproject.toml, environment.yml) constraints differ: {differ}"
+
+
+def test_constraints_pin_every_requirement_within_its_range() -> None:
+    ours, pins = pyproject_requirements(("lm", "book", "test", "cluster")), constraints()
+    missing = sorted(set(ours) - set(pins) - {"dask"})  # the cluster extra is not part of the book
+    assert not missing, f"constraints.txt has no pin for {missing}"
+    for name, req in pins.items():
+        (spec,) = req.specifier
+        assert spec.operator == "==", f"constraints.txt must pin {name} exactly, has {req}"
+        if name in ours:
+            assert ours[name].contains(spec.version), f"{req} is outside pyproject.toml's {name}{ours[name]}"
 
 
 def test_environment_python_is_supported() -> None:
@@ -81,7 +106,12 @@ def test_environment_python_is_supported() -> None:
     assert SpecifierSet(pyproject()["project"]["requires-python"]).contains(version)
 
 
-def test_makefile_installs_the_pinned_torch() -> None:
-    pinned = [str(s) for s in pyproject_requirements()["torch"] if s.operator == "=="]
-    assert pinned, "torch must be pinned with == in pyproject.toml"
-    assert f'"torch{pinned[0]}"' in (REPO / "Makefile").read_text()
+def test_makefile_installs_everything_with_the_constraints() -> None:
+    makefile = (REPO / "Makefile").read_text()
+    installs = [line for line in makefile.splitlines() if "pip install" in line]
+    assert installs and all("-c constraints.txt" in line for line in installs), installs
+    assert installs[0].split("-c constraints.txt")[1].split()[0] == "torch", "torch is installed first"
+    assert any('".[book,lm,test]"' in line for line in installs)
+    assert not any(s.operator == "==" for s in pyproject_requirements()["torch"]), (
+        "pyproject.toml must not pin torch exactly: a site's own (e.g. CUDA) build must satisfy it"
+    )
