@@ -7,7 +7,9 @@ values of each profile, ``{profile: {notebook: {param: value}}}``.
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ __all__ = [
     "ConfigError",
     "RunnerError",
     "chapters",
+    "did_you_mean",
     "output_path",
     "profile_parameters",
     "profiles",
@@ -69,9 +72,16 @@ def source_path(name: str, root: str | os.PathLike | None = None) -> Path:
     if not path.is_file():
         known = sorted(p.stem for p in path.parent.glob("*.py"))
         raise ConfigError(
-            f"no notebook {name!r}: {show_path(path)} does not exist (notebooks: {', '.join(known) or 'none'})"
+            f"no notebook {name!r}: {show_path(path)} does not exist{did_you_mean(name, known)} "
+            f"(notebooks: {', '.join(known) or 'none'})"
         )
     return path
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``known`` to a mistyped ``name``, else ``""``."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def output_path(name: str, root: str | os.PathLike | None = None) -> Path:

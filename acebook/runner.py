@@ -17,6 +17,7 @@ executes, ``ACE_PROFILE`` holds the profile's name (:func:`corelib.claims.record
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import os
@@ -34,6 +35,7 @@ import yaml
 
 from corelib import results
 from corelib.claims import claims_dir
+from corelib.models import DEVICE_VARIABLE
 from corelib.recorded import recorded_root
 from corelib.results import MANIFEST, results_root
 
@@ -42,6 +44,7 @@ from .project import (
     ConfigError,
     RunnerError,
     chapters,
+    did_you_mean,
     output_path,
     profile_parameters,
     profile_table,
@@ -144,6 +147,50 @@ def _describe(declared: Mapping[str, Mapping[str, Any]]) -> str:
     return ", ".join(f"{p} (default {info['default']})" for p, info in declared.items()) or "none"
 
 
+# papermill's inferred type of a parameter's default -> the Python types a value may have
+_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "float": (int, float),
+    "bool": (bool,),
+    "str": (str,),
+    "list": (list,),
+    "tuple": (list, tuple),
+    "dict": (dict,),
+}
+
+
+def _declared_type(info: Mapping[str, Any]) -> str | None:
+    """A parameter's type: its annotation if it has one, else the type of its default's literal."""
+    kind = info.get("inferred_type_name")
+    if kind and kind != "None":
+        return kind
+    try:
+        default = ast.literal_eval(str(info.get("default")))
+    except (ValueError, SyntaxError):
+        return None
+    return None if default is None else type(default).__name__
+
+
+def _type_problem(param: str, value: Any, info: Mapping[str, Any]) -> str | None:
+    """Why ``value`` cannot be parameter ``param`` (declared with ``info``), or None.
+
+    None is always accepted here (several parameters use it as "off" or "default"); a value the
+    parameter objects cannot use is refused by them.
+    """
+    kind = _declared_type(info)
+    allowed = _TYPES.get(kind)
+    if value is None or allowed is None:
+        return None
+    if isinstance(value, bool) and kind != "bool" or not isinstance(value, allowed):
+        hint = (
+            " (a YAML list needs its closing bracket)"
+            if isinstance(value, str) and value.lstrip().startswith("[")
+            else ""
+        )
+        return f"{param} must be a {kind} like its default {info['default']}, got {value!r}{hint}"
+    return None
+
+
 def _check_parameters(
     name: str, params: Mapping[str, Any], declared: Mapping[str, Mapping[str, Any]], origin: str
 ) -> None:
@@ -151,9 +198,12 @@ def _check_parameters(
     if unknown:
         raise ConfigError(
             f"unknown parameter{'s' if len(unknown) > 1 else ''} "
-            f"{', '.join(map(repr, unknown))} for notebook {name!r} ({origin}); "
+            f"{', '.join(map(repr, unknown))} for notebook {name!r} ({origin}){did_you_mean(unknown[0], declared)}; "
             f"its parameters are: {_describe(declared)}"
         )
+    problems = [msg for p, v in params.items() if (msg := _type_problem(p, v, declared[p]))]
+    if problems:
+        raise ConfigError(f"notebook {name!r} ({origin}): " + "; ".join(problems))
 
 
 @dataclass
@@ -216,7 +266,9 @@ def _plan(
     _check_parameters(name, params, declared, f"from profile {profile!r} in profiles.yml")
     _check_parameters(name, overrides, declared, "from the overrides")
     params.update(overrides)
-    key = cache_key(source_path(name, root).read_text(), params, library_hash)
+    # the results folder too: a chapter run against another (e.g. empty) one must run again
+    where = {"parameters": params, "results": str(results_root().resolve())}
+    key = cache_key(source_path(name, root).read_text(), where, library_hash)
     return _Job(name, converted, params, key, profile, _declared_inputs(name, converted))
 
 
@@ -425,7 +477,10 @@ def build_book(
     selected = list(only) if only else names
     missing = [n for n in selected if n not in names]
     if missing:
-        raise ConfigError(f"not a chapter of _toc.yml: {', '.join(missing)} (chapters: {', '.join(names) or 'none'})")
+        raise ConfigError(
+            f"not a chapter of _toc.yml: {', '.join(missing)}{did_you_mean(missing[0], names)} "
+            f"(chapters: {', '.join(names) or 'none'})"
+        )
     profile_table(profile, root)  # fail early on an unknown profile
     if render:
         for name in (n for n in names if n not in selected):
@@ -454,8 +509,12 @@ def _split_overrides(
             raise ConfigError(f"override {key!r}: {notebook!r} is not a selected chapter ({', '.join(declared)})")
         targets = [n for n in ([notebook] if notebook else declared) if param in declared[n]]
         if not targets:
-            listing = "; ".join(f"{n}: {_describe(declared[n])}" for n in ([notebook] if notebook else declared))
-            raise ConfigError(f"unknown parameter {param!r} (override {key!r}); the parameters are -- {listing}")
+            scope = [notebook] if notebook else list(declared)
+            listing = "; ".join(f"{n}: {_describe(declared[n])}" for n in scope)
+            suggestion = did_you_mean(param, {p for n in scope for p in declared[n]})
+            raise ConfigError(
+                f"unknown parameter {param!r} (override {key!r}){suggestion}; the parameters are -- {listing}"
+            )
         for name in targets:
             result[name][param] = value
     return result
@@ -508,7 +567,9 @@ def parse_value(text: str) -> Any:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m acebook.runner", description="Execute the book's notebooks and render it."
+        prog="ace-book",
+        description="Execute the book's chapters with a profile's parameters and render the book.",
+        epilog="e.g.  ace-book run markov_chain -p epochs 5   |   ace-book build --profile smoke",
     )
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument(
@@ -526,36 +587,124 @@ def _parser() -> argparse.ArgumentParser:
         help="override a parameter; the value is parsed as YAML (build: NAME "
         "applies to every chapter declaring it, NOTEBOOK.NAME to one)",
     )
+    how.add_argument(
+        "-f",
+        "--parameters-file",
+        type=Path,
+        metavar="YAML",
+        help="a YAML mapping of parameter overrides, as papermill's -f (-p values win)",
+    )
+    how.add_argument(
+        "--device",
+        help="where the chapters compute: cpu, cuda, cuda:1, mps (default: a GPU when present, else the CPU)",
+    )
     how.add_argument("--force", action="store_true", help="re-run even if cached")
-    sub = parser.add_subparsers(dest="command", required=True)
-    build = sub.add_parser("build", parents=[how, where], help="execute the chapters of _toc.yml and render the book")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    build = sub.add_parser(
+        "build",
+        parents=[how, where],
+        help="execute the chapters of _toc.yml and render the book",
+        description="Execute the chapters of _toc.yml (cached ones are reused) and render _build/html.",
+    )
     build.add_argument("--only", nargs="+", metavar="NAME", help="execute only these chapters")
     build.add_argument("--no-render", action="store_true", help="do not run jupyter-book")
-    run = sub.add_parser("run", parents=[how, where], help="execute one notebook")
-    run.add_argument("name")
-    params = sub.add_parser("params", parents=[where], help="list a notebook's parameters")
-    params.add_argument("name")
+    run = sub.add_parser(
+        "run",
+        parents=[how, where],
+        help="execute one chapter",
+        description="Execute one chapter with the profile's parameters and the overrides.",
+    )
+    run.add_argument("name", help="the chapter (see `ace-book list`)")
+    run.add_argument("-o", "--output", type=Path, help="also write the executed notebook here")
+    params = sub.add_parser(
+        "params",
+        parents=[where],
+        help="list a chapter's parameters",
+        description="List a chapter's parameters: default, type and what it sets.",
+    )
+    params.add_argument("name", help="the chapter (see `ace-book list`)")
+    listing = sub.add_parser(
+        "list",
+        parents=[where],
+        help="list the chapters",
+        description="List the chapters of _toc.yml in reading order, with the time of their last execution.",
+    )
+    listing.add_argument("--profile", default=None, help="show only run times of this profile")
     return parser
 
 
+def _file_overrides(path: Path | None) -> dict[str, Any]:
+    """The overrides of a ``-f`` YAML file: a mapping of parameter names to values."""
+    if path is None:
+        return {}
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read the parameters file {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"the parameters file {path} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        raise ConfigError(
+            f"the parameters file {path} must be a mapping of parameter names to values, e.g. `epochs: 5`."
+        )
+    return data
+
+
+def _title(name: str, root: Path | None) -> str:
+    """The chapter's title: the first markdown heading of its source."""
+    for line in source_path(name, root).read_text().splitlines():
+        if line.startswith("# # "):
+            return line[4:].strip()
+    return ""
+
+
+def _print_chapters(root: Path | None, profile: str | None) -> None:
+    from .run_times import recorded_run_times
+
+    times = {r["chapter"]: r for r in recorded_run_times() if profile is None or r.get("profile") == profile}
+    names = chapters(root)
+    width = max((len(n) for n in names), default=0)
+    for name in names:
+        t = times.get(name)
+        took = f"  [{t['seconds'] / 60:.1f} min, {t.get('profile', '?')}]" if t else ""
+        print(f"{name:<{width}}  {_title(name, root)}{took}")
+
+
+def _print_parameters(name: str, root: Path | None) -> None:
+    declared = notebook_parameters(name, root)
+    width = max((len(p) for p in declared), default=0)
+    for p, info in declared.items():
+        kind = info["inferred_type_name"]
+        kind = "" if kind == "None" else f"  [{kind}]"
+        comment = f"  # {info['help']}" if info["help"] else ""
+        print(f"{p:<{width}} = {info['default']}{kind}{comment}")
+    if not declared:
+        print(f"notebook {name!r} declares no parameters")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point; returns the exit status."""
+    """Command-line entry point (``ace-book``, ``python -m acebook.runner``); returns the exit status."""
     args = _parser().parse_args(argv)
     try:
         if args.command == "params":
-            declared = notebook_parameters(args.name, args.root)
-            width = max((len(p) for p in declared), default=0)
-            for p, info in declared.items():
-                kind = info["inferred_type_name"]
-                kind = "" if kind == "None" else f"  [{kind}]"
-                comment = f"  # {info['help']}" if info["help"] else ""
-                print(f"{p:<{width}} = {info['default']}{kind}{comment}")
-            if not declared:
-                print(f"notebook {args.name!r} declares no parameters")
+            _print_parameters(args.name, args.root)
             return 0
-        overrides = {name: parse_value(value) for name, value in args.parameter}
+        if args.command == "list":
+            _print_chapters(args.root, args.profile)
+            return 0
+        overrides = _file_overrides(args.parameters_file)
+        overrides.update({name: parse_value(value) for name, value in args.parameter})
+        if args.device:
+            os.environ[DEVICE_VARIABLE] = args.device  # the kernels inherit it
         if args.command == "run":
-            print(show_path(run_notebook(args.name, args.profile, overrides, force=args.force, root=args.root)))
+            executed = run_notebook(args.name, args.profile, overrides, force=args.force, root=args.root)
+            if args.output:
+                args.output.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(executed, args.output)
+                executed = args.output
+            print(show_path(executed))
         else:
             print(
                 show_path(

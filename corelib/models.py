@@ -16,6 +16,7 @@ LayerNorm before the unembedding).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass
 
 import torch
@@ -23,16 +24,32 @@ from torch import nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
-__all__ = ["TransformerConfig", "Transformer", "default_device", "resid_hook", "MODEL_REVISION"]
+__all__ = ["TransformerConfig", "Transformer", "default_device", "resid_hook", "MODEL_REVISION", "DEVICE_VARIABLE"]
 
 # Part of every stored run's identity: a change to how models are built or initialised must
 # change it, so results trained by another construction are never reused.
 MODEL_REVISION = "torch-encoder-layer"
 
 
+DEVICE_VARIABLE = "ACE_DEVICE"  # environment variable naming the device (``ace-book --device``)
+
+
 def default_device() -> torch.device:
-    """The GPU when one is present, otherwise the CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """``ACE_DEVICE`` when set (e.g. ``cpu``, ``cuda:1``, ``mps``); else a CUDA GPU when present,
+    else Apple's MPS when present, else the CPU."""
+    name = os.environ.get(DEVICE_VARIABLE)
+    if name:
+        try:
+            return torch.device(name)
+        except RuntimeError as exc:
+            raise ValueError(
+                f"{DEVICE_VARIABLE}={name!r} is not a torch device (e.g. cpu, cuda, cuda:1, mps)."
+            ) from exc
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
 
 
 def resid_hook(layer: int) -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 import textwrap
@@ -107,10 +109,10 @@ def test_profile_and_override_values_reach_the_notebook(project: Path) -> None:
     out = runner.run_notebook("alpha", "smoke", root=project)
     assert out == project / "book" / "chapters" / "alpha.ipynb"
     assert runs(project) == ["3 x"]
-    runner.run_notebook("alpha", "smoke", {"label": [1, 2]}, root=project)
-    assert runs(project) == ["3 x", "3 [1, 2]"]
+    runner.run_notebook("alpha", "smoke", {"label": "y z"}, root=project)
+    assert runs(project) == ["3 x", "3 y z"]
     meta = json.loads(out.read_text())["metadata"][runner.METADATA_KEY]
-    assert meta["parameters"] == {"n": 3, "label": [1, 2]}
+    assert meta["parameters"] == {"n": 3, "label": "y z"}
     assert meta["profile"] == "smoke"
     runner.run_notebook("alpha", "book", root=project)  # not in the profile: defaults
     assert runs(project)[-1] == "1 x"
@@ -243,6 +245,55 @@ def test_cli_reports_user_errors_without_traceback(project: Path, capsys: pytest
     assert runner.main(["params", "alpha", "--root", str(project)]) == 0
     out = capsys.readouterr().out
     assert "n     = 1  # how many" in out and 'label = "x"' in out
+
+
+def test_values_of_the_wrong_type_are_refused_before_a_kernel_starts(project: Path) -> None:
+    for bad, fragment in (
+        ({"n": "abc"}, "n must be a int like its default 1, got 'abc'"),
+        ({"n": 1.5}, "got 1.5"),
+        ({"n": True}, "got True"),
+        ({"n": "[0, 1"}, "a YAML list needs its closing bracket"),
+        ({"label": 3}, "label must be a str"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(fragment)):
+            runner.run_notebook("alpha", "book", bad, root=project)
+    assert runs(project) == []  # nothing executed
+    runner.run_notebook("alpha", "book", {"label": None}, root=project)  # None: left to the parameter objects
+    assert runs(project) == ["1 None"]
+
+
+def test_unknown_names_get_a_suggestion(project: Path) -> None:
+    with pytest.raises(ConfigError, match="did you mean 'alpha'"):
+        runner.run_notebook("alpah", root=project)
+    with pytest.raises(ConfigError, match="did you mean 'label'"):
+        runner.run_notebook("alpha", "book", {"lable": "y"}, root=project)
+    with pytest.raises(ConfigError, match="did you mean 'alpha'"):
+        runner.build_book("book", only=["alfa"], render=False, root=project)
+
+
+def test_cli_reads_a_parameters_file_lists_chapters_and_writes_the_output(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    params = write(tmp_path / "params.yaml", "n: 7\nlabel: from-file\n")
+    out = tmp_path / "out" / "alpha-run.ipynb"
+    argv = ["run", "alpha", "-f", str(params), "-p", "n", "8", "-o", str(out), "--device", "cpu"]
+    monkeypatch.delenv("ACE_DEVICE", raising=False)
+    assert runner.main([*argv, "--root", str(project)]) == 0
+    assert runs(project) == ["8 from-file"]  # -p wins over the file
+    assert json.loads(out.read_text())["metadata"][runner.METADATA_KEY]["parameters"] == {"n": 8, "label": "from-file"}
+    assert os.environ["ACE_DEVICE"] == "cpu"
+    write(tmp_path / "bad.yaml", "- 1\n- 2\n")
+    assert runner.main(["run", "alpha", "-f", str(tmp_path / "bad.yaml"), "--root", str(project)]) == 2
+    assert "must be a mapping of parameter names" in capsys.readouterr().err
+    assert runner.main(["list", "--root", str(project)]) == 0
+    assert capsys.readouterr().out.startswith("alpha  Alpha")
+
+
+def test_a_new_results_folder_is_not_read_as_cached(project: Path, tmp_path: Path, monkeypatch) -> None:
+    runner.run_notebook("alpha", "book", root=project)
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "elsewhere"))
+    runner.run_notebook("alpha", "book", root=project)
+    assert runs(project) == ["1 x", "1 x"]
 
 
 def test_cli_failing_notebook_exits_1(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
