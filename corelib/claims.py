@@ -334,8 +334,9 @@ def record(
     notes: Mapping[str, str] | None = None,
     root: Path | str | None = None,
     source: str | None = None,
-) -> Path:
-    """Save what ``chapter`` measured for its claims; returns the file written.
+) -> None:
+    """Save what ``chapter`` measured for its claims (``claims/<chapter>.json`` of the results
+    folder; nothing is returned, so a chapter cell ending with this call shows nothing).
 
     ``values`` maps claim ids (see :data:`CLAIMS`) to measured values; an unknown id, or a claim
     of another chapter, is an error. ``settings`` lists the chapter's settings that differ from
@@ -370,9 +371,7 @@ def record(
     }
     folder = claims_dir(root)
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{chapter}{'' if source is None else RECORDED_SUFFIX}.json"
-    save_json(path, data)
-    return path
+    save_json(folder / f"{chapter}{'' if source is None else RECORDED_SUFFIX}.json", data)
 
 
 def forget_recorded(chapter: str, root: Path | str | None = None) -> None:

@@ -24,6 +24,8 @@ def test_every_chapter_renders(built_book):
         html = page.read_text()
         assert "Traceback" not in html, f"{name} shows a Python traceback"
         assert not re.search(r"glue.*not found", html, re.I), f"{name} has an unresolved glue"
+        # no stray return value or path of the machine that built it
+        assert "PosixPath(" not in html and str(root) not in html, f"{name} shows a local path"
 
 
 def test_executed_notebooks_have_no_errors(built_book):
