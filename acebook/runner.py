@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from corelib import results
-from corelib.claims import claims_dir
+from corelib.claims import RECORDED_SUFFIX, claims_dir
 from corelib.models import DEVICE_VARIABLE
 from corelib.recorded import recorded_root
 from corelib.results import MANIFEST, results_root
@@ -345,6 +345,15 @@ def _kernel_config() -> dict[str, Any]:
     return {"config": Config({"KernelManager": {"transport_encryption": "auto"}})}
 
 
+PROGRESS_VARIABLE = "ACE_PROGRESS"  # "1": forward a chapter's progress bars even when stderr is not a terminal
+
+
+def _forward_progress() -> bool:
+    """Whether a chapter's own progress bars go to our stderr: on a terminal, or when asked."""
+    flag = os.environ.get(PROGRESS_VARIABLE)
+    return flag == "1" if flag in ("0", "1") else sys.stderr.isatty()
+
+
 def _execute(job: _Job, root: Path) -> Path:
     """Execute a planned notebook with papermill; raise NotebookExecutionError on failure."""
     import nbformat
@@ -356,9 +365,13 @@ def _execute(job: _Job, root: Path) -> Path:
     for stale in (target, failed, running):
         stale.unlink(missing_ok=True)  # never leave an old result looking current
     results.remove(claims_dir() / f"{job.name}.json")
+    results.remove(claims_dir() / f"{job.name}{RECORDED_SUFFIX}.json")
     start, started = time.perf_counter(), time.time()
     previous_profile = os.environ.get("ACE_PROFILE")
     os.environ["ACE_PROFILE"] = job.profile  # inherited by the kernel
+    forward_progress = _forward_progress()
+    if forward_progress:
+        print(f"{job.name}: executing ({job.profile} profile)", file=sys.stderr, flush=True)
     try:
         papermill.execute_notebook(
             str(job.converted),
@@ -367,7 +380,10 @@ def _execute(job: _Job, root: Path) -> Path:
             kernel_name=KERNEL,
             cwd=str(root),
             log_output=False,
-            progress_bar={"desc": f"  {job.name}", "leave": False, "disable": None},
+            # the chapter's own progress bars (training epochs, snapshots, sweep seeds: tqdm on
+            # the kernel's stderr) reach the terminal as they are drawn
+            stderr_file=sys.stderr if forward_progress else None,
+            progress_bar=False if forward_progress else {"desc": f"  {job.name}", "leave": False, "disable": None},
             **_kernel_config(),
         )
     except Exception as exc:  # papermill raises PapermillExecutionError, nbclient others

@@ -289,6 +289,23 @@ def test_cli_reads_a_parameters_file_lists_chapters_and_writes_the_output(
     assert capsys.readouterr().out.startswith("alpha  Alpha")
 
 
+def test_a_chapters_progress_reaches_our_stderr_when_asked(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    write(
+        project / "notebooks" / "talk.py",
+        '# %% tags=["parameters"]\nn = 2\n\n# %%\nimport sys\n'
+        'for i in range(n):\n    print(f"step {i + 1}/{n}", file=sys.stderr)\n',
+    )
+    monkeypatch.setenv("ACE_PROGRESS", "1")
+    runner.run_notebook("talk", root=project)
+    err = capfd.readouterr().err
+    assert "talk: executing (book profile)" in err and "step 1/2" in err and "step 2/2" in err
+    monkeypatch.setenv("ACE_PROGRESS", "0")
+    runner.run_notebook("talk", "book", {"n": 3}, root=project)
+    assert "step 3/3" not in capfd.readouterr().err
+
+
 def test_a_new_results_folder_is_not_read_as_cached(project: Path, tmp_path: Path, monkeypatch) -> None:
     runner.run_notebook("alpha", "book", root=project)
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "elsewhere"))
