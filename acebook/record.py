@@ -36,8 +36,8 @@ from corelib.recorded import compare_values, provenance, recorded_path
 from corelib.results import save_json
 from corelib.sweeps import condition_dir, load_record, run_condition
 
-from .project import profile_parameters
 from .run_times import CODE_DIGITS, corelib_hash, git_commit
+from .runner import chapter_parameters
 
 __all__ = ["export", "verify", "machine", "main"]
 
@@ -72,7 +72,7 @@ def _code() -> dict[str, Any]:
 
 
 def _inflation_params(profile: str) -> modular.ModularParams:
-    return modular.ModularParams(**profile_parameters("core_inflation", profile))
+    return modular.ModularParams.from_namespace(chapter_parameters("core_inflation", profile))
 
 
 def _compact(records: list[dict]) -> list[dict]:
@@ -141,7 +141,7 @@ def _without_operators(records: list[dict]) -> list[dict]:
 
 
 def _sweeps_params(profile: str) -> SweepsParams:
-    return SweepsParams(**profile_parameters("grokking_sweeps", profile))
+    return SweepsParams.from_namespace(chapter_parameters("grokking_sweeps", profile))
 
 
 def _export_grokking_sweeps(profile: str, folder: Path) -> dict:

@@ -143,6 +143,23 @@ def notebook_parameters(name: str, root: str | os.PathLike | None = None) -> dic
     return _inspect(name, project_root(root))[1]
 
 
+def chapter_parameters(
+    name: str, profile: str | None = "book", root: str | os.PathLike | None = None
+) -> dict[str, Any]:
+    """The values chapter ``name`` runs with under ``profile``: the literal defaults of its
+    parameters cell, updated with the profile's values (what the runner passes to papermill);
+    ``profile=None``: the cell's values alone."""
+    values = {}
+    for param, info in notebook_parameters(name, root).items():
+        try:
+            values[param] = ast.literal_eval(str(info["default"]))
+        except (ValueError, SyntaxError):  # an expression: papermill leaves it to the notebook
+            continue
+    if profile is not None:
+        values.update(profile_parameters(name, profile, root))
+    return values
+
+
 def _describe(declared: Mapping[str, Mapping[str, Any]]) -> str:
     return ", ".join(f"{p} (default {info['default']})" for p, info in declared.items()) or "none"
 

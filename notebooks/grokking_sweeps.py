@@ -28,21 +28,22 @@
 #    $p_{\rm crit} \approx 23$).
 #
 # Every condition is trained with several seeds; the uncertainties of the fitted constants come
-# from a bootstrap over seeds. The defaults of the parameters are the paper's (12 seeds, six
-# weight decays, seven moduli, up to 30 000 epochs: many CPU hours); the published book uses a
-# reduced sweep, see {ref}`sweeps-settings`. Rerun with your own settings, e.g.
+# from a bootstrap over seeds. The parameters below are the book's reduced sweep (see
+# {ref}`sweeps-settings`); the `paper` profile runs the paper's (12 seeds, six weight decays,
+# seven moduli, up to 30 000 epochs: many CPU hours), and its recorded run is shown below.
+# Rerun with your own settings, e.g.
 # `python -m acebook.runner run grokking_sweeps -p omegas "[1, 2, 3]" -p n_seeds 3`.
 
 # %% tags=["parameters"]
-n_seeds = 12  # models per condition, initialised with seeds 42, 43, ...
+n_seeds = 3  # models per condition, seeds 42, 43, ... (the paper: 12)
 omega_p = 53  # modulus of the weight-decay sweep
-omegas = [0.3, 0.5, 1.0, 1.5, 2.0, 3.0]  # weight decays of that sweep
+omegas = [1.0, 2.0, 3.0]  # weight decays of that sweep (the paper: 0.3 0.5 1 1.5 2 3)
 omega_batch_size = 512  # minibatch size of that sweep (None: full batch)
-omega_max_epochs = 30000  # cap per condition of the weight-decay sweep
-moduli = [31, 43, 53, 61, 79, 89, 101]  # moduli of the modulus sweep
-p_weight_decay = 1.0  # weight decay of the modulus sweep
+omega_max_epochs = 3000  # cap per condition of that sweep (the paper: 30000)
+moduli = [43, 61, 79]  # moduli of the modulus sweep (the paper: 31 43 53 61 79 89 101)
+p_weight_decay = 3.0  # weight decay of the modulus sweep (the paper: 1)
 p_batch_size = None  # None: full batch (the paper's modulus sweep)
-p_max_epochs = 30000  # cap per condition of the modulus sweep
+p_max_epochs = 4000  # cap per condition of the modulus sweep (the paper: 30000)
 d_model = 128
 n_heads = 4
 d_ff = 512
@@ -52,8 +53,8 @@ dropout = 0.1  # in training only (PyTorch's layer default); 0: none
 train_fraction = 0.5  # share of the p^2 pairs used for training
 split_seed = 42  # permutation of the pairs before the split
 threshold = 0.99  # accuracy that counts as memorised or generalised
-patience_epochs = 100  # a seed stops this many epochs after generalising
-precision = "fp32"  # or "bf16": training passes in bfloat16
+patience_epochs = 10  # a seed stops this many epochs after generalising (the paper: 100)
+precision = "bf16"  # training passes in bfloat16 (the paper: "fp32")
 n_boot = 1000  # bootstrap replicates for the fitted constants' spread
 # None follows joblib's configuration (1 process unless configured)
 n_jobs = None  # joblib processes for the conditions

@@ -42,12 +42,12 @@
 models = ["smollm2-135m", "gemma3-270m"]  # the language models
 n_per_number = 600       # singular prompts, as many plural (paper: 600)
 dataset_seed = 0         # draws of words and pads, shuffle and split
-layer_stride = 1         # sweep every layer_stride-th layer and the last
+layer_stride = 3         # sweep every layer_stride-th layer and the last (paper: 1)
 # interventions evaluated at every swept layer
-sweep_modes = ["keep", "remove", "flip"]  # interventions swept
+sweep_modes = ["remove", "flip"]  # interventions swept (paper: keep too)
 batch_size = 200         # prompts per forward pass
 eps = 1e-8               # relative jitter of the ACE square-root factors
-max_new_tokens = 50      # tokens per steering prompt (the paper: 50)
+max_new_tokens = 30      # tokens per steering prompt (the paper: 50)
 control_new_tokens = 20  # tokens generated per control prompt
 n_display = 3            # sampled continuations shown side by side
 # sampled continuations per steering prompt (the paper: "several")

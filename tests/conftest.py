@@ -47,12 +47,12 @@ def _record_smoke_runs(folder: Path) -> None:
     uses, so the chapters read them back instead of training again.
     """
     from acebook import record
-    from acebook.project import profile_parameters
+    from acebook.runner import chapter_parameters
     from corelib.experiments import grokking_sweeps, modular
 
-    params = modular.ModularParams(**profile_parameters("core_inflation", "smoke"))
+    params = modular.ModularParams.from_namespace(chapter_parameters("core_inflation", "smoke"))
     for arm in modular.ARMS:
         modular.analyse_arm(params, arm, params.long_epochs, progress=False)
-    grokking_sweeps.run(grokking_sweeps.SweepsParams(**profile_parameters("grokking_sweeps", "smoke")))
+    grokking_sweeps.run(grokking_sweeps.SweepsParams.from_namespace(chapter_parameters("grokking_sweeps", "smoke")))
     for name in ("core_inflation", "grokking_sweeps"):
         record.export(name, "smoke", folder).rename(folder / f"{name}_paper")

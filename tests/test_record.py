@@ -6,7 +6,7 @@ import pytest
 from pandas.testing import assert_frame_equal
 
 from acebook import record
-from acebook.project import profile_parameters
+from acebook.runner import chapter_parameters
 from corelib.experiments import grokking_sweeps, modular, paper_scale
 from corelib.experiments.grokking_sweeps import SweepsParams
 from corelib.recorded import compare_values, is_recorded, load_recorded, recorded_path
@@ -21,7 +21,7 @@ def results(tmp_path, monkeypatch):
 
 
 def _smoke_inflation() -> modular.ModularParams:
-    return modular.ModularParams(**profile_parameters("core_inflation", "smoke"))
+    return modular.ModularParams.from_namespace(chapter_parameters("core_inflation", "smoke"))
 
 
 def test_compare_values_reports_each_difference_with_its_place():
@@ -68,7 +68,7 @@ def test_core_inflation_is_exported_read_back_and_re_derived(results):
         "n_snapshots": {arm: len(arms[arm]) for arm in modular.ARMS},
         "differences": [],
     }
-    other = modular.ModularParams(**{**profile_parameters("core_inflation", "smoke"), "seeds": [7, 8]})
+    other = modular.ModularParams.from_namespace({**chapter_parameters("core_inflation", "smoke"), "seeds": [7, 8]})
     assert paper_scale.inflation_agreement(other, arms, shown)["comparable"] is False
     assert paper_scale.recorded_inflation(results / "nothing", "smoke") is None
     # without a record the chapter glues the same names (its prose must resolve either way)
@@ -95,7 +95,7 @@ def test_core_inflation_is_exported_read_back_and_re_derived(results):
 
 @pytest.mark.slow
 def test_grokking_sweeps_are_exported_and_a_condition_re_derived(results):
-    params = SweepsParams(**profile_parameters("grokking_sweeps", "smoke"))
+    params = SweepsParams.from_namespace(chapter_parameters("grokking_sweeps", "smoke"))
     rec_root = results / "recorded"
     with pytest.raises(SystemExit, match="records of the smoke-profile sweeps are missing"):
         record.export("grokking_sweeps", "smoke", rec_root)

@@ -1,0 +1,43 @@
+"""The chapters' parameters cells hold the book profile's values, and the paper profile restores
+the paper's settings (the defaults of each experiment's parameter class)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from acebook.project import chapters, profile_parameters
+from acebook.runner import chapter_parameters
+from corelib.experiments import grokking_sweeps, markov, modular, sva
+
+# Chapters whose parameter class states the paper's settings as its defaults.
+PAPER_CLASSES = {
+    "markov_chain": markov.MarkovParams,
+    "modular_addition": modular.ModularParams,
+    "core_inflation": modular.ModularParams,
+    "grokking_sweeps": grokking_sweeps.SweepsParams,
+    "subject_verb_agreement": sva.SVAParams,
+}
+
+
+def _plain(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+@pytest.mark.parametrize("name", chapters())
+def test_the_parameters_cell_holds_the_book_values(name: str) -> None:
+    """`Run all` in Jupyter, Binder or Colab runs the book profile: the profile sets nothing else."""
+    cell = chapter_parameters(name, None)  # the cell's values alone
+    book = profile_parameters(name, "book")
+    assert {k: (v, cell.get(k)) for k, v in book.items() if cell.get(k) != v} == {}
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_CLASSES))
+def test_the_paper_profile_restores_the_papers_settings(name: str) -> None:
+    values = chapter_parameters(name, "paper")
+    paper = PAPER_CLASSES[name]()
+    fields = [f.name for f in dataclasses.fields(paper) if f.name in values]
+    assert fields, f"{name} declares none of its parameter class's fields"
+    differ = {f: (values[f], getattr(paper, f)) for f in fields if _plain(values[f]) != _plain(getattr(paper, f))}
+    assert differ == {}, f"{name}: (paper profile, paper value) differ: {differ}"
