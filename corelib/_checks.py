@@ -44,3 +44,37 @@ def check_rank(rank: int, upper: int, what: str = "dimension D") -> int:
     if int(rank) != rank or not (1 <= rank <= upper):
         raise ValueError(f"rank must be an integer in [1, {upper}] (the {what}), got {rank}.")
     return int(rank)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
+def check_settings(
+    owner: str,
+    *,
+    positive: dict | None = None,
+    non_negative: dict | None = None,
+    integers: dict | None = None,
+    fractions: dict | None = None,
+) -> None:
+    """Refuse impossible settings of a parameter object before any work, naming each and the fix.
+
+    ``positive``: numbers > 0; ``non_negative``: numbers >= 0; ``integers``: whole numbers >= 1;
+    ``fractions``: numbers in (0, 1]. Each maps setting names to values.
+    """
+    problems = []
+    for name, v in (positive or {}).items():
+        if not _is_number(v) or not v > 0:
+            problems.append(f"{name} must be a positive number, got {v!r}")
+    for name, v in (non_negative or {}).items():
+        if not _is_number(v) or not v >= 0:
+            problems.append(f"{name} must be zero or positive, got {v!r}")
+    for name, v in (integers or {}).items():
+        if not _is_number(v) or int(v) != v or v < 1:
+            problems.append(f"{name} must be a whole number of at least 1, got {v!r}")
+    for name, v in (fractions or {}).items():
+        if not _is_number(v) or not 0 < v <= 1:
+            problems.append(f"{name} must lie in (0, 1], got {v!r}")
+    if problems:
+        raise ValueError(f"{owner}: " + "; ".join(problems) + ". Change these settings and run again.")

@@ -24,6 +24,8 @@ from torch import nn
 from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
+from ._checks import check_settings
+
 __all__ = ["TransformerConfig", "Transformer", "default_device", "resid_hook", "MODEL_REVISION", "DEVICE_VARIABLE"]
 
 # Part of every stored run's identity: a change to how models are built or initialised must
@@ -72,6 +74,10 @@ class TransformerConfig:
     unembed_bias: bool = True
 
     def __post_init__(self):
+        check_settings(
+            "TransformerConfig",
+            integers={k: getattr(self, k) for k in ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "n_ctx")},
+        )
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}.")
         if not 0 <= self.dropout < 1:

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from corelib import claims
+from corelib._checks import check_settings
 from corelib.sweeps import (
     PAPER_SWEEPS,
     Condition,
@@ -68,6 +69,22 @@ class SweepsParams:
     def __post_init__(self):
         object.__setattr__(self, "omegas", tuple(float(w) for w in self.omegas))
         object.__setattr__(self, "moduli", tuple(int(q) for q in self.moduli))
+        if not self.omegas or not self.moduli:
+            raise ValueError("SweepsParams: omegas and moduli must each list at least one value.")
+        check_settings(
+            "SweepsParams",
+            integers={k: getattr(self, k) for k in ("n_seeds", "omega_max_epochs", "p_max_epochs", "n_boot")},
+            positive={
+                "lr": self.lr,
+                **{f"omegas[{i}]": w for i, w in enumerate(self.omegas)},
+                "p_weight_decay": self.p_weight_decay,
+            },
+            non_negative={"patience_epochs": self.patience_epochs},
+            fractions={"train_fraction": self.train_fraction, "threshold": self.threshold},
+        )
+        small = [q for q in (self.omega_p, *self.moduli) if q < 3]
+        if small:
+            raise ValueError(f"SweepsParams: moduli must be at least 3, got {small}.")
 
     @classmethod
     def from_namespace(cls, namespace: dict) -> SweepsParams:

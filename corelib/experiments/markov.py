@@ -20,6 +20,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import ace, compare, operators
+from .._checks import check_settings
 from ..engine import SequenceData, StackConfig, train_stack
 from ..interventions import accuracy, intervention_accuracy
 from ..masks import MASK_GENERATOR
@@ -71,6 +72,14 @@ class MarkovParams:
         object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
         if len(self.seeds) < 1:
             raise ValueError("need at least one seed.")
+        check_settings(
+            "MarkovParams",
+            integers={
+                k: getattr(self, k) for k in ("n_states", "n_train", "n_test", "epochs", "batch_size", "n_jacobians")
+            },
+            positive={"lr": self.lr},
+            fractions={"energy": self.energy},
+        )
         rows = self.model_config().n_ctx  # inputs are seq_len - 1 tokens long
         if not 2 < self.seq_len <= rows + 1:
             raise ValueError(

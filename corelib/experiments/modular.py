@@ -27,6 +27,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import ace, operators
+from .._checks import check_settings
 from ..claims import deviations
 from ..engine import PrefixData, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
 from ..interventions import ReadoutAccuracy, ablation_curve, accuracy, refine_rank
@@ -104,6 +105,31 @@ class ModularParams:
         object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
         if not self.seeds:
             raise ValueError("need at least one seed.")
+        check_settings(
+            "ModularParams",
+            integers={
+                k: getattr(self, k)
+                for k in (
+                    "epochs",
+                    "long_epochs",
+                    "batch_size",
+                    "snapshot_every",
+                    "snapshot_every_late",
+                    "late_after",
+                    "eval_every",
+                    "n_jacobians",
+                )
+            },
+            positive={"lr": self.lr},
+            non_negative={"weight_decay": self.weight_decay, "branch_weight_decay": self.branch_weight_decay},
+            fractions={
+                "train_fraction": self.train_fraction,
+                "energy": self.energy,
+                "grok_threshold": self.grok_threshold,
+            },
+        )
+        if self.p < 3:
+            raise ValueError(f"ModularParams: p must be at least 3 (a modulus with a sum to learn), got {self.p}.")
         if not 0 < self.branch_epoch <= self.long_epochs:
             raise ValueError(f"branch_epoch ({self.branch_epoch}) must lie in (0, long_epochs={self.long_epochs}].")
         if not self.stack_config("wd", self.long_epochs).is_snapshot(self.branch_epoch):

@@ -1,0 +1,49 @@
+"""Impossible settings are refused by the parameter objects, before any work, naming the setting."""
+
+from __future__ import annotations
+
+import pytest
+
+from corelib.experiments.grokking_sweeps import SweepsParams
+from corelib.experiments.markov import MarkovParams
+from corelib.experiments.modular import ModularParams
+from corelib.models import TransformerConfig
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: TransformerConfig(vocab_size=5, n_heads=0), "n_heads must be a whole number of at least 1, got 0"),
+        (lambda: TransformerConfig(vocab_size=0), "vocab_size must be a whole number"),
+        (lambda: TransformerConfig(vocab_size=5, d_model=0), "d_model must be a whole number"),
+        (lambda: ModularParams(epochs=-5), "epochs must be a whole number of at least 1, got -5"),
+        (lambda: ModularParams(batch_size=0), "batch_size must be a whole number"),
+        (lambda: ModularParams(lr=0.0), "lr must be a positive number, got 0.0"),
+        (lambda: ModularParams(weight_decay=-1.0), "weight_decay must be zero or positive"),
+        (lambda: ModularParams(train_fraction=1.5), r"train_fraction must lie in \(0, 1\]"),
+        (lambda: ModularParams(p=2), "p must be at least 3"),
+        (lambda: ModularParams(epochs=2.5), "epochs must be a whole number"),
+        (lambda: SweepsParams(n_seeds=0), "n_seeds must be a whole number of at least 1, got 0"),
+        (lambda: SweepsParams(omegas=[1.0, -2.0]), r"omegas\[1\] must be a positive number, got -2.0"),
+        (lambda: SweepsParams(moduli=[]), "omegas and moduli must each list at least one value"),
+        (lambda: SweepsParams(moduli=[2, 53]), r"moduli must be at least 3, got \[2\]"),
+        (lambda: SweepsParams(patience_epochs=-1), "patience_epochs must be zero or positive"),
+        (lambda: MarkovParams(epochs=0), "epochs must be a whole number"),
+        (lambda: MarkovParams(energy=0.0), r"energy must lie in \(0, 1\]"),
+    ],
+)
+def test_impossible_settings_are_refused_with_their_name(make, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_every_problem_is_named_at_once_with_the_fix() -> None:
+    with pytest.raises(ValueError) as info:
+        ModularParams(epochs=0, lr=-1.0)
+    text = str(info.value)
+    assert "epochs must be" in text and "lr must be" in text and text.endswith("Change these settings and run again.")
+
+
+def test_the_papers_settings_pass() -> None:
+    for make in (ModularParams, SweepsParams, MarkovParams):
+        make()
