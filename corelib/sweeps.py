@@ -21,9 +21,11 @@ interrupted sweep resumes with the missing seeds. Conditions are independent :mo
 
 from __future__ import annotations
 
+import hashlib
 import math
 import warnings
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -696,19 +698,71 @@ def run_condition(
     return [found[s] for s in seeds]
 
 
+def worker_device() -> torch.device:
+    """The device of a sweep job: on a Dask worker of a machine with several GPUs, one GPU per
+    worker (worker ``k`` of a ``LocalCluster`` on ``cuda:k mod n``; other names hashed), so the
+    workers share the GPUs; elsewhere :func:`corelib.models.default_device`."""
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if n > 1:
+        try:
+            from distributed import get_worker
+
+            name = get_worker().name
+        except (ImportError, ValueError):  # not on a Dask worker
+            name = None
+        if name is not None:
+            index = name if isinstance(name, int) else int(hashlib.sha256(str(name).encode()).hexdigest(), 16)
+            return torch.device(f"cuda:{index % n}")
+    return default_device()
+
+
+def _run_on_worker(cond: Condition, seeds, cfg: SweepConfig, root: Path, progress: bool) -> list[dict]:
+    return run_condition(cond, seeds, cfg, root=root, device=worker_device(), progress=progress)
+
+
+@contextmanager
+def _dask_backend(cluster):
+    """joblib's dask backend on ``cluster`` (a scheduler address, or a Client or cluster object)."""
+    try:
+        from distributed import Client
+    except ImportError as exc:
+        raise ImportError(
+            "cluster= needs Dask's distributed scheduler: pip install 'corelib[cluster]' (dask[distributed])."
+        ) from exc
+    if isinstance(cluster, str):
+        address = cluster.removeprefix("dask://")
+        address = address if "://" in address else f"tcp://{address}"
+        client, own = Client(address), True
+    elif isinstance(cluster, Client):
+        client, own = cluster, False
+    else:  # a LocalCluster, SLURMCluster, ... object
+        client, own = Client(cluster), True
+    try:
+        with joblib.parallel_config(backend="dask", wait_for_workers_timeout=60):
+            yield client
+    finally:
+        if own:
+            client.close()
+
+
 def run_sweep(
     conditions: Sequence[Condition],
     seeds: Sequence[int],
     cfg: SweepConfig,
     *,
     n_jobs: int | None = None,
+    cluster=None,
     root: Path | str | None = None,
     progress: bool = True,
 ) -> pd.DataFrame:
     """Run every condition (one joblib job each) and return one row per (condition, seed).
 
     ``n_jobs=None`` follows joblib's configuration (1 process unless a ``joblib.parallel_config``
-    says otherwise); see the module docstring for Dask/Ray. Conditions whose records are all
+    says otherwise). ``cluster`` sends the jobs to Dask instead: a scheduler address
+    (``"tcp://host:8786"`` or ``"dask://host:8786"``), a ``distributed.Client``, or a cluster
+    object (``LocalCluster``, a dask-jobqueue ``SLURMCluster``, ...); workers need the project
+    installed and must see ``root`` (a shared file system), and on machines with several GPUs
+    each worker trains on its own (:func:`worker_device`). Conditions whose records are all
     stored are not dispatched at all.
     """
     conditions = list(conditions)
@@ -728,14 +782,17 @@ def run_sweep(
     inner = progress and joblib.effective_n_jobs(n_jobs) == 1
     bar = tqdm(total=len(conditions), initial=len(done), desc="conditions", disable=not progress)
     if todo:
-        jobs = (joblib.delayed(run_condition)(c, seeds, cfg, root=root, progress=inner) for c in todo)
-        for cond, recs in zip(todo, joblib.Parallel(n_jobs=n_jobs, return_as="generator")(jobs)):
-            folder = condition_dir(cond, cfg, root)
-            for rec in recs:  # a remote worker may not share our file system
-                if load_record(folder, cond, cfg, rec["seed"]) is None:
-                    save_json(_record_path(folder, rec["seed"]), rec)
-            done[cond] = recs
-            bar.update(1)
+        inner = inner and cluster is None
+        with _dask_backend(cluster) if cluster is not None else nullcontext():
+            jobs = (joblib.delayed(_run_on_worker)(c, seeds, cfg, root, inner) for c in todo)
+            parallel = joblib.Parallel(n_jobs=-1 if cluster is not None else n_jobs, return_as="generator")
+            for cond, recs in zip(todo, parallel(jobs)):
+                folder = condition_dir(cond, cfg, root)
+                for rec in recs:  # a remote worker may not share our file system
+                    if load_record(folder, cond, cfg, rec["seed"]) is None:
+                        save_json(_record_path(folder, rec["seed"]), rec)
+                done[cond] = recs
+                bar.update(1)
     bar.close()
     return pd.DataFrame([rec for c in conditions for rec in done[c]], columns=list(RECORD_FIELDS))
 

@@ -202,6 +202,36 @@ def test_run_sweep_dispatches_only_unfinished_conditions(tmp_path, monkeypatch):
     assert len(full) == 4 and full.iloc[:2].equals(table)
 
 
+@pytest.mark.slow  # starts a Dask cluster of two worker processes
+def test_a_sweep_on_a_dask_cluster_gives_the_records_of_a_sequential_run(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    cfg, seeds = _cfg(), (1, 2)
+    conds = [Condition(p=11, weight_decay=w, batch_size=None) for w in (0.5, 1.0, 2.0)]
+    sequential = run_sweep(conds, seeds, cfg, root=tmp_path / "here", progress=False)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        on_cluster = run_sweep(conds, seeds, cfg, root=tmp_path / "there", cluster=cluster, progress=False)
+    pd.testing.assert_frame_equal(on_cluster, sequential)
+    # every record was saved where the driver reads them: a second run dispatches nothing
+    again = run_sweep(conds, seeds, cfg, root=tmp_path / "there", cluster="tcp://127.0.0.1:1", progress=False)
+    pd.testing.assert_frame_equal(again, sequential)
+
+
+def test_a_cluster_without_dask_names_the_extra(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_distributed(name, *args, **kwargs):
+        if name == "distributed":
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_distributed)
+    with pytest.raises(ImportError, match=r"pip install 'corelib\[cluster\]'"):
+        with sweeps._dask_backend("tcp://127.0.0.1:8786"):
+            pass
+
+
 def test_bootstrap_recovers_a_planted_power_law():
     rng = np.random.default_rng(1)
     omegas = np.array([0.3, 0.5, 1.0, 2.0, 3.0])
