@@ -588,8 +588,7 @@ def _save_state(run: Path, name: str, trainer: Trainer, epoch: int, history: dic
     tensors = {
         **{f"params.{k}": v for k, v in trainer.stack.params.items()},
         **{f"optimizer.{k}": v for k, v in opt_tensors.items()},
-        "rng.torch": torch.get_rng_state(),
-    }
+    }  # no generator state of torch's: nothing in training draws from it (see epoch_order, masks)
     if trainer.streams is not None:
         tensors["rng.dropout"] = trainer.streams.state()
     results.save_tensors(run / f"{name}.safetensors", tensors)
@@ -683,7 +682,6 @@ def _train_locked(model_cfg, cfg, seeds, train_data, test_data, run, start, devi
             return load_snapshot(run, cfg.epochs, device), hist
         stack = SeedStack(model_cfg, seeds, _split(tensors, "params"))
         epoch, history = state["epoch"], state["history"]
-        torch.set_rng_state(tensors["rng.torch"].cpu())
         if streams is not None:
             streams.load_state(tensors["rng.dropout"])
     elif start is None:
