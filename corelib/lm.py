@@ -25,6 +25,7 @@ import importlib.util
 import json
 import os
 import shutil
+import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -258,23 +259,45 @@ def _tiny_random_llama(seed: int = 0):
     return model, tok
 
 
-def _load_hub(name: str, device: torch.device):
-    """Any ``transformers`` name or folder; several GPUs share the model via ``device_map``."""
+HUB_HOST = ("huggingface.co", 443)
+
+
+def _hub_reachable(timeout: float = 2.0) -> bool:
+    """Whether the model hub answers at all (one TCP connection, ``timeout`` seconds)."""
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0"):
+        return False
+    try:
+        socket.create_connection(HUB_HOST, timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _cannot_load(name: str, why: str) -> ValueError:
+    listing = "\n".join(f"  {n}: {d}" for n, d in available_models().items())
+    return ValueError(
+        f"cannot load model {name!r} ({why}).\nWithout a network only these offline models are available:\n{listing}"
+    )
+
+
+def _load_hub(name: str, dtype: torch.dtype, device_map):
+    """Any ``transformers`` name or local folder: from the folder or the local hub cache first;
+    from the hub only if it answers (an offline machine fails at once, not after minutes of retries)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    kwargs = {"dtype": torch.float32, "attn_implementation": "eager"}
-    if device.type == "cuda" and torch.cuda.device_count() > 1:
-        kwargs["device_map"] = "auto"
-    try:
-        tok = AutoTokenizer.from_pretrained(name)
-        model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
-    except (OSError, ValueError) as exc:
-        listing = "\n".join(f"  {n}: {d}" for n, d in available_models().items())
-        raise ValueError(
-            f"cannot load model {name!r} ({type(exc).__name__}: {str(exc).splitlines()[0]}).\n"
-            f"Without a network only these offline models are available:\n{listing}"
-        ) from None
-    return model, tok
+    kwargs = {"dtype": dtype, "attn_implementation": "eager"}
+    if device_map is not None:
+        kwargs["device_map"] = device_map
+    for local_only in (True, False):
+        if not local_only and not Path(name).is_dir() and not _hub_reachable():
+            raise _cannot_load(name, "it is neither a local folder nor in the hub cache, and the hub cannot be reached")
+        try:
+            tok = AutoTokenizer.from_pretrained(name, local_files_only=local_only)
+            return AutoModelForCausalLM.from_pretrained(name, local_files_only=local_only, **kwargs), tok
+        except (OSError, ValueError) as exc:
+            if not local_only or Path(name).is_dir():
+                raise _cannot_load(name, f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+    raise AssertionError("unreachable")
 
 
 def load_model(
@@ -282,6 +305,8 @@ def load_model(
     device: torch.device | str | None = None,
     *,
     readout: Mapping[str, float] | None = None,
+    dtype: torch.dtype | str = torch.float32,
+    device_map: str | dict | None = None,
     refresh_cache: bool = False,
     verbose: bool = True,
 ) -> LanguageModel:
@@ -289,17 +314,26 @@ def load_model(
 
     Args:
         name: an offline model name, or any ``transformers`` model name / local folder.
-        device: where to run; default :func:`corelib.models.default_device`. Ignored for hub
-            models spread over several GPUs with ``device_map="auto"``.
+        device: where to run; default :func:`corelib.models.default_device`. Ignored when
+            ``device_map`` places a hub model.
         readout: ``{token: weight}``, the linear read-out of a few single-token logits that
             ``return_type="readout"`` computes (see :class:`LanguageModel`).
+        dtype: the weights' dtype, e.g. ``torch.bfloat16`` or ``"float16"`` on a GPU; the
+            book's numbers are computed in float32 (the default).
+        device_map: for hub models, ``transformers``' placement, e.g. ``"auto"`` to spread a
+            large model over several GPUs (and the CPU).
         refresh_cache: rebuild the fp32 copy of a GGUF model even if it is up to date.
         verbose: print a line while de-quantising.
     """
     device = torch.device(device) if device is not None else default_device()
+    dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating torch dtype such as torch.bfloat16 or 'float16', got {dtype!r}.")
     spec = OFFLINE_MODELS.get(name)
+    if device_map is not None and spec is not None:
+        raise ValueError(f"device_map applies to hub models; {name!r} is an offline model: pass device= instead.")
     if spec is None:
-        model, tok = _load_hub(name, device)
+        model, tok = _load_hub(name, dtype, device_map)
         prefix = tok.bos_token or None  # as TransformerLens does: BOS before every prompt
     elif spec.locate is None:
         model, tok = _tiny_random_llama()
@@ -308,7 +342,7 @@ def load_model(
         model, tok = _load_gguf_cached(spec, refresh=refresh_cache, verbose=verbose)
         prefix = spec.prefix
     if getattr(model, "hf_device_map", None) is None:
-        model = model.to(device)
+        model = model.to(device=device, dtype=dtype)
     model.eval()
     return LanguageModel(model, tok, name=name, prefix=prefix, readout=readout)
 

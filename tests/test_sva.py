@@ -7,6 +7,7 @@ The real pretrained models are tested in tests/test_sva_models.py.
 from __future__ import annotations
 
 import itertools
+import time
 
 import numpy as np
 import pytest
@@ -230,6 +231,35 @@ def test_hook_names_follow_transformer_lens(tiny, prompts):
     with torch.no_grad():
         final = tiny(batch.input_ids, batch.attention_mask, return_type="hidden")
     assert torch.allclose(tiny.final_norm(h), final, atol=1e-5)  # last layer, then the final norm
+
+
+def test_an_unknown_model_fails_at_once_offline_and_a_local_folder_never_asks_the_hub(tmp_path, monkeypatch):
+    from corelib import lm
+
+    monkeypatch.setattr(lm, "_hub_reachable", lambda timeout=2.0: False)
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match="(?s)hub cannot be reached.*offline models are available.*gemma3-270m"):
+        load_model("someone/a-model-nobody-has", "cpu")
+    assert time.perf_counter() - started < 10
+    model, tok = lm._tiny_random_llama()
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+
+    def no_hub(timeout=2.0):
+        raise AssertionError("a local folder must not contact the hub")
+
+    monkeypatch.setattr(lm, "_hub_reachable", no_hub)
+    local = load_model(str(tmp_path), "cpu", dtype="bfloat16")
+    assert {p.dtype for p in local.hf.parameters()} == {torch.bfloat16}
+
+
+def test_dtype_and_device_map_are_checked(tiny):
+    half = load_model("tiny-random-llama", "cpu", dtype=torch.float16)
+    assert next(half.hf.parameters()).dtype == torch.float16
+    with pytest.raises(ValueError, match="floating torch dtype"):
+        load_model("tiny-random-llama", "cpu", dtype="int8")
+    with pytest.raises(ValueError, match="device_map applies to hub models"):
+        load_model("tiny-random-llama", device_map="auto")
 
 
 def test_errors_name_the_problem(tiny):
