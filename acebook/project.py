@@ -24,6 +24,8 @@ __all__ = [
     "RunnerError",
     "chapters",
     "did_you_mean",
+    "repository_url",
+    "PLACEHOLDER_REPOSITORY",
     "output_path",
     "profile_parameters",
     "profiles",
@@ -76,6 +78,22 @@ def source_path(name: str, root: str | os.PathLike | None = None) -> Path:
             f"(notebooks: {', '.join(known) or 'none'})"
         )
     return path
+
+
+PLACEHOLDER_REPOSITORY = "https://github.com/ace-book/algorithmic-cores"  # until the book is published
+
+
+def repository_url(root: str | os.PathLike | None = None) -> str | None:
+    """The public repository of the book: ``repository.url`` of ``_config.yml`` (the one setting
+    the launch buttons and the Colab install cell are built from); None without a ``_config.yml``."""
+    path = project_root(root) / "_config.yml"
+    if not path.exists():
+        return None
+    config = yaml.safe_load(path.read_text()) or {}
+    url = (config.get("repository") or {}).get("url")
+    if not isinstance(url, str) or not url.startswith("https://"):
+        raise ConfigError(f"_config.yml: repository.url must be the book's public https URL, got {url!r}.")
+    return url.rstrip("/")
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

@@ -41,6 +41,7 @@ from corelib.results import MANIFEST, results_root
 
 from .project import (
     CHAPTER_DIR,
+    PLACEHOLDER_REPOSITORY,
     ConfigError,
     RunnerError,
     chapters,
@@ -49,6 +50,7 @@ from .project import (
     profile_parameters,
     profile_table,
     project_root,
+    repository_url,
     show_path,
     source_path,
 )
@@ -72,7 +74,7 @@ __all__ = [
 KERNEL = "python3"
 RECORDED_INPUT = "recorded"  # in corelib_inputs: the recorded paper-scale results, not a results folder
 METADATA_KEY = "acebook_runner"  # of an executed notebook's metadata: cache key, profile, parameters, time
-_PAPERMILL_EXTRA_TAGS = {"injected-parameters", "papermill-error-cell-tag"}
+_PAPERMILL_EXTRA_TAGS = {"injected-parameters", "papermill-error-cell-tag", "colab-install"}
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -110,12 +112,27 @@ def cache_key(source_text: str, parameters: Mapping[str, Any], library_hash: str
 # --------------------------------------------------------------------------- notebooks
 
 
+# The first cell of every executed chapter: on Colab (its launch button opens the executed
+# notebook), it installs the book's library from the repository of _config.yml; elsewhere it does
+# nothing. Not rendered on the page.
+COLAB_CELL = """\
+import sys  # on Colab: install the book's library (corelib) first; elsewhere nothing happens
+if "google.colab" in sys.modules:
+    import subprocess
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "corelib[book,lm] @ git+{url}"], check=True)"""
+COLAB_TAG = "colab-install"  # not a cell of the source: left out when numbering the source's cells
+_HIDDEN = {"tags": ["remove-cell", COLAB_TAG]}
+
+
 def _convert(name: str, root: Path) -> Path:
-    """Convert the jupytext source to ``_build/runner/<name>.input.ipynb``."""
+    """Convert the jupytext source to ``_build/runner/<name>.input.ipynb``, with the Colab cell first."""
     import jupytext
     import nbformat
 
     nb = jupytext.read(source_path(name, root), fmt="py:percent")
+    url = repository_url(root)
+    if url is not None:
+        nb.cells.insert(0, nbformat.v4.new_code_cell(COLAB_CELL.format(url=url), metadata=_HIDDEN))
     nb.metadata.pop("jupytext", None)
     nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": "Python 3", "language": "python"}
     path = root / "_build" / "runner" / f"{name}.input.ipynb"
@@ -556,6 +573,12 @@ def _split_overrides(
 def render_book(root: str | os.PathLike | None = None) -> Path:
     """Run ``jupyter-book build`` (warnings are errors) and return ``_build/html/index.html``."""
     root = project_root(root)
+    if repository_url(root) == PLACEHOLDER_REPOSITORY:
+        print(
+            f"warning: _config.yml's repository.url is still the placeholder {PLACEHOLDER_REPOSITORY}: the "
+            "Binder and Colab buttons and the Colab install cell point to it; set the published URL.",
+            file=sys.stderr,
+        )
     exe = Path(sys.executable).parent / "jupyter-book"
     command = [
         str(exe) if exe.exists() else "jupyter-book",

@@ -306,6 +306,19 @@ def test_a_chapters_progress_reaches_our_stderr_when_asked(
     assert "step 3/3" not in capfd.readouterr().err
 
 
+def test_executed_chapters_start_with_the_hidden_colab_install_cell(project: Path) -> None:
+    write(project / "_config.yml", "title: x\nrepository:\n  url: https://example.org/someone/book\n")
+    out = runner.run_notebook("alpha", "smoke", root=project)
+    first = json.loads(out.read_text())["cells"][0]
+    assert first["metadata"]["tags"] == ["remove-cell", "colab-install"] and first["outputs"] == []
+    assert "google.colab" in "".join(first["source"])
+    assert "corelib[book,lm] @ git+https://example.org/someone/book" in "".join(first["source"])
+    assert runs(project) == ["3 x"]  # ran, and did nothing else off Colab
+    write(project / "_config.yml", "title: x\nrepository:\n  url: not-a-url\n")
+    with pytest.raises(ConfigError, match="repository.url must be the book's public https URL"):
+        runner.run_notebook("alpha", "smoke", root=project, force=True)
+
+
 def test_a_new_results_folder_is_not_read_as_cached(project: Path, tmp_path: Path, monkeypatch) -> None:
     runner.run_notebook("alpha", "book", root=project)
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "elsewhere"))
