@@ -22,6 +22,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -309,37 +310,57 @@ class MomentAccumulator:
 
     Feed activations and Jacobians in batches of any size, in any order; call :meth:`core`.
     The covariance uses a shifted sum (shift = first batch's mean) so that large activation
-    offsets do not cost precision.
+    offsets do not cost precision. ``device``: where the sums live and the batch products run
+    (e.g. the GPU that computed the batches, so that large-D Jacobians never leave it; MPS has no
+    float64, so it accumulates on the CPU); default the CPU.
     """
 
-    def __init__(self, d: int):
+    def __init__(self, d: int, device: torch.device | str | None = None):
         if int(d) != d or d < 1:
             raise ValueError(f"d must be a positive integer, got {d}.")
         self.d = int(d)
+        device = torch.device(device) if device is not None else torch.device("cpu")
+        self.device = torch.device("cpu") if device.type == "mps" else device
         self.n = 0
         self.n_jac = 0
-        self._shift: np.ndarray | None = None
-        self._sum = np.zeros(self.d)
-        self._outer = np.zeros((self.d, self.d))
-        self._jtj = np.zeros((self.d, self.d))
+        self._shift: torch.Tensor | None = None
+        zeros = partial(torch.zeros, dtype=torch.float64, device=self.device)
+        self._sum = zeros(self.d)
+        self._outer = zeros(self.d, self.d)
+        self._jtj = zeros(self.d, self.d)
+
+    def _batch(self, x, name: str, ndim: int) -> torch.Tensor:
+        """A batch as float64 on the accumulator's device, checked (shape, finite) on arrival."""
+        if isinstance(x, torch.Tensor):
+            t = x.detach().to(device=self.device, dtype=torch.float64)
+            if t.ndim != ndim or t.numel() == 0:
+                raise ValueError(f"{name} must have {ndim} dimensions and be non-empty, got shape {tuple(t.shape)}.")
+            bad = int((~torch.isfinite(t)).sum())
+            if bad:
+                raise ValueError(
+                    f"{name} contains {bad} NaN/Inf values; check the model or the inputs that produced it "
+                    "(e.g. a diverged training run) before extracting a core."
+                )
+            return t
+        return torch.from_numpy(as_matrix(x, name, ndim=ndim)).to(self.device)
 
     def update(self, h_batch=None, j_batch=None) -> MomentAccumulator:
-        """Add a batch of activations (n, D) and/or Jacobians (m, K, D) or (m, D)."""
+        """Add a batch of activations (n, D) and/or Jacobians (m, K, D) or (m, D) (numpy or torch)."""
         if h_batch is not None:
-            h = as_matrix(h_batch, "activations")
+            h = self._batch(h_batch, "activations", 2)
             if h.shape[1] != self.d:
                 raise ValueError(f"activations have D={h.shape[1]}, accumulator expects {self.d}.")
             if self._shift is None:
-                self._shift = h.mean(axis=0)
+                self._shift = h.mean(dim=0)
             x = h - self._shift
-            self._sum += x.sum(axis=0)
+            self._sum += x.sum(dim=0)
             self._outer += x.T @ x
             self.n += h.shape[0]
         if j_batch is not None:
-            j = np.asarray(j_batch.detach().cpu() if isinstance(j_batch, torch.Tensor) else j_batch)
+            j = j_batch if isinstance(j_batch, torch.Tensor) else np.asarray(j_batch)
             if j.ndim == 2:
                 j = j[:, None, :]
-            j = as_matrix(j, "Jacobians", ndim=3)
+            j = self._batch(j, "Jacobians", 3)
             if j.shape[2] != self.d:
                 raise ValueError(f"Jacobians have D={j.shape[2]}, accumulator expects {self.d}.")
             flat = j.reshape(-1, self.d)
@@ -351,21 +372,26 @@ class MomentAccumulator:
     def mean(self) -> np.ndarray:
         """Mean of the activations seen so far."""
         self._require()
-        return self._shift + self._sum / self.n
+        return (self._shift + self._sum / self.n).cpu().numpy()
 
     @property
     def activity(self) -> np.ndarray:
         """Covariance of the activations seen so far, ``Hc^T Hc / (N - 1)``."""
         self._require()
-        centred_sum = self._outer - np.outer(self._sum, self._sum) / self.n
-        return centred_sum / (self.n - 1)
+        centred_sum = self._outer - torch.outer(self._sum, self._sum) / self.n
+        return (centred_sum / (self.n - 1)).cpu().numpy()
 
     @property
     def relevance(self) -> np.ndarray:
         """Mean of ``J^T J`` over the Jacobians seen so far."""
         if self.n_jac == 0:
             raise ValueError("no Jacobians accumulated: call update(j_batch=...) first.")
-        return self._jtj / self.n_jac
+        return (self._jtj / self.n_jac).cpu().numpy()
+
+    @property
+    def has_relevance(self) -> bool:
+        """Whether any Jacobian seen so far is non-zero."""
+        return bool(self._jtj.any())
 
     def _require(self) -> None:
         if self.n < 2:
@@ -499,7 +525,9 @@ def extract_from_model(
                 raise ValueError(f"the forward pass never reached {missing}.")
             for h in hooks:
                 act = probes[h][0]
-                accs.setdefault(h, MomentAccumulator(act.shape[-1])).update(h_batch=act.double().cpu())
+                # on a GPU the moments stay there: large-D Jacobians never cross to the host
+                on = act.device if act.device.type == "cuda" else None
+                accs.setdefault(h, MomentAccumulator(act.shape[-1], device=on)).update(h_batch=act)
             keep = sampled[rows]
             if keep.any():
                 y = y[:, None] if y.ndim == 1 else y.reshape(y.shape[0], -1)
@@ -515,10 +543,10 @@ def extract_from_model(
                 for i, h in enumerate(hooks):
                     grads = [g[i] if g[i] is not None else torch.zeros_like(deltas[i]) for g in per_output]
                     jac = torch.stack(grads, dim=1)[keep.to(deltas[i].device)]
-                    accs[h].update(j_batch=jac.double().cpu())
+                    accs[h].update(j_batch=jac)
     cores = {}
     for h in hooks:
-        if not np.any(accs[h]._jtj):
+        if not accs[h].has_relevance:
             raise ValueError(
                 f"the target does not depend on the activation at {h!r} (every Jacobian is zero): "
                 "choose a hook before the read-out, or a target computed from the model's output."

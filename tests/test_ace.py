@@ -190,6 +190,18 @@ def test_accumulator_uneven_batches_match_one_shot_and_numpy():
     np.testing.assert_allclose(streamed.mean, one_shot.mean, rtol=1e-12)
 
 
+def test_accumulator_takes_float32_tensors_as_numpy_and_keeps_mps_moments_on_the_cpu():
+    rng = np.random.default_rng(3)
+    h, jac = rng.standard_normal((50, 5)).astype(np.float32), rng.standard_normal((20, 2, 5)).astype(np.float32)
+    from_numpy = MomentAccumulator(5).update(h, jac)
+    from_torch = MomentAccumulator(5).update(torch.from_numpy(h), torch.from_numpy(jac))
+    for name in ("mean", "activity", "relevance"):
+        np.testing.assert_array_equal(getattr(from_torch, name), getattr(from_numpy, name))
+    assert MomentAccumulator(5, device="mps").device == torch.device("cpu")  # MPS has no float64
+    with pytest.raises(ValueError, match="contains 1 NaN/Inf"):
+        MomentAccumulator(5).update(torch.tensor([[0.0, 1, 2, 3, float("nan")]] * 2))
+
+
 def test_accumulator_precision_with_huge_offset():
     """A shifted sum keeps the covariance of data with offset 1e6 and unit spread accurate."""
     rng = np.random.default_rng(2)
