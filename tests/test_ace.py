@@ -198,7 +198,7 @@ def test_accumulator_takes_float32_tensors_as_numpy_and_keeps_mps_moments_on_the
     for name in ("mean", "activity", "relevance"):
         np.testing.assert_array_equal(getattr(from_torch, name), getattr(from_numpy, name))
     assert MomentAccumulator(5, device="mps").device == torch.device("cpu")  # MPS has no float64
-    with pytest.raises(ValueError, match="contains 1 NaN/Inf"):
+    with pytest.raises(ValueError, match="activations contains 2 NaN/Inf"):
         MomentAccumulator(5).update(torch.tensor([[0.0, 1, 2, 3, float("nan")]] * 2))
 
 
