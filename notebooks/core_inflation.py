@@ -36,7 +36,7 @@ p = 53
 train_fraction = 0.5
 split_seed = 42
 seeds = [1031, 1032, 1033]
-long_epochs = 1200       # horizon of this chapter (the paper: 20000, the paper profile)
+long_epochs = 1200       # horizon of this chapter (paper: 20000)
 branch_epoch = 900       # where the no-weight-decay arm branches off
 batch_size = 512
 lr = 1e-3
@@ -277,20 +277,11 @@ plt.close(fig)
 
 # %%
 recorded = paper_scale.recorded_inflation()
-agreement = recorded and paper_scale.inflation_agreement(params, arms, recorded)
-if recorded:  # the claims page judges this chapter's claims on it
-    claims.record(
-        "core_inflation", modular.inflation_claim_values(recorded["summary"]),
-        settings=claims.deviations(recorded["params"], modular.ModularParams(),
-                                   ignore=["eval_every"]),
-        source=recorded["source"])
-else:
-    claims.forget_recorded("core_inflation")
+agreement = paper_scale.inflation_agreement(params, arms, recorded)
+paper_scale.record_claims("core_inflation", recorded)
 
 # %% tags=["hide-input"]
-fig = (plots.figure_inflation(recorded["arms"], p=recorded["params"].p,
-                              branch_epoch=recorded["params"].branch_epoch)
-       if recorded else plots.figure_message("No paper-scale run is recorded."))
+fig = plots.figure_recorded_inflation(recorded)
 glue("fig_inflation_recorded", fig, display=False)
 plt.close(fig)
 

@@ -35,15 +35,15 @@
 # `python -m acebook.runner run grokking_sweeps -p omegas "[1, 2, 3]" -p n_seeds 3`.
 
 # %% tags=["parameters"]
-n_seeds = 3  # models per condition, seeds 42, 43, ... (the paper: 12)
+n_seeds = 3  # models per condition, seeds 42, 43, ... (paper: 12)
 omega_p = 53  # modulus of the weight-decay sweep
-omegas = [1.0, 2.0, 3.0]  # weight decays of that sweep (the paper: 0.3 0.5 1 1.5 2 3)
+omegas = [1.0, 2.0, 3.0]  # weight decays (paper: 0.3 0.5 1 1.5 2 3)
 omega_batch_size = 512  # minibatch size of that sweep (None: full batch)
-omega_max_epochs = 3000  # cap per condition of that sweep (the paper: 30000)
-moduli = [43, 61, 79]  # moduli of the modulus sweep (the paper: 31 43 53 61 79 89 101)
-p_weight_decay = 3.0  # weight decay of the modulus sweep (the paper: 1)
+omega_max_epochs = 3000  # cap per condition (paper: 30000)
+moduli = [43, 61, 79]  # moduli (paper: 31 43 53 61 79 89 101)
+p_weight_decay = 3.0  # weight decay of the modulus sweep (paper: 1)
 p_batch_size = None  # None: full batch (the paper's modulus sweep)
-p_max_epochs = 4000  # cap per condition of the modulus sweep (the paper: 30000)
+p_max_epochs = 4000  # cap per condition of that sweep (paper: 30000)
 d_model = 128
 n_heads = 4
 d_ff = 512
@@ -53,8 +53,8 @@ dropout = 0.1  # in training only (PyTorch's layer default); 0: none
 train_fraction = 0.5  # share of the p^2 pairs used for training
 split_seed = 42  # permutation of the pairs before the split
 threshold = 0.99  # accuracy that counts as memorised or generalised
-patience_epochs = 10  # a seed stops this many epochs after generalising (the paper: 100)
-precision = "bf16"  # training passes in bfloat16 (the paper: "fp32")
+patience_epochs = 10  # epochs run after generalising (paper: 100)
+precision = "bf16"  # training passes in bfloat16 (paper: "fp32")
 n_boot = 1000  # bootstrap replicates for the fitted constants' spread
 # None follows joblib's configuration (1 process unless configured)
 n_jobs = None  # joblib processes for the conditions
@@ -206,21 +206,15 @@ plt.close(fig)
 
 # %%
 recorded = paper_scale.recorded_sweeps()
-if recorded:  # the claims page judges this chapter's claims on it
-    claims.record(
-        "grokking_sweeps", grokking_sweeps.claim_values(recorded),
-        settings=grokking_sweeps.claim_settings(recorded["params"]),
-        source=recorded["source"])
-else:
-    claims.forget_recorded("grokking_sweeps")
+paper_scale.record_claims("grokking_sweeps", recorded)
 
 # %% tags=["hide-input"]
-for name, value in grokking_sweeps.glue_values(summary, recorded).items():
+values = grokking_sweeps.glue_values(summary, recorded)
+for name, value in values.items():
     glue(name, value, display=False)
 
 # %% tags=["hide-input"]
-fig = (plots.figure_sweeps(recorded) if recorded
-       else plots.figure_message("No paper-scale sweep is recorded."))
+fig = plots.figure_recorded_sweeps(recorded)
 glue("fig_sweeps_recorded", fig, display=False)
 plt.close(fig)
 

@@ -47,7 +47,7 @@ p = 53                 # the modulus (also the vocabulary size)
 train_fraction = 0.5   # share of the p^2 pairs used for training
 split_seed = 42        # permutation of the pairs before the split
 seeds = [1031, 1032, 1033]  # one model per seed
-epochs = 1200          # horizon of this chapter (the paper: 2000, the paper profile)
+epochs = 1200          # horizon of this chapter (paper: 2000)
 batch_size = 512
 lr = 1e-3
 weight_decay = 1.0
@@ -75,8 +75,7 @@ from corelib.experiments import modular, paper_scale
 
 params = modular.ModularParams.from_namespace(globals())
 # The next chapter's longer run: changes nothing this chapter measures.
-UNUSED_HERE = ("long_epochs", "branch_epoch", "branch_weight_decay",
-               "snapshot_every_late", "late_after", "eval_every")
+UNUSED_HERE = (*modular.LONG_RUN_SETTINGS, "eval_every")
 
 # %% [markdown]
 # ## The task and the models
@@ -148,20 +147,15 @@ plt.close(fig)
 # ```
 
 # %%
-recorded = paper_scale.recorded_inflation()  # continues these models: see the next chapter
-agreement = recorded and paper_scale.inflation_agreement(params, {"wd": records}, recorded)
-if recorded:  # the claims page judges this chapter's claims on it
-    recorded["emergence"] = paper_scale.recorded_emergence(recorded)
-    claims.record(
-        "modular_addition",
-        modular.emergence_claim_values(recorded["emergence"]["summary"]),
-        settings=claims.deviations(recorded["params"], modular.ModularParams(), ignore=UNUSED_HERE),
-        source=recorded["source"])
-else:
-    claims.forget_recorded("modular_addition")
+# the next chapter's paper-scale run continues these models
+recorded = paper_scale.recorded_inflation()
+wd = {"wd": records}
+agreement = paper_scale.inflation_agreement(params, wd, recorded)
+paper_scale.record_claims("modular_addition", recorded)
 
 # %% tags=["hide-input"]
-values = modular.emergence_glue_values(params, summary, recorded, agreement)
+values = modular.emergence_glue_values(params, summary, recorded,
+                                      agreement)
 for name, value in values.items():
     glue(name, value, display=False)
 

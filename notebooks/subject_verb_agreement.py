@@ -42,7 +42,7 @@
 models = ["smollm2-135m", "gemma3-270m"]  # the language models
 n_per_number = 600       # singular prompts, as many plural (paper: 600)
 dataset_seed = 0         # draws of words and pads, shuffle and split
-layer_stride = 3         # sweep every layer_stride-th layer and the last (paper: 1)
+layer_stride = 3         # sweep every 3rd layer and the last (paper: 1)
 # interventions evaluated at every swept layer
 sweep_modes = ["remove", "flip"]  # interventions swept (paper: keep too)
 batch_size = 200         # prompts per forward pass

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ModularParams",
     "ARMS",
+    "LONG_RUN_SETTINGS",
     "train_arm",
     "analyse_model",
     "analyse_arm",
@@ -64,6 +65,8 @@ __all__ = [
 ]
 
 ARMS = ("wd", "no_wd")
+# Settings of the long run of core inflation: they change nothing the modular chapter measures.
+LONG_RUN_SETTINGS = ("long_epochs", "branch_epoch", "branch_weight_decay", "snapshot_every_late", "late_after")
 
 
 @dataclass(frozen=True)
@@ -710,9 +713,8 @@ def emergence_glue_values(
 ) -> dict[str, object]:
     """Every value the modular-addition chapter's prose quotes, by glue name.
 
-    ``recorded``: the recorded paper-scale run (:func:`corelib.experiments.paper_scale.recorded_inflation`
-    with its ``emergence`` view, see :func:`corelib.experiments.paper_scale.recorded_emergence`), or
-    None; ``agreement``: :func:`corelib.experiments.paper_scale.inflation_agreement` of this run with it.
+    ``recorded``: the recorded paper-scale run (:func:`corelib.experiments.paper_scale.recorded_inflation`),
+    or None; ``agreement``: :func:`corelib.experiments.paper_scale.inflation_agreement` of this run with it.
     """
     nan = float("nan")
     values = {
@@ -748,8 +750,9 @@ def _recorded_emergence_values(recorded: dict | None, agreement: dict | None) ->
             ),
             "rec_agreement": "",
         }
-    em = recorded["emergence"]["summary"]
-    epochs = recorded["emergence"]["records"][-1]["epoch"]
+    params = recorded["params"]  # the recorded run's first params.epochs are this chapter's run
+    records = [r for r in recorded["arms"]["wd"] if r["epoch"] <= params.epochs]
+    em, epochs = emergence_summary(params, records), records[-1]["epoch"]
     grok = (
         "not every model grokked"
         if em["grok_epoch"] is None

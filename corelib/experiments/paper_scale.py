@@ -15,11 +15,19 @@ from typing import Any
 
 import pandas as pd
 
+from .. import claims
 from ..recorded import compare_values, is_recorded, load_recorded
 from ..sweeps import RECORD_FIELDS, condition_key
 from . import grokking_sweeps, modular
 
-__all__ = ["source_label", "recorded_inflation", "recorded_emergence", "inflation_agreement", "recorded_sweeps"]
+__all__ = [
+    "source_label",
+    "recorded_inflation",
+    "recorded_emergence",
+    "inflation_agreement",
+    "recorded_sweeps",
+    "record_claims",
+]
 
 _OPERATOR = "operator"  # kept by the record at each arm's last snapshot only
 
@@ -78,9 +86,13 @@ def _without_operator(record: dict) -> dict:
 
 
 def inflation_agreement(
-    params: modular.ModularParams, arms: dict[str, list[dict]], recorded: dict[str, Any], tolerance: float = 1e-6
-) -> dict[str, Any]:
-    """Compare this build's snapshot records with the recorded run's, at the epochs both have.
+    params: modular.ModularParams,
+    arms: dict[str, list[dict]],
+    recorded: dict[str, Any] | None,
+    tolerance: float = 1e-6,
+) -> dict[str, Any] | None:
+    """Compare this build's snapshot records with the recorded run's, at the epochs both have
+    (None when nothing is recorded).
 
     Returns ``comparable`` (the two trained the same models; if not, nothing is compared),
     ``n_snapshots`` (per arm, the snapshots compared), ``differences`` (as
@@ -88,6 +100,8 @@ def inflation_agreement(
     ``tolerance``). On the record's machine and code the shared snapshots are identical; elsewhere
     float rounding can move an accuracy at a threshold.
     """
+    if recorded is None:
+        return None
     if not _same_models(params, recorded["params"], arms):
         return {"comparable": False, "n_snapshots": {arm: 0 for arm in arms}, "differences": []}
     counts, problems = {}, []
@@ -130,3 +144,25 @@ def recorded_sweeps(
     )
     summary = grokking_sweeps.summarise_sweeps(params, *tables)
     return {**summary, "provenance": rec["provenance"], "source": source_label(rec["provenance"]), "params": params}
+
+
+def record_claims(chapter: str, recorded: dict[str, Any] | None) -> None:
+    """Record for the claims page the values of ``chapter``'s claims measured on the recorded run
+    (``modular_addition``: its first 2000 epochs; ``core_inflation``; ``grokking_sweeps``), with
+    the run's settings and name; without a record, forget any values an earlier record left."""
+    if recorded is None:
+        claims.forget_recorded(chapter)
+        return
+    if chapter == "grokking_sweeps":
+        values = grokking_sweeps.claim_values(recorded)
+        settings = grokking_sweeps.claim_settings(recorded["params"])
+    elif chapter in ("modular_addition", "core_inflation"):
+        if chapter == "modular_addition":
+            values = modular.emergence_claim_values(recorded_emergence(recorded)["summary"])
+        else:
+            values = modular.inflation_claim_values(recorded["summary"])
+        unused = () if chapter == "core_inflation" else modular.LONG_RUN_SETTINGS
+        settings = claims.deviations(recorded["params"], modular.ModularParams(), ignore=["eval_every", *unused])
+    else:
+        raise ValueError(f"no recorded run serves chapter {chapter!r}.")
+    claims.record(chapter, values, settings=settings, source=recorded["source"])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from .style import figure_message
+
 __all__ = [
     "mean_sem",
     "panel_band",
@@ -20,6 +22,7 @@ __all__ = [
     "ARM_LABELS",
     "figure_emergence",
     "figure_inflation",
+    "figure_recorded_inflation",
     "figure_spikes",
     "figure_removal",
     "figure_frequencies",
@@ -381,3 +384,12 @@ def figure_frequencies(spectra: dict[str, dict], *, share: float, branch_epoch: 
     last = int(next(iter(spectra.values()))["epoch"][-1])
     ax_s.set_title(f"B  the largest frequencies at epoch {last}", loc="left", fontsize=10)
     return fig
+
+
+def figure_recorded_inflation(recorded: dict | None) -> plt.Figure:
+    """Figure 3 of the recorded paper-scale run (:func:`corelib.experiments.paper_scale.recorded_inflation`),
+    or a note saying that none is recorded."""
+    if recorded is None:
+        return figure_message("No paper-scale run is recorded.")
+    params = recorded["params"]
+    return figure_inflation(recorded["arms"], p=params.p, branch_epoch=params.branch_epoch)

@@ -10,7 +10,9 @@ import pandas as pd
 from corelib.sweeps import usable_delays
 from corelib.theory import grok_time
 
-__all__ = ["figure_sweeps", "panel_delays"]
+from .style import figure_message
+
+__all__ = ["figure_sweeps", "figure_recorded_sweeps", "panel_delays"]
 
 
 def panel_delays(ax, table: pd.DataFrame, by_condition: pd.DataFrame, by: str) -> None:
@@ -86,3 +88,11 @@ def figure_sweeps(summary: dict) -> plt.Figure:
     for ax in (ax_w, ax_p):
         ax.legend(fontsize=8)
     return fig
+
+
+def figure_recorded_sweeps(recorded: dict | None) -> plt.Figure:
+    """Figure 4 of the recorded paper-scale sweeps (:func:`corelib.experiments.paper_scale.recorded_sweeps`),
+    or a note saying that none is recorded."""
+    if recorded is None:
+        return figure_message("No paper-scale sweep is recorded.")
+    return figure_sweeps(recorded)
