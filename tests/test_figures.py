@@ -11,6 +11,7 @@ without inputs here fails too.
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import matplotlib
 
@@ -228,6 +229,13 @@ def _inputs(name: str) -> tuple[tuple, dict]:
         return _inflation_inputs(name)
     if name == "figure_sweeps":
         return (_sweeps_summary(),), {}
+    if name == "figure_recorded_sweeps":  # a record reads back as a summary with its params
+        return (_sweeps_summary(),), {}
+    if name == "figure_recorded_inflation":
+        (arms,), where = _inflation_inputs("figure_inflation")
+        return ({"arms": arms, "params": SimpleNamespace(**where)},), {}
+    if name == "figure_message":
+        return ("No paper-scale run is recorded.",), {}
     if name in ("figure_spectra", "figure_from_data", "figure_pca"):
         results = _ace_method_inputs()
         if name == "figure_spectra":
