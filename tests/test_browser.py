@@ -10,37 +10,39 @@ networking off, so the pages must work without any network. For each page we che
 - no executed output shows a Python traceback.
 
 A screenshot of the Markov chapter is saved to `_build/artifacts/markov_chain.png` of this
-checkout (or `$ACE_ARTIFACTS_DIR`). Chromium is Debian's `chromium` package, which `make test`
-installs; it is driven over the Chrome DevTools Protocol with `websocket-client`.
+checkout (or `$ACE_ARTIFACTS_DIR`). Playwright drives the system's Chromium (Debian's `chromium`
+package, which `make chromium` installs, or `$CHROMIUM`); it never downloads a browser. Without
+a Chromium that starts, the test is skipped, or fails when `$CI` is set.
 """
 
 from __future__ import annotations
 
-import base64
 import functools
 import json
 import os
 import posixpath
 import re
 import shutil
-import subprocess
+import sys
 import threading
 import time
-import urllib.request
+from collections.abc import Iterator, Mapping
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import urlsplit
 
 import pytest
-
-pytestmark = pytest.mark.slow  # builds the whole book and drives Chromium
+from playwright.sync_api import Browser, Page, Request, Response, sync_playwright
+from playwright.sync_api import Error as PlaywrightError
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = Path(os.environ.get("ACE_ARTIFACTS_DIR", ROOT / "_build" / "artifacts"))
 SCREENSHOT_PAGE = "book/chapters/markov_chain.html"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
+# Headless and without sandbox come from launch(); these keep Chromium off the network and
+# quiet (Playwright passes most of them too, they are listed so the test does not rely on it).
+CHROMIUM_ARGS = [
     "--disable-gpu",
     "--disable-background-networking",
     "--disable-quic",
@@ -51,23 +53,82 @@ CHROMIUM_FLAGS = [
     "--hide-scrollbars",
     "--mute-audio",
 ]
-VIEWPORT = (1280, 1800)
+VIEWPORT = {"width": 1280, "height": 1800}
 PAGE_TIMEOUT = 60.0  # seconds for one page to load, typeset and settle
+QUIET = 0.3  # seconds without a request in flight before a page counts as settled
 
 
-def chromium_executable() -> str:
-    """Debian's chromium (or $CHROMIUM); fails, never skips, when there is none."""
-    wanted = os.environ.get("CHROMIUM", "chromium")
-    found = shutil.which(wanted)
+# --------------------------------------------------------------------------- finding Chromium
+
+
+def find_chromium(env: Mapping[str, str] = os.environ) -> str | None:
+    """Path of $CHROMIUM (a name or a path) if set, else of the first Chromium on PATH."""
+    wanted = env.get("CHROMIUM")
+    if wanted:
+        return shutil.which(wanted)
+    return next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
+
+
+def browser_required(env: Mapping[str, str] = os.environ) -> bool:
+    """True in CI: $CI is set to anything but "", "0" or "false"."""
+    return env.get("CI", "").strip().lower() not in ("", "0", "false")
+
+
+def no_browser(reason: str, env: Mapping[str, str] = os.environ, details: str = "") -> NoReturn:
+    """Skip the test for want of a browser, or fail it in CI; the message names the fix.
+
+    ``details`` (what the browser printed, say) follow the message on lines of their own.
+    """
+    required = browser_required(env)
+    message = f"{reason}. Run `make chromium` (installs Debian's chromium package) or set CHROMIUM=/path/to/chromium."
+    if required:
+        message += f" CI={env['CI']!r}, so a missing browser fails the test."
+    if details:
+        message += "\n" + details
+    if required:
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+def launch_failure(message: str, most: int = 30) -> str:
+    """The telling lines of Playwright's launch error: its first line, then what the browser printed."""
+    lines = message.splitlines()
+    printed = [line.strip(" -") for line in lines if "][err]" in line or "process did exit" in line]
+    return "\n".join([lines[0], *dict.fromkeys(printed)][:most])
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The Chromium executable; requested before the book build, so a missing one skips at once."""
+    found = find_chromium()
     if found is None:
-        pytest.fail(
-            f"headless Chromium is needed for this test but {wanted!r} was not found. "
-            "`make test` installs Debian's package (apt-get install chromium) when "
-            "/usr/bin/chromium is missing; install it, or set CHROMIUM to a Chromium "
-            "executable.",
-            pytrace=False,
+        wanted = os.environ.get("CHROMIUM")
+        no_browser(
+            f"CHROMIUM={wanted!r} is not an executable"
+            if wanted
+            else f"no Chromium on PATH (looked for {', '.join(CHROMIUM_NAMES)})"
         )
     return found
+
+
+@pytest.fixture(scope="module")
+def browser(chromium) -> Iterator[Browser]:
+    """The system's Chromium, headless, launched by Playwright."""
+    with sync_playwright() as playwright:
+        try:
+            launched = playwright.chromium.launch(
+                executable_path=chromium,
+                args=CHROMIUM_ARGS,
+                headless=True,
+                chromium_sandbox=False,
+                timeout=PAGE_TIMEOUT * 1000,
+            )
+        except PlaywrightError as error:
+            no_browser(f"{chromium} did not start", details=launch_failure(error.message))
+        try:
+            yield launched
+        finally:
+            launched.close()
 
 
 # --------------------------------------------------------------------------- local web server
@@ -93,139 +154,20 @@ def site(built_book):
         server.server_close()
 
 
-# --------------------------------------------------------------------------- Chrome DevTools
-
-
-class DevTools:
-    """A minimal Chrome DevTools Protocol client for one page target."""
-
-    def __init__(self, ws_url: str) -> None:
-        import websocket  # websocket-client, a test dependency
-
-        self._ws = websocket.create_connection(ws_url, timeout=PAGE_TIMEOUT, suppress_origin=True)
-        self._timeout_error = websocket.WebSocketTimeoutException
-        self._next_id = 0
-        self.events: list[dict] = []
-
-    def close(self) -> None:
-        self._ws.close()
-
-    def _receive(self, deadline: float) -> dict:
-        self._ws.settimeout(max(0.05, deadline - time.monotonic()))
-        return json.loads(self._ws.recv())
-
-    def call(self, method: str, **params) -> dict:
-        self._next_id += 1
-        call_id = self._next_id
-        self._ws.send(json.dumps({"id": call_id, "method": method, "params": params}))
-        deadline = time.monotonic() + PAGE_TIMEOUT
-        while True:
-            message = self._receive(deadline)
-            if message.get("id") == call_id:
-                if "error" in message:
-                    raise RuntimeError(f"{method}: {message['error']}")
-                return message.get("result", {})
-            if "method" in message:
-                self.events.append(message)
-
-    def evaluate(self, expression: str):
-        """Value of a JavaScript expression (promises are awaited)."""
-        result = self.call(
-            "Runtime.evaluate",
-            expression=expression,
-            awaitPromise=True,
-            returnByValue=True,
-            timeout=PAGE_TIMEOUT * 1000,
-        )
-        if "exceptionDetails" in result:
-            raise RuntimeError(f"script failed: {result['exceptionDetails']}")
-        return result["result"].get("value")
-
-    def pump(self, until, timeout: float) -> bool:
-        """Collect events until ``until(events)`` is true; False on time-out."""
-        deadline = time.monotonic() + timeout
-        while not until(self.events):
-            if time.monotonic() >= deadline:
-                return False
-            try:
-                message = self._receive(deadline)
-            except self._timeout_error:
-                return until(self.events)
-            if "method" in message:
-                self.events.append(message)
-        return True
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    """A DevTools connection to the page of a fresh headless Chromium."""
-    executable = chromium_executable()
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    log = open(profile.parent / "chromium.log", "wb")
-    process = subprocess.Popen(
-        [
-            executable,
-            *CHROMIUM_FLAGS,
-            f"--user-data-dir={profile}",
-            "--remote-debugging-port=0",
-            f"--window-size={VIEWPORT[0]},{VIEWPORT[1]}",
-            "about:blank",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    devtools = None
-    try:
-        port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + 60
-        while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
-            if process.poll() is not None or time.monotonic() > deadline:
-                log.flush()
-                raise RuntimeError(
-                    f"chromium did not start (exit code {process.poll()}):\n"
-                    + (profile.parent / "chromium.log").read_text()[-3000:]
-                )
-            time.sleep(0.1)
-        port = int(port_file.read_text().split()[0])
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30) as reply:
-            targets = json.load(reply)
-        page = next(t for t in targets if t["type"] == "page")
-        devtools = DevTools(page["webSocketDebuggerUrl"])
-        for domain in ("Page", "Network", "Runtime"):
-            devtools.call(f"{domain}.enable")
-        devtools.call("Network.setCacheDisabled", cacheDisabled=True)
-        devtools.call(
-            "Emulation.setDeviceMetricsOverride",
-            width=VIEWPORT[0],
-            height=VIEWPORT[1],
-            deviceScaleFactor=1,
-            mobile=False,
-        )
-        yield devtools
-    finally:
-        if devtools is not None:
-            devtools.close()
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
-
-
 # --------------------------------------------------------------------------- one page
 
-# Runs in the page once it has loaded: waits for images and MathJax, then reports.
+# Runs in the page once it has loaded: waits (at most `limit` ms each) for images and MathJax,
+# then reports.
 _INSPECT = r"""
-(async () => {
-  await Promise.all([...document.images].map(img => img.complete ? null :
-      new Promise(done => { img.addEventListener('load', done); img.addEventListener('error', done); })));
+async (limit) => {
+  const within = promise => Promise.race([promise, new Promise(done => setTimeout(done, limit))]);
+  await within(Promise.all([...document.images].map(img => img.complete ? null :
+      new Promise(done => { img.addEventListener('load', done); img.addEventListener('error', done); }))));
   const hasMath = document.querySelector('.math') !== null;
   if (hasMath && window.MathJax && MathJax.startup && MathJax.startup.promise) {
-    await MathJax.startup.promise;
+    await within(MathJax.startup.promise);
   }
-  await document.fonts.ready;
+  await within(document.fonts.ready);
   const text = el => (el.textContent || '').trim().slice(0, 120);
   const body = document.body.cloneNode(true);
   body.querySelectorAll('pre, code, script, style, textarea, mjx-container, .highlight')
@@ -253,70 +195,122 @@ _INSPECT = r"""
     launch: [...document.querySelectorAll('a[href]')].map(a => a.href)
         .filter(h => /mybinder\.org|colab\.research\.google\.com/.test(h)),
   };
-})()
+}
+"""
+
+# Scrolls so that the first typeset equation shows, then waits for two frames to be painted.
+_SCROLL_TO_MATH = r"""
+async () => {
+  const math = document.querySelector('mjx-container[display="true"], mjx-container');
+  window.scrollTo(0, math ? Math.max(0, math.getBoundingClientRect().top + window.scrollY - 300) : 0);
+  await new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
+}
 """
 
 
-def _request_problems(events: list[dict], base: str) -> list[str]:
-    """Failed requests, HTTP errors and requests to anything but the local server."""
-    base = f"{urlsplit(base).scheme}://{urlsplit(base).netloc}/"
-    host = urlsplit(base).netloc
-    urls: dict[str, str] = {}
-    problems = []
-    for event in events:
-        method, params = event["method"], event.get("params", {})
-        if method == "Network.requestWillBeSent":
-            url = params["request"]["url"]
-            urls[params["requestId"]] = url
-            if not url.startswith(("data:", "blob:", "about:")) and urlsplit(url).netloc != host:
-                problems.append(f"request to another host: {url}")
-        elif method == "Network.loadingFailed":
-            url = urls.get(params["requestId"], params["requestId"])
-            problems.append(
-                f"failed request: {url} ({params.get('errorText')}"
-                f"{', blocked: ' + params['blockedReason'] if params.get('blockedReason') else ''})"
-            )
-        elif method == "Network.responseReceived":
-            status = params["response"]["status"]
-            url = params["response"]["url"]
-            # The browser itself asks every site for /favicon.ico; the book declares no icon.
-            if status >= 400 and url != base + "favicon.ico":
-                problems.append(f"HTTP {status}: {url}")
-        elif method == "Runtime.exceptionThrown":
-            details = params["exceptionDetails"]
-            description = details.get("exception", {}).get("description") or details.get("text")
-            problems.append(f"uncaught script error: {description}")
-    return problems
+class RequestWatch:
+    """Records, while a page loads, what goes wrong with its requests and scripts.
 
+    `problems` collects failed requests, HTTP errors, requests to any host but the local server
+    and uncaught script errors; `pending` holds the requests still in flight.
+    """
 
-def _settled(events: list[dict]) -> bool:
-    """True once the load event fired and no request is still in flight."""
-    if not any(e["method"] == "Page.loadEventFired" for e in events):
+    def __init__(self, page: Page, base: str) -> None:
+        self.host = urlsplit(base).netloc
+        self.problems: list[str] = []
+        self.pending: set[Request] = set()
+        page.on("request", self._request)
+        page.on("requestfinished", self._finished)
+        page.on("requestfailed", self._failed)
+        page.on("response", self._response)
+        page.on("pageerror", self._script_error)
+
+    def _request(self, request: Request) -> None:
+        self.pending.add(request)
+        url = request.url
+        if not url.startswith(("data:", "blob:", "about:")) and urlsplit(url).netloc != self.host:
+            self.problems.append(f"request to another host: {url}")
+
+    def _finished(self, request: Request) -> None:
+        self.pending.discard(request)
+
+    def _failed(self, request: Request) -> None:
+        self.pending.discard(request)
+        self.problems.append(f"failed request: {request.url} ({request.failure})")
+
+    def _response(self, response: Response) -> None:
+        if response.status >= 400:
+            self.problems.append(f"HTTP {response.status}: {response.url}")
+
+    def _script_error(self, error: PlaywrightError) -> None:
+        self.problems.append(f"uncaught script error: {error.stack or error.message}")
+
+    def wait_until_settled(self, page: Page) -> bool:
+        """Wait until no request has been in flight for QUIET seconds; False on time-out."""
+        deadline = time.monotonic() + PAGE_TIMEOUT
+        quiet_since = None
+        while time.monotonic() < deadline:
+            if self.pending:
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= QUIET:
+                return True
+            page.wait_for_timeout(50)  # lets Playwright deliver the page's events
         return False
-    pending = set()
-    for event in events:
-        request = event.get("params", {}).get("requestId")
-        if event["method"] == "Network.requestWillBeSent":
-            pending.add(request)
-        elif event["method"] in ("Network.loadingFinished", "Network.loadingFailed"):
-            pending.discard(request)
-    return not pending
 
 
-def open_page(browser: DevTools, url: str) -> tuple[dict, list[str]]:
-    """Load ``url``, wait until it has settled; return (page report, request problems)."""
-    browser.events.clear()
-    result = browser.call("Page.navigate", url=url)
-    if result.get("errorText"):
-        return {}, [f"navigation failed: {result['errorText']}"]
-    if not browser.pump(lambda ev: any(e["method"] == "Page.loadEventFired" for e in ev), PAGE_TIMEOUT):
-        return {}, ["the page did not finish loading"]
-    report = browser.evaluate(_INSPECT)
-    # Late requests (MathJax fonts and extensions): let them finish, then a short quiet period.
-    browser.pump(_settled, PAGE_TIMEOUT)
-    browser.pump(lambda ev: False, 0.3)
-    browser.pump(_settled, PAGE_TIMEOUT)
-    return report, _request_problems(browser.events, url)
+def open_page(browser: Browser, url: str, screenshot: Path | None = None) -> tuple[dict, list[str]]:
+    """Load ``url`` in a fresh context and let it settle; return (page report, request and script problems).
+
+    A fresh context per page has an empty cache, so every page requests all its resources.
+    With ``screenshot``, a picture of the page (scrolled to its first equation) is saved there.
+    """
+    context = browser.new_context(viewport=VIEWPORT, device_scale_factor=1)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(PAGE_TIMEOUT * 1000)
+        watch = RequestWatch(page, url)
+        try:
+            page.goto(url, wait_until="load")
+            report = page.evaluate(_INSPECT, PAGE_TIMEOUT * 1000)
+        except PlaywrightError as error:
+            return {}, [
+                *watch.problems,
+                f"the page did not load or could not be inspected: {error.message.splitlines()[0]}",
+            ]
+        if not watch.wait_until_settled(page):
+            watch.problems += [f"request still pending after {PAGE_TIMEOUT:.0f} s: {r.url}" for r in watch.pending]
+        if screenshot is not None:
+            page.evaluate(_SCROLL_TO_MATH)
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=screenshot)
+        return report, watch.problems
+    finally:
+        context.close()
+
+
+def page_problems(
+    report: dict, page: str, base: str, chapters: list[str], figures_expected: dict[str, int]
+) -> list[str]:
+    """What the in-page report of ``page`` shows to be wrong."""
+    problems = []
+    if not report["title"] or not report["content"]:
+        problems.append("the page has no title or no content")
+    problems += [f"image not loaded: {img['src']}" for img in report["images"] if not img["ok"]]
+    if page in figures_expected and not report["figures"]:
+        problems.append(f"no figure shown, though the notebook has {figures_expected[page]} image outputs")
+    if report["math"]:
+        if not report["mathjax"]:
+            problems.append("the page has math but MathJax did not start")
+        problems += [f"math not typeset: {t!r}" for t in report["untypeset"]]
+        problems += [f"MathJax error: {t!r}" for t in report["mathErrors"]]
+        problems += [f"MathJax loaded from elsewhere: {s}" for s in report["mathjaxSrc"] if not s.startswith(base)]
+    problems += [f"raw TeX delimiter {d!r} left in the text" for d in report["rawTex"]]
+    problems += [f"Python traceback in an output: {t!r}" for t in report["tracebacks"]]
+    if page in chapters and not report["launch"]:
+        problems.append("no Binder/Colab launch buttons")
+    return problems
 
 
 def site_pages(html: Path) -> tuple[list[str], dict[str, str]]:
@@ -338,10 +332,22 @@ def site_pages(html: Path) -> tuple[list[str], dict[str, str]]:
     return pages, redirects
 
 
-# --------------------------------------------------------------------------- the test
+def _image_outputs(notebook: Path) -> int:
+    """Number of image outputs in an executed notebook."""
+    cells = json.loads(notebook.read_text())["cells"]
+    return sum(
+        1
+        for cell in cells
+        for output in cell.get("outputs", [])
+        if any(kind.startswith("image/") for kind in output.get("data", {}))
+    )
 
 
-def test_every_page_in_headless_chromium(site, browser, built_book):
+# --------------------------------------------------------------------------- the tests
+
+
+@pytest.mark.slow  # builds the whole book and drives Chromium
+def test_every_page_in_headless_chromium(chromium, built_book, site, browser):
     from acebook import project
 
     base, html = site
@@ -358,56 +364,53 @@ def test_every_page_in_headless_chromium(site, browser, built_book):
         for name in project.chapters(built_book[0])
         if (count := _image_outputs(project.output_path(name, built_book[0])))
     }
+    screenshot = ARTIFACTS / "markov_chain.png"
     failures: dict[str, list[str]] = {}
     start = time.perf_counter()
     for page in pages:
-        report, problems = open_page(browser, base + page)
+        report, problems = open_page(browser, base + page, screenshot if page == SCREENSHOT_PAGE else None)
         if report:
-            if not report["title"] or not report["content"]:
-                problems.append("the page has no title or no content")
-            problems += [f"image not loaded: {img['src']}" for img in report["images"] if not img["ok"]]
-            if page in figures_expected and not report["figures"]:
-                problems.append(f"no figure shown, though the notebook has {figures_expected[page]} image outputs")
-            if report["math"]:
-                if not report["mathjax"]:
-                    problems.append("the page has math but MathJax did not start")
-                problems += [f"math not typeset: {t!r}" for t in report["untypeset"]]
-                problems += [f"MathJax error: {t!r}" for t in report["mathErrors"]]
-                problems += [
-                    f"MathJax loaded from elsewhere: {s}" for s in report["mathjaxSrc"] if not s.startswith(base)
-                ]
-            problems += [f"raw TeX delimiter {d!r} left in the text" for d in report["rawTex"]]
-            problems += [f"Python traceback in an output: {t!r}" for t in report["tracebacks"]]
-            if page in chapters and not report["launch"]:
-                problems.append("no Binder/Colab launch buttons")
-        if page == SCREENSHOT_PAGE:
-            _screenshot(browser, ARTIFACTS / "markov_chain.png")
+            problems += page_problems(report, page, base, chapters, figures_expected)
         if problems:
             failures[page] = problems
     seconds = time.perf_counter() - start
-    print(f"opened {len(pages)} pages in {seconds:.1f} s; screenshot: {ARTIFACTS / 'markov_chain.png'}")
+    print(f"opened {len(pages)} pages in {seconds:.1f} s; screenshot: {screenshot}")
     assert not failures, "\n".join(f"{page}:\n  " + "\n  ".join(problems) for page, problems in failures.items())
 
 
-def _image_outputs(notebook: Path) -> int:
-    """Number of image outputs in an executed notebook."""
-    cells = json.loads(notebook.read_text())["cells"]
-    return sum(
-        1
-        for cell in cells
-        for output in cell.get("outputs", [])
-        if any(kind.startswith("image/") for kind in output.get("data", {}))
+@pytest.mark.parametrize(
+    ("ci", "outcome"),
+    [
+        (None, pytest.skip.Exception),
+        ("", pytest.skip.Exception),
+        ("0", pytest.skip.Exception),
+        ("false", pytest.skip.Exception),
+        ("False", pytest.skip.Exception),
+        ("true", pytest.fail.Exception),
+        ("1", pytest.fail.Exception),
+        ("yes", pytest.fail.Exception),
+    ],
+)
+def test_missing_browser_skips_except_in_ci(ci, outcome):
+    env = {} if ci is None else {"CI": ci}
+    with pytest.raises(outcome, match=r"make chromium.*CHROMIUM=/path"):
+        no_browser("no Chromium on PATH", env)
+
+
+def test_launch_failure_keeps_what_the_browser_printed():
+    message = (
+        "BrowserType.launch: Target page, context or browser has been closed\nBrowser logs:\n\n"
+        "<launching> /usr/bin/chromium --headless --no-sandbox\n[pid=7][err] cannot open display\n"
+        "Call log:\n  - <launching> /usr/bin/chromium --headless --no-sandbox\n"
+        "  - [pid=7][err] cannot open display\n  - [pid=7] <process did exit: exitCode=1, signal=null>\n"
     )
+    assert launch_failure(message).splitlines() == [
+        "BrowserType.launch: Target page, context or browser has been closed",
+        "[pid=7][err] cannot open display",
+        "[pid=7] <process did exit: exitCode=1, signal=null>",
+    ]
 
 
-def _screenshot(browser: DevTools, path: Path) -> None:
-    """Screenshot of the current page, scrolled so that its first typeset equation shows."""
-    browser.evaluate(r"""(() => {
-      const math = document.querySelector('mjx-container[display="true"], mjx-container');
-      window.scrollTo(0, math ? Math.max(0, math.getBoundingClientRect().top + window.scrollY - 300) : 0);
-      return true;
-    })()""")
-    browser.evaluate("new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
-    data = browser.call("Page.captureScreenshot", format="png")["data"]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(base64.b64decode(data))
+def test_chromium_variable_names_the_executable():
+    assert find_chromium({"CHROMIUM": "/nonexistent/chromium"}) is None
+    assert find_chromium({"CHROMIUM": sys.executable}) == sys.executable
