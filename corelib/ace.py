@@ -332,7 +332,7 @@ class MomentAccumulator:
     def _batch(self, x, name: str, ndim: int) -> torch.Tensor:
         """A batch as float64 on the accumulator's device, checked (shape, finite) on arrival."""
         if isinstance(x, torch.Tensor):
-            t = x.detach().to(device=self.device, dtype=torch.float64)
+            t = x.detach().to(self.device).to(torch.float64)  # move first: MPS has no float64
             if t.ndim != ndim or t.numel() == 0:
                 raise ValueError(f"{name} must have {ndim} dimensions and be non-empty, got shape {tuple(t.shape)}.")
             bad = int((~torch.isfinite(t)).sum())
@@ -442,7 +442,7 @@ def jacobians(
         gen = torch.Generator().manual_seed(int(seed))
         idx = torch.randperm(n, generator=gen)[: int(n_samples)]
     jac = torch.func.vmap(torch.func.jacrev(f))
-    out = [jac(h[idx[i : i + batch_size]]).detach().to("cpu", torch.float64) for i in range(0, len(idx), batch_size)]
+    out = [jac(h[idx[i : i + batch_size]]).detach().cpu().double() for i in range(0, len(idx), batch_size)]
     j = torch.cat(out)
     return j[:, None, :] if j.ndim == 2 else j
 
@@ -526,8 +526,9 @@ def extract_from_model(
             for h in hooks:
                 act = probes[h][0]
                 # on a GPU the moments stay there: large-D Jacobians never cross to the host
-                on = act.device if act.device.type == "cuda" else None
-                accs.setdefault(h, MomentAccumulator(act.shape[-1], device=on)).update(h_batch=act)
+                if h not in accs:
+                    accs[h] = MomentAccumulator(act.shape[-1], device=act.device if act.device.type == "cuda" else None)
+                accs[h].update(h_batch=act)
             keep = sampled[rows]
             if keep.any():
                 y = y[:, None] if y.ndim == 1 else y.reshape(y.shape[0], -1)

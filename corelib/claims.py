@@ -403,12 +403,13 @@ def load_records(root: Path | str | None = None, chapters: Iterable[str] | None 
         ):
             raise ValueError(
                 f"{path} is not a claims record of this version of corelib (no 'values' and "
-                f"'settings'); rerun chapter {path.stem!r}."
+                f"'settings'); rerun chapter {path.stem.removesuffix(RECORDED_SUFFIX)!r}."
             )
         unknown = [cid for cid in data["values"] if cid not in _BY_ID]
         if unknown:
             raise ValueError(
-                f"{path} records unknown claims {unknown}; rerun chapter {path.stem!r} with this version of corelib."
+                f"{path} records unknown claims {unknown}; rerun chapter {path.stem.removesuffix(RECORDED_SUFFIX)!r} "
+                "with this version of corelib."
             )
         out[path.stem] = data
     return out

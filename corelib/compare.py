@@ -86,7 +86,7 @@ def _matched_parameters(model_a: torch.nn.Module, model_b: torch.nn.Module) -> d
     pb = dict(model_b.named_parameters())
     if pa.keys() != pb.keys() or any(pa[k].shape != pb[k].shape for k in pa):
         raise ValueError("models have different architectures; weight cosine needs matching parameters.")
-    return {k: (pa[k].detach().double().flatten().cpu(), pb[k].detach().double().flatten().cpu()) for k in pa}
+    return {k: (pa[k].detach().cpu().double().flatten(), pb[k].detach().cpu().double().flatten()) for k in pa}
 
 
 def _cosine(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import torch
 from filelock import FileLock
@@ -259,18 +260,22 @@ def _tiny_random_llama(seed: int = 0):
     return model, tok
 
 
-HUB_HOST = ("huggingface.co", 443)
-
-
 def _hub_reachable(timeout: float = 2.0) -> bool:
-    """Whether the model hub answers at all (one TCP connection, ``timeout`` seconds)."""
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0"):
+    """Whether the model hub (``HF_ENDPOINT``, default huggingface.co) answers at all: one TCP
+    connection, ``timeout`` seconds. Behind a proxy the answer is left to ``transformers``."""
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         return False
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True
+    url = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
     try:
-        socket.create_connection(HUB_HOST, timeout=timeout).close()
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
         return True
     except OSError:
         return False
+
+
+_DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # the book's precision names
 
 
 def _cannot_load(name: str, why: str) -> ValueError:
@@ -326,7 +331,8 @@ def load_model(
         verbose: print a line while de-quantising.
     """
     device = torch.device(device) if device is not None else default_device()
-    dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    if isinstance(dtype, str):
+        dtype = getattr(torch, _DTYPE_NAMES.get(dtype, dtype), None)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(f"dtype must be a floating torch dtype such as torch.bfloat16 or 'float16', got {dtype!r}.")
     spec = OFFLINE_MODELS.get(name)

@@ -392,7 +392,7 @@ def generate_batch(
                         fwd_hooks=[(name, steer_hook(core, s.float()))],
                     )[:, -1]
 
-                m1 = _verb_margin(lm.token_logits(sub_step(probe, "hidden"), list(vid))).double().cpu()
+                m1 = _verb_margin(lm.token_logits(sub_step(probe, "hidden"), list(vid))).cpu().double()
                 base = m0[rows_of]
                 gain = (m1 - base) / probe
                 target = torch.where(base > 0, -epsilon, epsilon)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager, nullcontext
@@ -37,7 +38,7 @@ from tqdm.auto import tqdm
 
 from .engine import DropoutStreams, PrefixData, SeedStack, Trainer, check_precision, stacked_last_logits
 from .masks import MASK_GENERATOR
-from .models import MODEL_REVISION, TransformerConfig, default_device
+from .models import DEVICE_VARIABLE, MODEL_REVISION, TransformerConfig, default_device
 from .results import (
     load_json,
     load_tensors,
@@ -309,7 +310,7 @@ def _accuracy(
         b = min(len(data), a + chunk)
         logits = fn(sub, data.last[a:b], data.index[a:b], data.prefixes)
         correct += (logits.argmax(-1) == data.targets[a:b]).sum(dim=1)
-    return (correct.double() / len(data)).tolist()
+    return (correct.cpu().double() / len(data)).tolist()  # float64 off the device: MPS has none
 
 
 def _mark_first_pass(
@@ -701,9 +702,10 @@ def run_condition(
 def worker_device() -> torch.device:
     """The device of a sweep job: on a Dask worker of a machine with several GPUs, one GPU per
     worker (worker ``k`` of a ``LocalCluster`` on ``cuda:k mod n``; other names hashed), so the
-    workers share the GPUs; elsewhere :func:`corelib.models.default_device`."""
+    workers share the GPUs (a hashed name may share a GPU with another: start as many workers as
+    GPUs, named 0, 1, ...); with ``ACE_DEVICE`` set, or elsewhere, :func:`corelib.models.default_device`."""
     n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if n > 1:
+    if n > 1 and not os.environ.get(DEVICE_VARIABLE):
         try:
             from distributed import get_worker
 
@@ -738,7 +740,7 @@ def _dask_backend(cluster):
     else:  # a LocalCluster, SLURMCluster, ... object
         client, own = Client(cluster), True
     try:
-        with joblib.parallel_config(backend="dask", wait_for_workers_timeout=60):
+        with joblib.parallel_config(backend="dask", client=client, wait_for_workers_timeout=60):
             yield client
     finally:
         if own:

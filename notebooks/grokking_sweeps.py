@@ -32,7 +32,7 @@
 # {ref}`sweeps-settings`); the `paper` profile runs the paper's (12 seeds, six weight decays,
 # seven moduli, up to 30 000 epochs: many CPU hours), and its recorded run is shown below.
 # Rerun with your own settings, e.g.
-# `python -m acebook.runner run grokking_sweeps -p omegas "[1, 2, 3]" -p n_seeds 3`.
+# `python -m acebook.runner run grokking_sweeps -p omegas "[0.5, 1, 2, 3]" -p n_seeds 4`.
 
 # %% tags=["parameters"]
 n_seeds = 3  # models per condition, seeds 42, 43, ... (paper: 12)

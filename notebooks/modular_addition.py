@@ -39,8 +39,9 @@
 # and their loss keeps spiking long after they fit the training set.
 # The paper trains for {glue:text}`paper_epochs` epochs; this build trains
 # {glue:text}`epochs_run` (the last section of the claims page lists how long each chapter
-# took), and the paper's full run is recorded: see the section on the paper's claims. Try
-# another modulus with `python -m acebook.runner run modular_addition -p p 59`.
+# took); where the repository keeps a recorded run at the paper's settings, the section on the
+# paper's claims uses it. Try another modulus with
+# `python -m acebook.runner run modular_addition -p p 59`.
 
 # %% tags=["parameters"]
 p = 53                 # the modulus (also the vocabulary size)

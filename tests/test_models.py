@@ -50,3 +50,20 @@ def test_bad_inputs_are_explained():
         model(torch.zeros(1, 3, 8))
     with pytest.raises(ValueError, match="divisible"):
         TransformerConfig(vocab_size=5, d_model=10, n_heads=4)
+
+
+def test_no_float64_cast_happens_on_the_device():
+    """Apple's MPS has no float64: tensors go to the CPU before they become float64, never after
+    (``x.double().cpu()`` fails there; ``x.cpu().double()`` works everywhere)."""
+    import re
+    from pathlib import Path
+
+    sources = sorted((Path(__file__).resolve().parent.parent / "corelib").rglob("*.py"))
+    found = [
+        f"{path.name}:{n}"
+        for path in sources
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"\.(double|to\(torch\.float64\))\(\)?\.(cpu|to\(\"cpu\")", line)
+        or re.search(r'\.to\("cpu", torch\.float64\)', line)
+    ]
+    assert not found, found

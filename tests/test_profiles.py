@@ -41,3 +41,7 @@ def test_the_paper_profile_restores_the_papers_settings(name: str) -> None:
     assert fields, f"{name} declares none of its parameter class's fields"
     differ = {f: (values[f], getattr(paper, f)) for f in fields if _plain(values[f]) != _plain(getattr(paper, f))}
     assert differ == {}, f"{name}: (paper profile, paper value) differ: {differ}"
+    # and it sets only what the book reduces (an entry equal to the cell's value is noise)
+    cell = chapter_parameters(name, None)
+    same = [k for k, v in profile_parameters(name, "paper").items() if _plain(cell.get(k)) == _plain(v)]
+    assert same == [], f"{name}: the paper profile repeats the cell's values of {same}"

@@ -234,6 +234,7 @@ def test_parse_value() -> None:
     assert runner.parse_value("[1, 2]") == [1, 2]
     assert runner.parse_value("true") is True
     assert runner.parse_value("adam") == "adam"
+    assert runner.parse_value("[1e-4, 2e-4]") == [1e-4, 2e-4]
 
 
 def test_cli_reports_user_errors_without_traceback(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -275,6 +276,9 @@ def test_cli_reads_a_parameters_file_lists_chapters_and_writes_the_output(
     project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     params = write(tmp_path / "params.yaml", "n: 7\nlabel: from-file\n")
+    write(tmp_path / "floats.yaml", "n: 1e3\n")  # YAML 1.1 reads 1e3 as a string; the runner as a float
+    assert runner.main(["run", "alpha", "-f", str(tmp_path / "floats.yaml"), "--root", str(project)]) == 2
+    assert "n must be a int like its default 1, got 1000.0" in capsys.readouterr().err
     out = tmp_path / "out" / "alpha-run.ipynb"
     argv = ["run", "alpha", "-f", str(params), "-p", "n", "8", "-o", str(out), "--device", "cpu"]
     monkeypatch.delenv("ACE_DEVICE", raising=False)
@@ -312,11 +316,28 @@ def test_executed_chapters_start_with_the_hidden_colab_install_cell(project: Pat
     first = json.loads(out.read_text())["cells"][0]
     assert first["metadata"]["tags"] == ["remove-cell", "colab-install"] and first["outputs"] == []
     assert "google.colab" in "".join(first["source"])
-    assert "corelib[book,lm] @ git+https://example.org/someone/book" in "".join(first["source"])
+    assert '"clone", "--depth", "1", "https://example.org/someone/book"' in "".join(first["source"])
     assert runs(project) == ["3 x"]  # ran, and did nothing else off Colab
     write(project / "_config.yml", "title: x\nrepository:\n  url: not-a-url\n")
     with pytest.raises(ConfigError, match="repository.url must be the book's public https URL"):
         runner.run_notebook("alpha", "smoke", root=project, force=True)
+
+
+def test_ctrl_c_prints_one_line_and_keeps_the_partial_notebook(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import papermill
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(papermill, "execute_notebook", interrupted)
+    assert runner.main(["run", "alpha", "--root", str(project)]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["interrupted; the partially executed notebook is kept at _build/failed/alpha.ipynb"] or (
+        len(err) == 1 and err[0].endswith("failed/alpha.ipynb")
+    )
+    assert (project / "_build" / "failed" / "alpha.ipynb").exists()
 
 
 def test_a_new_results_folder_is_not_read_as_cached(project: Path, tmp_path: Path, monkeypatch) -> None:

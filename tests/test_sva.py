@@ -256,6 +256,7 @@ def test_an_unknown_model_fails_at_once_offline_and_a_local_folder_never_asks_th
 def test_dtype_and_device_map_are_checked(tiny):
     half = load_model("tiny-random-llama", "cpu", dtype=torch.float16)
     assert next(half.hf.parameters()).dtype == torch.float16
+    assert next(load_model("tiny-random-llama", "cpu", dtype="bf16").hf.parameters()).dtype == torch.bfloat16
     with pytest.raises(ValueError, match="floating torch dtype"):
         load_model("tiny-random-llama", "cpu", dtype="int8")
     with pytest.raises(ValueError, match="device_map applies to hub models"):

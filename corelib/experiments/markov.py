@@ -144,14 +144,14 @@ def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p
     h = block_output(model, x, layer)  # (n, T, D)
     flat = h.reshape(-1, h.shape[-1])
     jac = ace.jacobians(model.readout(layer), flat, n_samples=params.n_jacobians, seed=params.jacobian_seed)
-    core = ace.extract(flat.double().cpu(), jac, energy=params.energy)
+    core = ace.extract(flat.cpu().double(), jac, energy=params.energy)
     acc = {
         mode: accuracy(model, x, y)
         if mode == "full"
         else intervention_accuracy(model, x, y, resid_hook(layer), core, mode)
         for mode in ("full", "keep", "remove")
     }
-    z = core.coords(flat.double().cpu().numpy()).reshape(h.shape[0], h.shape[1], core.rank)
+    z = core.coords(flat.cpu().double().numpy()).reshape(h.shape[0], h.shape[1], core.rank)
     a, eig, r2 = operators.fit_dynamics(z[:, :-1].reshape(-1, core.rank), z[:, 1:].reshape(-1, core.rank))
     return {
         "accuracy": acc,

@@ -268,7 +268,7 @@ def _model_core(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], par
     layer = model.cfg.n_layers - 1
     h = last_position_output(model, x)
     jac = ace.jacobians(model.readout(layer), h, n_samples=params.n_jacobians, seed=params.jacobian_seed)
-    hd = h.double().cpu()
+    hd = h.cpu().double()
     full = ace.extract(hd, jac, rank=h.shape[1])
     unembed = partial(model, start_at_layer=layer + 1)  # (..., D) -> logits: the model after the hook
     return hd, full, ace.energy_rank(full.singular_values, params.energy), ReadoutAccuracy(h, y[:, -1], unembed)
@@ -345,7 +345,7 @@ def centroid_spectra(
             [
                 operators.cycle_spectrum(
                     operators.class_centroids(
-                        last_position_output(stack.model(i), x).double().cpu().numpy(), y[:, -1].numpy(), params.p
+                        last_position_output(stack.model(i), x).cpu().double().numpy(), y[:, -1].numpy(), params.p
                     )
                 )
                 for i in range(len(stack))
@@ -750,9 +750,11 @@ def _recorded_emergence_values(recorded: dict | None, agreement: dict | None) ->
             ),
             "rec_agreement": "",
         }
-    params = recorded["params"]  # the recorded run's first params.epochs are this chapter's run
-    records = [r for r in recorded["arms"]["wd"] if r["epoch"] <= params.epochs]
+    params = recorded["params"]  # the recorded run's first epochs are the paper's Figure 2
+    records = [r for r in recorded["arms"]["wd"] if r["epoch"] <= min(params.epochs, params.long_epochs)]
     em, epochs = emergence_summary(params, records), records[-1]["epoch"]
+    same = agreement is not None and agreement["comparable"]
+    relation = "continues these very models" if same else "trains other models than this build"
     grok = (
         "not every model grokked"
         if em["grok_epoch"] is None
@@ -760,8 +762,8 @@ def _recorded_emergence_values(recorded: dict | None, agreement: dict | None) ->
     )
     return {
         "rec_status": (
-            f"The paper-scale run of the next chapter (the {recorded['source']}) continues these very models "
-            f"at {_settings_phrase(recorded['params'])}, so the claims below are judged on its first {epochs} "
+            f"The paper-scale run of the next chapter (the {recorded['source']}) {relation} "
+            f"at {_settings_phrase(params, LONG_RUN_SETTINGS)}, so the claims below are judged on its first {epochs} "
             f"epochs. There, {grok}, with cores of {_listed(em['core_dim']['at'])} "
             f"dimensions at grokking and {_listed(em['core_dim']['after'])} at epoch {epochs}."
         ),
@@ -921,9 +923,10 @@ def _as_text(value: float, key: str) -> str:
     return f"{value:.{3 if key == 'test_acc' else 1}f}"
 
 
-def _settings_phrase(params: ModularParams) -> str:
-    """ "the paper's settings", or which settings of a recorded run differ from them."""
-    differ = deviations(params, ModularParams(), ignore=["eval_every"])
+def _settings_phrase(params: ModularParams, ignore: Sequence[str] = ()) -> str:
+    """The words "the paper's settings", or which settings of a recorded run differ from them
+    (``ignore``: settings that do not matter to the chapter)."""
+    differ = deviations(params, ModularParams(), ignore=["eval_every", *ignore])
     if not differ:
         return "the paper's settings"
     return "settings other than the paper's (" + "; ".join(f"{k}: {v}" for k, v in differ.items()) + ")"

@@ -17,6 +17,7 @@ import pandas as pd
 
 from .. import claims
 from ..recorded import compare_values, is_recorded, load_recorded
+from ..results import StoreError
 from ..sweeps import RECORD_FIELDS, condition_key
 from . import grokking_sweeps, modular
 
@@ -30,6 +31,17 @@ __all__ = [
 ]
 
 _OPERATOR = "operator"  # kept by the record at each arm's last snapshot only
+
+
+def _params(cls, values: dict, name: str):
+    """A record's parameters as ``cls``; a clear error when this code no longer has them."""
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise StoreError(
+            f"the recorded {name} run was made with parameters this version of corelib does not know ({exc}); "
+            f"re-export it with `python -m acebook.record export {name}` after a paper-profile run with this code."
+        ) from None
 
 
 def source_label(provenance: dict[str, Any]) -> str:
@@ -51,7 +63,7 @@ def recorded_inflation(root: Path | str | None = None, profile: str = "paper") -
     if not is_recorded("core_inflation", profile, root):
         return None
     rec = load_recorded("core_inflation", profile, root)
-    params = modular.ModularParams(**rec["provenance"]["params"])
+    params = _params(modular.ModularParams, rec["provenance"]["params"], "core_inflation")
     arms = {arm: rec["arms"][arm] for arm in modular.ARMS}
     return {
         "params": params,
@@ -67,8 +79,9 @@ def recorded_emergence(recorded: dict[str, Any]) -> dict[str, Any]:
     """The modular-addition chapter's view of the recorded inflation run: its weight-decay arm up
     to the chapter's horizon (the paper's 2000 epochs), as ``records`` and ``summary``
     (:func:`modular.emergence_summary`). The inflation run continues those very models."""
-    records = [r for r in recorded["arms"]["wd"] if r["epoch"] <= recorded["params"].epochs]
-    return {"records": records, "summary": modular.emergence_summary(recorded["params"], records)}
+    params = recorded["params"]
+    records = [r for r in recorded["arms"]["wd"] if r["epoch"] <= min(params.epochs, params.long_epochs)]
+    return {"records": records, "summary": modular.emergence_summary(params, records)}
 
 
 def _same_models(a: modular.ModularParams, b: modular.ModularParams, arms) -> bool:
@@ -129,14 +142,21 @@ def recorded_sweeps(
     kept = dict(rec["provenance"]["params"])
     if n_boot is not None:
         kept["n_boot"] = n_boot
-    params = grokking_sweeps.SweepsParams(**kept)
+    params = _params(grokking_sweeps.SweepsParams, kept, "grokking_sweeps")
 
     def table(conditions, cap) -> pd.DataFrame:
         """The sweep's rows in its condition order, one per seed (as ``run_sweep`` returns them)."""
         cfg = params.config(cap)
         rows = {(r["condition"], r["seed"]): r for r in rec["records"]}
-        keys = [condition_key(c, cfg) for c in conditions]
-        return pd.DataFrame([rows[k, s] for k in keys for s in params.seeds], columns=list(RECORD_FIELDS))
+        wanted = [(condition_key(c, cfg), s) for c in conditions for s in params.seeds]
+        missing = [w for w in wanted if w not in rows]
+        if missing:
+            raise StoreError(
+                f"the recorded sweeps hold no record of {len(missing)} (condition, seed) pairs as this code keys "
+                "them (a record made by another version of corelib); re-export it with "
+                "`python -m acebook.record export grokking_sweeps` after a paper-profile run with this code."
+            )
+        return pd.DataFrame([rows[w] for w in wanted], columns=list(RECORD_FIELDS))
 
     tables = (
         table(params.omega_conditions(), params.omega_max_epochs),

@@ -321,7 +321,7 @@ def layer_cores(
     ):
         acts, jacs, _ = all_layer_jacobians(lm, batch, layers, cache)
         for layer in layers:
-            acc[layer].update(acts[layer].double().cpu().numpy(), jacs[layer].double().cpu().numpy())
+            acc[layer].update(acts[layer].cpu().double().numpy(), jacs[layer].cpu().double().numpy())
     return {layer: acc[layer].core(rank=1, eps=eps) for layer in layers}
 
 
@@ -371,7 +371,7 @@ def intervened_margins(
 
         out["baseline"].append(lm.last_token(batch, cache, fwd_hooks=[(n, grab) for n in names]))
         for layer in cores:
-            out["acts"][layer].append(store[resid_hook(layer)][:, -1].double().cpu())
+            out["acts"][layer].append(store[resid_hook(layer)][:, -1].cpu().double())
         for layer, mode in jobs:
             # Only the layers after the intervention run, from the clean residual stream there.
             hook = intervention_hook(cores[layer], mode, centered=True, positions="last")
@@ -385,7 +385,7 @@ def intervened_margins(
                 )
             )
     inverse = np.argsort(np.concatenate(order))  # back to the order of ``prompts``
-    result = {k: torch.cat(v).double().cpu().numpy()[inverse] for k, v in out.items() if k != "acts"}
+    result = {k: torch.cat(v).cpu().double().numpy()[inverse] for k, v in out.items() if k != "acts"}
     result["acts"] = {layer: torch.cat(v).numpy()[inverse] for layer, v in out["acts"].items()}
     return result
 
@@ -494,7 +494,7 @@ def flip_demo(lm: LanguageModel, core: Core, layer: int, prompts=FLIP_DEMO_PROMP
         row = {"prompt": prompt}
         for name, hooks in (("baseline", []), ("flip", [(resid_hook(layer), hook)])):
             logits = lm.run_with_hooks(batch.input_ids, batch.attention_mask, fwd_hooks=hooks)[0, -1]
-            probs = torch.softmax(logits.double(), -1)
+            probs = torch.softmax(logits.cpu().double(), -1)
             row[name] = {verb.strip(): float(probs[i]) for verb, i in ids.items()}
         rows.append(row)
     return rows
