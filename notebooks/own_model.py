@@ -213,15 +213,31 @@ plt.close(fig)
 # ```{glue:figure} fig_directions
 # :name: fig-own-directions
 #
-# **Reading the label is not using it.** For each direction, fitted on the training prompts at
-# the chosen layer: the AUC with which its projection reads the number of the held-out prompts
-# (blue), and the AUC of the number margin with the direction removed (orange) and flipped
-# (red). Dashed: the unmodified model. Under each direction, its angle to the ACE core.
+# **Reading the label is not using it.** Top row, by layer: the AUC with which a probe's
+# direction reads the number of the held-out prompts (blue), and the AUC of the number margin
+# with the probe's direction (dashed) or the ACE core (solid) removed (orange) and flipped
+# (red); dotted: the unmodified model; the vertical line marks the chosen layer. Bottom row, at
+# the chosen layer, for each direction: the AUC of its projection for the label (blue), and of
+# the margin with the direction removed (orange) and flipped (red); dashed: the unmodified
+# model. Under each direction, its angle to the ACE core.
 # ```
 #
-# **Where they agree.** Every direction but the top principal component reads the number of
-# the held-out prompts well: AUC {glue:text}`ace_read_auc` for the ACE core,
-# {glue:text}`md_read_auc` for the mean difference, {glue:text}`probe_read_auc` for the probe.
+# **Readable everywhere, used at the end** (top row). At every swept layer, a probe reads the
+# number of the head noun from the last token's residual stream: its AUC is at least
+# {glue:text}`sweep_probe_read_min:.3f` at every swept layer of every model. Yet in the first
+# {glue:text}`early_depth:.0%` of the layers, removing the probe's direction leaves the AUC at
+# {glue:text}`early_probe_remove_min:.3f` or more, and flipping it at
+# {glue:text}`early_probe_flip_min:.3f` or more: the model does not use that information
+# there (presumably because later layers read the subject's number again from the subject's
+# own position, through attention, so changing the last token's copy does not matter). The ACE cores of those layers say the same, without a label: flipping them leaves
+# the AUC at {glue:text}`early_ace_flip_min:.3f` or more. Only at the last layers does an
+# intervention on one direction change the model's preference, and there the ACE core does so
+# most. A probe sweep alone would have placed the number "everywhere".
+#
+# **At the chosen layer** (bottom row and table), first where the directions agree. Every
+# direction but the top principal component reads the number of the held-out prompts well:
+# AUC {glue:text}`ace_read_auc` for the ACE core, {glue:text}`md_read_auc` for the mean
+# difference, {glue:text}`probe_read_auc` for the probe.
 # (At the last layer, keeping a direction alone leaves the margin a function of the coordinate
 # along it, so the column "kept" repeats the column "reads the label".) The mean difference is
 # the closest to the core, {glue:text}`md_angle_to_ace`° away: both see plural and singular
@@ -231,9 +247,10 @@ plt.close(fig)
 # {glue:text}`ace_effects`. The mean difference is a weaker handle on the model,
 # {glue:text}`md_effects`: it is partly the core, partly directions the read-out ignores. The
 # probe reads the label best (test accuracy at least {glue:text}`probe_acc_min:.1%`), but it
-# lies {glue:text}`probe_angle_to_ace`° from the core, and the model depends on it much less:
-# {glue:text}`probe_effects`. Removing it costs {glue:text}`probe_share` of the AUC that
-# removing the core costs (the last column of the table). Its projection still predicts the
+# lies {glue:text}`probe_angle_to_ace`° from the core, and the model depends on it less, by an
+# amount that differs between the models: {glue:text}`probe_effects`. Removing it costs
+# {glue:text}`probe_share` of the AUC that removing the core costs (the last column of the
+# table). Its projection still predicts the
 # margin well ($R^2$ {glue:text}`probe_r2`, against {glue:text}`ace_r2` for the core and
 # {glue:text}`md_r2` for the mean difference), because on these prompts it follows the label,
 # and so does the margin: a correlation cannot tell a direction the model reads from one that

@@ -110,6 +110,12 @@ def _own_model_summary() -> dict:
         {
             "model": name,
             "layer": n_layers - 1,
+            "n_layers": n_layers,
+            "layers": list(range(0, n_layers, 3)) + [n_layers - 1],
+            "sweep": {
+                key: (RNG.uniform(0, 1, len(range(0, n_layers, 3)) + 1)).tolist()
+                for key in ("probe_read", "probe_remove", "probe_flip", "ace_remove", "ace_flip")
+            },
             "baseline_auc": 0.93,
             "directions": {
                 d: {"angle_to_ace": 20.0 * k, "read_auc": 0.96, "remove": 0.3 + 0.2 * k, "flip": 0.1 + 0.25 * k}

@@ -234,7 +234,7 @@ def test_params_are_checked_and_read_from_a_namespace():
 def test_tense_cores_equal_the_prefix_cache_route(tiny, tense_prompts):
     """The ten lines (extract_from_model on whole sequences, the read-out a logit difference) and
     the agreement chapter's route (prefix caches, the read-out's four rows) give the same cores."""
-    lines = own_model.tense_cores(tiny, tense_prompts, [0, 1], batch_size=5)
+    lines = own_model.tense_cores(tiny, tense_prompts, [0, 1])
     acts, cached = own_model.train_pass(tiny, tense_prompts, [0, 1], batch_size=7)
     for layer in (0, 1):
         np.testing.assert_allclose(lines[layer].singular_values, cached[layer].singular_values, rtol=1e-5, atol=1e-9)
@@ -317,7 +317,7 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
     assert folder == tmp_path / t["core_folder"]
     core = Core.load(folder)
     ds = tense.make_dataset(params.n_phrases, params.tense_seed)
-    again = own_model.tense_cores(tiny, ds.split("train")[0], [t["chosen_layer"]], batch_size=5)[t["chosen_layer"]]
+    again = own_model.tense_cores(tiny, ds.split("train")[0], [t["chosen_layer"]])[t["chosen_layer"]]
     np.testing.assert_allclose(core.basis, again.basis, atol=1e-9)
     np.testing.assert_allclose(
         core.singular_values, again.singular_values, rtol=1e-6, atol=1e-12 * again.singular_values[0]
@@ -331,6 +331,14 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
         assert all(0 <= d[k] <= 1 for k in ("read_auc", "r2", *MODES))
         assert 0 <= d["angle_to_ace"] <= 90
     assert [r["l2"] for r in m["probe_grid"]] == list(params.probe_l2_grid)
+    # the layer sweep measured the chosen layer's ACE core and probe as the direction table did
+    at = m["layers"].index(m["layer"])
+    for key, name in (("ace", "ACE core"), ("probe", "probe")):
+        for mode in ("remove", "flip"):
+            assert m["sweep"][f"{key}_{mode}"][at] == pytest.approx(m["directions"][name][mode], abs=1e-12)
+    assert m["sweep"]["probe_read"][at] == pytest.approx(m["directions"]["probe"]["read_auc"], abs=1e-12)
+    assert m["sweep"]["probe_angle"][at] == pytest.approx(m["directions"]["probe"]["angle_to_ace"], abs=1e-6)
+    assert m["baseline_auc"] == m["sweep"]["baseline"]
     assert 0 <= m["probe_accuracy"] <= 1
     values = own_model.glue_values(summary)
     numbers = [v for v in values.values() if isinstance(v, (int, float))]

@@ -34,7 +34,6 @@ from ..ace import Core, MomentAccumulator, extract_from_model
 from ..compare import principal_angles
 from ..interventions import MODES
 from ..lm import LanguageModel, load_model
-from ..models import resid_hook
 from ..results import compute_once, results_root, run_dir
 from ..targets import logit_difference
 from ..tasks import sva as sva_task
@@ -56,6 +55,7 @@ __all__ = [
     "evaluate_direction",
     "fit_probe",
     "glue_values",
+    "layer_sweep",
     "mean_difference",
     "orient",
     "padded_inputs",
@@ -114,7 +114,7 @@ class OwnModelParams:
 
     def tense_part(self) -> dict:
         """The parameters that determine the tense analysis (its run-folder key)."""
-        keys = ("tense_model", "n_phrases", "tense_seed", "layer_stride", "n_examples")
+        keys = ("tense_model", "n_phrases", "tense_seed", "layer_stride", "n_examples", "eps")
         return {k: getattr(self, k) for k in keys}
 
     def agreement_part(self) -> dict:
@@ -264,13 +264,22 @@ def choose_layer(layers: Sequence[int], baseline: float, flip_aucs: Sequence[flo
 # --------------------------------------------------------------------------- 1. tense
 
 
-def tense_cores(lm: LanguageModel, prompts: list[str], layers: list[int], *, batch_size: int = 100) -> dict:
-    """ACE on the tense margin: a rank-1 core at every layer of ``layers``, from one call."""
-    batch = lm.tokenize(prompts)  # left-padded: the last position is every prompt's last token
-    inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
-    margin = logit_difference(lm, [" was", " were"], [" is", " are"])  # past minus present
-    hooks = [resid_hook(layer) for layer in layers]  # "blocks.{layer}.hook_resid_post"
-    cores = extract_from_model(lm, hooks, inputs, margin, rank=1, batch_size=batch_size)
+def tense_cores(
+    lm: LanguageModel,
+    prompts: list[str],
+    layers: list[int],
+    *,
+    eps: float = 1e-8,
+) -> dict[int, Core]:
+    """A rank-1 core of the tense margin per layer, from one ACE call."""
+    batch = lm.tokenize(prompts)  # left-padded: every prompt ends last
+    ids, mask = batch.input_ids, batch.attention_mask
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    # the read-out f(h): (was + were) - (is + are) at the last position
+    f = logit_difference(lm, [" was", " were"], [" is", " are"])
+    # one hook per layer: the residual stream after it
+    hooks = [f"blocks.{layer}.hook_resid_post" for layer in layers]
+    cores = extract_from_model(lm, hooks, inputs, f, rank=1, eps=eps)
     return {layer: cores[hook] for layer, hook in zip(layers, hooks)}
 
 
@@ -287,7 +296,7 @@ def tense_analysis(lm: LanguageModel, params: OwnModelParams, *, progress: bool 
     train, _ = ds.split("train")
     test, past = ds.split("test")
     layers = sweep_layers(lm.n_layers, params.layer_stride)
-    cores = tense_cores(lm, train, layers, batch_size=params.batch_size)
+    cores = tense_cores(lm, train, layers, eps=params.eps)
     batches = prefix_batches(lm, test, batch_size=params.batch_size, progress=progress)
     modes_at = {layer: MODES for layer in layers}
     m = intervened_margins(lm, test, cores, modes_at, batch_size=params.batch_size, batches=batches, progress=progress)
@@ -375,21 +384,50 @@ def evaluate_direction(
     }
 
 
-def _directions(acts: np.ndarray, labels: np.ndarray, ace: Core, l2: float) -> tuple[dict[str, np.ndarray], Probe]:
-    """The four directions of :data:`DIRECTIONS`, fitted on the training activations and oriented
-    towards the positive class, and the probe."""
-    probe = fit_probe(acts, labels, l2)
+def _directions(acts: np.ndarray, labels: np.ndarray, ace: Core, probe: Probe) -> dict[str, np.ndarray]:
+    """The four directions of :data:`DIRECTIONS` at one layer, from the training activations (the
+    probe is already fitted there), each oriented towards the positive class."""
     raw = {
         "ACE core": ace.basis[:, 0],
         "mean difference": mean_difference(acts, labels),
         "probe": probe.direction,
         "top PC": top_principal_component(acts),
     }
-    return {name: orient(d, acts, labels) for name, d in raw.items()}, probe
+    return {name: orient(d, acts, labels) for name, d in raw.items()}
+
+
+def layer_sweep(
+    lm: LanguageModel,
+    prompts: list[str],
+    labels: np.ndarray,
+    cores: dict[int, Core],
+    probe_cores: dict[int, Core],
+    *,
+    batches: list,
+    progress: bool = True,
+) -> dict:
+    """At every layer of ``cores``: the AUC of the margin with the ACE core removed and flipped, how
+    well the probe's direction reads the label, the AUC with it removed and flipped, and its angle
+    to the core. Returns the lists by layer and the clean margins' AUC (``"baseline"``)."""
+    modes = {layer: ("remove", "flip") for layer in cores}
+    ace = intervened_margins(lm, prompts, cores, modes, batches=batches, progress=progress)
+    probe = intervened_margins(lm, prompts, probe_cores, modes, batches=batches, progress=progress)
+    layers = list(cores)
+    return {
+        "baseline": auc(ace["baseline"], labels),
+        "ace_remove": [auc(ace[(layer, "remove")], labels) for layer in layers],
+        "ace_flip": [auc(ace[(layer, "flip")], labels) for layer in layers],
+        "probe_read": [auc(probe_cores[layer].coords(probe["acts"][layer])[:, 0], labels) for layer in layers],
+        "probe_remove": [auc(probe[(layer, "remove")], labels) for layer in layers],
+        "probe_flip": [auc(probe[(layer, "flip")], labels) for layer in layers],
+        "probe_angle": [angle_deg(probe_cores[layer].basis, cores[layer].basis) for layer in layers],
+        "acts": probe["acts"],
+    }
 
 
 def agreement_analysis(lm: LanguageModel, params: OwnModelParams, *, progress: bool = True) -> dict:
-    """One model on the agreement task: the layer, the four directions and their measures."""
+    """One model on the agreement task: the ACE core and a probe at every swept layer, the chosen
+    layer, and there the four directions and their measures."""
     ds = sva_task.make_dataset(params.n_per_number, params.dataset_seed)
     train, y_train = ds.split("train")
     test, y_test = ds.split("test")
@@ -400,22 +438,23 @@ def agreement_analysis(lm: LanguageModel, params: OwnModelParams, *, progress: b
         else sweep_layers(lm.n_layers, params.layer_stride)
     )
     acts, cores = train_pass(lm, train, layers, batch_size=params.batch_size, eps=params.eps)
+    probes = {layer: fit_probe(acts[layer], y_train, params.probe_l2) for layer in layers}
+    probe_cores = {
+        layer: direction_core(orient(probes[layer].direction, acts[layer], y_train), acts[layer].mean(0), "probe")
+        for layer in layers
+    }
     batches = prefix_batches(lm, test, batch_size=params.batch_size, progress=progress)
-    flips = intervened_margins(
-        lm, test, cores, {layer: ("flip",) for layer in layers}, batches=batches, progress=progress
-    )
-    baseline = auc(flips["baseline"], y_test)
-    flip_sweep = [auc(flips[(layer, "flip")], y_test) for layer in layers]
-    layer = layers[0] if fixed else choose_layer(layers, baseline, flip_sweep)
-    directions, probe = _directions(acts[layer], y_train, cores[layer], params.probe_l2)
+    sweep = layer_sweep(lm, test, y_test, cores, probe_cores, batches=batches, progress=progress)
+    test_acts = sweep.pop("acts")
+    layer = layers[0] if fixed else choose_layer(layers, sweep["baseline"], sweep["ace_flip"])
+    directions = _directions(acts[layer], y_train, cores[layer], probes[layer])
     mean = acts[layer].mean(0)
     measured = {}
     for name, d in directions.items():
         core = direction_core(d, mean, name)
         measured[name] = evaluate_direction(lm, test, y_test, layer, core, batches=batches)
         measured[name]["angle_to_ace"] = angle_deg(d, directions["ACE core"])
-    test_acts = np.asarray(flips["acts"][layer])
-    probe_accuracy = float(np.mean((probe.logits(test_acts) > 0) == y_test.astype(bool)))
+    probe_accuracy = float(np.mean((probes[layer].logits(test_acts[layer]) > 0) == y_test.astype(bool)))
     return {
         "model": lm.name,
         "n_layers": lm.n_layers,
@@ -423,14 +462,15 @@ def agreement_analysis(lm: LanguageModel, params: OwnModelParams, *, progress: b
         "n_train": len(train),
         "n_test": len(test),
         "layers": layers,
-        "flip_sweep": flip_sweep,
+        "sweep": sweep,
+        "spectral_gap_by_layer": [cores[layer].spectral_gap for layer in layers],
         "layer": layer,
         "layer_chosen": not fixed,
-        "baseline_auc": baseline,
+        "baseline_auc": sweep["baseline"],
         "spectral_gap": cores[layer].spectral_gap,
         "directions": measured,
         "probe_accuracy": probe_accuracy,
-        "probe_iterations": probe.n_iter,
+        "probe_iterations": probes[layer].n_iter,
         "probe_grid": _probe_grid(lm, test, y_test, layer, acts[layer], y_train, directions, params, batches),
         "plural": y_test.astype(int).tolist(),
     }
@@ -623,6 +663,32 @@ def _example_values(summary: dict) -> dict[str, object]:
     }
 
 
+EARLY_DEPTH = 0.75
+"""Layers up to this share of the depth are the "early" layers whose interventions the chapter quotes."""
+
+
+def _sweep_values(summary: dict) -> dict[str, object]:
+    """The layer sweeps' extremes: the probe's worst reading AUC at any layer, and the least AUC left
+    by removing or flipping the probe's direction or flipping the ACE core at an early layer."""
+    early = [
+        (m["sweep"], k)
+        for m in summary["agreement"]
+        for k, layer in enumerate(m["layers"])
+        if (layer + 1) / m["n_layers"] <= EARLY_DEPTH
+    ]
+
+    def least(key: str) -> float:
+        return min((sweep[key][k] for sweep, k in early), default=float("nan"))
+
+    return {
+        "early_depth": EARLY_DEPTH,
+        "sweep_probe_read_min": min(min(m["sweep"]["probe_read"]) for m in summary["agreement"]),
+        "early_probe_remove_min": least("probe_remove"),
+        "early_probe_flip_min": least("probe_flip"),
+        "early_ace_flip_min": least("ace_flip"),
+    }
+
+
 def _by_direction(summary: dict, name: str, key: str) -> list[float]:
     return [m["directions"][name][key] for m in summary["agreement"]]
 
@@ -666,4 +732,4 @@ def glue_values(summary: dict) -> dict[str, object]:
             values[f"{key}_{measure}"] = _range_text(_by_direction(summary, name, measure), fmt)
         values[f"{key}_effects"] = _effect_text(summary, name)
         values[f"{key}_share"] = _share_text(summary, name)
-    return {**values, **_grid_values(summary), **_example_values(summary)}
+    return {**values, **_grid_values(summary), **_example_values(summary), **_sweep_values(summary)}

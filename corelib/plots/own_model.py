@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 __all__ = [
     "figure_tense",
@@ -13,6 +14,7 @@ __all__ = [
     "panel_core_spectrum",
     "panel_tense_coordinate",
     "panel_directions",
+    "panel_direction_sweep",
 ]
 
 _MODES = {"keep": ("tab:green", "core kept"), "remove": ("tab:orange", "core removed"), "flip": ("tab:red", "flipped")}
@@ -27,6 +29,7 @@ def panel_tense_sweep(ax, tense: dict) -> None:
     ax.axhline(0.5, color="grey", ls=":", lw=1)
     ax.axvline(tense["chosen_layer"] + 1, color="grey", lw=0.8)
     ax.set(xlabel=f"layer (of {tense['n_layers']})", ylabel="tense AUC", ylim=(-0.02, 1.02), title="(A) layer sweep")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend(fontsize=7, loc="lower left")
 
 
@@ -86,16 +89,46 @@ def panel_directions(ax, model: dict, letter: str = "A") -> None:
     ax.axhline(0.5, color="grey", ls=":", lw=1)
     ticks = [f"{n}\n{model['directions'][n]['angle_to_ace']:.0f}° from ACE" for n in names]
     ax.set_xticks(x, ticks, fontsize=8)
-    ax.set(ylim=(0, 1.05), ylabel="AUC", title=f"({letter}) {model['model']}, layer {model['layer'] + 1}")
+    ax.set(ylim=(0, 1.05), ylabel="AUC", title=f"({letter}) {model['model']}: layer {model['layer'] + 1}")
+
+
+_SWEEP = (
+    ("probe_read", "tab:blue", "-", "probe: reads the label"),
+    ("probe_remove", "tab:orange", "--", "probe removed"),
+    ("probe_flip", "tab:red", "--", "probe flipped"),
+    ("ace_remove", "tab:orange", "-", "ACE core removed"),
+    ("ace_flip", "tab:red", "-", "ACE core flipped"),
+)
+
+
+def panel_direction_sweep(ax, model: dict, letter: str = "A") -> None:
+    """One model, by layer: how well a probe's direction reads the label, and the margin's AUC with
+    the probe's direction or the ACE core removed and flipped."""
+    layers = np.asarray(model["layers"]) + 1
+    for key, colour, style, label in _SWEEP:
+        ax.plot(layers, model["sweep"][key], style, color=colour, marker="o", ms=3, label=label)
+    ax.axhline(model["baseline_auc"], color="k", ls=":", lw=1, label="unmodified")
+    ax.axvline(model["layer"] + 1, color="grey", lw=0.8)
+    ax.set(
+        xlabel=f"layer (of {model['n_layers']})",
+        ylabel="AUC",
+        ylim=(-0.02, 1.05),
+        title=f"({letter}) {model['model']}: by layer",
+    )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def figure_directions(summary: dict):
-    """ACE beside the mean difference, the probe and the top principal component, one panel per model."""
+    """ACE beside the mean difference, the probe and the top principal component: by layer (top row)
+    and at the chosen layer (bottom row), one column per model."""
     models = summary["agreement"]
-    fig, axes = plt.subplots(1, len(models), figsize=(6.5 * len(models), 4.2), squeeze=False)
-    for k, (ax, model) in enumerate(zip(axes[0], models)):
-        panel_directions(ax, model, "ABCDEFGH"[k % 8])
-    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig, axes = plt.subplots(2, len(models), figsize=(6.5 * len(models), 8.4), squeeze=False)
+    letters = "ABCDEFGHIJKL"
+    for k, model in enumerate(models):
+        panel_direction_sweep(axes[0][k], model, letters[k % 12])
+        panel_directions(axes[1][k], model, letters[(len(models) + k) % 12])
+    axes[0][0].legend(fontsize=7, loc="lower left")
+    handles, labels = axes[1][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     return fig
