@@ -298,7 +298,7 @@ display(own_model.probe_table(summary))
 # `hf_module`. No hub is reachable where this book is built, so here they run on a 2-layer
 # Llama with random weights built in code (its AUCs are those of chance); with a network,
 # `python -m acebook.runner run own_model -p hf_model gpt2 -p hf_module transformer.h.6` runs
-# GPT-2, and `-p hf_model smollm2-135m -p hf_module model.layers.29` SmolLM2 offline.
+# GPT-2, and `-p hf_model smollm2-135m -p hf_module model.layers.27` SmolLM2 offline.
 # `load_model` returns our wrapper; its `.hf` is the `transformers` model itself, what
 # `from_pretrained` returns.
 
