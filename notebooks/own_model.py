@@ -17,7 +17,7 @@
 # The previous chapters ran ACE on the paper's models and tasks. This one is about using it on
 # yours, and about what it adds to the tools interpretability practitioners already reach for.
 #
-# 1. **A new task in a few lines.** On SmolLM2-135M, ACE finds the direction that carries the
+# 1. **A new task in ten lines.** On SmolLM2-135M, ACE finds the direction that carries the
 #    *tense* a sentence calls for, a task the paper does not study: a layer sweep from one call,
 #    the core's spectrum, and the keep / remove / flip tests of the agreement chapter. The core
 #    is saved to disk and read back.
@@ -65,7 +65,7 @@ from corelib.tasks import tense
 params = own_model.OwnModelParams.from_namespace(globals())
 
 # %% [markdown]
-# ## A new task in a few lines: tense
+# ## A new task in ten lines: tense
 #
 # A task for ACE needs three things: prompts, a **read-out** of the model's output that measures
 # the behaviour, and a layer (or several) to look at. For tense, a time cue at the start of the
@@ -100,7 +100,8 @@ display(own_model.tense_prompt_frame(ds))
 # ```
 #
 # With `lm = load_model("smollm2-135m")` (`corelib.lm`, offline) and the training half's
-# prompts, `tense_cores(lm, prompts, range(lm.n_layers))` is the whole extraction. The rest of
+# prompts (`tense.make_dataset(n).split("train")`), `tense_cores(lm, prompts,
+# range(lm.n_layers))` is the whole extraction: ten lines. The rest of
 # the chapter's machinery is the test: on the {glue:text}`tense_n_test` held-out prompts, each
 # layer's core is kept, removed or flipped at the last token, centred on the training mean as in
 # the agreement chapter, and the AUC of the margin tells how well it still separates past from
@@ -291,7 +292,7 @@ display(own_model.probe_table(summary))
 #
 # hf = AutoModelForCausalLM.from_pretrained("gpt2")
 # tokenizer = AutoTokenizer.from_pretrained("gpt2")
-# module = "transformer.h.6"        # print(hf) lists the modules' paths
+# module = "transformer.h.6"  # hf.named_modules() lists every path
 # ```
 #
 # The cells below run the same steps on the model named by the parameters `hf_model` and
