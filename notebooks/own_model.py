@@ -269,8 +269,8 @@ plt.close(fig)
 # $\lambda =$ {glue:text}`grid_strong_l2` it is within {glue:text}`grid_strong_angle_md:.1f`° of
 # it, and removing it gives AUC {glue:text}`grid_strong_remove`. A weak penalty
 # ($\lambda =$ {glue:text}`grid_weak_l2`) reads the label better (AUC
-# {glue:text}`grid_weak_read`) and matters to the model less (removed:
-# {glue:text}`grid_weak_remove`).
+# {glue:text}`grid_weak_read`), but the model does not depend on it more: removing it gives
+# {glue:text}`grid_weak_remove`.
 
 # %%
 display(own_model.probe_table(summary))
