@@ -77,8 +77,10 @@ params = own_model.OwnModelParams.from_namespace(globals())
 # $$ f(\mathbf h) = (\ell_{\it was} + \ell_{\it were}) - (\ell_{\it is} + \ell_{\it are}), $$
 #
 # positive when the model prefers a past verb. The label is the cue's tense. The past cues are
-# {glue:text}`past_cues`; the present cues {glue:text}`present_cues` (cues after which both
-# tenses read naturally, such as "Today" or "This year", are left out). Every noun phrase appears
+# {glue:text}`past_cues`; the present cues {glue:text}`present_cues`. Cues after which both
+# tenses read naturally, such as "Today" or "This year", are left out, and so are past cues
+# that SmolLM2 hardly reacts to on another draw of phrases ("Back then", "Once"): we chose the
+# cues after looking, so that the task measures a behaviour the model has. Every noun phrase appears
 # once after a past and once after a present cue, and both versions land in the same half of
 # the split (`corelib.tasks.tense`):
 

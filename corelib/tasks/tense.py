@@ -13,7 +13,10 @@ the **tense margin** ``(was + were) - (is + are)``: positive when the model pref
 whatever the number.
 
 The cues are unambiguous about the time of the verb: cues after which both tenses are natural
-(``Today,``, ``This year,``) are left out. The templates ``front``, ``back`` and ``there`` of the
+(``Today,``, ``This year,``) are left out. They were picked from a longer list after looking at
+SmolLM2's and Gemma-3's margins on another draw of phrases (seed 5): past cues SmolLM2 hardly
+reacts to (``Back then,``, ``Once,``, ``Years ago,``, ``In the past,``) were dropped too, so the
+task measures a behaviour the model has. The templates ``front``, ``back`` and ``there`` of the
 agreement task are not used: their pads carry their own time ("Long ago in a distant land", "in
 the present tense") or need no tense ("There key near the boxes").
 """
