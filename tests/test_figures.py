@@ -86,6 +86,48 @@ def _sva_summary() -> dict:
     return {"models": models, "fisher_p": {"remove": 1.2e-30, "flip": 3.4e-80}}
 
 
+def _own_model_summary() -> dict:
+    layers = list(range(0, 30, 3)) + [29]
+    depth = (np.asarray(layers) + 1) / 30
+    coords = RNG.standard_normal(300)
+    tense = {
+        "layers": layers,
+        "n_layers": 30,
+        "chosen_layer": 27,
+        "baseline_auc": 0.89,
+        "sweep_auc": {
+            "keep": (0.9 - 0.2 * depth).tolist(),
+            "remove": (0.9 - 0.35 * depth**4).tolist(),
+            "flip": (0.9 - 0.6 * depth**4).tolist(),
+        },
+        "singular_values": np.geomspace(1.0, 1e-4, 20).tolist(),
+        "spectral_gap": 18.2,
+        "coords": coords.tolist(),
+        "margins": (2 * coords + RNG.standard_normal(300)).tolist(),
+        "past": (coords > 0).astype(int).tolist(),
+    }
+    names = ("ACE core", "mean difference", "probe", "top PC")
+    agreement = [
+        {
+            "model": name,
+            "layer": n_layers - 1,
+            "n_layers": n_layers,
+            "layers": list(range(0, n_layers, 3)) + [n_layers - 1],
+            "sweep": {
+                key: (RNG.uniform(0, 1, len(range(0, n_layers, 3)) + 1)).tolist()
+                for key in ("probe_read", "probe_remove", "probe_flip", "ace_remove", "ace_flip")
+            },
+            "baseline_auc": 0.93,
+            "directions": {
+                d: {"angle_to_ace": 20.0 * k, "read_auc": 0.96, "remove": 0.3 + 0.2 * k, "flip": 0.1 + 0.25 * k}
+                for k, d in enumerate(names)
+            },
+        }
+        for name, n_layers in (("smollm2-135m", 30), ("gemma3-270m", 18))
+    ]
+    return {"tense": tense, "agreement": agreement}
+
+
 def _modular_model(epoch: int, p: int, i: int) -> dict:
     grokked = epoch >= 400 + 100 * i
     angles = 2 * np.pi * np.array([3, 7]) / p
@@ -223,6 +265,8 @@ def _inputs(name: str) -> tuple[tuple, dict]:
         return (_markov_summary(),), {}
     if name == "figure_sva":
         return (_sva_summary(),), {}
+    if name in ("figure_tense", "figure_directions"):
+        return (_own_model_summary(),), {}
     if name == "figure_emergence":
         return _emergence_inputs()
     if name in ("figure_inflation", "figure_spikes", "figure_removal", "figure_frequencies"):

@@ -7,6 +7,8 @@ from .markov import *  # noqa: F401,F403
 from .markov import __all__ as _markov_all
 from .modular import *  # noqa: F401,F403
 from .modular import __all__ as _modular_all
+from .own_model import *  # noqa: F401,F403
+from .own_model import __all__ as _own_model_all
 from .style import figure_message, use_book_style  # noqa: F401
 from .sva import *  # noqa: F401,F403
 from .sva import __all__ as _sva_all
@@ -19,6 +21,7 @@ __all__ = [
     *_ace_method_all,
     *_markov_all,
     *_modular_all,
+    *_own_model_all,
     *_sva_all,
     *_sweeps_all,
     *_theory_all,

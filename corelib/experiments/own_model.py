@@ -1,0 +1,735 @@
+"""ACE on your own model: a new task in a few lines, and ACE beside the directions practitioners use.
+
+1. **Tense** (a task the paper does not study). A time cue fixes whether the next verb should be
+   past or present (:mod:`corelib.tasks.tense`); the read-out is ``(was + were) - (is + are)`` at
+   the last token. :func:`tense_cores` is the whole of ACE on it: one
+   :func:`corelib.ace.extract_from_model` call with a hook per layer returns a rank-1 core per
+   layer. Each core is tested on held-out prompts by the interventions of the agreement chapter
+   (keep / remove / flip at the last token, centred on the training mean); the layer with the
+   largest flip effect is kept, saved with :meth:`corelib.ace.Core.save` and read back.
+2. **Directions on the agreement task** (the agreement chapter's prompts and read-out), at the
+   layer with the largest flip effect of the ACE core (the agreement chapter's rule): the
+   difference of the class means (a steering vector), a logistic-regression probe, the top
+   principal component of the activations and the ACE rank-1 core, all fitted on the training
+   half. On the test half each gets its angle to the ACE core, how well it reads the label (AUC
+   of the projection), how much of the margin's variance the projection explains (R²), and the
+   AUC of the margin when the direction is kept, removed or flipped.
+
+:func:`padded_inputs` is the one helper the chapter's last section needs to run ACE on a plain
+Hugging Face model by module path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from scipy.special import expit
+
+from ..ace import Core, MomentAccumulator, extract_from_model
+from ..compare import principal_angles
+from ..interventions import MODES
+from ..lm import LanguageModel, load_model
+from ..results import compute_once, results_root, run_dir
+from ..targets import logit_difference
+from ..tasks import sva as sva_task
+from ..tasks import tense
+from .sva import all_layer_jacobians, auc, flip_demo, intervened_margins, prefix_batches, sweep_layers
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = [
+    "DIRECTIONS",
+    "OwnModelParams",
+    "Probe",
+    "agreement_analysis",
+    "angle_deg",
+    "choose_layer",
+    "direction_core",
+    "directions_table",
+    "evaluate_direction",
+    "fit_probe",
+    "glue_values",
+    "layer_sweep",
+    "mean_difference",
+    "orient",
+    "padded_inputs",
+    "probe_table",
+    "r_squared",
+    "removal_share",
+    "resolve_layer",
+    "run",
+    "tense_analysis",
+    "tense_core_path",
+    "tense_cores",
+    "tense_examples_table",
+    "tense_prompt_frame",
+    "top_principal_component",
+    "train_pass",
+]
+
+DIRECTIONS = ("ACE core", "mean difference", "probe", "top PC")
+"""The directions compared on the agreement task, in the order the chapter shows them."""
+
+
+@dataclass(frozen=True)
+class OwnModelParams:
+    """All settings of the chapter; the defaults are the book's (the paper has no such experiment)."""
+
+    tense_model: str = "smollm2-135m"
+    n_phrases: int = 150  # tense: noun phrases, each after a past and a present cue
+    tense_seed: int = 0
+    models: tuple[str, ...] = ("smollm2-135m", "gemma3-270m")  # the agreement comparison
+    n_per_number: int = 150  # agreement prompts per number (the agreement chapter: 600)
+    dataset_seed: int = 0
+    layer_stride: int = 3  # sweep every layer_stride-th layer and the last
+    agreement_layer: int | None = None  # None: the largest flip effect; else a layer (negative from the end)
+    probe_l2: float = 1e-2  # the probe's L2 penalty (features scaled to unit RMS)
+    probe_l2_grid: tuple[float, ...] = (1e2, 1.0, 1e-2, 1e-4)  # penalties of the probe table
+    n_examples: int = 4  # tense prompts whose verb probabilities are shown
+    batch_size: int = 100
+    eps: float = 1e-8
+
+    def __post_init__(self):
+        object.__setattr__(self, "models", tuple(self.models))
+        object.__setattr__(self, "probe_l2_grid", tuple(float(x) for x in self.probe_l2_grid))
+        if not self.models or len(set(self.models)) != len(self.models):
+            raise ValueError(f"models must name at least one model, each once, got {list(self.models)}")
+        if int(self.layer_stride) != self.layer_stride or self.layer_stride < 1:
+            raise ValueError(f"layer_stride must be a positive integer, got {self.layer_stride}")
+        if min(self.probe_l2, *self.probe_l2_grid) <= 0:
+            raise ValueError("probe penalties must be positive: without one a separable training set has no optimum")
+        if self.batch_size < 1 or self.n_examples < 1:
+            raise ValueError(f"batch_size and n_examples must be positive, got {self.batch_size}, {self.n_examples}")
+
+    @classmethod
+    def from_namespace(cls, namespace: dict) -> OwnModelParams:
+        """Build from a notebook's variables (e.g. ``globals()`` after the parameters cell)."""
+        return cls(**{f.name: namespace[f.name] for f in fields(cls) if f.name in namespace})
+
+    def tense_part(self) -> dict:
+        """The parameters that determine the tense analysis (its run-folder key)."""
+        keys = ("tense_model", "n_phrases", "tense_seed", "layer_stride", "n_examples", "eps")
+        return {k: getattr(self, k) for k in keys}
+
+    def agreement_part(self) -> dict:
+        """The parameters that determine one model's comparison of directions (with its name)."""
+        keys = ("n_per_number", "dataset_seed", "layer_stride", "agreement_layer", "probe_l2", "probe_l2_grid", "eps")
+        return {k: getattr(self, k) for k in keys}
+
+
+# --------------------------------------------------------------------------- directions
+
+
+def angle_deg(u, v) -> float:
+    """Angle in degrees between the lines spanned by ``u`` and ``v``: 0 to 90, blind to their signs."""
+    a, b = (np.asarray(x, dtype=np.float64).ravel() for x in (u, v))
+    if a.shape != b.shape or not (np.linalg.norm(a) > 0 and np.linalg.norm(b) > 0):
+        raise ValueError(f"need two non-zero vectors of one length, got shapes {a.shape} and {b.shape}")
+    return float(principal_angles((a / np.linalg.norm(a))[:, None], (b / np.linalg.norm(b))[:, None])[0])
+
+
+def _check_labelled(acts, labels) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(acts, dtype=np.float64)
+    y = np.asarray(labels).astype(bool)
+    if x.ndim != 2 or y.shape != (x.shape[0],):
+        raise ValueError(f"need activations (N, D) and N labels, got {x.shape} and {y.shape}")
+    if y.all() or not y.any():
+        raise ValueError("need examples of both classes")
+    return x, y
+
+
+def mean_difference(acts, labels) -> np.ndarray:
+    """Unit vector along ``mean(positives) - mean(negatives)``: the steering vector of the label."""
+    x, y = _check_labelled(acts, labels)
+    d = x[y].mean(0) - x[~y].mean(0)
+    return d / np.linalg.norm(d)
+
+
+def top_principal_component(acts) -> np.ndarray:
+    """Unit vector of largest variance of the activations (the first right singular vector of
+    the centred activations); its sign is arbitrary (see :func:`orient`)."""
+    x = np.asarray(acts, dtype=np.float64)
+    return np.linalg.svd(x - x.mean(0), full_matrices=False)[2][0]
+
+
+def orient(direction, acts, labels) -> np.ndarray:
+    """``direction`` with the sign that gives the positive class the larger mean projection."""
+    x, y = _check_labelled(acts, labels)
+    d = np.asarray(direction, dtype=np.float64)
+    z = x @ d
+    return d if z[y].mean() >= z[~y].mean() else -d
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A logistic-regression probe: ``logit(h) = weights @ (h - mean) + bias`` (activation units)."""
+
+    weights: np.ndarray
+    bias: float
+    mean: np.ndarray
+    l2: float
+    n_iter: int
+
+    @property
+    def direction(self) -> np.ndarray:
+        """The unit vector the probe reads."""
+        return self.weights / np.linalg.norm(self.weights)
+
+    def logits(self, acts) -> np.ndarray:
+        """The probe's logit of each activation (positive: the positive class)."""
+        return (np.asarray(acts, dtype=np.float64) - self.mean) @ self.weights + self.bias
+
+
+def _probe_loss(theta: np.ndarray, z: np.ndarray, signs: np.ndarray, l2: float) -> float:
+    """Mean log-loss of ``z @ w + b`` for labels ``signs`` (+-1) plus ``l2 / 2 |w|^2`` (not on ``b``)."""
+    w, b = theta[:-1], theta[-1]
+    return float(np.logaddexp(0.0, -signs * (z @ w + b)).mean() + 0.5 * l2 * w @ w)
+
+
+def fit_probe(acts, labels, l2: float = 1e-2, *, tol: float = 1e-10, max_iter: int = 200) -> Probe:
+    """Logistic regression of ``labels`` on ``acts`` with an L2 penalty, by Newton's method in float64.
+
+    The activations are centred on their mean and divided by their root mean square ``s`` (one
+    number, so ``l2`` does not depend on the activations' scale); the probe minimises
+    ``mean_i log(1 + exp(-y_i (w @ (h_i - mu) / s + b))) + l2 / 2 |w|^2`` with ``y_i = +-1``.
+    The loss is strictly convex for ``l2 > 0``; each Newton step is halved until the loss
+    decreases, and the iteration stops when the largest gradient entry is below ``tol``.
+    """
+    x, y = _check_labelled(acts, labels)
+    if l2 <= 0:
+        raise ValueError(f"l2 must be positive (a separable training set has no unpenalised optimum), got {l2}")
+    mean = x.mean(0)
+    scale = float(np.sqrt(np.mean((x - mean) ** 2))) or 1.0
+    z = np.c_[(x - mean) / scale, np.ones(len(x))]
+    signs, n, d = np.where(y, 1.0, -1.0), len(x), x.shape[1]
+    penalty = np.r_[np.full(d, l2), 0.0]
+    theta = np.zeros(d + 1)
+    loss = _probe_loss(theta, z[:, :-1], signs, l2)
+    n_iter = 0
+    while True:
+        p = expit(z @ theta)
+        grad = z.T @ (p - y) / n + penalty * theta
+        if np.abs(grad).max() < tol:
+            break
+        if n_iter == max_iter:
+            raise RuntimeError(
+                f"the probe did not converge in {max_iter} Newton steps (largest gradient {np.abs(grad).max():.2e})"
+            )
+        hess = (z.T * (p * (1 - p))) @ z / n + np.diag(penalty)
+        step = np.linalg.solve(hess, grad)
+        t = 1.0  # halve the step until the loss does not increase
+        new = _probe_loss(theta - step, z[:, :-1], signs, l2)
+        while new > loss and t > 1e-10:
+            t /= 2
+            new = _probe_loss(theta - t * step, z[:, :-1], signs, l2)
+        theta, loss, n_iter = theta - t * step, new, n_iter + 1
+    return Probe(weights=theta[:-1] / scale, bias=float(theta[-1]), mean=mean, l2=float(l2), n_iter=n_iter)
+
+
+def direction_core(direction, mean, name: str = "") -> Core:
+    """A rank-1 :class:`corelib.ace.Core` along ``direction`` centred on ``mean``, so a direction is
+    kept, removed or flipped exactly as an ACE core is (its one singular value is a placeholder)."""
+    d = np.asarray(direction, dtype=np.float64)
+    return Core(d[:, None] / np.linalg.norm(d), np.ones(1), np.asarray(mean, dtype=np.float64), {"direction": name})
+
+
+def r_squared(x, y) -> float:
+    """R² of the least-squares line of ``y`` on ``x`` (with intercept): the squared correlation."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if x.std() == 0 or y.std() == 0:
+        return 0.0
+    return float(np.corrcoef(x, y)[0, 1] ** 2)
+
+
+def resolve_layer(layer: int, n_layers: int) -> int:
+    """``layer`` as an index in ``range(n_layers)``; negative values count from the end."""
+    if not -n_layers <= int(layer) < n_layers:
+        raise ValueError(f"layer {layer} does not exist in a model with {n_layers} layers")
+    return int(layer) % n_layers
+
+
+def choose_layer(layers: Sequence[int], baseline: float, flip_aucs: Sequence[float]) -> int:
+    """The layer whose flipped core lowers the AUC most (the agreement chapter's rule)."""
+    if len(layers) != len(flip_aucs) or not layers:
+        raise ValueError(f"need one flip AUC per layer, got {len(flip_aucs)} for {len(layers)} layers")
+    return int(layers[int(np.argmax([baseline - a for a in flip_aucs]))])
+
+
+# --------------------------------------------------------------------------- 1. tense
+
+
+def tense_cores(
+    lm: LanguageModel,
+    prompts: list[str],
+    layers: list[int],
+    *,
+    eps: float = 1e-8,
+) -> dict[int, Core]:
+    """A rank-1 core of the tense margin per layer, from one ACE call."""
+    batch = lm.tokenize(prompts)  # left-padded: every prompt ends last
+    ids, mask = batch.input_ids, batch.attention_mask
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    # the read-out f(h): (was + were) - (is + are) at the last position
+    f = logit_difference(lm, [" was", " were"], [" is", " are"])
+    # one hook per layer: the residual stream after it
+    hooks = [f"blocks.{layer}.hook_resid_post" for layer in layers]
+    cores = extract_from_model(lm, hooks, inputs, f, rank=1, eps=eps)
+    return {layer: cores[hook] for layer, hook in zip(layers, hooks)}
+
+
+def tense_core_path(params: OwnModelParams) -> Path:
+    """The folder (under the results folder) where :func:`run` saves the tense core."""
+    return run_dir("own_model_tense", params.tense_part()) / "core"
+
+
+def tense_analysis(lm: LanguageModel, params: OwnModelParams, *, progress: bool = True) -> dict:
+    """Tense cores at the swept layers, their interventions on the held-out prompts, the chosen
+    layer's core saved to :func:`tense_core_path` and the verb probabilities of a few prompts
+    with the core flipped, computed with the core read back from disk."""
+    ds = tense.make_dataset(params.n_phrases, params.tense_seed)
+    train, _ = ds.split("train")
+    test, past = ds.split("test")
+    layers = sweep_layers(lm.n_layers, params.layer_stride)
+    cores = tense_cores(lm, train, layers, eps=params.eps)
+    batches = prefix_batches(lm, test, batch_size=params.batch_size, progress=progress)
+    modes_at = {layer: MODES for layer in layers}
+    m = intervened_margins(lm, test, cores, modes_at, batch_size=params.batch_size, batches=batches, progress=progress)
+    baseline = auc(m["baseline"], past)
+    sweep = {mode: [auc(m[(layer, mode)], past) for layer in layers] for mode in MODES}
+    chosen = choose_layer(layers, baseline, sweep["flip"])
+    core = cores[chosen]
+    core.save(tense_core_path(params))
+    loaded = Core.load(tense_core_path(params))
+    coords = orient(core.basis[:, 0], m["acts"][chosen], past) @ (m["acts"][chosen] - core.mean).T
+    return {
+        "model": lm.name,
+        "n_layers": lm.n_layers,
+        "d_model": lm.d_model,
+        "n_train": len(train),
+        "n_test": len(test),
+        "layers": layers,
+        "baseline_auc": baseline,
+        "sweep_auc": sweep,
+        "spectral_gap_by_layer": [cores[layer].spectral_gap for layer in layers],
+        "chosen_layer": chosen,
+        "singular_values": core.singular_values[:20].tolist(),
+        "energy_share": float(core.singular_values[0] ** 2 / np.sum(core.singular_values**2)),
+        "spectral_gap": core.spectral_gap,
+        "auc": {"baseline": baseline, **{mode: sweep[mode][layers.index(chosen)] for mode in MODES}},
+        "coords": coords.tolist(),
+        "margins": m["baseline"].tolist(),
+        "past": past.astype(int).tolist(),
+        "core_folder": str(tense_core_path(params).relative_to(results_root())),
+        "core_metadata": core.metadata,
+        "examples": flip_demo(lm, loaded, chosen, test[: params.n_examples]),
+    }
+
+
+# --------------------------------------------------------------------------- 2. agreement directions
+
+
+def train_pass(
+    lm: LanguageModel, prompts: list[str], layers: list[int], *, batch_size: int = 100, eps: float = 1e-8
+) -> tuple[dict[int, np.ndarray], dict[int, Core]]:
+    """Last-token activations (N, D) and the margin's rank-1 ACE core at every layer of ``layers``,
+    from one backward pass per batch (prefix caches; the prompts' order is kept)."""
+    acc = {layer: MomentAccumulator(lm.d_model) for layer in layers}
+    acts: dict[int, list] = {layer: [] for layer in layers}
+    order = []
+    for idx, batch, cache in prefix_batches(lm, prompts, batch_size=batch_size, progress=False):
+        a, j, _ = all_layer_jacobians(lm, batch, layers, cache)
+        order.append(idx)
+        for layer in layers:
+            h = a[layer].double().cpu().numpy()
+            acc[layer].update(h, j[layer].double().cpu().numpy())
+            acts[layer].append(h)
+    inverse = np.argsort(np.concatenate(order))
+    return (
+        {layer: np.concatenate(v)[inverse] for layer, v in acts.items()},
+        {layer: acc[layer].core(rank=1, eps=eps) for layer in layers},
+    )
+
+
+def evaluate_direction(
+    lm: LanguageModel,
+    prompts: list[str],
+    labels: np.ndarray,
+    layer: int,
+    core: Core,
+    *,
+    batches: list,
+    batch_size: int = 100,
+    modes: Sequence[str] = MODES,
+    progress: bool = False,
+) -> dict:
+    """The direction of the rank-1 ``core`` on held-out prompts: AUC of its projection for the
+    label, R² of the clean margin on the projection, and the margin's AUC with it kept,
+    removed and flipped (centred on the core's mean, last token only)."""
+    m = intervened_margins(
+        lm, prompts, {layer: core}, {layer: tuple(modes)}, batch_size=batch_size, batches=batches, progress=progress
+    )
+    z = core.coords(m["acts"][layer])[:, 0]
+    return {
+        "read_auc": auc(z, labels),
+        "r2": r_squared(z, m["baseline"]),
+        **{mode: auc(m[(layer, mode)], labels) for mode in modes},
+        "coords": z.tolist(),
+        "baseline": m["baseline"].tolist(),
+    }
+
+
+def _directions(acts: np.ndarray, labels: np.ndarray, ace: Core, probe: Probe) -> dict[str, np.ndarray]:
+    """The four directions of :data:`DIRECTIONS` at one layer, from the training activations (the
+    probe is already fitted there), each oriented towards the positive class."""
+    raw = {
+        "ACE core": ace.basis[:, 0],
+        "mean difference": mean_difference(acts, labels),
+        "probe": probe.direction,
+        "top PC": top_principal_component(acts),
+    }
+    return {name: orient(d, acts, labels) for name, d in raw.items()}
+
+
+def layer_sweep(
+    lm: LanguageModel,
+    prompts: list[str],
+    labels: np.ndarray,
+    cores: dict[int, Core],
+    probe_cores: dict[int, Core],
+    *,
+    batches: list,
+    progress: bool = True,
+) -> dict:
+    """At every layer of ``cores``: the AUC of the margin with the ACE core removed and flipped, how
+    well the probe's direction reads the label, the AUC with it removed and flipped, and its angle
+    to the core. Returns the lists by layer and the clean margins' AUC (``"baseline"``)."""
+    modes = {layer: ("remove", "flip") for layer in cores}
+    ace = intervened_margins(lm, prompts, cores, modes, batches=batches, progress=progress)
+    probe = intervened_margins(lm, prompts, probe_cores, modes, batches=batches, progress=progress)
+    layers = list(cores)
+    return {
+        "baseline": auc(ace["baseline"], labels),
+        "ace_remove": [auc(ace[(layer, "remove")], labels) for layer in layers],
+        "ace_flip": [auc(ace[(layer, "flip")], labels) for layer in layers],
+        "probe_read": [auc(probe_cores[layer].coords(probe["acts"][layer])[:, 0], labels) for layer in layers],
+        "probe_remove": [auc(probe[(layer, "remove")], labels) for layer in layers],
+        "probe_flip": [auc(probe[(layer, "flip")], labels) for layer in layers],
+        "probe_angle": [angle_deg(probe_cores[layer].basis, cores[layer].basis) for layer in layers],
+        "acts": probe["acts"],
+    }
+
+
+def agreement_analysis(lm: LanguageModel, params: OwnModelParams, *, progress: bool = True) -> dict:
+    """One model on the agreement task: the ACE core and a probe at every swept layer, the chosen
+    layer, and there the four directions and their measures."""
+    ds = sva_task.make_dataset(params.n_per_number, params.dataset_seed)
+    train, y_train = ds.split("train")
+    test, y_test = ds.split("test")
+    fixed = params.agreement_layer is not None
+    layers = (
+        [resolve_layer(params.agreement_layer, lm.n_layers)]
+        if fixed
+        else sweep_layers(lm.n_layers, params.layer_stride)
+    )
+    acts, cores = train_pass(lm, train, layers, batch_size=params.batch_size, eps=params.eps)
+    probes = {layer: fit_probe(acts[layer], y_train, params.probe_l2) for layer in layers}
+    probe_cores = {
+        layer: direction_core(orient(probes[layer].direction, acts[layer], y_train), acts[layer].mean(0), "probe")
+        for layer in layers
+    }
+    batches = prefix_batches(lm, test, batch_size=params.batch_size, progress=progress)
+    sweep = layer_sweep(lm, test, y_test, cores, probe_cores, batches=batches, progress=progress)
+    test_acts = sweep.pop("acts")
+    layer = layers[0] if fixed else choose_layer(layers, sweep["baseline"], sweep["ace_flip"])
+    directions = _directions(acts[layer], y_train, cores[layer], probes[layer])
+    mean = acts[layer].mean(0)
+    measured = {}
+    for name, d in directions.items():
+        core = direction_core(d, mean, name)
+        measured[name] = evaluate_direction(lm, test, y_test, layer, core, batches=batches)
+        measured[name]["angle_to_ace"] = angle_deg(d, directions["ACE core"])
+    probe_accuracy = float(np.mean((probes[layer].logits(test_acts[layer]) > 0) == y_test.astype(bool)))
+    return {
+        "model": lm.name,
+        "n_layers": lm.n_layers,
+        "d_model": lm.d_model,
+        "n_train": len(train),
+        "n_test": len(test),
+        "layers": layers,
+        "sweep": sweep,
+        "spectral_gap_by_layer": [cores[layer].spectral_gap for layer in layers],
+        "layer": layer,
+        "layer_chosen": not fixed,
+        "baseline_auc": sweep["baseline"],
+        "spectral_gap": cores[layer].spectral_gap,
+        "directions": measured,
+        "probe_accuracy": probe_accuracy,
+        "probe_iterations": probes[layer].n_iter,
+        "probe_grid": _probe_grid(lm, test, y_test, layer, acts[layer], y_train, directions, params, batches),
+        "plural": y_test.astype(int).tolist(),
+    }
+
+
+def _probe_grid(lm, test, y_test, layer, acts, y_train, directions, params, batches) -> list[dict]:
+    """The probe at every penalty of ``params.probe_l2_grid``: its angles to the ACE core and to the
+    mean difference, how well it reads the label, and the AUC with it removed and flipped."""
+    rows = []
+    for l2 in params.probe_l2_grid:
+        d = orient(fit_probe(acts, y_train, l2).direction, acts, y_train)
+        core = direction_core(d, acts.mean(0), f"probe l2={l2:g}")
+        got = evaluate_direction(lm, test, y_test, layer, core, batches=batches, modes=("remove", "flip"))
+        rows.append(
+            {
+                "l2": l2,
+                "angle_to_ace": angle_deg(d, directions["ACE core"]),
+                "angle_to_mean_difference": angle_deg(d, directions["mean difference"]),
+                **{k: got[k] for k in ("read_auc", "r2", "remove", "flip")},
+            }
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------- the chapter
+
+
+def run(params: OwnModelParams | None = None, *, progress: bool = True) -> dict:
+    """The tense analysis and every model's comparison of directions, each computed once and
+    stored in its run folder (keyed by the parameters that matter); returns the summary."""
+    params = params or OwnModelParams()
+    tense_dir = tense_core_path(params).parent
+    tense_summary = compute_once(
+        tense_dir / "tense.json",
+        lambda: tense_analysis(load_model(params.tense_model, readout=tense.TENSE_READOUT), params, progress=progress),
+    )
+    agreement = []
+    for name in params.models:
+        folder = run_dir("own_model_directions", {"model": name, **params.agreement_part()})
+        agreement.append(
+            compute_once(
+                folder / "directions.json",
+                lambda name=name: agreement_analysis(
+                    load_model(name, readout=sva_task.AGREEMENT_READOUT), params, progress=progress
+                ),
+            )
+        )
+    return {"params": asdict(params), "tense": tense_summary, "agreement": agreement}
+
+
+def padded_inputs(tokenizer: Any, prompts: Sequence[str], *, bos: bool = True) -> dict[str, torch.Tensor]:
+    """Keyword inputs of a Hugging Face causal LM for ``prompts``: left-padded ``input_ids``, the
+    ``attention_mask`` and ``position_ids`` that count real tokens only, so every prompt ends at
+    the last position and padding changes nothing. ``bos`` puts the tokenizer's BOS token (if it
+    has one) before every prompt."""
+    if isinstance(prompts, str) or not prompts:
+        raise TypeError("prompts must be a non-empty list of strings")
+    start = [tokenizer.bos_token_id] if bos and tokenizer.bos_token_id is not None else []
+    encoded = [start + tokenizer.encode(p, add_special_tokens=False) for p in prompts]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+    length = max(map(len, encoded))
+    ids = torch.full((len(encoded), length), int(pad), dtype=torch.long)
+    mask = torch.zeros((len(encoded), length), dtype=torch.long)
+    for i, e in enumerate(encoded):
+        ids[i, length - len(e) :] = torch.tensor(e, dtype=torch.long)
+        mask[i, length - len(e) :] = 1
+    return {"input_ids": ids, "attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
+
+
+# --------------------------------------------------------------------------- what the chapter shows
+
+
+def directions_table(summary: dict) -> pandas.DataFrame:
+    """Per model and direction: angle to the ACE core, AUC of the projection, R² of the margin, and
+    the margin's AUC with the direction kept, removed and flipped."""
+    import pandas as pd
+
+    rows = [
+        {
+            "model": m["model"],
+            "direction": name,
+            "angle to ACE (°)": d["angle_to_ace"],
+            "reads the label (AUC)": d["read_auc"],
+            "margin R²": d["r2"],
+            "kept": d["keep"],
+            "removed": d["remove"],
+            "flipped": d["flip"],
+            "removal effect (of ACE's)": removal_share(m, name),
+        }
+        for m in summary["agreement"]
+        for name, d in m["directions"].items()
+    ]
+    return pd.DataFrame(rows).set_index(["model", "direction"]).round({"angle to ACE (°)": 1}).round(3)
+
+
+def probe_table(summary: dict) -> pandas.DataFrame:
+    """Per model and penalty: the probe's angles to the ACE core and the mean difference, how well
+    it reads the label, and the AUC with it removed and flipped."""
+    import pandas as pd
+
+    rows = [
+        {
+            "model": m["model"],
+            "L2 penalty": f"{r['l2']:g}",
+            "angle to ACE (°)": r["angle_to_ace"],
+            "angle to mean difference (°)": r["angle_to_mean_difference"],
+            "reads the label (AUC)": r["read_auc"],
+            "removed": r["remove"],
+            "flipped": r["flip"],
+        }
+        for m in summary["agreement"]
+        for r in m["probe_grid"]
+    ]
+    angles = {"angle to ACE (°)": 1, "angle to mean difference (°)": 1}
+    return pd.DataFrame(rows).set_index(["model", "L2 penalty"]).round(3).round(angles)
+
+
+def tense_examples_table(summary: dict) -> pandas.DataFrame:
+    """The verb probabilities of a few held-out tense prompts, unmodified and with the core flipped."""
+    import pandas as pd
+
+    verbs = ("was", "were", "is", "are")
+    rows = [
+        {"prompt": r["prompt"], **{f"P({v}) {k}": r[k][v] for k in ("baseline", "flip") for v in verbs}}
+        for r in summary["tense"]["examples"]
+    ]
+    return pd.DataFrame(rows).set_index("prompt").round(3)
+
+
+def tense_prompt_frame(ds: tense.TenseDataset, n: int = 6) -> pandas.DataFrame:
+    """The first ``n`` prompts of a tense data set with their tense and the head noun's number."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        {
+            "prompt": ds.prompts[:n],
+            "tense": np.where(ds.past[:n] == 1, "past", "present"),
+            "head": np.where(ds.plural[:n] == 1, "plural", "singular"),
+        }
+    )
+
+
+def removal_share(model: dict, name: str) -> float:
+    """How much removing direction ``name`` lowers the AUC, as a share of what removing the ACE core
+    does: ``(baseline - removed) / (baseline - removed ACE core)`` (NaN if the core's removal
+    changes the AUC by less than 0.01)."""
+    base, measured = model["baseline_auc"], model["directions"]
+    core_effect = base - measured["ACE core"]["remove"]
+    return (base - measured[name]["remove"]) / core_effect if core_effect >= 0.01 else float("nan")
+
+
+def _effect_text(summary: dict, name: str) -> str:
+    """``"removed 0.337 and flipped 0.093 (smollm2-135m), ..."``: a direction's interventions, per model."""
+    return ", ".join(
+        f"removed {m['directions'][name]['remove']:.3f} and flipped {m['directions'][name]['flip']:.3f} ({m['model']})"
+        for m in summary["agreement"]
+    )
+
+
+def _share_text(summary: dict, name: str) -> str:
+    """A direction's :func:`removal_share` per model, as percentages."""
+    return ", ".join(f"{removal_share(m, name):.0%} ({m['model']})" for m in summary["agreement"])
+
+
+def _grid_values(summary: dict) -> dict[str, object]:
+    """The probe table's extremes: the strongest penalty's angle to the mean difference, the weakest
+    penalty's reading AUC and removal AUC."""
+    strong = [min(m["probe_grid"], key=lambda r: -r["l2"]) for m in summary["agreement"]]
+    weak = [min(m["probe_grid"], key=lambda r: r["l2"]) for m in summary["agreement"]]
+    return {
+        "grid_strong_l2": f"{strong[0]['l2']:g}",
+        "grid_strong_angle_md": max(r["angle_to_mean_difference"] for r in strong),
+        "grid_strong_remove": _range_text([r["remove"] for r in strong], ".3f"),
+        "grid_weak_l2": f"{weak[0]['l2']:g}",
+        "grid_weak_read": _range_text([r["read_auc"] for r in weak], ".3f"),
+        "grid_weak_remove": _range_text([r["remove"] for r in weak], ".3f"),
+    }
+
+
+def _example_values(summary: dict) -> dict[str, object]:
+    """The first tense example: its prompt and P(was), P(is), unmodified and with the core flipped."""
+    ex = summary["tense"]["examples"][0]
+    return {
+        "ex_prompt": ex["prompt"],
+        **{
+            f"ex_{verb}_{k}": ex[state][verb]
+            for verb in ("was", "is")
+            for k, state in (("base", "baseline"), ("flip", "flip"))
+        },
+    }
+
+
+EARLY_DEPTH = 0.75
+"""Layers up to this share of the depth are the "early" layers whose interventions the chapter quotes."""
+
+
+def _sweep_values(summary: dict) -> dict[str, object]:
+    """The layer sweeps' extremes: the probe's worst reading AUC at any layer, and the least AUC left
+    by removing or flipping the probe's direction or flipping the ACE core at an early layer."""
+    early = [
+        (m["sweep"], k)
+        for m in summary["agreement"]
+        for k, layer in enumerate(m["layers"])
+        if (layer + 1) / m["n_layers"] <= EARLY_DEPTH
+    ]
+
+    def least(key: str) -> float:
+        return min((sweep[key][k] for sweep, k in early), default=float("nan"))
+
+    return {
+        "early_depth": EARLY_DEPTH,
+        "sweep_probe_read_min": min(min(m["sweep"]["probe_read"]) for m in summary["agreement"]),
+        "early_probe_remove_min": least("probe_remove"),
+        "early_probe_flip_min": least("probe_flip"),
+        "early_ace_flip_min": least("ace_flip"),
+    }
+
+
+def _by_direction(summary: dict, name: str, key: str) -> list[float]:
+    return [m["directions"][name][key] for m in summary["agreement"]]
+
+
+def _range_text(values: Sequence[float], fmt: str) -> str:
+    """``"a"`` if all values print alike, else ``"lo–hi"``."""
+    lo, hi = format(min(values), fmt), format(max(values), fmt)
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
+def glue_values(summary: dict) -> dict[str, object]:
+    """Every value the chapter's prose quotes, by glue name."""
+    t, models = summary["tense"], summary["agreement"]
+    values: dict[str, object] = {
+        "tense_model": t["model"],
+        "tense_n_train": t["n_train"],
+        "tense_n_test": t["n_test"],
+        "tense_n_swept": len(t["layers"]),
+        "tense_n_layers": t["n_layers"],
+        "tense_layer": t["chosen_layer"] + 1,
+        "tense_gap": t["spectral_gap"],
+        "tense_share": t["energy_share"],
+        "past_cues": ", ".join(f"“{c.rstrip(',')}”" for c in tense.PAST_CUES),
+        "present_cues": ", ".join(f"“{c.rstrip(',')}”" for c in tense.PRESENT_CUES),
+        "tense_base": t["auc"]["baseline"],
+        "tense_keep": t["auc"]["keep"],
+        "tense_remove": t["auc"]["remove"],
+        "tense_flip": t["auc"]["flip"],
+        "tense_core_folder": t["core_folder"],
+        "dir_models": " and ".join(m["model"] for m in models),
+        "dir_n_train": models[0]["n_train"],
+        "dir_n_test": models[0]["n_test"],
+        "dir_layers": ", ".join(f"{m['layer'] + 1} of {m['n_layers']} ({m['model']})" for m in models),
+        "dir_base": _range_text([m["baseline_auc"] for m in models], ".3f"),
+        "probe_acc_min": min(m["probe_accuracy"] for m in models),
+        "probe_l2": summary["params"]["probe_l2"],
+    }
+    for key, name in (("ace", "ACE core"), ("md", "mean difference"), ("probe", "probe"), ("pc", "top PC")):
+        for measure in ("angle_to_ace", "read_auc", "r2", "keep", "remove", "flip"):
+            fmt = ".0f" if measure == "angle_to_ace" else ".2f" if measure == "r2" else ".3f"
+            values[f"{key}_{measure}"] = _range_text(_by_direction(summary, name, measure), fmt)
+        values[f"{key}_effects"] = _effect_text(summary, name)
+        values[f"{key}_share"] = _share_text(summary, name)
+    return {**values, **_grid_values(summary), **_example_values(summary), **_sweep_values(summary)}
