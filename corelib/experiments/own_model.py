@@ -346,8 +346,8 @@ def train_pass(
         a, j, _ = all_layer_jacobians(lm, batch, layers, cache)
         order.append(idx)
         for layer in layers:
-            h = a[layer].double().cpu().numpy()
-            acc[layer].update(h, j[layer].double().cpu().numpy())
+            h = a[layer].cpu().double().numpy()
+            acc[layer].update(h, j[layer].cpu().double().numpy())
             acts[layer].append(h)
     inverse = np.argsort(np.concatenate(order))
     return (
