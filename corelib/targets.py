@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["logits_at", "logit_difference", "single_token_ids"]
+__all__ = ["logits_at", "logit_difference", "word_loss", "single_token_ids"]
 
 
 def _logits(output: Any) -> torch.Tensor:
@@ -59,5 +59,17 @@ def logit_difference(
     def target(output: Any) -> torch.Tensor:
         logits = _logits(output)[:, position]
         return logits[:, up].sum(-1) - logits[:, down].sum(-1)
+
+    return target
+
+
+def word_loss(tokenizer: Any, word: str, position: int = -1) -> Callable[[Any], torch.Tensor]:
+    """The language-model loss of ``word`` as the next token at ``position``, ``-log p(word)``:
+    (batch,). A core for it holds what the model's confidence in that word depends on (e.g. the
+    loss of " the" after a preposition), softmax normalisation over the whole vocabulary included."""
+    (token,) = single_token_ids(tokenizer, [word])
+
+    def target(output: Any) -> torch.Tensor:
+        return -torch.log_softmax(_logits(output)[:, position].float(), dim=-1)[:, token]
 
     return target

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from corelib.targets import logit_difference, logits_at, single_token_ids
+from corelib.targets import logit_difference, logits_at, single_token_ids, word_loss
 
 
 class _Tokenizer:
@@ -33,3 +33,12 @@ def test_multi_token_words_and_non_logits_are_refused():
         logit_difference(_Tokenizer(), [], [" is"])
     with pytest.raises(TypeError, match="not logits"):
         logits_at()(torch.randn(5, 7))
+
+
+def test_word_loss_is_the_cross_entropy_of_the_word():
+    logits = torch.randn(6, 2, 7)
+    loss = word_loss(_Tokenizer(), " were")(SimpleNamespace(logits=logits))
+    want = torch.nn.functional.cross_entropy(logits[:, -1], torch.full((6,), 4), reduction="none")
+    torch.testing.assert_close(loss, want)
+    with pytest.raises(ValueError, match="2 tokens"):
+        word_loss(_Tokenizer(), " them")
