@@ -126,6 +126,18 @@ class OwnModelParams:
 # --------------------------------------------------------------------------- directions
 
 
+def _run_info(lm, train: list, test: list, layers: list[int]) -> dict:
+    """What a summary says about its model and data: name, size, prompts, layers swept."""
+    return {
+        "model": lm.name,
+        "n_layers": lm.n_layers,
+        "d_model": lm.d_model,
+        "n_train": len(train),
+        "n_test": len(test),
+        "layers": layers,
+    }
+
+
 def angle_deg(u, v) -> float:
     """Angle in degrees between the lines spanned by ``u`` and ``v``: 0 to 90, blind to their signs."""
     a, b = (np.asarray(x, dtype=np.float64).ravel() for x in (u, v))
@@ -308,12 +320,7 @@ def tense_analysis(lm: LanguageModel, params: OwnModelParams, *, progress: bool 
     loaded = Core.load(tense_core_path(params))
     coords = orient(core.basis[:, 0], m["acts"][chosen], past) @ (m["acts"][chosen] - core.mean).T
     return {
-        "model": lm.name,
-        "n_layers": lm.n_layers,
-        "d_model": lm.d_model,
-        "n_train": len(train),
-        "n_test": len(test),
-        "layers": layers,
+        **_run_info(lm, train, test, layers),
         "baseline_auc": baseline,
         "sweep_auc": sweep,
         "spectral_gap_by_layer": [cores[layer].spectral_gap for layer in layers],
@@ -456,12 +463,7 @@ def agreement_analysis(lm: LanguageModel, params: OwnModelParams, *, progress: b
         measured[name]["angle_to_ace"] = angle_deg(d, directions["ACE core"])
     probe_accuracy = float(np.mean((probes[layer].logits(test_acts[layer]) > 0) == y_test.astype(bool)))
     return {
-        "model": lm.name,
-        "n_layers": lm.n_layers,
-        "d_model": lm.d_model,
-        "n_train": len(train),
-        "n_test": len(test),
-        "layers": layers,
+        **_run_info(lm, train, test, layers),
         "sweep": sweep,
         "spectral_gap_by_layer": [cores[layer].spectral_gap for layer in layers],
         "layer": layer,

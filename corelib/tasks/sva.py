@@ -104,8 +104,25 @@ def make_prompt(
     return f"{PAST} {text[0].lower()}{text[1:]}" if past else text
 
 
+class PromptHalves:
+    """Prompts split in a ``train`` and a ``test`` half (index arrays), with a binary label per
+    prompt in the attribute named by ``LABEL``."""
+
+    LABEL = "plural"
+
+    def split(self, name: str) -> tuple[list[str], np.ndarray]:
+        """``(prompts, labels)`` of the ``"train"`` or ``"test"`` half."""
+        if name not in ("train", "test"):
+            raise ValueError(f"split must be 'train' or 'test', got {name!r}")
+        idx = getattr(self, name)
+        return [self.prompts[i] for i in idx], getattr(self, self.LABEL)[idx]
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+
 @dataclass(frozen=True)
-class SVADataset:
+class SVADataset(PromptHalves):
     """Prompts with their number: ``plural[i]`` is 1 for a plural head, 0 for a singular one.
 
     ``template`` and ``past`` record how each prompt was made; ``train``/``test`` are index
@@ -118,16 +135,6 @@ class SVADataset:
     past: np.ndarray
     train: np.ndarray
     test: np.ndarray
-
-    def split(self, name: str) -> tuple[list[str], np.ndarray]:
-        """``(prompts, plural)`` of the ``"train"`` or ``"test"`` half."""
-        if name not in ("train", "test"):
-            raise ValueError(f"split must be 'train' or 'test', got {name!r}")
-        idx = getattr(self, name)
-        return [self.prompts[i] for i in idx], self.plural[idx]
-
-    def __len__(self) -> int:
-        return len(self.prompts)
 
 
 def make_dataset(n_per_number: int = 600, seed: int = 0) -> SVADataset:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .sva import ATTRACTORS, CONNECTORS, HEADS, RELATIVES, make_prompt
+from .sva import ATTRACTORS, CONNECTORS, HEADS, RELATIVES, PromptHalves, make_prompt
 
 __all__ = [
     "PAST_CUES",
@@ -57,7 +57,7 @@ def tense_prompt(cue: str, phrase: str) -> str:
 
 
 @dataclass(frozen=True)
-class TenseDataset:
+class TenseDataset(PromptHalves):
     """Prompts with their tense: ``past[i]`` is 1 after a past cue, 0 after a present one.
 
     ``plural`` is the number of the head noun, ``phrase`` the index of the noun phrase (shared by
@@ -71,15 +71,7 @@ class TenseDataset:
     train: np.ndarray
     test: np.ndarray
 
-    def split(self, name: str) -> tuple[list[str], np.ndarray]:
-        """``(prompts, past)`` of the ``"train"`` or ``"test"`` half."""
-        if name not in ("train", "test"):
-            raise ValueError(f"split must be 'train' or 'test', got {name!r}")
-        idx = getattr(self, name)
-        return [self.prompts[i] for i in idx], self.past[idx]
-
-    def __len__(self) -> int:
-        return len(self.prompts)
+    LABEL = "past"  # split() returns the tense
 
 
 def make_dataset(n_phrases: int = 600, seed: int = 0) -> TenseDataset:
