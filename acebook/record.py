@@ -39,7 +39,7 @@ from corelib.sweeps import condition_dir, load_record, run_condition
 from .run_times import CODE_DIGITS, corelib_hash, git_commit
 from .runner import chapter_parameters
 
-__all__ = ["export", "verify", "machine", "main"]
+__all__ = ["export", "export_costs", "verify", "machine", "main"]
 
 _DROPPED = ("operator",)  # the fitted operator matrices: large, and re-derivable from the snapshots
 
@@ -254,12 +254,38 @@ def verify(
         return _verify_grokking_sweeps(record, condition, seeds, tolerance)
 
 
+def export_costs(profile: str, root: Path | str | None = None) -> Path:
+    """Add the computed run times of ``profile`` in the results root to ``recorded/chapter_costs.json``
+    (run after a cold build of that profile, with the machine to itself); returns the file."""
+    from corelib.recorded import recorded_root
+
+    from .run_times import COSTS_FILE, chapter_costs, recorded_run_times
+
+    folder = Path(root) if root is not None else recorded_root()
+    costs = chapter_costs(folder)
+    found = [r for r in recorded_run_times() if r.get("profile") == profile and r.get("computed")]
+    if not found:
+        raise SystemExit(
+            f"no chapter of the results root was computed with the {profile} profile; build it first "
+            f"(`ace-book build --profile {profile}` on an empty results folder)."
+        )
+    for r in found:
+        keep = {k: r[k] for k in ("seconds", "threads", "finished", "commit") if k in r}
+        costs["chapters"].setdefault(r["chapter"], {})[profile] = keep
+    costs["machine"] = machine()
+    folder.mkdir(parents=True, exist_ok=True)
+    save_json(folder / COSTS_FILE, costs)
+    return folder / COSTS_FILE
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m acebook.record", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
     ex = sub.add_parser("export", help="record a finished run's compact results and provenance")
     ex.add_argument("name", choices=sorted(_EXPORTERS))
     ex.add_argument("--profile", default="paper")
+    co = sub.add_parser("costs", help="record the chapters' run times of a profile (after a cold build)")
+    co.add_argument("--profile", default="book")
     ve = sub.add_parser("verify", help="re-derive a sample of a record and compare")
     ve.add_argument("name", choices=sorted(_EXPORTERS))
     ve.add_argument("--profile", default="paper")
@@ -268,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     ve.add_argument("--seeds", type=int, default=2, help="grokking_sweeps: the first n seeds")
     ve.add_argument("--tolerance", type=float, default=1e-6, help="absolute tolerance for floats")
     args = ap.parse_args(argv)
+    if args.command == "costs":
+        print(f"recorded the {args.profile}-profile costs in {export_costs(args.profile)}")
+        return 0
     if args.command == "export":
         folder = export(args.name, args.profile)
         print(f"recorded {args.name} ({args.profile}) in {folder}")

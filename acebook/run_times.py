@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from corelib.claims import claims_dir
+from corelib.recorded import recorded_root
 from corelib.results import json_files, load_json, results_root, save_json
 
 from .project import RunnerError, chapters, project_root
@@ -31,9 +32,13 @@ __all__ = [
     "record_run_time",
     "recorded_run_times",
     "results_written_since",
+    "COSTS_FILE",
+    "chapter_costs",
+    "cost_sentence",
 ]
 
 RUN_TIMES = "run_times"  # folder of the results root
+COSTS_FILE = "chapter_costs.json"  # in recorded/: each chapter's measured cost per profile
 CODE_DIGITS = 12  # of the corelib hash kept in a record: enough to tell versions apart
 
 
@@ -156,3 +161,37 @@ def code_label(record: Mapping[str, Any]) -> str:
         return "not recorded"
     label = record.get("commit") or f"corelib {record['corelib']}"
     return label if record.get("same_code", True) else f"{label} (other corelib)"
+
+
+def chapter_costs(folder: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The committed cost of each chapter, ``{"machine": ..., "chapters": {name: {profile: record}}}``,
+    from ``recorded/chapter_costs.json`` (written by ``python -m acebook.record costs``); empty
+    chapters when none was recorded."""
+    path = Path(folder if folder is not None else recorded_root()) / COSTS_FILE
+    return load_json(path) if path.exists() else {"machine": {}, "chapters": {}}
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} seconds"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} minutes"
+    return f"{seconds / 3600:.1f} hours"
+
+
+def cost_sentence(chapter: str, folder: str | os.PathLike | None = None) -> str:
+    """What ``chapter`` costs on the machine its costs were measured on, with the book's settings
+    and with the paper's, as a sentence for the top of the chapter."""
+    costs = chapter_costs(folder)
+    entry, machine = costs["chapters"].get(chapter, {}), costs.get("machine", {})
+    book, paper = entry.get("book"), entry.get("paper")
+    if book is None:
+        return (
+            "Its cost has not been measured yet on a reference machine; the claims page lists how long "
+            "each chapter of this build took."
+        )
+    where = f"{book.get('threads', '?')} CPU threads ({machine.get('cpu', 'a CPU')})"
+    text = f"With the book's settings this chapter takes about {_duration(book['seconds'])} on {where}"
+    if paper is None:
+        return text + "; the paper's settings (`--profile paper`) have not been timed there."
+    return text + f", and about {_duration(paper['seconds'])} with the paper's settings (`--profile paper`)."

@@ -34,6 +34,8 @@
 #
 # Everything below calls the project library `corelib`; `corelib.linear` implements the
 # linear-systems side independently of `corelib.ace` so that one can check the other.
+#
+# {glue:text}`cost`
 
 # %% tags=["parameters"]
 # Linear system (sections 2-3)
@@ -52,6 +54,13 @@ pca_samples = 4000  # number of synthetic activations N
 pca_signal_std = 0.3  # spread along the direction the read-out uses
 pca_nuisance_std = 3.0  # spread along the direction the read-out ignores
 pca_decorrelate = True  # components exactly uncorrelated in the sample
+
+# %% tags=["hide-input"]
+from myst_nb import glue
+
+from acebook.run_times import cost_sentence
+
+glue("cost", cost_sentence("ace_method"), display=False)
 
 # %%
 import matplotlib.pyplot as plt

@@ -30,6 +30,8 @@
 # laptop CPU, were run once with the `paper` profile and are shown beside it, recorded. The
 # chapter also counts the frequencies the models use without fitting an operator, which shows
 # which arm's representation actually spreads.
+#
+# {glue:text}`cost`
 
 # %% tags=["parameters"]
 p = 53
@@ -54,6 +56,13 @@ eval_every = 10
 precision = "fp32"  # or "bf16": training passes in bfloat16
 n_jacobians = 64
 energy = 0.99
+
+# %% tags=["hide-input"]
+from myst_nb import glue
+
+from acebook.run_times import cost_sentence
+
+glue("cost", cost_sentence("core_inflation"), display=False)
 
 # %%
 import matplotlib.pyplot as plt

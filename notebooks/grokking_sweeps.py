@@ -33,6 +33,8 @@
 # seven moduli, up to 30 000 epochs: many CPU hours), and its recorded run is shown below.
 # Rerun with your own settings, e.g.
 # `python -m acebook.runner run grokking_sweeps -p omegas "[0.5, 1, 2, 3]" -p n_seeds 4`.
+#
+# {glue:text}`cost`
 
 # %% tags=["parameters"]
 n_seeds = 3  # models per condition, seeds 42, 43, ... (paper: 12)
@@ -58,6 +60,13 @@ precision = "bf16"  # training passes in bfloat16 (paper: "fp32")
 n_boot = 1000  # bootstrap replicates for the fitted constants' spread
 # None follows joblib's configuration (1 process unless configured)
 n_jobs = None  # joblib processes for the conditions
+
+# %% tags=["hide-input"]
+from myst_nb import glue
+
+from acebook.run_times import cost_sentence
+
+glue("cost", cost_sentence("grokking_sweeps"), display=False)
 
 # %%
 import matplotlib.pyplot as plt

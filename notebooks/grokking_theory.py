@@ -38,6 +38,8 @@
 # `python -m acebook.runner run grokking_theory -p omega 0.5 -p kappa 0.03`, and the curves move.
 # All formulas live in `corelib.theory`; the training sweeps that measure real grokking delays are
 # in another chapter.
+#
+# {glue:text}`cost`
 
 # %% tags=["parameters"]
 p = 53  # modulus of the mode, amplitude and margin plots (the paper's)
@@ -53,6 +55,13 @@ sweep_omegas = [0.3, 0.5, 1.0, 1.5, 2.0, 3.0]  # the paper's decay sweep
 n_seeds = 12  # synthetic runs per modulus in the fitting demonstration
 noise_rel = 0.1  # relative seed-to-seed spread of the synthetic delays
 seed = 0  # random seed of the synthetic delays
+
+# %% tags=["hide-input"]
+from myst_nb import glue
+
+from acebook.run_times import cost_sentence
+
+glue("cost", cost_sentence("grokking_theory"), display=False)
 
 # %%
 import matplotlib.pyplot as plt

@@ -33,6 +33,8 @@
 # this build's chapters took).
 # Rerun the chapter with your own values, e.g.
 # `python -m acebook.runner run markov_chain -p alpha 0.6 -p beta 0.4`.
+#
+# {glue:text}`cost`
 
 # %% tags=["parameters"]
 alpha = 0.75          # probability of staying in the current state
@@ -54,6 +56,13 @@ dropout = 0.1
 n_jacobians = 128     # activations where the logits' Jacobian is sampled
 energy = 0.999        # energy threshold for the core rank
 jacobian_seed = 0
+
+# %% tags=["hide-input"]
+from myst_nb import glue
+
+from acebook.run_times import cost_sentence
+
+glue("cost", cost_sentence("markov_chain"), display=False)
 
 # %%
 import matplotlib.pyplot as plt

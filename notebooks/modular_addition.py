@@ -42,6 +42,8 @@
 # took); where the repository keeps a recorded run at the paper's settings, the section on the
 # paper's claims uses it. Try another modulus with
 # `python -m acebook.runner run modular_addition -p p 59`.
+#
+# {glue:text}`cost`
 
 # %% tags=["parameters"]
 p = 53                 # the modulus (also the vocabulary size)
@@ -64,6 +66,13 @@ eval_every = 10        # test accuracy every this many epochs
 precision = "fp32"     # or "bf16": training passes in bfloat16
 n_jacobians = 64       # Jacobian samples per ACE (the reference: 1000)
 energy = 0.99          # energy threshold of the initial core rank
+
+# %% tags=["hide-input"]
+from myst_nb import glue
+
+from acebook.run_times import cost_sentence
+
+glue("cost", cost_sentence("modular_addition"), display=False)
 
 # %%
 import matplotlib.pyplot as plt

@@ -26,6 +26,8 @@
 #    principal component, and ask of each what we ask of a core: does the model *use* it?
 # 3. **Your own network.** The same call on a plain Hugging Face model, named by the path of
 #    one of its modules.
+#
+# {glue:text}`cost`
 
 # %% tags=["parameters"]
 # 1. tense: an offline name (corelib.lm.available_models()) or a hub name
@@ -47,6 +49,13 @@ eps = 1e-8               # relative jitter of the ACE square-root factors
 hf_model = "tiny-random-llama"  # e.g. "gpt2" where a hub is reachable
 hf_module = "model.layers.1"    # e.g. "transformer.h.6" for GPT-2
 hf_phrases = 32          # tense phrases (half to fit, half to test)
+
+# %% tags=["hide-input"]
+from myst_nb import glue
+
+from acebook.run_times import cost_sentence
+
+glue("cost", cost_sentence("own_model"), display=False)
 
 # %%
 import matplotlib.pyplot as plt

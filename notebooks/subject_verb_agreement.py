@@ -36,6 +36,8 @@
 # 270M** (see `corelib.lm`). With a network, pass any model names, e.g.
 # `python -m acebook.runner run subject_verb_agreement -p models "[gpt2, gpt2-medium]"`; the
 # code runs on a GPU when there is one and spreads large models over several.
+#
+# {glue:text}`cost`
 
 # %% tags=["parameters"]
 # offline names (corelib.lm.available_models()) or hub names
@@ -64,6 +66,13 @@ cap = 50.0               # largest steering strength |s| (reference code)
 temperature = 1.0        # sampling (the paper: 1)
 top_k = 50               # (the paper: 50)
 generation_seed = 0
+
+# %% tags=["hide-input"]
+from myst_nb import glue
+
+from acebook.run_times import cost_sentence
+
+glue("cost", cost_sentence("subject_verb_agreement"), display=False)
 
 # %%
 import matplotlib.pyplot as plt

@@ -125,3 +125,23 @@ def test_unknown_experiments_and_missing_records_name_the_fix(tmp_path):
         recorded_path("markov")
     with pytest.raises(StoreError, match="python -m acebook.record export core_inflation"):
         load_recorded("core_inflation", "paper", tmp_path)
+
+
+def test_chapter_costs_are_recorded_per_profile_and_told_at_the_top_of_a_chapter(results, monkeypatch):
+    from acebook import run_times
+
+    rec = results / "recorded"
+    assert run_times.cost_sentence("modular_addition", rec).startswith("Its cost has not been measured yet")
+    with pytest.raises(SystemExit, match="no chapter of the results root was computed with the book profile"):
+        record.export_costs("book", rec)
+    run_times.record_run_time("modular_addition", "book", 372.0, computed=True)
+    run_times.record_run_time("markov_chain", "book", 5.0, computed=False)  # read back: not a cost
+    record.export_costs("book", rec)
+    text = run_times.cost_sentence("modular_addition", rec)
+    assert text.startswith("With the book's settings this chapter takes about 6 minutes on ")
+    assert "CPU threads" in text and text.endswith("have not been timed there.")
+    assert run_times.cost_sentence("markov_chain", rec).startswith("Its cost has not been measured yet")
+    run_times.record_run_time("modular_addition", "paper", 4.2 * 3600, computed=True)
+    record.export_costs("paper", rec)  # adds the paper profile, keeps the book's
+    text = run_times.cost_sentence("modular_addition", rec)
+    assert "about 6 minutes" in text and text.endswith("about 4.2 hours with the paper's settings (`--profile paper`).")
