@@ -1,0 +1,196 @@
+"""Run the paper-profile experiments in pieces, and carry an unfinished run to another machine.
+
+::
+
+    python -m acebook.paper_runs advance core_inflation --minutes 120   # train + analyse, then stop
+    python -m acebook.paper_runs advance grokking_sweeps --minutes 120  # whole conditions, in order
+    python -m acebook.paper_runs pack core_inflation                    # what a resume needs -> in_progress/
+    python -m acebook.paper_runs unpack core_inflation                  # in_progress/ -> the results root
+
+``advance`` does what ``python -m acebook.runner run <chapter> --profile paper`` computes, in an
+order that keeps the work safe when the process is stopped: core inflation trains each arm in
+chunks of ``--chunk`` epochs and analyses each new snapshot at once (the analyses are cached);
+the sweeps run one condition at a time and keep each seed's record. It starts no new piece after
+``--minutes``; a kill at any moment loses at most the epochs since the last checkpoint.
+
+``pack`` copies what a resume needs, and nothing re-derivable, into ``in_progress/`` in the
+project: per core-inflation arm the committed state (weights, AdamW moments, dropout streams,
+history), the snapshot analyses and the snapshot the other arm branches from (not every weight
+snapshot: each is ~5 MB and already analysed); per sweep condition the finished records. It is
+for machines that do not keep files between working sessions: the packed folder goes into
+version control until the run is exported to ``recorded/``, then it is deleted. ``unpack`` puts it
+back under the results root; every file keeps its manifest, so everything read is verified.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from corelib.experiments import modular
+from corelib.results import PROJECT_ROOT, MANIFEST, load_json, results_root
+from corelib.sweeps import condition_dir, load_record, run_condition
+
+from .record import _inflation_params, _sweeps_params
+
+__all__ = ["IN_PROGRESS", "advance_inflation", "advance_sweeps", "pack", "unpack", "main"]
+
+IN_PROGRESS = PROJECT_ROOT / "in_progress"
+EXPERIMENTS = ("core_inflation", "grokking_sweeps")
+
+
+def _horizons(start: int, end: int, chunk: int) -> list[int]:
+    """Chunk ends after ``start`` up to ``end`` (multiples of ``chunk``, and ``end``)."""
+    ends = list(range((start // chunk + 1) * chunk, end, chunk))
+    return [h for h in ends if h > start] + [end]
+
+
+def _trained(params: modular.ModularParams, arm: str) -> int:
+    from corelib.engine import snapshot_epochs
+
+    return max(snapshot_epochs(modular._arm_dir(params, arm)), default=0)
+
+
+def advance_inflation(
+    profile: str = "paper", minutes: float = 60.0, chunk: int = 500, pieces: int | None = None
+) -> dict[str, int]:
+    """Train and analyse the core-inflation arms of ``profile`` chunk by chunk until the horizon,
+    or until ``minutes`` have passed or ``pieces`` chunks are done (no chunk is started after
+    that); returns each arm's epoch."""
+    if chunk < 1 or minutes <= 0 or (pieces is not None and pieces < 1):
+        raise SystemExit(f"--chunk and --pieces must be >= 1 and --minutes > 0; got {chunk}, {pieces}, {minutes}.")
+    params = _inflation_params(profile)
+    deadline, started = time.monotonic() + 60 * minutes, 0
+    for arm in modular.ARMS:
+        first = params.branch_epoch if arm == "no_wd" else 0
+        for h in _horizons(max(first, _trained(params, arm)), params.long_epochs, chunk):
+            if time.monotonic() > deadline or started == pieces:
+                break
+            started += 1
+            # The same models and folders as the full run: only the horizon differs.
+            horizon = max(h, params.branch_epoch)
+            piece = replace(params, epochs=min(params.epochs, horizon), long_epochs=horizon)
+            modular.analyse_arm(piece, arm, h)
+            print(f"core_inflation {arm}: trained and analysed to epoch {h} of {params.long_epochs}", flush=True)
+    return {arm: _trained(params, arm) for arm in modular.ARMS}
+
+
+def _sweep_plans(profile: str):
+    params = _sweeps_params(profile)
+    plans = [(c, params.config(params.omega_max_epochs)) for c in params.omega_conditions()]
+    plans += [(c, params.config(params.p_max_epochs)) for c in params.p_conditions()]
+    return params, plans
+
+
+def advance_sweeps(profile: str = "paper", minutes: float = 60.0) -> tuple[int, int]:
+    """Run the sweep conditions of ``profile`` one at a time until all are done or ``minutes`` have
+    passed; returns (conditions complete, conditions in all)."""
+    params, plans = _sweep_plans(profile)
+    deadline = time.monotonic() + 60 * minutes
+    done = 0
+    for cond, cfg in plans:
+        folder = condition_dir(cond, cfg)
+        if all(load_record(folder, cond, cfg, s) is not None for s in params.seeds):
+            done += 1
+            continue
+        if time.monotonic() > deadline:
+            break
+        run_condition(cond, params.seeds, cfg, progress=True)
+        done += 1
+        print(f"grokking_sweeps: {cond.label()} done ({done} of {len(plans)})", flush=True)
+    return done, len(plans)
+
+
+def _copy(src: Path, dst: Path, names: list[str]) -> None:
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copy2(src / name, dst / name)
+
+
+def _pack_arm(folder: Path, dest: Path, keep_snapshots: list[int]) -> None:
+    progress = load_json(folder / "progress.json")
+    state = progress["state"]
+    _copy(folder, dest, [MANIFEST, "run.json", "progress.json", f"{state}.json", f"{state}.safetensors"])
+    kept = [f"epoch_{e:06d}.safetensors" for e in keep_snapshots if e in progress["snapshots"]]
+    _copy(folder / "snapshots", dest / "snapshots", [MANIFEST, *kept])
+    for analysis in folder.glob("analysis_*"):
+        shutil.copytree(analysis, dest / analysis.name, dirs_exist_ok=True)
+
+
+def _relative(folder: Path) -> Path:
+    return folder.relative_to(results_root())
+
+
+def pack(name: str, profile: str = "paper", dest: Path | None = None) -> Path:
+    """Copy what resuming ``name``'s ``profile`` run needs into ``dest`` (``in_progress/<name>``)."""
+    dest = Path(dest) if dest is not None else IN_PROGRESS / name
+    if dest.exists():
+        shutil.rmtree(dest)
+    if name == "core_inflation":
+        params = _inflation_params(profile)
+        for arm in modular.ARMS:
+            folder = modular._arm_dir(params, arm)
+            if (folder / "progress.json").exists():
+                _pack_arm(folder, dest / _relative(folder), [params.branch_epoch] if arm == "wd" else [])
+    else:
+        params, plans = _sweep_plans(profile)
+        for cond, cfg in plans:
+            folder = condition_dir(cond, cfg)
+            records = [p.name for p in folder.glob("seed_*.json")] if folder.exists() else []
+            if records:
+                _copy(folder, dest / _relative(folder), [MANIFEST, *records])
+    print(f"packed {name} ({profile}) into {dest}")
+    return dest
+
+
+def unpack(name: str, src: Path | None = None) -> Path:
+    """Copy a packed run from ``src`` (``in_progress/<name>``) under the results root. A folder
+    already present there is left alone (it holds this run too, perhaps further on)."""
+    src = Path(src) if src is not None else IN_PROGRESS / name
+    if not src.is_dir():
+        raise SystemExit(f"nothing packed at {src}; pack a run first (`python -m acebook.paper_runs pack {name}`).")
+    root = results_root()
+    for manifest in sorted(src.rglob(MANIFEST)):
+        folder = manifest.parent
+        target = root / folder.relative_to(src)
+        if (target / MANIFEST).exists():
+            print(f"kept {target}: already present (delete it to take the packed copy)")
+            continue
+        _copy(folder, target, sorted(p.name for p in folder.iterdir() if p.is_file()))
+    print(f"unpacked {src} into {root}")
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m acebook.paper_runs", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    ad = sub.add_parser("advance", help="compute the next pieces of a profile run, then stop")
+    ad.add_argument("name", choices=EXPERIMENTS)
+    ad.add_argument("--profile", default="paper")
+    ad.add_argument("--minutes", type=float, default=60.0, help="start no new piece after this long")
+    ad.add_argument("--chunk", type=int, default=500, help="core_inflation: epochs per piece")
+    ad.add_argument("--pieces", type=int, default=None, help="core_inflation: stop after this many pieces")
+    pa = sub.add_parser("pack", help="copy what resuming a run needs into in_progress/")
+    pa.add_argument("name", choices=EXPERIMENTS)
+    pa.add_argument("--profile", default="paper")
+    un = sub.add_parser("unpack", help="copy a packed run under the results root")
+    un.add_argument("name", choices=EXPERIMENTS)
+    args = ap.parse_args(argv)
+    if args.command == "advance":
+        if args.name == "core_inflation":
+            print(advance_inflation(args.profile, args.minutes, args.chunk, args.pieces))
+        else:
+            print("%d of %d conditions complete" % advance_sweeps(args.profile, args.minutes))
+    elif args.command == "pack":
+        pack(args.name, args.profile)
+    else:
+        unpack(args.name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

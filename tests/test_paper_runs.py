@@ -1,0 +1,58 @@
+"""Running a profile in pieces, and carrying an unfinished run to a fresh results root."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from acebook import paper_runs
+from corelib.experiments import modular
+
+
+def test_horizons_end_at_chunk_multiples_and_the_end():
+    assert paper_runs._horizons(0, 1200, 500) == [500, 1000, 1200]
+    assert paper_runs._horizons(900, 2000, 500) == [1000, 1500, 2000]
+    assert paper_runs._horizons(1000, 1000, 500) == [1000]
+
+
+def _analyses(root, params):
+    out = {}
+    for arm in modular.ARMS:
+        for path in sorted(modular._arm_dir(params, arm).glob("analysis_*/epoch_*.json")):
+            out[(arm, path.name)] = json.loads(path.read_text())
+    return out
+
+
+def test_pieces_packed_and_unpacked_give_the_uninterrupted_run(tmp_path, monkeypatch):
+    params = paper_runs._inflation_params("smoke")
+    whole, first, second = tmp_path / "whole", tmp_path / "first", tmp_path / "second"
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(whole))
+    for arm in modular.ARMS:
+        modular.analyse_arm(params, arm, params.long_epochs, progress=False)
+    expected = _analyses(whole, params)
+
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(first))
+    reached = paper_runs.advance_inflation("smoke", chunk=2, pieces=1)
+    assert reached == {"wd": 2, "no_wd": 0}
+    packed = paper_runs.pack("core_inflation", "smoke", dest=tmp_path / "packed")
+    assert not list(packed.rglob("state_*.safetensors"))[1:], "only the committed state is packed"
+
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(second))
+    paper_runs.unpack("core_inflation", packed)
+    reached = paper_runs.advance_inflation("smoke", minutes=60, chunk=2)
+    assert reached == {"wd": params.long_epochs, "no_wd": params.long_epochs}
+    assert _analyses(second, params) == expected
+
+
+def test_unpack_keeps_a_folder_already_present(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "run"))
+    paper_runs.advance_inflation("smoke", minutes=60, chunk=4)
+    packed = paper_runs.pack("core_inflation", "smoke", dest=tmp_path / "packed")
+    paper_runs.unpack("core_inflation", packed)
+    assert "already present" in capsys.readouterr().out
+
+
+def test_unpack_without_a_pack_names_the_fix(tmp_path):
+    with pytest.raises(SystemExit, match="pack a run first"):
+        paper_runs.unpack("core_inflation", tmp_path / "nothing")
