@@ -32,7 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from corelib.experiments import modular
-from corelib.results import PROJECT_ROOT, MANIFEST, load_json, results_root
+from corelib.results import MANIFEST, PROJECT_ROOT, load_json, results_root
 from corelib.sweeps import condition_dir, load_record, run_condition
 
 from .record import _inflation_params, _sweeps_params
@@ -184,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.name == "core_inflation":
             print(advance_inflation(args.profile, args.minutes, args.chunk, args.pieces))
         else:
-            print("%d of %d conditions complete" % advance_sweeps(args.profile, args.minutes))
+            done, total = advance_sweeps(args.profile, args.minutes)
+            print(f"{done} of {total} conditions complete")
     elif args.command == "pack":
         pack(args.name, args.profile)
     else:
