@@ -16,7 +16,8 @@ the sweeps run one condition at a time and keep each seed's record. It starts no
 ``pack`` copies what a resume needs, and nothing re-derivable, into ``in_progress/`` in the
 project: per core-inflation arm the committed state (weights, AdamW moments, dropout streams,
 history), the snapshot analyses and the snapshot the other arm branches from (not every weight
-snapshot: each is ~5 MB and already analysed); per sweep condition the finished records. It is
+snapshot: each is ~5 MB and already analysed); per sweep condition the finished records and the
+checkpoint of its unfinished seeds. It is
 for machines that do not keep files between working sessions: the packed folder goes into
 version control until the run is exported to ``recorded/``, then it is deleted. ``unpack`` puts it
 back under the results root; every file keeps its manifest, so everything read is verified.
@@ -86,19 +87,19 @@ def _sweep_plans(profile: str):
     return params, plans
 
 
-def advance_sweeps(profile: str = "paper", minutes: float = 60.0) -> tuple[int, int]:
-    """Run the sweep conditions of ``profile`` one at a time until all are done or ``minutes`` have
-    passed; returns (conditions complete, conditions in all)."""
+def advance_sweeps(profile: str = "paper", minutes: float = 60.0, pieces: int | None = None) -> tuple[int, int]:
+    """Run the sweep conditions of ``profile`` one at a time until all are done, or ``minutes``
+    have passed or ``pieces`` conditions were run; returns (conditions complete, conditions in all)."""
     params, plans = _sweep_plans(profile)
-    deadline = time.monotonic() + 60 * minutes
-    done = 0
+    deadline, started, done = time.monotonic() + 60 * minutes, 0, 0
     for cond, cfg in plans:
         folder = condition_dir(cond, cfg)
         if all(load_record(folder, cond, cfg, s) is not None for s in params.seeds):
             done += 1
             continue
-        if time.monotonic() > deadline:
+        if time.monotonic() > deadline or started == pieces:
             break
+        started += 1
         run_condition(cond, params.seeds, cfg, progress=True)
         done += 1
         print(f"grokking_sweeps: {cond.label()} done ({done} of {len(plans)})", flush=True)
@@ -140,9 +141,13 @@ def pack(name: str, profile: str = "paper", dest: Path | None = None) -> Path:
         params, plans = _sweep_plans(profile)
         for cond, cfg in plans:
             folder = condition_dir(cond, cfg)
-            records = [p.name for p in folder.glob("seed_*.json")] if folder.exists() else []
-            if records:
-                _copy(folder, dest / _relative(folder), [MANIFEST, *records])
+            if not folder.exists():
+                continue
+            names = [p.name for p in folder.glob("seed_*.json")]
+            if (folder / "checkpoint.json").exists():  # the unfinished seeds of a condition
+                names += ["checkpoint.json", load_json(folder / "checkpoint.json")["tensors"]]
+            if names:
+                _copy(folder, dest / _relative(folder), [MANIFEST, *names])
     print(f"packed {name} ({profile}) into {dest}")
     return dest
 
@@ -173,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     ad.add_argument("--profile", default="paper")
     ad.add_argument("--minutes", type=float, default=60.0, help="start no new piece after this long")
     ad.add_argument("--chunk", type=int, default=500, help="core_inflation: epochs per piece")
-    ad.add_argument("--pieces", type=int, default=None, help="core_inflation: stop after this many pieces")
+    ad.add_argument("--pieces", type=int, default=None, help="stop after this many pieces")
     pa = sub.add_parser("pack", help="copy what resuming a run needs into in_progress/")
     pa.add_argument("name", choices=EXPERIMENTS)
     pa.add_argument("--profile", default="paper")
@@ -184,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.name == "core_inflation":
             print(advance_inflation(args.profile, args.minutes, args.chunk, args.pieces))
         else:
-            done, total = advance_sweeps(args.profile, args.minutes)
+            done, total = advance_sweeps(args.profile, args.minutes, args.pieces)
             print(f"{done} of {total} conditions complete")
     elif args.command == "pack":
         pack(args.name, args.profile)

@@ -56,3 +56,21 @@ def test_unpack_keeps_a_folder_already_present(tmp_path, monkeypatch, capsys):
 def test_unpack_without_a_pack_names_the_fix(tmp_path):
     with pytest.raises(SystemExit, match="pack a run first"):
         paper_runs.unpack("core_inflation", tmp_path / "nothing")
+
+
+def _sweep_records(root) -> dict[str, dict]:
+    return {str(p.relative_to(root)): json.loads(p.read_text()) for p in sorted(root.rglob("seed_*.json"))}
+
+
+@pytest.mark.slow
+def test_sweeps_carried_in_pieces_give_the_records_of_one_run(tmp_path, monkeypatch):
+    whole, first, second = tmp_path / "whole", tmp_path / "first", tmp_path / "second"
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(whole))
+    assert paper_runs.advance_sweeps("smoke") == (4, 4)  # one condition is in both sweeps
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(first))
+    assert paper_runs.advance_sweeps("smoke", pieces=1) == (1, 4)
+    packed = paper_runs.pack("grokking_sweeps", "smoke", dest=tmp_path / "packed")
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(second))
+    paper_runs.unpack("grokking_sweeps", packed)
+    assert paper_runs.advance_sweeps("smoke", pieces=2) == (4, 4)
+    assert _sweep_records(second) == _sweep_records(whole)
