@@ -18,6 +18,7 @@ Jacobians (see :class:`MomentAccumulator`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -478,7 +479,10 @@ def extract_from_model(
             real token under padding).
         n_jacobians: examples at which Jacobians are taken, drawn without replacement with
             ``seed`` as :func:`jacobians` draws them (None: every example).
-        batch_size, device: how the examples are run.
+        batch_size: examples per forward pass.
+        device: where the input batches are sent (default: the device of the model's first
+            parameter). The model is not moved: put it there first (``model.to(device)``), or
+            leave ``device`` unset for a model spread over devices by ``device_map``.
         energy, rank, eps: as in :func:`from_moments`.
 
     Activations and Jacobians stream through a :class:`MomentAccumulator` per hook (memory
@@ -554,7 +558,8 @@ def extract_from_model(
             )
         core = accs[h].core(rank=rank, energy=energy, eps=eps)
         meta = {
-            "model": type(model).__name__,
+            "model": _model_name(model),
+            "data": _inputs_fingerprint(tensors),
             "hook": h,
             "positions": positions if isinstance(positions, str) else "per example",
             "n_examples": n,
@@ -565,6 +570,26 @@ def extract_from_model(
         }
         cores[h] = replace(core, metadata=meta)
     return cores[hook_name] if isinstance(hook_name, str) else cores
+
+
+def _model_name(model: torch.nn.Module) -> str:
+    """The name a model was loaded by (Hugging Face's ``name_or_path``, our ``name``), else its class."""
+    for owner in (model, getattr(model, "cfg", None), getattr(model, "config", None)):
+        for attr in ("name", "model_name", "name_or_path", "_name_or_path"):
+            value = getattr(owner, attr, None)
+            if isinstance(value, str) and value:
+                return value
+    return type(model).__name__
+
+
+def _inputs_fingerprint(tensors: dict[str, torch.Tensor]) -> str:
+    """SHA-256 (16 hex digits) of the inputs, name by name: which data a saved core came from."""
+    digest = hashlib.sha256()
+    for key in sorted(tensors):
+        t = tensors[key].detach().cpu().contiguous()
+        digest.update(f"{key}:{t.dtype}:{tuple(t.shape)}".encode())
+        digest.update(t.numpy().tobytes() if t.dtype != torch.bfloat16 else t.view(torch.int16).numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def _probe(name: str, positions, rows: slice, probes: dict) -> Callable:

@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import socket
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -203,7 +204,8 @@ def _build_cache(spec: ModelSpec, folder: Path, fingerprint, refresh: bool, verb
         return
     gguf = spec.locate()
     if verbose:
-        print(f"de-quantising {gguf.name} to float32 (once; cached in {folder}) ...", flush=True)
+        # stderr: the progress of a build, never part of a rendered page (which must show no local path)
+        print(f"de-quantising {gguf.name} to float32 (once; cached in {folder}) ...", file=sys.stderr, flush=True)
     start = time.perf_counter()
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(
@@ -223,7 +225,7 @@ def _build_cache(spec: ModelSpec, folder: Path, fingerprint, refresh: bool, verb
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(tmp, folder)
     if verbose:
-        print(f"  done in {time.perf_counter() - start:.0f} s", flush=True)
+        print(f"  done in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
 
 
 def _tiny_random_llama(seed: int = 0):

@@ -241,3 +241,42 @@ def test_truncating_a_core_updates_the_rank_in_a_copy_of_its_metadata():
     core = Core(np.eye(4)[:, :3], np.ones(4), np.zeros(4), {"rank": 3, "hook": "h"})
     small = core.truncate(2)
     assert small.metadata == {"rank": 2, "hook": "h"} and core.metadata["rank"] == 3
+
+
+def test_extract_from_model_on_a_hooked_root_module_by_hook_point():
+    # TransformerLens 3's HookedTransformer is a HookedRootModule driven by run_with_hooks; a
+    # small one, whose core follows by hand: the read-out is linear in the hooked activation.
+    from transformer_lens import HookedRootModule
+    from transformer_lens.hook_points import HookPoint
+
+    from corelib.ace import extract_from_model
+
+    class Tiny(HookedRootModule):
+        def __init__(self):
+            super().__init__()
+            self.embed, self.hook_h, self.unembed = nn.Embedding(11, 8), HookPoint(), nn.Linear(8, 3)
+            self.setup()
+
+        def forward(self, tokens):
+            return self.unembed(torch.tanh(self.hook_h(self.embed(tokens))))
+
+    torch.manual_seed(0)
+    model, tokens = Tiny().double(), torch.randint(0, 11, (40, 4))
+    got = extract_from_model(model, "hook_h", tokens, lambda out: out[:, -1], rank=3)
+    with torch.no_grad():
+        h = model.embed(tokens[:, -1])
+    jac = model.unembed.weight[None] * (1 - torch.tanh(h) ** 2)[:, None, :]
+    _same_core(got, extract(h, jac.detach(), rank=3), 3)
+    assert got.metadata["model"] == "Tiny" and len(got.metadata["data"]) == 16
+    other = extract_from_model(model, "hook_h", tokens.flip(0), lambda out: out[:, -1], rank=3)
+    assert other.metadata["data"] != got.metadata["data"]  # same examples, another order: other data
+
+
+def test_a_saved_core_names_the_model_it_was_loaded_as():
+    from corelib.ace import extract_from_model
+
+    model, _ = _tiny_llama()
+    model.config._name_or_path = "org/tiny-llama"
+    ids = torch.randint(0, 40, (6, 5))
+    core = extract_from_model(model, "model.layers.0", {"input_ids": ids}, lambda out: out.logits[:, -1, :4], rank=2)
+    assert core.metadata["model"] == "org/tiny-llama"
