@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -210,10 +211,44 @@ def test_a_sweep_on_a_dask_cluster_gives_the_records_of_a_sequential_run(tmp_pat
     sequential = run_sweep(conds, seeds, cfg, root=tmp_path / "here", progress=False)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         on_cluster = run_sweep(conds, seeds, cfg, root=tmp_path / "there", cluster=cluster, progress=False)
-    pd.testing.assert_frame_equal(on_cluster, sequential)
+    pd.testing.assert_frame_equal(on_cluster, sequential, check_exact=True)
     # every record was saved where the driver reads them: a second run dispatches nothing
     again = run_sweep(conds, seeds, cfg, root=tmp_path / "there", cluster="tcp://127.0.0.1:1", progress=False)
-    pd.testing.assert_frame_equal(again, sequential)
+    pd.testing.assert_frame_equal(again, sequential, check_exact=True)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "worker", "variable", "expected"),
+    [
+        (4, 0, None, "cuda:0"),
+        (4, 6, None, "cuda:2"),  # LocalCluster names its workers 0, 1, ...: one GPU each, round robin
+        (4, "w-a", None, f"cuda:{int(hashlib.sha256(b'w-a').hexdigest(), 16) % 4}"),
+        (4, None, None, "cpu"),  # not on a worker
+        (4, 3, "cpu", "cpu"),  # ACE_DEVICE wins
+        (1, 3, None, "cpu"),  # one GPU (faked here without CUDA): no pinning
+    ],
+)
+def test_worker_device_pins_one_gpu_per_dask_worker(monkeypatch, gpus, worker, variable, expected):
+    import distributed
+
+    from corelib import models
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setattr(models, "default_device", lambda: torch.device("cpu"))
+    monkeypatch.setattr(sweeps, "default_device", lambda: torch.device("cpu"))
+    if variable is None:
+        monkeypatch.delenv(sweeps.DEVICE_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(sweeps.DEVICE_VARIABLE, variable)
+
+    def get_worker():
+        if worker is None:
+            raise ValueError("No worker found")
+        return type("Worker", (), {"name": worker})()
+
+    monkeypatch.setattr(distributed, "get_worker", get_worker)
+    assert sweeps.worker_device() == torch.device(expected)
 
 
 def test_a_cluster_without_dask_names_the_extra(monkeypatch):
