@@ -7,6 +7,7 @@ import pytest
 from corelib.experiments.grokking_sweeps import SweepsParams
 from corelib.experiments.markov import MarkovParams
 from corelib.experiments.modular import ModularParams
+from corelib.experiments.own_model import OwnModelParams
 from corelib.models import TransformerConfig
 
 
@@ -30,6 +31,10 @@ from corelib.models import TransformerConfig
         (lambda: SweepsParams(patience_epochs=-1), "patience_epochs must be zero or positive"),
         (lambda: MarkovParams(epochs=0), "epochs must be a whole number"),
         (lambda: MarkovParams(energy=0.0), r"energy must lie in \(0, 1\]"),
+        (lambda: OwnModelParams(n_phrases=0), "n_phrases must be a whole number of at least 1, got 0"),
+        (lambda: OwnModelParams(n_per_number=1), "n_phrases and n_per_number must be at least 2"),
+        (lambda: OwnModelParams(n_per_number=2.5), "n_per_number must be a whole number"),
+        (lambda: OwnModelParams(agreement_layer=1.5), "agreement_layer must be None or a layer index"),
     ],
 )
 def test_impossible_settings_are_refused_with_their_name(make, message) -> None:
@@ -45,5 +50,5 @@ def test_every_problem_is_named_at_once_with_the_fix() -> None:
 
 
 def test_the_papers_settings_pass() -> None:
-    for make in (ModularParams, SweepsParams, MarkovParams):
+    for make in (ModularParams, SweepsParams, MarkovParams, OwnModelParams):
         make()

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from scipy.special import expit
 
+from .._checks import check_settings
 from ..ace import Core, MomentAccumulator, extract_from_model
 from ..compare import principal_angles
 from ..interventions import MODES
@@ -106,6 +107,19 @@ class OwnModelParams:
             raise ValueError("probe penalties must be positive: without one a separable training set has no optimum")
         if self.batch_size < 1 or self.n_examples < 1:
             raise ValueError(f"batch_size and n_examples must be positive, got {self.batch_size}, {self.n_examples}")
+        # two prompts per phrase or number at least, so that both halves of each split hold some
+        check_settings(
+            "OwnModelParams",
+            integers={"n_phrases": self.n_phrases, "n_per_number": self.n_per_number},
+            positive={"eps": self.eps},
+        )
+        if min(self.n_phrases, self.n_per_number) < 2:
+            raise ValueError(
+                "OwnModelParams: n_phrases and n_per_number must be at least 2 (each split has two halves), "
+                f"got {self.n_phrases} and {self.n_per_number}."
+            )
+        if self.agreement_layer is not None and int(self.agreement_layer) != self.agreement_layer:
+            raise ValueError(f"agreement_layer must be None or a layer index, got {self.agreement_layer!r}.")
 
     @classmethod
     def from_namespace(cls, namespace: dict) -> OwnModelParams:
