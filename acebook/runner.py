@@ -10,7 +10,9 @@ An executed chapter is reused until its source, its parameters or the code it ru
 (``corelib/`` and ``acebook/``) change. A chapter that reads what other chapters saved declares
 those folders of the results root in its jupytext header (``corelib_inputs: [claims]``); their
 files are then part of its cache key, checked just before it would run (``recorded`` stands
-for the recorded paper-scale results, ``recorded/`` or ``ACE_RECORDED_DIR``). While a chapter
+for the recorded paper-scale results, ``recorded/`` or ``ACE_RECORDED_DIR``). A chapter that
+keeps nothing in the results root says so (``corelib_stores_results: false``): each of its runs
+is then a computation, whose time is its cost (:mod:`acebook.run_times`). While a chapter
 executes, ``ACE_PROFILE`` holds the profile's name (:func:`corelib.claims.record` stores it).
 """
 
@@ -255,6 +257,7 @@ class _Job:
     key: str
     profile: str
     inputs: tuple[str, ...] = ()
+    stores_results: bool = True
 
     def cached(self, root: Path) -> bool:
         return _stored_key(output_path(self.name, root)) == self.key
@@ -315,7 +318,19 @@ def _plan(
         "device": os.environ.get(DEVICE_VARIABLE),  # --device
     }
     key = cache_key(source_path(name, root).read_text(), where, library_hash)
-    return _Job(name, converted, params, key, profile, _declared_inputs(name, converted))
+    return _Job(
+        name, converted, params, key, profile, _declared_inputs(name, converted), _stores_results(name, converted)
+    )
+
+
+def _stores_results(name: str, converted: Path) -> bool:
+    """False when a notebook's header declares ``corelib_stores_results: false`` (see the module docstring)."""
+    import nbformat
+
+    value = nbformat.read(converted, as_version=4).metadata.get("corelib_stores_results", True)
+    if not isinstance(value, bool):
+        raise ConfigError(f"notebook {name!r}: corelib_stores_results must be true or false; got {value!r}")
+    return value
 
 
 def _declared_inputs(name: str, converted: Path) -> tuple[str, ...]:
@@ -467,7 +482,8 @@ def _execute(job: _Job, root: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, running)
     os.replace(running, target)
-    record_run_time(job.name, job.profile, seconds, computed=results_written_since(started), root=root)
+    computed = results_written_since(started) or not job.stores_results
+    record_run_time(job.name, job.profile, seconds, computed=computed, root=root)
     return target
 
 

@@ -1,5 +1,6 @@
 # ---
 # jupyter:
+#   corelib_stores_results: false
 #   jupytext:
 #     text_representation:
 #       extension: .py

@@ -1,5 +1,6 @@
 # ---
 # jupyter:
+#   corelib_stores_results: false
 #   corelib_inputs: [claims, run_times]
 #   jupytext:
 #     formats: py:percent

@@ -528,3 +528,24 @@ def test_a_reader_of_run_times_is_not_invalidated_by_its_own_run_time(
     runner.run_notebook("alpha", "smoke", root=project)  # alpha ran: that is news for the reader
     runner.run_notebook("reader", "smoke", root=project)
     assert len(runs(project)) == 3
+
+
+def test_a_chapter_that_stores_no_results_records_each_run_as_computed(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(project / "results"))
+    times = project / "results" / run_times.RUN_TIMES
+    header = "# ---\n# jupyter:\n#   corelib_stores_results: {}\n# ---\n\n"
+    body = '# %% tags=["parameters"]\nn = 1\n'
+    write(project / "notebooks" / "closed.py", header.format("false") + body)
+    runner.run_notebook("closed", "smoke", root=project)
+    assert [r["computed"] for r in run_times.recorded_run_times(times)] == [True]  # its time is its cost
+    write(project / "notebooks" / "plain.py", body)  # writes nothing and does not say so: read back
+    runner.run_notebook("plain", "smoke", root=project)
+    assert {r["chapter"]: r["computed"] for r in run_times.recorded_run_times(times)} == {
+        "closed": True,
+        "plain": False,
+    }
+    write(project / "notebooks" / "closed.py", header.format("'no'") + body)
+    with pytest.raises(ConfigError, match="corelib_stores_results must be true or false"):
+        runner.run_notebook("closed", "smoke", root=project)
