@@ -167,6 +167,10 @@ class StackConfig:
     both are given. The resumable state is saved every ``checkpoint_every`` epochs and at the end.
     Test accuracy is measured every ``eval_every`` epochs and at every snapshot (``None`` otherwise).
     ``precision``: ``"fp32"``, or ``"bf16"`` for the training passes' matmuls (see :class:`StackOptimizer`).
+    ``decay_knots``: a weight-decay schedule, ``((epoch, weight_decay), ...)`` with increasing
+    epochs: epoch ``e`` (counting the epochs done before it) trains with the piecewise-linear
+    interpolation of the knots at ``e``, constant before the first knot and after the last; it
+    replaces ``weight_decay`` for every seed. Empty (the default): the constant ``weight_decay``.
     """
 
     epochs: int
@@ -181,6 +185,7 @@ class StackConfig:
     loss_positions: Literal["last", "all"] = "last"
     keep_partial_batch: bool = True
     precision: Literal["fp32", "bf16"] = "fp32"
+    decay_knots: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self):
         if self.epochs < 0 or self.batch_size < 1 or self.lr <= 0:
@@ -194,11 +199,30 @@ class StackConfig:
         check_precision(self.precision)
         if isinstance(self.weight_decay, (list, tuple)):
             object.__setattr__(self, "weight_decay", tuple(float(w) for w in self.weight_decay))
+        knots = tuple((int(e), float(w)) for e, w in self.decay_knots)
+        if any(b[0] <= a[0] for a, b in zip(knots, knots[1:])) or any(e < 0 or w < 0 for e, w in knots):
+            raise ValueError(
+                f"decay_knots must be (epoch, weight_decay) pairs with increasing epochs >= 0 and decays >= 0, "
+                f"got {self.decay_knots}."
+            )
+        object.__setattr__(self, "decay_knots", knots)
 
     def is_snapshot(self, epoch: int) -> bool:
         if self.late_after is not None and epoch > self.late_after:
             return epoch % self.snapshot_every_late == 0 or epoch == self.epochs
         return epoch % self.snapshot_every == 0 or epoch == self.epochs
+
+    def decay_at(self, epoch: int, n_seeds: int) -> tuple[float, ...]:
+        """The weight decay of each seed in the epoch after ``epoch`` epochs (see ``decay_knots``)."""
+        if not self.decay_knots:
+            return self.decay(n_seeds)
+        knots = self.decay_knots
+        if epoch <= knots[0][0]:
+            return (knots[0][1],) * n_seeds
+        for (e0, w0), (e1, w1) in zip(knots, knots[1:]):
+            if epoch <= e1:
+                return (w0 + (w1 - w0) * (epoch - e0) / (e1 - e0),) * n_seeds
+        return (knots[-1][1],) * n_seeds
 
     def decay(self, n_seeds: int) -> tuple[float, ...]:
         wd = self.weight_decay
@@ -221,6 +245,11 @@ class StackConfig:
             d.pop("keep_partial_batch")
         if d["precision"] == "fp32":
             d.pop("precision")
+        if d["decay_knots"]:
+            d["decay_knots"] = [list(k) for k in d["decay_knots"]]
+            d.pop("weight_decay")  # replaced by the schedule
+        else:
+            d.pop("decay_knots")
         return d
 
 
@@ -392,13 +421,17 @@ class StackOptimizer:
         self.dtype = check_precision(precision)
         if self.dtype == torch.bfloat16 and stack.device.type == "cpu" and not _cpu_has_bf16():
             warnings.warn("this CPU has no bf16 matrix units: bf16 training will be slower than fp32.", stacklevel=2)
-        self.decay = torch.as_tensor(weight_decay, dtype=torch.float64).expand(len(stack)).clone()
         for v in stack.params.values():
             v.requires_grad_(True)
         # The fused kernel: the same algorithm in one pass per tensor, equal up to float rounding.
         self.opt = torch.optim.AdamW(list(stack.params.values()), lr=lr, weight_decay=0.0, fused=True)
+        self.set_decay(stack, weight_decay)
+
+    def set_decay(self, stack: SeedStack, weight_decay: float | Sequence[float]) -> None:
+        """Use ``weight_decay`` (one value, or one per seed) from the next step on."""
+        self.decay = torch.as_tensor(weight_decay, dtype=torch.float64).expand(len(stack)).clone()
         self.shrink = {
-            k: (1.0 - lr * self.decay).to(v.dtype).to(v.device).view(-1, *[1] * (v.ndim - 1))
+            k: (1.0 - self.lr * self.decay).to(v.dtype).to(v.device).view(-1, *[1] * (v.ndim - 1))
             for k, v in stack.params.items()
         }
 
@@ -697,7 +730,7 @@ def _train_locked(model_cfg, cfg, seeds, train_data, test_data, run, start, devi
         stack,
         train_data,
         lr=cfg.lr,
-        weight_decay=cfg.decay(len(seeds)),
+        weight_decay=cfg.decay_at(epoch, len(seeds)),
         batch_size=cfg.batch_size,
         keep_partial_batch=cfg.keep_partial_batch,
         streams=streams,
@@ -735,6 +768,8 @@ def _train_locked(model_cfg, cfg, seeds, train_data, test_data, run, start, devi
         leave=False,
     )
     for e in bar:
+        if cfg.decay_knots:
+            trainer.opt.set_decay(trainer.stack, cfg.decay_at(e, len(seeds)))
         total, correct = trainer.epoch(e)
         used = trainer.end
         history["epoch"].append(e + 1)

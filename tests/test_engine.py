@@ -61,7 +61,8 @@ def plain_training(model_cfg, seed, data, *, epochs, batch_size, weight_decay=0.
     x, y = data
     torch.manual_seed(seed)
     model = Transformer(model_cfg)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=weight_decay)
+    schedule = weight_decay if callable(weight_decay) else (lambda epoch: weight_decay)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=schedule(0))
     streams = DropoutStreams(model_cfg.dropout, [seed]) if model_cfg.dropout else None
     step_masks: list[torch.Tensor] = []
     for m in model.modules():
@@ -69,6 +70,7 @@ def plain_training(model_cfg, seed, data, *, epochs, batch_size, weight_decay=0.
             m.register_forward_hook(lambda mod, inp, out: inp[0] * step_masks.pop(0) if step_masks else out)
     hist = {"loss": [], "train_acc": [], "test_acc": []}
     for epoch in range(epochs):
+        opt.param_groups[0]["weight_decay"] = schedule(epoch)
         model.eval()  # nn.Dropout passes its input; the hooks apply the masks
         order = epoch_order(len(x), seed, epoch)
         total, correct, seen = 0.0, 0, 0
@@ -428,3 +430,29 @@ def test_bf16_on_a_cpu_without_bf16_units_warns(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         StackOptimizer(SeedStack.initialise(CFG, SEEDS[:1], "cpu"), 1e-3, 0.0, precision="bf16")
+
+
+def test_a_weight_decay_schedule_equals_the_plain_loop_setting_it_each_epoch(tmp_path):
+    (x, y), (xt, yt) = _data()
+    knots = ((1, 1.0), (3, 0.0))  # 1 until epoch 1, down to 0 at epoch 3, then 0
+    cfg = StackConfig(epochs=5, batch_size=16, weight_decay=7.0, decay_knots=knots, snapshot_every=2)
+    assert [cfg.decay_at(e, 1)[0] for e in range(5)] == [1.0, 1.0, 0.5, 0.0, 0.0]
+    assert "weight_decay" not in cfg.identity() and cfg.identity()["decay_knots"] == [[1, 1.0], [3, 0.0]]
+    stack, _ = train_stack(CFG, cfg, SEEDS[:2], *_prefix_data(), tmp_path / "run", progress=False)
+    for i, seed in enumerate(SEEDS[:2]):
+        alone, _ = plain_training(
+            CFG, seed, (x, y), epochs=5, batch_size=16, weight_decay=lambda e: cfg.decay_at(e, 1)[0]
+        )
+        torch.testing.assert_close(stack.model(i)(xt)[:, -1], alone(xt)[:, -1], rtol=1e-4, atol=1e-5)
+    # The schedule depends on the epoch only: a run stopped at epoch 2 and extended is the same run.
+    short = replace(cfg, epochs=2)
+    train_stack(CFG, short, SEEDS[:2], *_prefix_data(), tmp_path / "pieces", progress=False)
+    pieces, _ = train_stack(CFG, cfg, SEEDS[:2], *_prefix_data(), tmp_path / "pieces", progress=False)
+    for name in stack.params:
+        assert torch.equal(pieces.params[name], stack.params[name]), name
+    flat, _ = train_stack(
+        CFG, replace(cfg, decay_knots=()), SEEDS[:2], *_prefix_data(), tmp_path / "flat", progress=False
+    )
+    assert not torch.equal(flat.params["embed.weight"], stack.params["embed.weight"])  # 7.0 throughout differs
+    with pytest.raises(ValueError, match="increasing epochs"):
+        StackConfig(epochs=5, decay_knots=((3, 1.0), (1, 0.0)))
