@@ -275,3 +275,19 @@ def test_compact_epoch_is_where_a_series_first_nears_its_floor():
     assert modular.compact_epoch(epochs, [float("nan")] * 6) is None
     with pytest.raises(ValueError, match="equal-length"):
         modular.compact_epoch(epochs, [1, 2])
+
+
+def test_an_annealed_branch_ramps_the_decay_down_in_a_folder_of_its_own(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
+    abrupt = modular.ModularParams()
+    ramp = modular.ModularParams(branch_anneal_epochs=500)
+    assert abrupt.stack_config("no_wd", 3000).decay_knots == ()
+    cfg = ramp.stack_config("no_wd", 3000)
+    assert cfg.decay_knots == ((900, 1.0), (1400, 0.0))
+    assert [cfg.decay_at(e, 1)[0] for e in (900, 1150, 1400, 2000)] == [1.0, 0.5, 0.0, 0.0]
+    assert ramp.stack_config("wd", 3000).decay_knots == ()  # the run it branches from is unchanged
+    assert modular._arm_dir(abrupt, "no_wd").name == "branch_900_wd0"  # the paper's arm keeps its folder
+    assert modular._arm_dir(ramp, "no_wd").name == "branch_900_wd0_anneal500"
+    assert modular._arm_dir(ramp, "wd") == modular._arm_dir(abrupt, "wd")
+    with pytest.raises(ValueError, match="branch_anneal_epochs must be a whole number"):
+        modular.ModularParams(branch_anneal_epochs=-1)

@@ -66,7 +66,14 @@ __all__ = [
 
 ARMS = ("wd", "no_wd")
 # Settings of the long run of core inflation: they change nothing the modular chapter measures.
-LONG_RUN_SETTINGS = ("long_epochs", "branch_epoch", "branch_weight_decay", "snapshot_every_late", "late_after")
+LONG_RUN_SETTINGS = (
+    "long_epochs",
+    "branch_epoch",
+    "branch_weight_decay",
+    "branch_anneal_epochs",
+    "snapshot_every_late",
+    "late_after",
+)
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,7 @@ class ModularParams:
     lr: float = 1e-3
     weight_decay: float = 1.0
     branch_weight_decay: float = 0.0
+    branch_anneal_epochs: int = 0  # 0: the branch switches at once (the paper); else a linear ramp this long
     d_model: int = 128
     n_heads: int = 4
     d_ff: int = 512
@@ -131,6 +139,11 @@ class ModularParams:
                 "grok_threshold": self.grok_threshold,
             },
         )
+        if int(self.branch_anneal_epochs) != self.branch_anneal_epochs or self.branch_anneal_epochs < 0:
+            raise ValueError(
+                f"ModularParams: branch_anneal_epochs must be a whole number >= 0 (0: switch at once), "
+                f"got {self.branch_anneal_epochs!r}."
+            )
         if self.p < 3:
             raise ValueError(f"ModularParams: p must be at least 3 (a modulus with a sum to learn), got {self.p}.")
         if not 0 < self.branch_epoch <= self.long_epochs:
@@ -166,7 +179,12 @@ class ModularParams:
 
     def stack_config(self, arm: str, epochs: int) -> StackConfig:
         wd = self.weight_decay if arm == "wd" else self.branch_weight_decay
+        knots = ()
+        if arm != "wd" and self.branch_anneal_epochs:  # from the run's decay to the branch's, linearly
+            end = self.branch_epoch + self.branch_anneal_epochs
+            knots = ((self.branch_epoch, self.weight_decay), (end, self.branch_weight_decay))
         return StackConfig(
+            decay_knots=knots,
             epochs=epochs,
             batch_size=self.batch_size,
             lr=self.lr,
@@ -225,7 +243,8 @@ def _arm_dir(params: ModularParams, arm: str) -> Path:
     root = run_dir("modular", params.training_identity())
     if arm == "wd":
         return root / "wd"
-    return root / f"branch_{params.branch_epoch}_wd{params.branch_weight_decay:g}"
+    ramp = f"_anneal{params.branch_anneal_epochs}" if params.branch_anneal_epochs else ""
+    return root / f"branch_{params.branch_epoch}_wd{params.branch_weight_decay:g}{ramp}"
 
 
 def train_arm(p: ModularParams, arm: str, epochs: int, *, progress: bool = True) -> Path:

@@ -86,7 +86,8 @@ def recorded_emergence(recorded: dict[str, Any]) -> dict[str, Any]:
 
 def _same_models(a: modular.ModularParams, b: modular.ModularParams, arms) -> bool:
     """Whether two parameter sets train and analyse the same models of ``arms`` (horizons aside)."""
-    same_branch = (a.branch_epoch, a.branch_weight_decay) == (b.branch_epoch, b.branch_weight_decay)
+    branch = ("branch_epoch", "branch_weight_decay", "branch_anneal_epochs")
+    same_branch = all(getattr(a, k) == getattr(b, k) for k in branch)
     return (
         a.training_identity() == b.training_identity()
         and a.analysis_identity() == b.analysis_identity()
