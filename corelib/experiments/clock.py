@@ -1,0 +1,469 @@
+"""Beyond the paper: the clock of core inflation, and the interpretability window.
+
+**The clock.** The paper's grokking theory says the relaxation time scales as ``1 / (lr * wd)``
+(AdamW shrinks every weight by ``1 - lr * wd`` per step). If core inflation runs on that clock,
+the state of a run is a function of the rescaled time ``tau = lr * wd * steps`` alone, and runs at
+several ``(lr, wd)`` pairs fall on one curve when plotted against ``tau``. The paper's run (lr
+1e-3, wd 1, 3 steps per epoch) reaches ``tau = 60`` at its 20 000 epochs; a run at six times its
+``lr * wd`` gets there in a sixth of the epochs. :func:`run_clock` trains and analyses one
+modular-addition run per pair, exactly as the core-inflation chapter does (the same model,
+seeds and snapshot analysis; each pair's snapshot schedule is the paper's scaled to its clock),
+and :func:`collapse` measures how much closer the curves come when rescaled.
+
+**The window.** The paper proposes to anneal weight decay toward zero shortly after grokking, to
+keep the compact core. :func:`run_window` branches one run at its grokking snapshot into: weight
+decay kept; removed at once (the paper's arm); annealed linearly to zero over two spans; and
+removed late, after the core has grown. Every time here is given in ``tau``, so the experiment
+means the same on any clock (on the paper's, ``tau = 1.5`` is 500 epochs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import numpy as np
+
+from .._checks import check_settings
+from . import modular
+
+__all__ = [
+    "REFERENCE_RATE",
+    "WINDOW_ARMS",
+    "ClockParams",
+    "steps_per_epoch",
+    "pair_params",
+    "run_clock",
+    "curves",
+    "spread",
+    "collapse",
+    "window_arms",
+    "run_window",
+    "window_summary",
+    "clock_summary",
+    "glue_values",
+    "findings",
+]
+
+REFERENCE_RATE = 1e-3  # lr * wd of the paper's run
+WINDOW_ARMS = ("kept", "removed", "anneal_short", "anneal_long", "removed_late")
+METRICS = ("core_dim", "gap", "modes")  # gap: necessary - sufficient rank
+# Settings of the modular-addition run that the clock experiment shares.
+_SHARED = (
+    "p",
+    "train_fraction",
+    "split_seed",
+    "seeds",
+    "batch_size",
+    "d_model",
+    "n_heads",
+    "d_ff",
+    "n_layers",
+    "dropout",
+    "precision",
+    "eval_every",
+    "n_jacobians",
+    "energy",
+    "grok_threshold",
+)
+
+
+@dataclass(frozen=True)
+class ClockParams:
+    """Settings of both experiments; the model, task and analysis are the core-inflation chapter's.
+
+    Times are rescaled times ``tau = lr * wd * optimizer steps`` (the paper's 20 000 epochs: 60).
+    """
+
+    p: int = 53
+    train_fraction: float = 0.5
+    split_seed: int = 42
+    seeds: tuple[int, ...] = (1031, 1032, 1033)
+    batch_size: int = 512
+    d_model: int = 128
+    n_heads: int = 4
+    d_ff: int = 512
+    n_layers: int = 2
+    dropout: float = 0.1
+    precision: str = "fp32"
+    eval_every: int = 10
+    n_jacobians: int = 64
+    energy: float = 0.99
+    grok_threshold: float = 0.99
+    pairs: tuple[tuple[float, float], ...] = ((1e-3, 1.0), (1e-3, 3.0), (2e-3, 3.0), (3e-3, 2.0))  # (lr, wd)
+    horizon: float = 60.0  # tau at which each pair's run ends
+    window_pair: tuple[float, float] = (1e-3, 1.0)  # the clock of the window's arms
+    window_horizon: float = 60.0
+    anneal: tuple[float, float] = (1.5, 6.0)  # tau over which the decay ramps to 0 (500, 2000 epochs at 1e-3)
+    late_removal: float = 18.0  # tau of the late removal (epoch 6000 at 1e-3)
+    window_branch: float | None = None  # tau of the window's branch; None: the grokking snapshot
+    snapshot_unit: int = 100  # snapshot interval at the reference rate (then 20x it, every 5x)
+
+    def __post_init__(self):
+        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
+        object.__setattr__(self, "pairs", tuple((float(lr), float(wd)) for lr, wd in self.pairs))
+        object.__setattr__(self, "window_pair", tuple(float(x) for x in self.window_pair))
+        object.__setattr__(self, "anneal", tuple(float(x) for x in self.anneal))
+        if not self.pairs or len(set(self.pairs)) != len(self.pairs):
+            raise ValueError(f"ClockParams: pairs must list distinct (lr, wd) pairs, got {self.pairs}.")
+        if len(self.window_pair) != 2 or len(self.anneal) != 2:
+            raise ValueError("ClockParams: window_pair is one (lr, wd) pair and anneal two spans of tau.")
+        check_settings(
+            "ClockParams",
+            positive={
+                **{f"pairs[{i}]": min(pair) for i, pair in enumerate(self.pairs)},
+                "window_pair": min(self.window_pair),
+                "horizon": self.horizon,
+                "window_horizon": self.window_horizon,
+                "anneal": min(self.anneal),
+                "late_removal": self.late_removal,
+            },
+            integers={"snapshot_unit": self.snapshot_unit},
+        )
+        if not self.late_removal < self.window_horizon:
+            raise ValueError(
+                f"ClockParams: late_removal ({self.late_removal}) must come before window_horizon "
+                f"({self.window_horizon}); it is a tau."
+            )
+        self.base()  # the shared settings checked by ModularParams
+
+    @classmethod
+    def from_namespace(cls, namespace: dict) -> ClockParams:
+        """Build from a notebook's variables (e.g. ``globals()`` after the parameters cell)."""
+        return cls(**{f.name: namespace[f.name] for f in fields(cls) if f.name in namespace})
+
+    def base(self) -> modular.ModularParams:
+        """The modular-addition settings these experiments share (at the paper's lr and wd)."""
+        return modular.ModularParams(**{k: getattr(self, k) for k in _SHARED})
+
+
+def steps_per_epoch(params: ClockParams) -> int:
+    """Optimizer steps per epoch: the training set in batches, the last one partial."""
+    n_train = len(modular.make_data(params.base())["train"][0])
+    return -(-n_train // params.batch_size)
+
+
+def _rate_ratio(lr: float, wd: float) -> float:
+    return lr * wd / REFERENCE_RATE
+
+
+def epochs_for(params: ClockParams, lr: float, wd: float, tau: float) -> float:
+    """Epochs a run at (lr, wd) needs to reach rescaled time ``tau``."""
+    return tau / (lr * wd * steps_per_epoch(params))
+
+
+def tau_of(params: ClockParams, lr: float, wd: float, epochs) -> np.ndarray:
+    """Rescaled time after ``epochs`` epochs at (lr, wd)."""
+    return lr * wd * steps_per_epoch(params) * np.asarray(epochs, dtype=float)
+
+
+def pair_params(params: ClockParams, lr: float, wd: float, horizon: float | None = None) -> modular.ModularParams:
+    """The modular-addition run of one pair, to rescaled time ``horizon`` (default ``params.horizon``).
+
+    Its snapshots follow the paper's schedule scaled to the pair's clock: every ``u`` epochs up to
+    ``20 u``, then every ``5 u``, with ``u = snapshot_unit / (lr wd / 1e-3)`` rounded (the paper's
+    100, 2000, 500 at the paper's rate, so that pair reuses the core-inflation runs). The horizon
+    is rounded up to a snapshot.
+    """
+    u = max(1, round(params.snapshot_unit / _rate_ratio(lr, wd)))
+    late = 20 * u
+    epochs = math.ceil(epochs_for(params, lr, wd, params.horizon if horizon is None else horizon) - 1e-9)
+    epochs = u * math.ceil(epochs / u) if epochs <= late else late + 5 * u * math.ceil((epochs - late) / (5 * u))
+    base = replace(params.base(), lr=lr, weight_decay=wd)
+    return replace(
+        base,
+        epochs=epochs,
+        long_epochs=epochs,
+        branch_epoch=u,
+        snapshot_every=u,
+        late_after=late,
+        snapshot_every_late=5 * u,
+    )
+
+
+def _label(lr: float, wd: float) -> str:
+    return f"lr {lr:g}, wd {wd:g}"
+
+
+def run_clock(params: ClockParams, *, progress: bool = True) -> dict[str, dict[str, Any]]:
+    """Train and analyse the run of every pair to ``params.horizon``; per pair (by label) its
+    ``lr``, ``wd``, modular ``params`` and snapshot ``records`` (:func:`modular.analyse_arm`)."""
+    out = {}
+    for lr, wd in params.pairs:
+        mp = pair_params(params, lr, wd)
+        records = modular.analyse_arm(mp, "wd", mp.long_epochs, progress=progress)
+        out[_label(lr, wd)] = {"lr": lr, "wd": wd, "params": mp, "records": records}
+    return out
+
+
+def _metric(records: list[dict], metric: str) -> np.ndarray:
+    """(snapshots, seeds) values of a metric: core dimension, necessary - sufficient, mode count."""
+    if metric == "gap":
+        return modular.series(records, "necessary_rank") - modular.series(records, "sufficient_rank")
+    if metric == "modes":
+        return np.array([[len(m["modes"]) for m in r["models"]] for r in records], dtype=float)
+    return modular.series(records, metric)
+
+
+def curves(params: ClockParams, runs: dict[str, dict[str, Any]], metric: str) -> dict[str, dict[str, np.ndarray]]:
+    """Per run: ``epochs``, ``tau``, the metric per seed (``values``, snapshots x seeds), its seed
+    mean (``mean``, NaN-aware) and the standard error of that mean (``sem``)."""
+    out = {}
+    for label, run in runs.items():
+        values = _metric(run["records"], metric)
+        epochs = modular.epochs_of(run["records"])
+        n = np.sum(np.isfinite(values), axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.nanmean(np.where(np.isfinite(values), values, np.nan), axis=1)
+            sem = np.nanstd(values, axis=1, ddof=1) / np.sqrt(n)
+        out[label] = {
+            "epochs": epochs,
+            "tau": tau_of(params, run["lr"], run["wd"], epochs),
+            "values": values,
+            "mean": mean,
+            "sem": sem,
+        }
+    return out
+
+
+def spread(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], n_grid: int = 64) -> float:
+    """How far apart curves ``(x_i, y_i)`` lie: the root mean square, over ``n_grid`` points evenly
+    spaced on the overlap of their x ranges, of the standard deviation across curves of ``y``
+    (linear interpolation). NaN with fewer than two curves or no overlap."""
+    pairs = [(np.asarray(x, float), np.asarray(y, float)) for x, y in zip(xs, ys)]
+    pairs = [(x[np.isfinite(y)], y[np.isfinite(y)]) for x, y in pairs]
+    pairs = [(x, y) for x, y in pairs if len(x) >= 2]
+    if len(pairs) < 2:
+        return float("nan")
+    lo, hi = max(x.min() for x, _ in pairs), min(x.max() for x, _ in pairs)
+    if not hi > lo:
+        return float("nan")
+    grid = np.linspace(lo, hi, n_grid)
+    stacked = np.stack([np.interp(grid, x, y) for x, y in pairs])
+    return float(np.sqrt(np.mean(np.var(stacked, axis=0, ddof=1))))
+
+
+def collapse(params: ClockParams, runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per metric: the spread of the pairs' seed-mean curves against epochs and against tau
+    (:func:`spread`), their ratio (below 1: the curves come together when rescaled; 0: one curve),
+    and the seed noise (root mean square standard error of a seed mean), below which no spread
+    can be told from chance."""
+    out = {}
+    for metric in METRICS:
+        c = curves(params, runs, metric)
+        by_epoch = spread([v["epochs"] for v in c.values()], [v["mean"] for v in c.values()])
+        by_tau = spread([v["tau"] for v in c.values()], [v["mean"] for v in c.values()])
+        sems = np.concatenate([v["sem"] for v in c.values()])
+        noise = float(np.sqrt(np.nanmean(sems**2))) if np.isfinite(sems).any() else float("nan")
+        ratio = by_tau / by_epoch if by_epoch > 0 else float("nan")
+        out[metric] = {"spread_epochs": by_epoch, "spread_tau": by_tau, "ratio": ratio, "noise": noise}
+    return out
+
+
+def _end_means(records: list[dict]) -> dict[str, float]:
+    last = records[-1:]
+    return {m: float(np.nanmean(_metric(last, m))) for m in METRICS} | {
+        "test_acc": float(np.mean([m["test_acc"] for m in last[0]["models"]]))
+    }
+
+
+def clock_summary(
+    params: ClockParams, runs: dict[str, dict[str, Any]], recorded: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The clock's numbers: per pair its rate ratio to the paper's, epochs, end tau and end means;
+    :func:`collapse`; and, with the recorded paper-profile inflation run
+    (:func:`corelib.experiments.paper_scale.recorded_inflation`), that run's weight-decay arm at the
+    snapshot nearest each pair's end tau, on the paper's clock."""
+    pairs = {}
+    for label, run in runs.items():
+        end = run["records"][-1]["epoch"]
+        pairs[label] = {
+            "rate_ratio": _rate_ratio(run["lr"], run["wd"]),
+            "epochs": end,
+            "tau_end": float(tau_of(params, run["lr"], run["wd"], end)),
+            **_end_means(run["records"]),
+        }
+    out = {"pairs": pairs, "collapse": collapse(params, runs), "recorded": None}
+    if recorded is not None:
+        rp = recorded["params"]
+        wd_records = recorded["arms"]["wd"]
+        taus = tau_of(params, rp.lr, rp.weight_decay, modular.epochs_of(wd_records))
+        nearest = {}
+        for label, row in pairs.items():
+            i = int(np.argmin(np.abs(taus - row["tau_end"])))
+            nearest[label] = {"epoch": wd_records[i]["epoch"], "tau": float(taus[i]), **_end_means(wd_records[: i + 1])}
+        out["recorded"] = {"source": recorded["source"], "tau_end": float(taus[-1]), "at_pair_ends": nearest}
+    return out
+
+
+# ----------------------------------------------------------------------------- the window
+
+
+def window_arms(params: ClockParams, grok_epoch: int) -> dict[str, tuple[modular.ModularParams, str]]:
+    """Each arm of the window as (modular settings, arm of :func:`modular.analyse_arm`), branching
+    at ``grok_epoch`` (late removal: at the snapshot nearest ``params.late_removal``)."""
+    lr, wd = params.window_pair
+    base = pair_params(params, lr, wd, params.window_horizon)
+    wanted = epochs_for(params, lr, wd, params.late_removal)
+    snaps = [e for e in range(1, base.long_epochs) if base.stack_config("wd", base.long_epochs).is_snapshot(e)]
+    late = min((e for e in snaps if e > grok_epoch), key=lambda e: abs(e - wanted), default=None)
+    if late is None:
+        raise ValueError(
+            f"no snapshot after the grokking epoch {grok_epoch} to remove the decay late; raise window_horizon."
+        )
+    removed = replace(base, branch_epoch=grok_epoch, branch_weight_decay=0.0)
+    short, long = (max(1, round(epochs_for(params, lr, wd, t))) for t in params.anneal)
+    return {
+        "kept": (base, "wd"),
+        "removed": (removed, "no_wd"),
+        "anneal_short": (replace(removed, branch_anneal_epochs=short), "no_wd"),
+        "anneal_long": (replace(removed, branch_anneal_epochs=long), "no_wd"),
+        "removed_late": (replace(removed, branch_epoch=late), "no_wd"),
+    }
+
+
+def run_window(params: ClockParams, *, progress: bool = True) -> dict[str, Any]:
+    """Train and analyse the window's arms: ``grok_epoch``, where they branch (the first snapshot
+    of the kept run at which every model reaches ``grok_threshold``, or the snapshot nearest
+    ``window_branch``), and per arm its ``params``, ``branch`` epoch,
+    snapshot ``records`` and training ``history``."""
+    lr, wd = params.window_pair
+    base = pair_params(params, lr, wd, params.window_horizon)
+    kept = modular.analyse_arm(base, "wd", base.long_epochs, progress=progress)
+    if params.window_branch is None:
+        grok = modular.grokking_epoch(kept, params.grok_threshold)
+        if grok is None:
+            raise ValueError(
+                f"the run at lr {lr:g}, wd {wd:g} has not grokked by tau {params.window_horizon}: the window "
+                "branches at grokking; raise window_horizon (or set window_branch)."
+            )
+    else:
+        wanted = epochs_for(params, lr, wd, params.window_branch)
+        grok = min((r["epoch"] for r in kept if r["epoch"] > 0), key=lambda e: abs(e - wanted))
+    arms = {}
+    for name, (mp, arm) in window_arms(params, grok).items():
+        records = kept if arm == "wd" else modular.analyse_arm(mp, arm, mp.long_epochs, progress=progress)
+        arms[name] = {
+            "params": mp,
+            "branch": None if arm == "wd" else mp.branch_epoch,
+            "records": records,
+            "history": modular.history(mp, arm, until=mp.long_epochs),
+        }
+    return {"grok_epoch": grok, "lr": lr, "wd": wd, "arms": arms}
+
+
+def window_summary(params: ClockParams, window: dict[str, Any]) -> dict[str, Any]:
+    """Per arm at the window's end: mean core dimension, gap, modes and test accuracy, and the
+    loss spikes after the branch (collapse episodes per model, :func:`modular.collapse_summary`);
+    for the late removal also its values at the branch, to tell whether removing decay deflates."""
+    grok = window["grok_epoch"]
+    out = {"grok_epoch": grok, "tau_grok": float(tau_of(params, window["lr"], window["wd"], grok)), "arms": {}}
+    for name, arm in window["arms"].items():
+        records, end = arm["records"], arm["records"][-1]["epoch"]
+        start = arm["branch"] or grok
+        row = {"branch": arm["branch"], "end": end, **_end_means(records)}
+        row["spikes_per_model"] = modular.collapse_summary(arm["history"], start, end)["per_model"]
+        if name == "removed_late":
+            at = [r for r in window["arms"]["kept"]["records"] if r["epoch"] <= arm["branch"]]
+            row["at_branch"] = _end_means(at)
+        out["arms"][name] = row
+    return out
+
+
+# ----------------------------------------------------------------------------- what the chapter says
+
+
+def _num(x: float, digits: int = 1) -> str:
+    return "n/a" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
+
+
+def _collapse_verdict(c: dict[str, float]) -> str:
+    ratio, by_tau, noise = c["ratio"], c["spread_tau"], c["noise"]
+    if not np.isfinite(ratio):
+        return "cannot be judged (fewer than two runs that overlap)"
+    numbers = f"(spread {_num(by_tau)} against {_num(c['spread_epochs'])})"
+    if ratio < 0.5:
+        within = "within" if by_tau <= 2 * noise else "beyond"
+        return f"come together when rescaled {numbers}, {within} twice the seed noise"
+    if ratio < 1:
+        return f"come somewhat closer when rescaled {numbers}"
+    return f"do not come closer when rescaled {numbers}"
+
+
+def findings(params: ClockParams, clock: dict[str, Any], window: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chapter's findings, one statement each with its numbers (for the claims page's
+    section beyond the paper)."""
+    c = clock["collapse"]
+    out = [
+        {
+            "id": f"clock.collapse.{m}",
+            "statement": f"{name} curves of the {len(params.pairs)} (lr, wd) pairs {_collapse_verdict(c[m])}",
+            "value": c[m]["ratio"],
+        }
+        for m, name in (("core_dim", "Core-dimension"), ("gap", "Necessary-sufficient gap"), ("modes", "Mode-count"))
+    ]
+    arms = window["arms"]
+    late = arms["removed_late"]
+    out.append(
+        {
+            "id": "window.late_removal",
+            "statement": (
+                f"Removing weight decay late (epoch {late['branch']}) takes the mean core dimension from "
+                f"{_num(late['at_branch']['core_dim'])} to {_num(late['core_dim'])} at epoch {late['end']} "
+                f"(kept: {_num(arms['kept']['core_dim'])})"
+            ),
+            "value": late["core_dim"] - late["at_branch"]["core_dim"],
+        }
+    )
+    for name in ("removed", "anneal_short", "anneal_long"):
+        arm, kept = arms[name], arms["kept"]
+        statement = (
+            f"Arm '{name}': mean core dimension {_num(arm['core_dim'])} at epoch {arm['end']} "
+            f"(kept: {_num(kept['core_dim'])}), {_num(arm['modes'])} modes, test accuracy "
+            f"{_num(arm['test_acc'], 3)}, {_num(arm['spikes_per_model'], 2)} loss spikes per model"
+        )
+        out.append({"id": f"window.{name}", "statement": statement, "value": arm["core_dim"]})
+    return out
+
+
+def glue_values(params: ClockParams, clock: dict[str, Any], window: dict[str, Any]) -> dict[str, object]:
+    """Every value the chapter's prose quotes, by glue name."""
+    c = clock["collapse"]
+    values: dict[str, object] = {
+        "n_pairs": len(params.pairs),
+        "n_seeds": len(params.seeds),
+        "pairs_text": "; ".join(f"{k} (x{v['rate_ratio']:g}: {v['epochs']} epochs)" for k, v in clock["pairs"].items()),
+        "horizon": f"{params.horizon:g}",
+        "rate_span": _num(
+            max(v["rate_ratio"] for v in clock["pairs"].values())
+            / min(v["rate_ratio"] for v in clock["pairs"].values())
+        ),
+        "window_pair": _label(*params.window_pair),
+        "window_grok": window["grok_epoch"],
+        "window_tau_grok": _num(window["tau_grok"], 2),
+    }
+    for m in METRICS:
+        values[f"collapse_{m}"] = _collapse_verdict(c[m])
+        values[f"ratio_{m}"] = _num(c[m]["ratio"], 2)
+        values[f"noise_{m}"] = _num(c[m]["noise"], 2)
+    rec = clock["recorded"]
+    if rec is None:
+        values["recorded_text"] = (
+            "No recorded paper-profile run is present, so the pairs are compared only with each other."
+        )
+    else:
+        parts = []
+        for k, v in rec["at_pair_ends"].items():
+            pair = clock["pairs"][k]
+            parts.append(
+                f"{k}: core dimension {_num(pair['core_dim'])} and {_num(pair['modes'])} modes at tau "
+                f"{_num(pair['tau_end'])}; the recorded run {_num(v['core_dim'])} and {_num(v['modes'])} at "
+                f"its epoch {v['epoch']} (tau {_num(v['tau'])})"
+            )
+        values["recorded_text"] = "; ".join(parts) + f" ({rec['source']})."
+    for f in findings(params, clock, window):
+        if f["id"].startswith("window."):
+            values[f["id"].replace(".", "_")] = f["statement"]
+    return values

@@ -1,0 +1,149 @@
+"""The clock of core inflation and the interpretability window: schedules, the collapse measure, the arms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from corelib.experiments import clock, modular
+
+SMOKE = dict(
+    p=11,
+    seeds=(1, 2),
+    batch_size=32,
+    d_model=16,
+    n_heads=2,
+    d_ff=32,
+    n_jacobians=4,
+    eval_every=2,
+    pairs=((0.01, 1.0), (0.02, 1.0)),
+    horizon=0.4,
+    window_pair=(0.02, 1.0),
+    window_horizon=0.4,
+    anneal=(0.04, 0.12),
+    late_removal=0.3,
+    window_branch=0.12,
+    snapshot_unit=40,
+)
+
+
+def test_the_papers_pair_is_the_papers_run_on_its_schedule():
+    params = clock.ClockParams()
+    assert clock.steps_per_epoch(params) == 3  # 1404 training pairs in batches of 512
+    paper = clock.pair_params(params, 1e-3, 1.0)
+    assert (paper.long_epochs, paper.snapshot_every, paper.late_after, paper.snapshot_every_late) == (
+        20000,
+        100,
+        2000,
+        500,
+    )
+    # The same folder as the core-inflation chapter's run: nothing trained twice.
+    assert paper.training_identity() == modular.ModularParams().training_identity()
+    assert clock.tau_of(params, 1e-3, 1.0, 20000) == pytest.approx(60.0)
+
+
+def test_a_faster_clock_reaches_the_same_tau_in_proportionally_fewer_epochs():
+    params = clock.ClockParams()
+    fast = clock.pair_params(params, 3e-3, 2.0)  # six times the paper's lr * wd
+    assert fast.snapshot_every == 17 and fast.late_after == 340 and fast.snapshot_every_late == 85
+    assert fast.long_epochs >= 20000 / 6 and fast.long_epochs - 20000 / 6 < 85  # rounded up to a snapshot
+    assert fast.stack_config("wd", fast.long_epochs).is_snapshot(fast.long_epochs)
+    assert (fast.lr, fast.weight_decay) == (3e-3, 2.0)
+    assert clock.tau_of(params, 3e-3, 2.0, fast.long_epochs) == pytest.approx(60.0, rel=0.03)
+
+
+def test_spread_has_known_answers():
+    x = np.linspace(0, 1, 11)
+    assert clock.spread([x, x], [x, x]) == 0.0
+    assert clock.spread([x, x], [0 * x, 0 * x + 2]) == pytest.approx(np.sqrt(2.0))  # sd of (0, 2)
+    # Only the overlap of the x ranges counts: y = x on [0, 1] and on [0, 2] agree there.
+    assert clock.spread([x, 2 * x], [x, 2 * x]) == pytest.approx(0.0, abs=1e-12)
+    assert np.isnan(clock.spread([x], [x])) and np.isnan(clock.spread([x, x + 5], [x, x]))
+
+
+def _fake_run(lr: float, wd: float, epochs: np.ndarray, f, seeds: int = 3, noise: float = 0.0, seed: int = 0):
+    """Records whose core dimension is f(tau) per model (plus noise), on the paper's 3 steps per epoch."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for e in epochs:
+        models = []
+        for _ in range(seeds):
+            d = f(lr * wd * 3 * e) + noise * rng.standard_normal()
+            models.append(
+                {
+                    "core_dim": d,
+                    "necessary_rank": d,
+                    "sufficient_rank": d / 2,
+                    "modes": [1] * int(d // 4),
+                    "test_acc": 1.0,
+                }
+            )
+        records.append({"epoch": int(e), "models": models})
+    return {"lr": lr, "wd": wd, "records": records}
+
+
+def test_curves_on_one_clock_collapse_and_curves_on_another_do_not():
+    params = clock.ClockParams()
+    grow = lambda tau: 15 + 45 * (1 - np.exp(-tau / 20))  # noqa: E731
+    on_clock = {
+        "slow": _fake_run(1e-3, 1.0, np.arange(0, 20001, 500), grow),
+        "fast": _fake_run(3e-3, 2.0, np.arange(0, 3401, 85), grow),
+    }
+    c = clock.collapse(params, on_clock)["core_dim"]
+    assert c["spread_tau"] < 0.05 * c["spread_epochs"] and c["ratio"] < 0.05
+    # The same growth per epoch, whatever lr * wd: rescaling pulls the curves apart.
+    per_epoch = lambda tau, rate: grow(tau / rate * 1e-3)  # noqa: E731
+    off_clock = {
+        "slow": _fake_run(1e-3, 1.0, np.arange(0, 3401, 85), lambda t: per_epoch(t, 1e-3)),
+        "fast": _fake_run(3e-3, 2.0, np.arange(0, 3401, 85), lambda t: per_epoch(t, 6e-3)),
+    }
+    c = clock.collapse(params, off_clock)["core_dim"]
+    assert c["spread_epochs"] == pytest.approx(0.0, abs=1e-9) and c["spread_tau"] > 1.0
+    noisy = {
+        k: _fake_run(v["lr"], v["wd"], np.arange(0, 3401, 85), grow, noise=2.0, seed=i)
+        for i, (k, v) in enumerate(on_clock.items())
+    }
+    c = clock.collapse(params, noisy)["core_dim"]
+    assert 0.5 < c["noise"] < 2.0  # the standard error of a 3-seed mean of sd 2 is 1.15
+
+
+def test_window_arms_branch_where_asked_and_ramp_on_the_windows_clock():
+    params = clock.ClockParams(window_pair=(3e-3, 2.0), window_horizon=30.0)
+    arms = clock.window_arms(params, grok_epoch=153)
+    assert set(arms) == set(clock.WINDOW_ARMS)
+    assert arms["kept"][1] == "wd" and all(arm == "no_wd" for _, arm in list(arms.values())[1:])
+    removed, _ = arms["removed"]
+    assert (removed.branch_epoch, removed.branch_weight_decay, removed.branch_anneal_epochs) == (153, 0.0, 0)
+    # tau 1.5 and 6 are 500 and 2000 epochs on the paper's clock, a sixth of that here
+    assert arms["anneal_short"][0].branch_anneal_epochs == 83 and arms["anneal_long"][0].branch_anneal_epochs == 333
+    late = arms["removed_late"][0].branch_epoch
+    # tau 18 is epoch 1000 here; the snapshots there are 935 and 1020 (every 85 after 340)
+    assert late == 1020 and removed.stack_config("wd", removed.long_epochs).is_snapshot(late)
+    assert len({clock.modular._arm_dir(mp, arm) for mp, arm in arms.values()}) == len(arms)  # a folder each
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="late_removal .* must come before window_horizon"):
+        clock.ClockParams(late_removal=70.0)
+    with pytest.raises(ValueError, match=r"pairs\[1\] must be a positive number"):
+        clock.ClockParams(pairs=((1e-3, 1.0), (1e-3, 0.0)))
+    with pytest.raises(ValueError, match="distinct"):
+        clock.ClockParams(pairs=((1e-3, 1.0), (1e-3, 1.0)))
+
+
+@pytest.mark.slow
+def test_the_smoke_settings_run_end_to_end_and_resume_to_the_same_summary(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
+    params = clock.ClockParams(**SMOKE)
+    runs = clock.run_clock(params, progress=False)
+    window = clock.window_summary(params, clock.run_window(params, progress=False))
+    summary = clock.clock_summary(params, runs)
+    values = clock.glue_values(params, summary, window)
+    assert values["n_pairs"] == 2 and values["window_grok"] == window["grok_epoch"]
+    assert {f["id"] for f in clock.findings(params, summary, window)} >= {
+        "window.late_removal",
+        "clock.collapse.core_dim",
+    }
+    # A second run reads everything back: the same numbers.
+    again = clock.clock_summary(params, clock.run_clock(params, progress=False))
+    assert again["pairs"] == summary["pairs"]
