@@ -45,6 +45,8 @@ __all__ = [
     "clock_summary",
     "glue_values",
     "findings",
+    "run",
+    "RECORDED_LABEL",
 ]
 
 REFERENCE_RATE = 1e-3  # lr * wd of the paper's run
@@ -292,6 +294,8 @@ def clock_summary(
         taus = tau_of(params, rp.lr, rp.weight_decay, modular.epochs_of(wd_records))
         nearest = {}
         for label, row in pairs.items():
+            if label == RECORDED_LABEL:
+                continue
             i = int(np.argmin(np.abs(taus - row["tau_end"])))
             nearest[label] = {"epoch": wd_records[i]["epoch"], "tau": float(taus[i]), **_end_means(wd_records[: i + 1])}
         out["recorded"] = {"source": recorded["source"], "tau_end": float(taus[-1]), "at_pair_ends": nearest}
@@ -399,7 +403,7 @@ def findings(params: ClockParams, clock: dict[str, Any], window: dict[str, Any])
     out = [
         {
             "id": f"clock.collapse.{m}",
-            "statement": f"{name} curves of the {len(params.pairs)} (lr, wd) pairs {_collapse_verdict(c[m])}",
+            "statement": f"{name} curves of {len(clock['pairs'])} runs at different lr x wd {_collapse_verdict(c[m])}",
             "value": c[m]["ratio"],
         }
         for m, name in (("core_dim", "Core-dimension"), ("gap", "Necessary-sufficient gap"), ("modes", "Mode-count"))
@@ -433,6 +437,7 @@ def glue_values(params: ClockParams, clock: dict[str, Any], window: dict[str, An
     c = clock["collapse"]
     values: dict[str, object] = {
         "n_pairs": len(params.pairs),
+        "n_runs": len(clock["pairs"]),
         "n_seeds": len(params.seeds),
         "pairs_text": "; ".join(f"{k} (x{v['rate_ratio']:g}: {v['epochs']} epochs)" for k, v in clock["pairs"].items()),
         "horizon": f"{params.horizon:g}",
@@ -467,3 +472,46 @@ def glue_values(params: ClockParams, clock: dict[str, Any], window: dict[str, An
         if f["id"].startswith("window."):
             values[f["id"].replace(".", "_")] = f["statement"]
     return values
+
+
+# ----------------------------------------------------------------------------- the chapter's run
+
+RECORDED_LABEL = "recorded paper run"
+
+
+def _recorded_run(params: ClockParams, recorded: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The recorded paper-profile run's weight-decay arm as one more run of the clock, when it
+    trained these experiments' model on this task (lr and wd aside)."""
+    if recorded is None:
+        return None
+    rp = recorded["params"]
+    if any(getattr(rp, k) != v for k, v in (("p", params.p), ("seeds", params.seeds), ("d_model", params.d_model))):
+        return None
+    return {"lr": rp.lr, "wd": rp.weight_decay, "records": recorded["arms"]["wd"]}
+
+
+def run(params: ClockParams, recorded: dict[str, Any] | None = None, *, progress: bool = True) -> dict[str, Any]:
+    """Both experiments, as the chapter shows them: ``clock`` (:func:`clock_summary`, the
+    recorded run included in the collapse when it is not one of the pairs), ``curves`` (per
+    metric, per run: epochs, tau, values), ``window`` (:func:`window_summary`) and
+    ``window_curves`` (per arm: epochs and per-model core dimension, modes, test accuracy)."""
+    runs = run_clock(params, progress=progress)
+    extra = _recorded_run(params, recorded)
+    if extra is not None and (extra["lr"], extra["wd"]) not in params.pairs:
+        runs = {**runs, RECORDED_LABEL: extra}
+    window = run_window(params, progress=progress)
+    window_curves = {
+        name: {
+            "epochs": modular.epochs_of(arm["records"]),
+            "branch": arm["branch"],
+            **{m: _metric(arm["records"], m) for m in ("core_dim", "modes")},
+            "test_acc": modular.series(arm["records"], "test_acc"),
+        }
+        for name, arm in window["arms"].items()
+    }
+    return {
+        "clock": clock_summary(params, runs, recorded),
+        "curves": {m: curves(params, runs, m) for m in METRICS},
+        "window": window_summary(params, window),
+        "window_curves": window_curves,
+    }

@@ -3,6 +3,8 @@
 
 from .ace_method import *  # noqa: F401,F403
 from .ace_method import __all__ as _ace_method_all
+from .clock import *  # noqa: F401,F403
+from .clock import __all__ as _clock_all
 from .markov import *  # noqa: F401,F403
 from .markov import __all__ as _markov_all
 from .modular import *  # noqa: F401,F403
@@ -19,6 +21,7 @@ from .theory import __all__ as _theory_all
 
 __all__ = [
     *_ace_method_all,
+    *_clock_all,
     *_markov_all,
     *_modular_all,
     *_own_model_all,
