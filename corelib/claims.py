@@ -41,7 +41,10 @@ __all__ = [
     "claims_dir",
     "deviations",
     "forget_recorded",
+    "findings_dir",
+    "load_findings",
     "load_records",
+    "record_findings",
     "record",
     "status",
 ]
@@ -372,6 +375,60 @@ def record(
     folder = claims_dir(root)
     folder.mkdir(parents=True, exist_ok=True)
     save_json(folder / f"{chapter}{'' if source is None else RECORDED_SUFFIX}.json", data)
+
+
+def findings_dir(root: Path | str | None = None) -> Path:
+    """Folder of the findings beyond the paper: ``findings/`` in the results folder (or ``root``)."""
+    return Path(root) if root is not None else results_root() / "findings"
+
+
+def record_findings(
+    chapter: str,
+    findings: Iterable[Mapping[str, Any]],
+    *,
+    settings: str,
+    root: Path | str | None = None,
+) -> None:
+    """Save what ``chapter`` found beyond the paper's claims, for the claims page's own section
+    (``findings/<chapter>.json``; these are not claims of the paper and have no tolerance).
+
+    Each finding has an ``id``, a ``statement`` (one sentence with its numbers) and a ``value``
+    (a number, or None); ``settings`` says in a few words at what scale they were measured.
+    """
+    rows = []
+    for f in findings:
+        if not isinstance(f.get("id"), str) or not isinstance(f.get("statement"), str) or not f["statement"]:
+            raise ValueError(f"a finding needs an 'id' and a 'statement' (text), got {dict(f)!r}.")
+        value = f.get("value")
+        if value is not None and not isinstance(value, (int, float)):
+            raise TypeError(f"finding {f['id']!r}: value must be a number or None, got {value!r}.")
+        rows.append({"id": f["id"], "statement": f["statement"], "value": None if value is None else float(value)})
+    ids = [r["id"] for r in rows]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"finding ids must be distinct, got {ids}.")
+    data = {
+        "chapter": chapter,
+        "profile": os.environ.get("ACE_PROFILE", "interactive"),
+        "written": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "settings": str(settings),
+        "findings": rows,
+    }
+    folder = findings_dir(root)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_json(folder / f"{chapter}.json", data)
+
+
+def load_findings(root: Path | str | None = None) -> dict[str, dict]:
+    """Every chapter's findings beyond the paper, ``{chapter: data}`` (see :func:`record_findings`)."""
+    out = {}
+    for path in json_files(findings_dir(root)):
+        data = load_json(path)
+        if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
+            raise ValueError(
+                f"{path} is not a findings record of this version of corelib; rerun chapter {path.stem!r}."
+            )
+        out[path.stem] = data
+    return out
 
 
 def forget_recorded(chapter: str, root: Path | str | None = None) -> None:

@@ -219,3 +219,18 @@ def test_every_measured_claim_is_on_the_claims_page(built_book):
         if r["chapter"] != "grokking_theory"
     )
     assert all(data["profile"] == "smoke" for data in records.values())
+
+
+def test_findings_beyond_the_paper_are_kept_apart_from_the_claims(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACE_PROFILE", "book")
+    rows = [{"id": "clock.x", "statement": "Curves come together (ratio 0.2).", "value": 0.2}]
+    claims.record_findings("inflation_clock", rows, settings="reduced", root=tmp_path / "findings")
+    found = claims.load_findings(tmp_path / "findings")
+    assert found["inflation_clock"]["findings"] == rows and found["inflation_clock"]["profile"] == "book"
+    assert claims.load_records(tmp_path / "claims") == {}  # not mixed with the paper's claims
+    with pytest.raises(ValueError, match="needs an 'id' and a 'statement'"):
+        claims.record_findings("c", [{"id": "a", "statement": ""}], settings="", root=tmp_path / "f2")
+    with pytest.raises(ValueError, match="distinct"):
+        claims.record_findings("c", rows + rows, settings="", root=tmp_path / "f2")
+    with pytest.raises(TypeError, match="number or None"):
+        claims.record_findings("c", [{**rows[0], "value": "big"}], settings="", root=tmp_path / "f2")
