@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   corelib_stores_results: false
-#   corelib_inputs: [claims, run_times]
+#   corelib_inputs: [claims, findings, run_times]
 #   jupytext:
 #     formats: py:percent
 #     text_representation:
@@ -114,6 +114,24 @@ def claims_html(rows: pd.DataFrame) -> str:
 for chapter, rows in table.groupby("chapter", sort=False):
     display(HTML(f"<h3>{chapter.replace('_', ' ').capitalize()}</h3>"))
     display(HTML(claims_html(rows)))
+
+# %% [markdown]
+# ## Beyond the paper
+#
+# The paper ends with ideas it does not test. The chapter on the clock of core inflation tests
+# two of them, and what it found is listed here, apart from the paper's claims: these are this
+# book's own measurements, with no value of the paper to compare against and no tolerance. The
+# `settings` column says at what scale each was measured.
+
+# %%
+found = claims.load_findings()
+rows = [{"chapter": chapter, "finding": f["statement"],
+         "settings": data["settings"], "profile": data["profile"]}
+        for chapter, data in found.items() for f in data["findings"]]
+if rows:
+    display(pd.DataFrame(rows).style.hide(axis="index"))
+else:
+    print("No chapter of this build recorded findings beyond the paper.")
 
 # %% [markdown]
 # ## Reading the table

@@ -147,3 +147,18 @@ def test_the_smoke_settings_run_end_to_end_and_resume_to_the_same_summary(tmp_pa
     # A second run reads everything back: the same numbers.
     again = clock.clock_summary(params, clock.run_clock(params, progress=False))
     assert again["pairs"] == summary["pairs"]
+
+
+@pytest.mark.slow
+def test_every_glued_name_of_the_chapter_is_glued(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
+    text = (Path(__file__).resolve().parent.parent / "notebooks" / "inflation_clock.py").read_text()
+    used = set(re.findall(r"\{glue:text\}`([A-Za-z_0-9]+)", text)) | set(re.findall(r"```\{glue:figure\} (\w+)", text))
+    params = clock.ClockParams(**SMOKE)
+    summary = clock.run(params, progress=False)
+    values = clock.glue_values(params, summary["clock"], summary["window"])
+    assert used - {"cost", "fig_clock", "fig_window"} <= set(values), sorted(used - set(values))
+    assert {"cost", "fig_clock", "fig_window"} <= set(re.findall(r'glue\("(\w+)"', text))

@@ -9,7 +9,7 @@ import pytest
 
 from acebook.project import chapters, profile_parameters
 from acebook.runner import chapter_parameters
-from corelib.experiments import grokking_sweeps, markov, modular, sva
+from corelib.experiments import clock, grokking_sweeps, markov, modular, sva
 
 # Chapters whose parameter class states the paper's settings as its defaults.
 PAPER_CLASSES = {
@@ -18,11 +18,12 @@ PAPER_CLASSES = {
     "core_inflation": modular.ModularParams,
     "grokking_sweeps": grokking_sweeps.SweepsParams,
     "subject_verb_agreement": sva.SVAParams,
+    "inflation_clock": clock.ClockParams,  # not a paper experiment: its defaults are its full settings
 }
 
 
 def _plain(value):
-    return list(value) if isinstance(value, tuple) else value
+    return [_plain(v) for v in value] if isinstance(value, (tuple, list)) else value
 
 
 @pytest.mark.parametrize("name", chapters())

@@ -45,6 +45,7 @@ __all__ = [
     "clock_summary",
     "glue_values",
     "findings",
+    "settings_text",
     "run",
     "RECORDED_LABEL",
 ]
@@ -430,6 +431,17 @@ def findings(params: ClockParams, clock: dict[str, Any], window: dict[str, Any])
         )
         out.append({"id": f"window.{name}", "statement": statement, "value": arm["core_dim"]})
     return out
+
+
+def settings_text(params: ClockParams) -> str:
+    """At what scale the findings were measured, in a few words."""
+    full = ClockParams()
+    scale = "the full settings" if replace(params, precision=full.precision) == full else "reduced settings"
+    return (
+        f"{scale}: {len(params.pairs)} (lr, wd) pairs to tau {params.horizon:g}, the window to tau "
+        f"{params.window_horizon:g} at lr {params.window_pair[0]:g}, wd {params.window_pair[1]:g} "
+        f"(full: {len(full.pairs)} pairs, both to tau {full.horizon:g}), {len(params.seeds)} seeds"
+    )
 
 
 def glue_values(params: ClockParams, clock: dict[str, Any], window: dict[str, Any]) -> dict[str, object]:
