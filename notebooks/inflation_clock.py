@@ -55,8 +55,8 @@ n_jacobians = 64
 energy = 0.99
 grok_threshold = 0.99
 # (lr, wd) pairs; the paper's run is (1e-3, 1.0)
-pairs = [[1e-3, 1.0], [3e-3, 2.0]]
-horizon = 3.6            # tau at which the pairs' runs end (paper: 60)
+pairs = [[3e-3, 2.0]]
+horizon = 12.0           # tau at which the pairs' runs end (paper: 60)
 window_pair = [3e-3, 2.0]  # the clock of the window's arms
 window_horizon = 12.0    # tau at which the window's arms end
 anneal = [1.5, 6.0]      # tau of the ramps (paper clock: 500, 2000 ep.)
@@ -73,7 +73,6 @@ glue("cost", cost_sentence("inflation_clock"), display=False)
 
 # %%
 import matplotlib.pyplot as plt
-from myst_nb import glue
 
 from corelib import claims, plots
 from corelib.experiments import clock, paper_scale
@@ -89,7 +88,11 @@ params = clock.ClockParams.from_namespace(globals())
 # $\eta\omega$, every $100/k$ at $k$ times it), so every run is looked at the same number of
 # times per unit of $\tau$. At the paper's $(\eta, \omega)$ this is exactly the run of the
 # previous chapters, which is read back, not trained again. The recorded paper-profile run of
-# the core-inflation chapter, when present, joins the comparison with its full 20 000 epochs.
+# the core-inflation chapter, when present, joins the comparison with its full 20 000 epochs
+# ($\tau$ from 0 to 60); it then stands for the paper's $(\eta, \omega)$. The book's own build
+# trains one fast pair, six times the paper's $\eta\omega$, to $\tau = 12$ (the paper's epoch
+# 4 000, where its cores have begun to grow): without the recorded run there is nothing to
+# compare it with, and the `paper` profile runs four pairs to $\tau = 60$.
 #
 # `clock.run` trains and analyses every pair and the window's arms (the next section); it
 # returns the curves, the summaries and the measure of collapse described below.
@@ -123,9 +126,11 @@ plt.close(fig)
 #
 # **Does one clock fit?** The spread of a set of curves is the root mean square, over their
 # common range, of the standard deviation across runs of their seed means: zero when they lie on
-# one curve. Measured against epochs and against $\tau$, the ratio of the two says how much the
-# rescaling brings the runs together. The seed noise, the standard error of a three-seed mean,
-# is the floor below which no spread can be told apart from chance.
+# one curve. Each curve counts from its run's grokking snapshot on: memorisation need not
+# follow the decay's clock, and inflation comes after grokking. Measured against epochs and
+# against $\tau$, the ratio of the two spreads says how much the rescaling brings the runs
+# together. The seed noise, the standard error of a three-seed mean, is the floor below which
+# no spread can be told apart from chance.
 #
 # - Core dimension: the curves {glue:text}`collapse_core_dim` (ratio
 #   {glue:text}`ratio_core_dim`; seed noise {glue:text}`noise_core_dim`).
@@ -150,7 +155,16 @@ plt.close(fig)
 # which every model has grokked (test accuracy at least the threshold), with a fresh
 # optimizer as in the paper's arm; the late removal branches from the kept run where $\tau$
 # reaches the parameter `late_removal`. Annealing lowers the weight decay linearly to zero over
-# the parameter `anneal`, given in $\tau$ (on the paper's clock, 500 and 2 000 epochs).
+# the parameter `anneal`, given in $\tau$ (on the paper's clock, 500 and 2 000 epochs): the
+# first epoch after the branch still trains at the full decay, the last one of the ramp at a
+# small fraction of it.
+#
+# Two cautions. Once the decay is off, $\tau$ stops: what happens after a removal runs on the
+# learning rate alone, so a fast clock with a larger $\eta$ also moves faster there, and the
+# window's arms on a fast clock are not a rescaled copy of the same arms on the paper's. And
+# every branch starts with a fresh AdamW, as the paper's arm does, whose first steps move every
+# weight by about $\eta$; the kept arm has no such restart, so a spike right after a branch may
+# be the restart's, not the decay's.
 
 # %% tags=["hide-input"]
 fig = plots.figure_window(summary)
@@ -170,9 +184,11 @@ plt.close(fig)
 # - {glue:text}`window_anneal_long`.
 # - {glue:text}`window_late_removal`.
 #
-# With three models, a difference of a dimension or two between arms is within what different
-# seeds give (the seed noise of the previous section); the window would show as cores that stay
-# near their size at grokking in the annealed arms while the kept arm's grow.
+# The ranges over the three seeds, in brackets, say how far apart the arms must be before a
+# difference means anything: where they overlap, three models cannot tell the arms apart. The
+# window would show as cores that stay near their size at grokking in the annealed arms while
+# the kept arm's grow; the loss spikes are counted per model and per 1 000 epochs from the
+# branch at grokking to the end (the late removal from its own branch).
 
 # %%
 claims.record_findings(

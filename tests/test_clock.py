@@ -79,7 +79,7 @@ def _fake_run(lr: float, wd: float, epochs: np.ndarray, f, seeds: int = 3, noise
                 }
             )
         records.append({"epoch": int(e), "models": models})
-    return {"lr": lr, "wd": wd, "records": records}
+    return {"lr": lr, "wd": wd, "steps": 3, "records": records}
 
 
 def test_curves_on_one_clock_collapse_and_curves_on_another_do_not():
@@ -162,3 +162,46 @@ def test_every_glued_name_of_the_chapter_is_glued(tmp_path, monkeypatch):
     values = clock.glue_values(params, summary["clock"], summary["window"])
     assert used - {"cost", "fig_clock", "fig_window"} <= set(values), sorted(used - set(values))
     assert {"cost", "fig_clock", "fig_window"} <= set(re.findall(r'glue\("(\w+)"', text))
+
+
+def test_spreads_within_the_seed_noise_are_called_indistinguishable():
+    params = clock.ClockParams()
+    flat = {
+        "a": _fake_run(1e-3, 1.0, np.arange(0, 3401, 85), lambda t: 20.0 + 0 * t, noise=2.0, seed=1),
+        "b": _fake_run(3e-3, 2.0, np.arange(0, 3401, 85), lambda t: 20.0 + 0 * t, noise=2.0, seed=2),
+    }
+    c = clock.collapse(params, flat)["core_dim"]
+    assert max(c["spread_tau"], c["spread_epochs"]) <= 2 * c["noise"]
+    assert clock._collapse_verdict(c).startswith("cannot be told apart on either axis")
+
+
+def test_the_collapse_starts_at_each_runs_grokking():
+    params = clock.ClockParams()
+    grow = lambda tau: 15 + 45 * (1 - np.exp(-tau / 20))  # noqa: E731
+    runs = {
+        "slow": _fake_run(1e-3, 1.0, np.arange(0, 20001, 500), grow),
+        "fast": _fake_run(3e-3, 2.0, np.arange(0, 3401, 85), grow),
+    }
+    for r in runs.values():  # memorising: far from the curve, and below the accuracy threshold
+        for m in r["records"][0]["models"]:
+            m.update(core_dim=128.0, test_acc=0.1)
+    c = clock.collapse(params, runs)["core_dim"]
+    assert c["n_runs"] == 2 and c["ratio"] < 0.05
+
+
+def test_the_recorded_run_is_compared_at_the_same_tau_on_its_own_clock(recwarn):
+    params = clock.ClockParams(pairs=((3e-3, 2.0),))
+    grow = lambda tau: 15 + 45 * (1 - np.exp(-tau / 20))  # noqa: E731
+    fast = _fake_run(3e-3, 2.0, np.arange(0, 1021, 85), grow)
+    paper = _fake_run(1e-3, 1.0, np.arange(0, 20001, 500), grow)
+    paper["records"][3]["models"][0]["necessary_rank"] = np.nan  # a seed without a rank: no warning
+    recorded = {"params": modular.ModularParams(), "arms": {"wd": paper["records"]}, "source": "recorded run"}
+    runs = {"lr 0.003, wd 2": fast, clock.RECORDED_LABEL: clock._recorded_run(params, recorded)}
+    summary = clock.clock_summary(params, runs, recorded)
+    at = summary["recorded"]["at_pair_ends"]
+    assert list(at) == ["lr 0.003, wd 2"] and at["lr 0.003, wd 2"]["epoch"] == 6000  # tau 18.4 ~ epoch 6000
+    assert summary["collapse"]["core_dim"]["ratio"] < 0.05
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+    # A record of another model does not join
+    other = {**recorded, "params": modular.ModularParams(d_model=64)}
+    assert clock._recorded_run(params, other) is None

@@ -20,6 +20,7 @@ means the same on any clock (on the paper's, ``tau = 1.5`` is 500 epochs).
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -122,6 +123,7 @@ class ClockParams:
                 "window_horizon": self.window_horizon,
                 "anneal": min(self.anneal),
                 "late_removal": self.late_removal,
+                **({} if self.window_branch is None else {"window_branch": self.window_branch}),
             },
             integers={"snapshot_unit": self.snapshot_unit},
         )
@@ -142,10 +144,11 @@ class ClockParams:
         return modular.ModularParams(**{k: getattr(self, k) for k in _SHARED})
 
 
-def steps_per_epoch(params: ClockParams) -> int:
+def steps_per_epoch(params: ClockParams | modular.ModularParams) -> int:
     """Optimizer steps per epoch: the training set in batches, the last one partial."""
-    n_train = len(modular.make_data(params.base())["train"][0])
-    return -(-n_train // params.batch_size)
+    mp = params.base() if isinstance(params, ClockParams) else params
+    n_train = len(modular.make_data(mp)["train"][0])
+    return -(-n_train // mp.batch_size)
 
 
 def _rate_ratio(lr: float, wd: float) -> float:
@@ -192,12 +195,12 @@ def _label(lr: float, wd: float) -> str:
 
 def run_clock(params: ClockParams, *, progress: bool = True) -> dict[str, dict[str, Any]]:
     """Train and analyse the run of every pair to ``params.horizon``; per pair (by label) its
-    ``lr``, ``wd``, modular ``params`` and snapshot ``records`` (:func:`modular.analyse_arm`)."""
+    ``lr``, ``wd``, optimizer ``steps`` per epoch and snapshot ``records`` (:func:`modular.analyse_arm`)."""
     out = {}
     for lr, wd in params.pairs:
         mp = pair_params(params, lr, wd)
         records = modular.analyse_arm(mp, "wd", mp.long_epochs, progress=progress)
-        out[_label(lr, wd)] = {"lr": lr, "wd": wd, "params": mp, "records": records}
+        out[_label(lr, wd)] = {"lr": lr, "wd": wd, "steps": steps_per_epoch(mp), "records": records}
     return out
 
 
@@ -210,23 +213,31 @@ def _metric(records: list[dict], metric: str) -> np.ndarray:
     return modular.series(records, metric)
 
 
-def curves(params: ClockParams, runs: dict[str, dict[str, Any]], metric: str) -> dict[str, dict[str, np.ndarray]]:
-    """Per run: ``epochs``, ``tau``, the metric per seed (``values``, snapshots x seeds), its seed
-    mean (``mean``, NaN-aware) and the standard error of that mean (``sem``)."""
+def _quiet_mean_sem(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Seed mean and its standard error per snapshot, NaN where too few seeds have a value."""
+    n = np.sum(np.isfinite(values), axis=1)
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows (no rank found) give NaN
+        return np.nanmean(values, axis=1), np.nanstd(values, axis=1, ddof=1) / np.sqrt(n)
+
+
+def curves(params: ClockParams, runs: dict[str, dict[str, Any]], metric: str) -> dict[str, dict[str, Any]]:
+    """Per run: ``epochs``, ``tau`` (from the run's own lr, wd and steps per epoch), the metric per
+    seed (``values``, snapshots x seeds), its seed mean (``mean``) and the standard error of that
+    mean (``sem``), and ``grok``, the first snapshot at which every model reaches
+    ``params.grok_threshold`` (None if none does)."""
     out = {}
     for label, run in runs.items():
         values = _metric(run["records"], metric)
         epochs = modular.epochs_of(run["records"])
-        n = np.sum(np.isfinite(values), axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = np.nanmean(np.where(np.isfinite(values), values, np.nan), axis=1)
-            sem = np.nanstd(values, axis=1, ddof=1) / np.sqrt(n)
+        mean, sem = _quiet_mean_sem(values)
         out[label] = {
             "epochs": epochs,
-            "tau": tau_of(params, run["lr"], run["wd"], epochs),
+            "tau": run["lr"] * run["wd"] * run["steps"] * epochs.astype(float),
             "values": values,
             "mean": mean,
             "sem": sem,
+            "grok": modular.grokking_epoch(run["records"], params.grok_threshold),
         }
     return out
 
@@ -249,56 +260,73 @@ def spread(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], n_grid: int = 64)
 
 
 def collapse(params: ClockParams, runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per metric: the spread of the pairs' seed-mean curves against epochs and against tau
+    """Per metric: the spread of the runs' seed-mean curves against epochs and against tau
     (:func:`spread`), their ratio (below 1: the curves come together when rescaled; 0: one curve),
-    and the seed noise (root mean square standard error of a seed mean), below which no spread
-    can be told from chance."""
+    the seed noise (root mean square standard error of a seed mean), below which no spread can
+    be told from chance, and ``n_runs``, the runs compared.
+
+    Each curve is taken from its run's grokking snapshot on (runs that never grok are left out):
+    before it the models memorise, which need not follow the decay's clock, and the inflation
+    the clock is about happens after it.
+    """
     out = {}
     for metric in METRICS:
-        c = curves(params, runs, metric)
-        by_epoch = spread([v["epochs"] for v in c.values()], [v["mean"] for v in c.values()])
-        by_tau = spread([v["tau"] for v in c.values()], [v["mean"] for v in c.values()])
-        sems = np.concatenate([v["sem"] for v in c.values()])
+        kept = [v for v in curves(params, runs, metric).values() if v["grok"] is not None]
+        after = [v["epochs"] >= v["grok"] for v in kept]
+        by_epoch = spread([v["epochs"][a] for v, a in zip(kept, after)], [v["mean"][a] for v, a in zip(kept, after)])
+        by_tau = spread([v["tau"][a] for v, a in zip(kept, after)], [v["mean"][a] for v, a in zip(kept, after)])
+        sems = np.concatenate([v["sem"][a] for v, a in zip(kept, after)]) if kept else np.array([np.nan])
         noise = float(np.sqrt(np.nanmean(sems**2))) if np.isfinite(sems).any() else float("nan")
         ratio = by_tau / by_epoch if by_epoch > 0 else float("nan")
-        out[metric] = {"spread_epochs": by_epoch, "spread_tau": by_tau, "ratio": ratio, "noise": noise}
+        out[metric] = {
+            "spread_epochs": by_epoch,
+            "spread_tau": by_tau,
+            "ratio": ratio,
+            "noise": noise,
+            "n_runs": len(kept),
+        }
     return out
 
 
 def _end_means(records: list[dict]) -> dict[str, float]:
+    """Seed means at the last record, and the range over seeds of the core dimension."""
     last = records[-1:]
-    return {m: float(np.nanmean(_metric(last, m))) for m in METRICS} | {
-        "test_acc": float(np.mean([m["test_acc"] for m in last[0]["models"]]))
-    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a metric no seed has gives NaN
+        out = {m: float(np.nanmean(_metric(last, m))) for m in METRICS}
+    dims = _metric(last, "core_dim")[0]
+    out["core_dim_min"], out["core_dim_max"] = float(np.nanmin(dims)), float(np.nanmax(dims))
+    out["test_acc"] = float(np.mean([m["test_acc"] for m in last[0]["models"]]))
+    return out
 
 
 def clock_summary(
     params: ClockParams, runs: dict[str, dict[str, Any]], recorded: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The clock's numbers: per pair its rate ratio to the paper's, epochs, end tau and end means;
+    """The clock's numbers: per run its rate ratio to the paper's, epochs, end tau and end means;
     :func:`collapse`; and, with the recorded paper-profile inflation run
-    (:func:`corelib.experiments.paper_scale.recorded_inflation`), that run's weight-decay arm at the
-    snapshot nearest each pair's end tau, on the paper's clock."""
+    (:func:`corelib.experiments.paper_scale.recorded_inflation`) when it trained these models,
+    that run's weight-decay arm at the snapshot nearest each other run's end tau."""
     pairs = {}
     for label, run in runs.items():
         end = run["records"][-1]["epoch"]
         pairs[label] = {
             "rate_ratio": _rate_ratio(run["lr"], run["wd"]),
             "epochs": end,
-            "tau_end": float(tau_of(params, run["lr"], run["wd"], end)),
+            "tau_end": run["lr"] * run["wd"] * run["steps"] * end,
             **_end_means(run["records"]),
         }
     out = {"pairs": pairs, "collapse": collapse(params, runs), "recorded": None}
-    if recorded is not None:
-        rp = recorded["params"]
-        wd_records = recorded["arms"]["wd"]
-        taus = tau_of(params, rp.lr, rp.weight_decay, modular.epochs_of(wd_records))
+    reference = _recorded_run(params, recorded)
+    if reference is not None:
+        records = reference["records"]
+        taus = reference["lr"] * reference["wd"] * reference["steps"] * modular.epochs_of(records).astype(float)
         nearest = {}
         for label, row in pairs.items():
-            if label == RECORDED_LABEL:
-                continue
+            if label == RECORDED_LABEL or (runs[label]["lr"], runs[label]["wd"]) == (reference["lr"], reference["wd"]):
+                continue  # the recorded run itself, or the same run over a shorter horizon
             i = int(np.argmin(np.abs(taus - row["tau_end"])))
-            nearest[label] = {"epoch": wd_records[i]["epoch"], "tau": float(taus[i]), **_end_means(wd_records[: i + 1])}
+            nearest[label] = {"epoch": records[i]["epoch"], "tau": float(taus[i]), **_end_means(records[: i + 1])}
         out["recorded"] = {"source": recorded["source"], "tau_end": float(taus[-1]), "at_pair_ends": nearest}
     return out
 
@@ -312,6 +340,11 @@ def window_arms(params: ClockParams, grok_epoch: int) -> dict[str, tuple[modular
     lr, wd = params.window_pair
     base = pair_params(params, lr, wd, params.window_horizon)
     wanted = epochs_for(params, lr, wd, params.late_removal)
+    if wanted <= grok_epoch:
+        raise ValueError(
+            f"late_removal (tau {params.late_removal:g}, epoch {wanted:.0f}) must come after the branch at epoch "
+            f"{grok_epoch}; raise it."
+        )
     snaps = [e for e in range(1, base.long_epochs) if base.stack_config("wd", base.long_epochs).is_snapshot(e)]
     late = min((e for e in snaps if e > grok_epoch), key=lambda e: abs(e - wanted), default=None)
     if late is None:
@@ -360,9 +393,11 @@ def run_window(params: ClockParams, *, progress: bool = True) -> dict[str, Any]:
 
 
 def window_summary(params: ClockParams, window: dict[str, Any]) -> dict[str, Any]:
-    """Per arm at the window's end: mean core dimension, gap, modes and test accuracy, and the
-    loss spikes after the branch (collapse episodes per model, :func:`modular.collapse_summary`);
-    for the late removal also its values at the branch, to tell whether removing decay deflates."""
+    """Per arm at the window's end: mean core dimension (and its range over seeds), gap, modes
+    and test accuracy, and the loss spikes from the branch to the end (every arm, the kept one
+    included, counted from the common branch at grokking; the late removal from its own branch)
+    as collapse episodes per model and per 1000 epochs (:func:`modular.collapse_summary`); for the
+    late removal also the kept run's values at its branch, to tell whether removing decay deflates."""
     grok = window["grok_epoch"]
     out = {"grok_epoch": grok, "tau_grok": float(tau_of(params, window["lr"], window["wd"], grok)), "arms": {}}
     for name, arm in window["arms"].items():
@@ -370,6 +405,7 @@ def window_summary(params: ClockParams, window: dict[str, Any]) -> dict[str, Any
         start = arm["branch"] or grok
         row = {"branch": arm["branch"], "end": end, **_end_means(records)}
         row["spikes_per_model"] = modular.collapse_summary(arm["history"], start, end)["per_model"]
+        row["spikes_per_1000"] = 1000 * row["spikes_per_model"] / (end - start)
         if name == "removed_late":
             at = [r for r in window["arms"]["kept"]["records"] if r["epoch"] <= arm["branch"]]
             row["at_branch"] = _end_means(at)
@@ -387,8 +423,10 @@ def _num(x: float, digits: int = 1) -> str:
 def _collapse_verdict(c: dict[str, float]) -> str:
     ratio, by_tau, noise = c["ratio"], c["spread_tau"], c["noise"]
     if not np.isfinite(ratio):
-        return "cannot be judged (fewer than two runs that overlap)"
+        return "cannot be judged (fewer than two grokked runs that overlap)"
     numbers = f"(spread {_num(by_tau)} against {_num(c['spread_epochs'])})"
+    if max(by_tau, c["spread_epochs"]) <= 2 * noise:
+        return f"cannot be told apart on either axis {numbers}: both spreads lie within twice the seed noise"
     if ratio < 0.5:
         within = "within" if by_tau <= 2 * noise else "beyond"
         return f"come together when rescaled {numbers}, {within} twice the seed noise"
@@ -404,7 +442,7 @@ def findings(params: ClockParams, clock: dict[str, Any], window: dict[str, Any])
     out = [
         {
             "id": f"clock.collapse.{m}",
-            "statement": f"{name} curves of {len(clock['pairs'])} runs at different lr x wd {_collapse_verdict(c[m])}",
+            "statement": f"{name} curves of {c[m]['n_runs']} runs at different lr x wd {_collapse_verdict(c[m])}",
             "value": c[m]["ratio"],
         }
         for m, name in (("core_dim", "Core-dimension"), ("gap", "Necessary-sufficient gap"), ("modes", "Mode-count"))
@@ -415,9 +453,8 @@ def findings(params: ClockParams, clock: dict[str, Any], window: dict[str, Any])
         {
             "id": "window.late_removal",
             "statement": (
-                f"Removing weight decay late (epoch {late['branch']}) takes the mean core dimension from "
-                f"{_num(late['at_branch']['core_dim'])} to {_num(late['core_dim'])} at epoch {late['end']} "
-                f"(kept: {_num(arms['kept']['core_dim'])})"
+                f"Removing weight decay late (epoch {late['branch']}) takes the core dimension from "
+                f"{_dim(late['at_branch'])} to {_dim(late)} at epoch {late['end']} (kept: {_dim(arms['kept'])})"
             ),
             "value": late["core_dim"] - late["at_branch"]["core_dim"],
         }
@@ -425,12 +462,32 @@ def findings(params: ClockParams, clock: dict[str, Any], window: dict[str, Any])
     for name in ("removed", "anneal_short", "anneal_long"):
         arm, kept = arms[name], arms["kept"]
         statement = (
-            f"Arm '{name}': mean core dimension {_num(arm['core_dim'])} at epoch {arm['end']} "
-            f"(kept: {_num(kept['core_dim'])}), {_num(arm['modes'])} modes, test accuracy "
-            f"{_num(arm['test_acc'], 3)}, {_num(arm['spikes_per_model'], 2)} loss spikes per model"
+            f"Arm '{name}': core dimension {_dim(arm)} at epoch {arm['end']} (kept: {_dim(kept)}), "
+            f"{_num(arm['modes'])} modes (kept: {_num(kept['modes'])}), test accuracy {_num(arm['test_acc'], 3)}, "
+            f"{_num(arm['spikes_per_1000'], 2)} loss spikes per model and 1000 epochs "
+            f"(kept: {_num(kept['spikes_per_1000'], 2)})"
         )
         out.append({"id": f"window.{name}", "statement": statement, "value": arm["core_dim"]})
+    rec = clock["recorded"]
+    for label, at in ({} if rec is None else rec["at_pair_ends"]).items():
+        pair = clock["pairs"][label]
+        out.append(
+            {
+                "id": f"clock.reaches.{label.replace(' ', '').replace(',', '_')}",
+                "statement": (
+                    f"The run at {label} ends at tau {_num(pair['tau_end'])} with core dimension {_dim(pair)} and "
+                    f"{_num(pair['modes'])} modes; the recorded paper run at its epoch {at['epoch']} (same tau) has "
+                    f"{_dim(at)} and {_num(at['modes'])}"
+                ),
+                "value": pair["core_dim"] - at["core_dim"],
+            }
+        )
     return out
+
+
+def _dim(row: dict[str, float]) -> str:
+    """Mean core dimension with its range over seeds."""
+    return f"{_num(row['core_dim'])} (seeds {_num(row['core_dim_min'], 0)}-{_num(row['core_dim_max'], 0)})"
 
 
 def settings_text(params: ClockParams) -> str:
@@ -468,18 +525,14 @@ def glue_values(params: ClockParams, clock: dict[str, Any], window: dict[str, An
     rec = clock["recorded"]
     if rec is None:
         values["recorded_text"] = (
-            "No recorded paper-profile run is present, so the pairs are compared only with each other."
+            "No recorded paper-profile run of these models is present, so the runs are compared only with "
+            "each other, and nothing here says where the paper's run stood at the same tau."
         )
     else:
-        parts = []
-        for k, v in rec["at_pair_ends"].items():
-            pair = clock["pairs"][k]
-            parts.append(
-                f"{k}: core dimension {_num(pair['core_dim'])} and {_num(pair['modes'])} modes at tau "
-                f"{_num(pair['tau_end'])}; the recorded run {_num(v['core_dim'])} and {_num(v['modes'])} at "
-                f"its epoch {v['epoch']} (tau {_num(v['tau'])})"
-            )
-        values["recorded_text"] = "; ".join(parts) + f" ({rec['source']})."
+        reach = [f["statement"] for f in findings(params, clock, window) if f["id"].startswith("clock.reaches.")]
+        values["recorded_text"] = f"The {rec['source']} goes to tau {_num(rec['tau_end'])}. " + (
+            ". ".join(reach) + "." if reach else "No other run of this build to compare with it."
+        )
     for f in findings(params, clock, window):
         if f["id"].startswith("window."):
             values[f["id"].replace(".", "_")] = f["statement"]
@@ -497,9 +550,9 @@ def _recorded_run(params: ClockParams, recorded: dict[str, Any] | None) -> dict[
     if recorded is None:
         return None
     rp = recorded["params"]
-    if any(getattr(rp, k) != v for k, v in (("p", params.p), ("seeds", params.seeds), ("d_model", params.d_model))):
+    if any(getattr(rp, k) != getattr(params, k) for k in _SHARED if k not in ("precision", "eval_every")):
         return None
-    return {"lr": rp.lr, "wd": rp.weight_decay, "records": recorded["arms"]["wd"]}
+    return {"lr": rp.lr, "wd": rp.weight_decay, "steps": steps_per_epoch(rp), "records": recorded["arms"]["wd"]}
 
 
 def run(params: ClockParams, recorded: dict[str, Any] | None = None, *, progress: bool = True) -> dict[str, Any]:
@@ -509,8 +562,9 @@ def run(params: ClockParams, recorded: dict[str, Any] | None = None, *, progress
     ``window_curves`` (per arm: epochs and per-model core dimension, modes, test accuracy)."""
     runs = run_clock(params, progress=progress)
     extra = _recorded_run(params, recorded)
-    if extra is not None and (extra["lr"], extra["wd"]) not in params.pairs:
-        runs = {**runs, RECORDED_LABEL: extra}
+    if extra is not None:  # its full horizon: a pair at its (lr, wd) is the same run, shorter
+        runs = {label: r for label, r in runs.items() if (r["lr"], r["wd"]) != (extra["lr"], extra["wd"])}
+        runs[RECORDED_LABEL] = extra
     window = run_window(params, progress=progress)
     window_curves = {
         name: {

@@ -92,7 +92,7 @@ class ModularParams:
     lr: float = 1e-3
     weight_decay: float = 1.0
     branch_weight_decay: float = 0.0
-    branch_anneal_epochs: int = 0  # 0: the branch switches at once (the paper); else a linear ramp this long
+    branch_anneal_epochs: int = 0  # 0: switch at once (the paper); else a linear ramp from the branch epoch
     d_model: int = 128
     n_heads: int = 4
     d_ff: int = 512
