@@ -278,6 +278,8 @@ def _inputs(name: str) -> tuple[tuple, dict]:
     if name == "figure_recorded_inflation":
         (arms,), where = _inflation_inputs("figure_inflation")
         return ({"arms": arms, "params": SimpleNamespace(**where)},), {}
+    if name in ("figure_clock", "figure_window"):
+        return (_clock_inputs(),), {}
     if name == "figure_message":
         return ("No paper-scale run is recorded.",), {}
     if name in ("figure_spectra", "figure_from_data", "figure_pca"):
@@ -295,6 +297,52 @@ def _inputs(name: str) -> tuple[tuple, dict]:
     if name in theory:
         return (_theory_inputs()[theory[name]],), {}
     raise LookupError(f"no test inputs for plots.{name}: add them to tests/test_figures.py")
+
+
+def _clock_inputs() -> dict:
+    """A clock summary of two runs on one curve of tau, and five window arms, as clock.run gives them."""
+    from corelib.experiments import clock
+
+    rng = np.random.default_rng(0)
+
+    def run(lr, wd, epochs):
+        records = []
+        for e in epochs:
+            d = 15 + 45 * (1 - np.exp(-lr * wd * 3 * e / 20))
+            models = [
+                {
+                    "core_dim": d + rng.normal(),
+                    "necessary_rank": d,
+                    "sufficient_rank": 12,
+                    "modes": [1] * int(d // 3),
+                    "test_acc": 1.0,
+                }
+                for _ in range(3)
+            ]
+            records.append({"epoch": int(e), "models": models})
+        return {"lr": lr, "wd": wd, "steps": 3, "records": records}
+
+    params = clock.ClockParams()
+    runs = {
+        "recorded paper run": run(1e-3, 1.0, np.arange(0, 20001, 500)),
+        "lr 0.003, wd 2": run(3e-3, 2.0, np.arange(0, 3401, 85)),
+    }
+    epochs = np.arange(0, 3401, 85)
+    window = {
+        arm: {
+            "epochs": epochs,
+            "branch": None if arm == "kept" else 170 * (1 + k),
+            "core_dim": 15 + k + rng.normal(size=(len(epochs), 3)),
+            "modes": 5 + k + rng.normal(size=(len(epochs), 3)),
+            "test_acc": np.clip(1 - rng.random((len(epochs), 3)) / 50, 0, 1),
+        }
+        for k, arm in enumerate(clock.WINDOW_ARMS)
+    }
+    return {
+        "curves": {m: clock.curves(params, runs, m) for m in clock.METRICS},
+        "clock": clock.clock_summary(params, runs),
+        "window_curves": window,
+    }
 
 
 # --------------------------------------------------------------------------- the check
