@@ -121,8 +121,7 @@ plt.close(fig)
 # come together when rescaled.
 # ```
 #
-# The runs: {glue:text}`pairs_text`. They span a factor {glue:text}`rate_span` in
-# $\eta\omega$ and end at $\tau =$ {glue:text}`horizon`.
+# {glue:text}`runs_text`
 #
 # **Does one clock fit?** The spread of a set of curves is the root mean square, over their
 # common range, of the standard deviation across runs of their seed means: zero when they lie on

@@ -490,6 +490,22 @@ def _dim(row: dict[str, float]) -> str:
     return f"{_num(row['core_dim'])} (seeds {_num(row['core_dim_min'], 0)}-{_num(row['core_dim_max'], 0)})"
 
 
+def _runs_text(clock: dict[str, Any]) -> str:
+    """The runs compared, their lr x wd relative to the paper's, epochs and end tau."""
+    rows = clock["pairs"]
+    listed = "; ".join(
+        f"{k} ({_num(v['rate_ratio'], 0)} x the paper's lr x wd, {v['epochs']} epochs, tau {_num(v['tau_end'])})"
+        for k, v in rows.items()
+    )
+    if len(rows) < 2:
+        return (
+            f"The only run is {listed}: with nothing to compare it with, the clock is not tested here "
+            "(it needs the recorded paper run or a second pair)."
+        )
+    ratios = [v["rate_ratio"] for v in rows.values()]
+    return f"The runs: {listed}. Their lr x wd spans a factor {_num(max(ratios) / min(ratios))}."
+
+
 def settings_text(params: ClockParams) -> str:
     """At what scale the findings were measured, in a few words."""
     full = ClockParams()
@@ -508,12 +524,7 @@ def glue_values(params: ClockParams, clock: dict[str, Any], window: dict[str, An
         "n_pairs": len(params.pairs),
         "n_runs": len(clock["pairs"]),
         "n_seeds": len(params.seeds),
-        "pairs_text": "; ".join(f"{k} (x{v['rate_ratio']:g}: {v['epochs']} epochs)" for k, v in clock["pairs"].items()),
-        "horizon": f"{params.horizon:g}",
-        "rate_span": _num(
-            max(v["rate_ratio"] for v in clock["pairs"].values())
-            / min(v["rate_ratio"] for v in clock["pairs"].values())
-        ),
+        "runs_text": _runs_text(clock),
         "window_pair": _label(*params.window_pair),
         "window_grok": window["grok_epoch"],
         "window_tau_grok": _num(window["tau_grok"], 2),
