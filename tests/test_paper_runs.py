@@ -74,3 +74,23 @@ def test_sweeps_carried_in_pieces_give_the_records_of_one_run(tmp_path, monkeypa
     paper_runs.unpack("grokking_sweeps", packed)
     assert paper_runs.advance_sweeps("smoke", pieces=2) == (4, 4)
     assert _sweep_records(second) == _sweep_records(whole)
+
+
+@pytest.mark.slow
+def test_a_run_carried_in_pieces_exports_the_record_of_an_uninterrupted_one(tmp_path, monkeypatch):
+    from acebook import record
+    from corelib.recorded import load_recorded
+
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "whole"))
+    paper_runs.advance_inflation("smoke", chunk=3)
+    whole = load_recorded("core_inflation", "smoke", record.export("core_inflation", "smoke", tmp_path / "rec1").parent)
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "first"))
+    paper_runs.advance_inflation("smoke", chunk=3, pieces=2)
+    packed = paper_runs.pack("core_inflation", "smoke", dest=tmp_path / "packed")
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "second"))  # a machine without the weight snapshots
+    paper_runs.unpack("core_inflation", packed)
+    paper_runs.advance_inflation("smoke", chunk=3)
+    carried = load_recorded(
+        "core_inflation", "smoke", record.export("core_inflation", "smoke", tmp_path / "rec2").parent
+    )
+    assert carried["arms"] == whole["arms"] and carried["history"] == whole["history"]
