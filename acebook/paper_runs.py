@@ -4,6 +4,7 @@
 
     python -m acebook.paper_runs advance core_inflation --minutes 120   # train + analyse, then stop
     python -m acebook.paper_runs advance grokking_sweeps --minutes 120  # whole conditions, in order
+    python -m acebook.paper_runs advance inflation_clock --minutes 120  # the clock's runs, the window's arms
     python -m acebook.paper_runs pack core_inflation                    # what a resume needs -> in_progress/
     python -m acebook.paper_runs unpack core_inflation                  # in_progress/ -> the results root
 
@@ -29,25 +30,38 @@ import argparse
 import shutil
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from corelib.experiments import modular
+from corelib.experiments import clock, modular
 from corelib.results import MANIFEST, PROJECT_ROOT, load_json, results_root
 from corelib.sweeps import condition_dir, load_record, run_condition
 
 from .record import _inflation_params, _sweeps_params
+from .runner import chapter_parameters
 
-__all__ = ["IN_PROGRESS", "advance_inflation", "advance_sweeps", "pack", "unpack", "main"]
+__all__ = ["IN_PROGRESS", "advance_inflation", "advance_clock", "advance_sweeps", "pack", "unpack", "main"]
 
 IN_PROGRESS = PROJECT_ROOT / "in_progress"
-EXPERIMENTS = ("core_inflation", "grokking_sweeps")
+EXPERIMENTS = ("core_inflation", "inflation_clock", "grokking_sweeps")
 
 
-def _horizons(start: int, end: int, chunk: int) -> list[int]:
-    """Chunk ends after ``start`` up to ``end`` (multiples of ``chunk``, and ``end``)."""
-    ends = list(range((start // chunk + 1) * chunk, end, chunk))
-    return [h for h in ends if h > start] + [end]
+@dataclass(frozen=True)
+class _Arm:
+    """One arm of a modular-addition experiment to advance: its settings, arm name and horizon."""
+
+    params: modular.ModularParams
+    arm: str
+    horizon: int
+    label: str
+
+
+def _horizons(job: _Arm, start: int, chunk: int) -> list[int]:
+    """Chunk ends after ``start``: multiples of ``chunk`` that are snapshots of the whole run
+    (so the pieces add no snapshot an uninterrupted run would not have), and the horizon."""
+    whole = job.params.stack_config(job.arm, job.horizon)
+    ends = [h for h in range((start // chunk + 1) * chunk, job.horizon, chunk) if whole.is_snapshot(h)]
+    return [h for h in ends if h > start] + ([job.horizon] if job.horizon > start else [])
 
 
 def _trained(params: modular.ModularParams, arm: str) -> int:
@@ -56,28 +70,91 @@ def _trained(params: modular.ModularParams, arm: str) -> int:
     return max(snapshot_epochs(modular._arm_dir(params, arm)), default=0)
 
 
+def _advance(jobs: list[_Arm], chunk: int, deadline: float, pieces: int | None, started: int = 0) -> int:
+    """Train and analyse each job chunk by chunk until its horizon, the deadline or ``pieces``
+    chunks in all; returns the chunks started. ``chunk`` is in epochs at the paper's lr x wd and
+    scales with each run's clock."""
+    for job in jobs:
+        step = max(1, round(chunk * clock.REFERENCE_RATE / (job.params.lr * job.params.weight_decay)))
+        first = job.params.branch_epoch if job.arm == "no_wd" else 0
+        for h in _horizons(job, max(first, _trained(job.params, job.arm)), step):
+            if time.monotonic() > deadline or started == pieces:
+                return started
+            started += 1
+            # The same models and folders as the whole run: only the horizon differs.
+            horizon = max(h, job.params.branch_epoch)
+            piece = replace(job.params, epochs=min(job.params.epochs, horizon), long_epochs=horizon)
+            modular.analyse_arm(piece, job.arm, h)
+            print(f"{job.label}: trained and analysed to epoch {h} of {job.horizon}", flush=True)
+    return started
+
+
+def _check_limits(chunk: int, minutes: float, pieces: int | None) -> float:
+    if chunk < 1 or minutes <= 0 or (pieces is not None and pieces < 1):
+        raise SystemExit(f"--chunk and --pieces must be >= 1 and --minutes > 0; got {chunk}, {pieces}, {minutes}.")
+    return time.monotonic() + 60 * minutes
+
+
+def _inflation_jobs(profile: str) -> list[_Arm]:
+    params = _inflation_params(profile)
+    return [_Arm(params, arm, params.long_epochs, f"core_inflation {arm}") for arm in modular.ARMS]
+
+
 def advance_inflation(
     profile: str = "paper", minutes: float = 60.0, chunk: int = 500, pieces: int | None = None
 ) -> dict[str, int]:
     """Train and analyse the core-inflation arms of ``profile`` chunk by chunk until the horizon,
     or until ``minutes`` have passed or ``pieces`` chunks are done (no chunk is started after
     that); returns each arm's epoch."""
-    if chunk < 1 or minutes <= 0 or (pieces is not None and pieces < 1):
-        raise SystemExit(f"--chunk and --pieces must be >= 1 and --minutes > 0; got {chunk}, {pieces}, {minutes}.")
-    params = _inflation_params(profile)
-    deadline, started = time.monotonic() + 60 * minutes, 0
-    for arm in modular.ARMS:
-        first = params.branch_epoch if arm == "no_wd" else 0
-        for h in _horizons(max(first, _trained(params, arm)), params.long_epochs, chunk):
-            if time.monotonic() > deadline or started == pieces:
-                break
-            started += 1
-            # The same models and folders as the full run: only the horizon differs.
-            horizon = max(h, params.branch_epoch)
-            piece = replace(params, epochs=min(params.epochs, horizon), long_epochs=horizon)
-            modular.analyse_arm(piece, arm, h)
-            print(f"core_inflation {arm}: trained and analysed to epoch {h} of {params.long_epochs}", flush=True)
-    return {arm: _trained(params, arm) for arm in modular.ARMS}
+    deadline = _check_limits(chunk, minutes, pieces)
+    jobs = _inflation_jobs(profile)
+    _advance(jobs, chunk, deadline, pieces)
+    return {job.arm: _trained(job.params, job.arm) for job in jobs}
+
+
+def _clock_params(profile: str) -> clock.ClockParams:
+    return clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", profile))
+
+
+def _clock_jobs(params: clock.ClockParams) -> tuple[list[_Arm], list[int]]:
+    """The clock's runs and the window's arms known so far (the branches once the kept run has
+    grokked), and the kept run's snapshots the branches start from."""
+    jobs = [
+        _Arm(mp, "wd", mp.long_epochs, f"inflation_clock {lr:g} x {wd:g}")
+        for lr, wd in params.pairs
+        for mp in [clock.pair_params(params, lr, wd)]
+    ]
+    base = clock.window_base(params)
+    jobs.append(_Arm(base, "wd", base.long_epochs, "inflation_clock window kept"))
+    trained = _trained(base, "wd")
+    kept = (
+        modular.analyse_arm(replace(base, epochs=max(trained, 1), long_epochs=max(trained, 1)), "wd", trained)
+        if trained
+        else []
+    )
+    grok = clock.window_branch_epoch(params, kept)
+    if grok is None:
+        return jobs, []
+    arms = clock.window_arms(params, grok)
+    jobs += [
+        _Arm(mp, arm, mp.long_epochs, f"inflation_clock window {name}")
+        for name, (mp, arm) in arms.items()
+        if arm != "wd"
+    ]
+    return jobs, sorted({mp.branch_epoch for mp, arm in arms.values() if arm != "wd"})
+
+
+def advance_clock(profile: str = "paper", minutes: float = 60.0, chunk: int = 500, pieces: int | None = None) -> int:
+    """Advance the clock chapter's runs and window arms of ``profile`` as :func:`advance_inflation`
+    does (the branches start once the kept run is complete); returns the chunks run."""
+    deadline = _check_limits(chunk, minutes, pieces)
+    params, started = _clock_params(profile), 0
+    while True:
+        jobs, _ = _clock_jobs(params)
+        before = started
+        started = _advance(jobs, chunk, deadline, pieces, started)
+        if started == before or time.monotonic() > deadline or started == pieces:
+            return started
 
 
 def _sweep_plans(profile: str):
@@ -131,12 +208,16 @@ def pack(name: str, profile: str = "paper", dest: Path | None = None) -> Path:
     dest = Path(dest) if dest is not None else IN_PROGRESS / name
     if dest.exists():
         shutil.rmtree(dest)
-    if name == "core_inflation":
-        params = _inflation_params(profile)
-        for arm in modular.ARMS:
-            folder = modular._arm_dir(params, arm)
+    if name in ("core_inflation", "inflation_clock"):
+        if name == "core_inflation":
+            params = _inflation_params(profile)
+            jobs, branches = _inflation_jobs(profile), [params.branch_epoch]
+        else:
+            jobs, branches = _clock_jobs(_clock_params(profile))
+        for job in jobs:
+            folder = modular._arm_dir(job.params, job.arm)
             if (folder / "progress.json").exists():
-                _pack_arm(folder, dest / _relative(folder), [params.branch_epoch] if arm == "wd" else [])
+                _pack_arm(folder, dest / _relative(folder), branches if job.arm == "wd" else [])
     else:
         params, plans = _sweep_plans(profile)
         for cond, cfg in plans:
@@ -177,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     ad.add_argument("name", choices=EXPERIMENTS)
     ad.add_argument("--profile", default="paper")
     ad.add_argument("--minutes", type=float, default=60.0, help="start no new piece after this long")
-    ad.add_argument("--chunk", type=int, default=500, help="core_inflation: epochs per piece")
+    ad.add_argument("--chunk", type=int, default=500, help="epochs per piece at the paper's lr x wd")
     ad.add_argument("--pieces", type=int, default=None, help="stop after this many pieces")
     pa = sub.add_parser("pack", help="copy what resuming a run needs into in_progress/")
     pa.add_argument("name", choices=EXPERIMENTS)
@@ -188,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "advance":
         if args.name == "core_inflation":
             print(advance_inflation(args.profile, args.minutes, args.chunk, args.pieces))
+        elif args.name == "inflation_clock":
+            print(f"{advance_clock(args.profile, args.minutes, args.chunk, args.pieces)} pieces run")
         else:
             done, total = advance_sweeps(args.profile, args.minutes, args.pieces)
             print(f"{done} of {total} conditions complete")

@@ -10,10 +10,16 @@ from acebook import paper_runs
 from corelib.experiments import modular
 
 
-def test_horizons_end_at_chunk_multiples_and_the_end():
-    assert paper_runs._horizons(0, 1200, 500) == [500, 1000, 1200]
-    assert paper_runs._horizons(900, 2000, 500) == [1000, 1500, 2000]
-    assert paper_runs._horizons(1000, 1000, 500) == [1000]
+def test_pieces_end_on_the_whole_runs_snapshots_and_at_the_horizon():
+    params = modular.ModularParams()  # snapshots every 100 epochs to 2000, then every 500
+    job = paper_runs._Arm(params, "wd", 20000, "wd")
+    assert paper_runs._horizons(job, 0, 500)[:5] == [500, 1000, 1500, 2000, 2500]
+    assert paper_runs._horizons(job, 19000, 500) == [19500, 20000]
+    assert paper_runs._horizons(job, 20000, 500) == []
+    # 750 and 2250 are not snapshots: a piece ending there would add one the whole run lacks
+    assert paper_runs._horizons(job, 0, 750) == [1500, *range(3000, 20000, 1500), 20000]
+    short = paper_runs._Arm(params, "wd", 1234, "wd")  # a horizon between snapshots ends a piece
+    assert paper_runs._horizons(short, 1000, 500) == [1234]
 
 
 def _analyses(root, params):
@@ -94,3 +100,22 @@ def test_a_run_carried_in_pieces_exports_the_record_of_an_uninterrupted_one(tmp_
         "core_inflation", "smoke", record.export("core_inflation", "smoke", tmp_path / "rec2").parent
     )
     assert carried["arms"] == whole["arms"] and carried["history"] == whole["history"]
+
+
+@pytest.mark.slow
+def test_the_clock_chapters_runs_carried_in_pieces_give_its_uninterrupted_summary(tmp_path, monkeypatch):
+    from corelib.experiments import clock
+
+    params = paper_runs._clock_params("smoke")
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "whole"))
+    whole = clock.run(params, progress=False)
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "first"))
+    assert paper_runs.advance_clock("smoke", chunk=40, pieces=3) == 3
+    packed = paper_runs.pack("inflation_clock", "smoke", dest=tmp_path / "packed")
+    assert not list(packed.rglob("snapshots/epoch_000004.safetensors"))  # analysed snapshots stay behind
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "second"))
+    paper_runs.unpack("inflation_clock", packed)
+    paper_runs.advance_clock("smoke", chunk=40)
+    carried = clock.run(params, progress=False)
+    assert carried["clock"]["pairs"] == whole["clock"]["pairs"]
+    assert carried["window"] == whole["window"]

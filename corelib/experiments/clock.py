@@ -41,6 +41,8 @@ __all__ = [
     "spread",
     "collapse",
     "window_arms",
+    "window_base",
+    "window_branch_epoch",
     "run_window",
     "window_summary",
     "clock_summary",
@@ -338,7 +340,7 @@ def window_arms(params: ClockParams, grok_epoch: int) -> dict[str, tuple[modular
     """Each arm of the window as (modular settings, arm of :func:`modular.analyse_arm`), branching
     at ``grok_epoch`` (late removal: at the snapshot nearest ``params.late_removal``)."""
     lr, wd = params.window_pair
-    base = pair_params(params, lr, wd, params.window_horizon)
+    base = window_base(params)
     wanted = epochs_for(params, lr, wd, params.late_removal)
     if wanted <= grok_epoch:
         raise ValueError(
@@ -362,24 +364,37 @@ def window_arms(params: ClockParams, grok_epoch: int) -> dict[str, tuple[modular
     }
 
 
+def window_base(params: ClockParams) -> modular.ModularParams:
+    """The run the window's arms branch from: the window pair's, to ``window_horizon``."""
+    return pair_params(params, *params.window_pair, params.window_horizon)
+
+
+def window_branch_epoch(params: ClockParams, kept: list[dict]) -> int | None:
+    """Where the window's arms branch, given the kept run's snapshot records so far: the first
+    snapshot at which every model reaches ``grok_threshold`` (None before it), or the snapshot
+    nearest ``window_branch``."""
+    if params.window_branch is None:
+        return modular.grokking_epoch(kept, params.grok_threshold)
+    base = window_base(params)
+    cfg = base.stack_config("wd", base.long_epochs)
+    wanted = epochs_for(params, *params.window_pair, params.window_branch)
+    return min((e for e in range(1, base.long_epochs + 1) if cfg.is_snapshot(e)), key=lambda e: abs(e - wanted))
+
+
 def run_window(params: ClockParams, *, progress: bool = True) -> dict[str, Any]:
     """Train and analyse the window's arms: ``grok_epoch``, where they branch (the first snapshot
     of the kept run at which every model reaches ``grok_threshold``, or the snapshot nearest
     ``window_branch``), and per arm its ``params``, ``branch`` epoch,
     snapshot ``records`` and training ``history``."""
     lr, wd = params.window_pair
-    base = pair_params(params, lr, wd, params.window_horizon)
+    base = window_base(params)
     kept = modular.analyse_arm(base, "wd", base.long_epochs, progress=progress)
-    if params.window_branch is None:
-        grok = modular.grokking_epoch(kept, params.grok_threshold)
-        if grok is None:
-            raise ValueError(
-                f"the run at lr {lr:g}, wd {wd:g} has not grokked by tau {params.window_horizon}: the window "
-                "branches at grokking; raise window_horizon (or set window_branch)."
-            )
-    else:
-        wanted = epochs_for(params, lr, wd, params.window_branch)
-        grok = min((r["epoch"] for r in kept if r["epoch"] > 0), key=lambda e: abs(e - wanted))
+    grok = window_branch_epoch(params, kept)
+    if grok is None:
+        raise ValueError(
+            f"the run at lr {lr:g}, wd {wd:g} has not grokked by tau {params.window_horizon}: the window "
+            "branches at grokking; raise window_horizon (or set window_branch)."
+        )
     arms = {}
     for name, (mp, arm) in window_arms(params, grok).items():
         records = kept if arm == "wd" else modular.analyse_arm(mp, arm, mp.long_epochs, progress=progress)
