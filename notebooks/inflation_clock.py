@@ -158,12 +158,13 @@ plt.close(fig)
 # first epoch after the branch still trains at the full decay, the last one of the ramp at a
 # small fraction of it.
 #
-# Two cautions. Once the decay is off, $\tau$ stops: what happens after a removal runs on the
-# learning rate alone, so a fast clock with a larger $\eta$ also moves faster there, and the
-# window's arms on a fast clock are not a rescaled copy of the same arms on the paper's. And
-# every branch starts with a fresh AdamW, as the paper's arm does, whose first steps move every
-# weight by about $\eta$; the kept arm has no such restart, so a spike right after a branch may
-# be the restart's, not the decay's.
+# Every branch starts with a fresh AdamW, as the paper's arm does, and the first steps of a
+# fresh AdamW move every weight by about $\eta$ whatever its gradient. So one more arm keeps the
+# decay and only restarts the optimizer: the `restarted` arm is the control the others are
+# compared with, since the uninterrupted `kept` run has no such restart. And once the decay is
+# off, $\tau$ stops: what happens after a removal runs on the learning rate alone, so a fast
+# clock with a larger $\eta$ also moves faster there, and the window's arms on a fast clock are
+# not a rescaled copy of the same arms on the paper's.
 
 # %% tags=["hide-input"]
 fig = plots.figure_window(summary)
@@ -178,16 +179,18 @@ plt.close(fig)
 # seeds; each arm's branch is dotted in its colour.
 # ```
 #
+# - {glue:text}`window_restarted`.
 # - {glue:text}`window_removed`.
 # - {glue:text}`window_anneal_short`.
 # - {glue:text}`window_anneal_long`.
 # - {glue:text}`window_late_removal`.
 #
 # The ranges over the three seeds, in brackets, say how far apart the arms must be before a
-# difference means anything: where they overlap, three models cannot tell the arms apart. The
-# window would show as cores that stay near their size at grokking in the annealed arms while
-# the kept arm's grow; the loss spikes are counted per model and per 1 000 epochs from the
-# branch at grokking to the end (the late removal from its own branch).
+# difference means anything: only arms whose ranges do not overlap are told apart here. Read
+# that way: {glue:text}`window_verdict` The window the paper proposes would show as cores that
+# stay near their size at grokking in the annealed arms while those of the arms with decay grow.
+# The loss spikes are counted per model and per 1 000 epochs from the branch at grokking to the
+# end (the late removal from its own branch).
 
 # %%
 claims.record_findings(

@@ -114,6 +114,8 @@ def test_window_arms_branch_where_asked_and_ramp_on_the_windows_clock():
     assert arms["kept"][1] == "wd" and all(arm == "no_wd" for _, arm in list(arms.values())[1:])
     removed, _ = arms["removed"]
     assert (removed.branch_epoch, removed.branch_weight_decay, removed.branch_anneal_epochs) == (153, 0.0, 0)
+    restarted, _ = arms["restarted"]  # the control: same branch and fresh optimizer, decay kept
+    assert (restarted.branch_epoch, restarted.branch_weight_decay, restarted.branch_anneal_epochs) == (153, 2.0, 0)
     # tau 1.5 and 6 are 500 and 2000 epochs on the paper's clock, a sixth of that here
     assert arms["anneal_short"][0].branch_anneal_epochs == 83 and arms["anneal_long"][0].branch_anneal_epochs == 333
     late = arms["removed_late"][0].branch_epoch
@@ -205,3 +207,24 @@ def test_the_recorded_run_is_compared_at_the_same_tau_on_its_own_clock(recwarn):
     # A record of another model does not join
     other = {**recorded, "params": modular.ModularParams(d_model=64)}
     assert clock._recorded_run(params, other) is None
+
+
+def _arm(lo: float, hi: float) -> dict:
+    return {"core_dim": (lo + hi) / 2, "core_dim_min": lo, "core_dim_max": hi}
+
+
+def test_the_window_verdict_tells_arms_apart_only_when_their_seed_ranges_do_not_overlap():
+    arms = {
+        "kept": _arm(13, 15),
+        "restarted": _arm(14, 20),  # overlaps the kept run: not told apart
+        "removed": _arm(30, 70),  # above the control
+        "anneal_short": _arm(18, 40),  # overlaps it
+        "anneal_long": _arm(5, 10),  # below it
+        "removed_late": {**_arm(36, 52), "at_branch": _arm(9, 16)},
+    }
+    text = clock.window_verdict({"arms": arms})
+    assert "optimizer with the decay kept leaves cores not told apart from those of the uninterrupted run" in text
+    assert "removing the decay gives cores larger than the restarted arm's" in text
+    assert "the short ramp gives cores not told apart from the restarted arm's" in text
+    assert "the long ramp gives cores smaller than the restarted arm's" in text
+    assert text.endswith("After a late removal the cores grow.")

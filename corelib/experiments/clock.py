@@ -45,6 +45,7 @@ __all__ = [
     "window_branch_epoch",
     "run_window",
     "window_summary",
+    "window_verdict",
     "clock_summary",
     "glue_values",
     "findings",
@@ -54,7 +55,9 @@ __all__ = [
 ]
 
 REFERENCE_RATE = 1e-3  # lr * wd of the paper's run
-WINDOW_ARMS = ("kept", "removed", "anneal_short", "anneal_long", "removed_late")
+# "restarted" keeps the decay but branches like the others (a fresh AdamW): the control that
+# separates what the decay does from what restarting the optimizer does.
+WINDOW_ARMS = ("kept", "restarted", "removed", "anneal_short", "anneal_long", "removed_late")
 METRICS = ("core_dim", "gap", "modes")  # gap: necessary - sufficient rank
 # Settings of the modular-addition run that the clock experiment shares.
 _SHARED = (
@@ -357,6 +360,7 @@ def window_arms(params: ClockParams, grok_epoch: int) -> dict[str, tuple[modular
     short, long = (max(1, round(epochs_for(params, lr, wd, t))) for t in params.anneal)
     return {
         "kept": (base, "wd"),
+        "restarted": (replace(removed, branch_weight_decay=wd), "no_wd"),
         "removed": (removed, "no_wd"),
         "anneal_short": (replace(removed, branch_anneal_epochs=short), "no_wd"),
         "anneal_long": (replace(removed, branch_anneal_epochs=long), "no_wd"),
@@ -474,7 +478,7 @@ def findings(params: ClockParams, clock: dict[str, Any], window: dict[str, Any])
             "value": late["core_dim"] - late["at_branch"]["core_dim"],
         }
     )
-    for name in ("removed", "anneal_short", "anneal_long"):
+    for name in ("restarted", "removed", "anneal_short", "anneal_long"):
         arm, kept = arms[name], arms["kept"]
         statement = (
             f"Arm '{name}': core dimension {_dim(arm)} at epoch {arm['end']} (kept: {_dim(kept)}), "
@@ -498,6 +502,36 @@ def findings(params: ClockParams, clock: dict[str, Any], window: dict[str, Any])
             }
         )
     return out
+
+
+def _apart(a: dict[str, float], b: dict[str, float]) -> int:
+    """+1 if every seed of ``a`` has a larger core than every seed of ``b``, -1 if smaller, else 0:
+    with three seeds, only ranges that do not overlap tell two arms apart."""
+    if a["core_dim_min"] > b["core_dim_max"]:
+        return 1
+    if a["core_dim_max"] < b["core_dim_min"]:
+        return -1
+    return 0
+
+
+def window_verdict(window: dict[str, Any]) -> str:
+    """What the window's arms show about the decay after grokking, in one or two sentences."""
+    arms = window["arms"]
+    restart = arms["restarted"]
+    words = {1: "larger than", -1: "smaller than", 0: "not told apart from"}
+    parts = [
+        f"Restarting the optimizer with the decay kept leaves cores {words[_apart(restart, arms['kept'])]} "
+        "those of the uninterrupted run"
+    ]
+    for name, what in (
+        ("removed", "removing the decay"),
+        ("anneal_short", "the short ramp"),
+        ("anneal_long", "the long ramp"),
+    ):
+        parts.append(f"{what} gives cores {words[_apart(arms[name], restart)]} the restarted arm's")
+    late = arms["removed_late"]
+    change = {1: "grow", -1: "shrink", 0: "do not change measurably"}[_apart(late, late["at_branch"])]
+    return "; ".join(parts) + f". After a late removal the cores {change}."
 
 
 def _dim(row: dict[str, float]) -> str:
@@ -548,6 +582,7 @@ def glue_values(params: ClockParams, clock: dict[str, Any], window: dict[str, An
         values[f"collapse_{m}"] = _collapse_verdict(c[m])
         values[f"ratio_{m}"] = _num(c[m]["ratio"], 2)
         values[f"noise_{m}"] = _num(c[m]["noise"], 2)
+    values["window_verdict"] = window_verdict(window)
     rec = clock["recorded"]
     if rec is None:
         values["recorded_text"] = (

@@ -13,6 +13,7 @@ __all__ = ["figure_clock", "figure_window", "WINDOW_COLORS"]
 _METRIC_LABELS = {"core_dim": "core dimension", "gap": "necessary - sufficient", "modes": "rotational modes"}
 WINDOW_COLORS = {
     "kept": "black",
+    "restarted": "#8c8c8c",
     "removed": "#7b3fa0",
     "anneal_short": "#1f77b4",
     "anneal_long": "#2ca02c",
