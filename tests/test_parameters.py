@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from corelib.experiments.ace_method import AceMethodParams
 from corelib.experiments.grokking_sweeps import SweepsParams
+from corelib.experiments.grokking_theory import TheoryParams
 from corelib.experiments.markov import MarkovParams
 from corelib.experiments.modular import ModularParams
 from corelib.experiments.own_model import OwnModelParams
@@ -31,6 +33,12 @@ from corelib.models import TransformerConfig
         (lambda: SweepsParams(patience_epochs=-1), "patience_epochs must be zero or positive"),
         (lambda: MarkovParams(epochs=0), "epochs must be a whole number"),
         (lambda: MarkovParams(energy=0.0), r"energy must lie in \(0, 1\]"),
+        (lambda: AceMethodParams(rank=0), "rank must be a whole number of at least 1, got 0"),
+        (lambda: AceMethodParams(rank=20), r"rank \(20\) cannot exceed n_states \(12\)"),
+        (lambda: AceMethodParams(sim_steps=[100, 0]), r"sim_steps\[1\] must be a whole number"),
+        (lambda: TheoryParams(omega=0.0), "omega must be a positive number, got 0.0"),
+        (lambda: TheoryParams(sweep_omegas=(1.0, -1.0)), r"sweep_omegas\[1\] must be a positive number"),
+        (lambda: TheoryParams(margin_ps=(2, 17)), r"moduli must be at least 3, got \[2\]"),
         (lambda: OwnModelParams(n_phrases=0), "n_phrases must be a whole number of at least 1, got 0"),
         (lambda: OwnModelParams(n_per_number=1), "n_phrases and n_per_number must be at least 2"),
         (lambda: OwnModelParams(n_per_number=2.5), "n_per_number must be a whole number"),
@@ -50,5 +58,5 @@ def test_every_problem_is_named_at_once_with_the_fix() -> None:
 
 
 def test_the_papers_settings_pass() -> None:
-    for make in (ModularParams, SweepsParams, MarkovParams, OwnModelParams):
+    for make in (ModularParams, SweepsParams, MarkovParams, OwnModelParams, AceMethodParams, TheoryParams):
         make()

@@ -13,6 +13,7 @@ import numpy as np
 import scipy.linalg
 import torch
 
+from .._checks import check_settings
 from ..ace import Core, energy_rank, extract, from_moments, jacobians
 from ..compare import principal_angles
 from ..linear import (
@@ -68,6 +69,20 @@ class AceMethodParams:
 
     def __post_init__(self):
         object.__setattr__(self, "sim_steps", tuple(int(n) for n in self.sim_steps))
+        check_settings(
+            "AceMethodParams",
+            integers={
+                **{k: getattr(self, k) for k in ("n_states", "n_inputs", "n_outputs", "rank", "sim_repeats")},
+                **{k: getattr(self, k) for k in ("n_jacobian_samples", "pca_dim", "pca_samples")},
+                **{f"sim_steps[{i}]": n for i, n in enumerate(self.sim_steps)},
+            },
+            positive={"spectral_radius": self.spectral_radius, "pca_signal_std": self.pca_signal_std},
+            non_negative={"pca_nuisance_std": self.pca_nuisance_std},
+        )
+        if not self.sim_steps:
+            raise ValueError("AceMethodParams: sim_steps must list at least one simulation length.")
+        if self.rank > self.n_states:
+            raise ValueError(f"AceMethodParams: rank ({self.rank}) cannot exceed n_states ({self.n_states}).")
 
     @classmethod
     def from_namespace(cls, namespace: dict) -> AceMethodParams:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from corelib import claims
+from corelib._checks import check_settings
 from corelib.sweeps import PAPER_SWEEPS
 from corelib.theory import (
     fit_grok_time,
@@ -64,6 +65,23 @@ class TheoryParams:
     n_seeds: int = PAPER_SWEEPS["n_seeds"]
     noise_rel: float = 0.1
     seed: int = 0
+
+    def __post_init__(self):
+        check_settings(
+            "TheoryParams",
+            integers={"p_check_max": self.p_check_max, "p_plot_max": self.p_plot_max, "n_seeds": self.n_seeds},
+            positive={
+                "omega": self.omega,
+                "delta": self.delta,
+                "lr": self.lr,
+                "noise_rel": self.noise_rel,
+                **{f"sweep_omegas[{i}]": w for i, w in enumerate(self.sweep_omegas)},
+            },
+            non_negative={"kappa": self.kappa},
+        )
+        small = [q for q in (self.p, *self.margin_ps, *self.sweep_primes) if q < 3]
+        if small:
+            raise ValueError(f"TheoryParams: moduli must be at least 3, got {small}.")
 
     @classmethod
     def from_namespace(cls, namespace: dict) -> TheoryParams:
