@@ -46,9 +46,9 @@
 p = 53  # modulus of the mode, amplitude and margin plots (the paper's)
 omega = 1.0  # weight decay, the relaxation rate of the margin
 delta = 1.0  # margin needed to classify correctly
-kappa = 0.0435  # saturation margin per unit of modulus: m_star = kappa p
+kappa = 0.0435  # saturation margin per unit of modulus (m_star is kappa p)
 lr = 1e-3  # AdamW learning rate eta: ODE time into optimizer steps
-p_check_max = 400  # the norm identity is checked for p = 2 .. this
+p_check_max = 400  # the norm identity is checked for p from 2 to this
 margin_ps = [17, 31, 53, 101]  # moduli whose margins are drawn
 p_plot_max = 400  # largest modulus on the grokking-time plot
 sweep_primes = [31, 43, 53, 61, 79, 89, 101]  # the paper's modulus sweep

@@ -46,3 +46,18 @@ def test_the_paper_profile_restores_the_papers_settings(name: str) -> None:
     cell = chapter_parameters(name, None)
     same = [k for k, v in profile_parameters(name, "paper").items() if _plain(cell.get(k)) == _plain(v)]
     assert same == [], f"{name}: the paper profile repeats the cell's values of {same}"
+
+
+@pytest.mark.parametrize("name", chapters())
+def test_papermill_reads_every_line_of_the_parameters_cell(name: str) -> None:
+    """A line papermill cannot parse (a comment with ':' or '=' in some forms) is silently dropped:
+    the runner could then neither check nor override that parameter."""
+    import re
+    from pathlib import Path
+
+    from acebook.runner import notebook_parameters
+
+    text = (Path(__file__).resolve().parent.parent / "notebooks" / f"{name}.py").read_text()
+    cell = text.split('# %% tags=["parameters"]', 1)[1].split("# %%", 1)[0]
+    assigned = {m.group(1) for m in re.finditer(r"^([A-Za-z_]\w*)\s*=", cell, re.M)}
+    assert assigned == set(notebook_parameters(name))
