@@ -82,13 +82,23 @@ def _fake_run(lr: float, wd: float, epochs: np.ndarray, f, seeds: int = 3, noise
     return {"lr": lr, "wd": wd, "steps": 3, "records": records}
 
 
+def _grow(tau):
+    """A core that grows from 15 toward 60 on the decay's clock."""
+    return 15 + 45 * (1 - np.exp(-tau / 20))
+
+
+def _on_one_clock() -> dict:
+    """The paper's run and one at six times its lr x wd, both following _grow of tau."""
+    return {
+        "slow": _fake_run(1e-3, 1.0, np.arange(0, 20001, 500), _grow),
+        "fast": _fake_run(3e-3, 2.0, np.arange(0, 3401, 85), _grow),
+    }
+
+
 def test_curves_on_one_clock_collapse_and_curves_on_another_do_not():
     params = clock.ClockParams()
-    grow = lambda tau: 15 + 45 * (1 - np.exp(-tau / 20))  # noqa: E731
-    on_clock = {
-        "slow": _fake_run(1e-3, 1.0, np.arange(0, 20001, 500), grow),
-        "fast": _fake_run(3e-3, 2.0, np.arange(0, 3401, 85), grow),
-    }
+    grow = _grow
+    on_clock = _on_one_clock()
     c = clock.collapse(params, on_clock)["core_dim"]
     assert c["spread_tau"] < 0.05 * c["spread_epochs"] and c["ratio"] < 0.05
     # The same growth per epoch, whatever lr * wd: rescaling pulls the curves apart.
@@ -179,11 +189,7 @@ def test_spreads_within_the_seed_noise_are_called_indistinguishable():
 
 def test_the_collapse_starts_at_each_runs_grokking():
     params = clock.ClockParams()
-    grow = lambda tau: 15 + 45 * (1 - np.exp(-tau / 20))  # noqa: E731
-    runs = {
-        "slow": _fake_run(1e-3, 1.0, np.arange(0, 20001, 500), grow),
-        "fast": _fake_run(3e-3, 2.0, np.arange(0, 3401, 85), grow),
-    }
+    runs = _on_one_clock()
     for r in runs.values():  # memorising: far from the curve, and below the accuracy threshold
         for m in r["records"][0]["models"]:
             m.update(core_dim=128.0, test_acc=0.1)
@@ -193,9 +199,8 @@ def test_the_collapse_starts_at_each_runs_grokking():
 
 def test_the_recorded_run_is_compared_at_the_same_tau_on_its_own_clock(recwarn):
     params = clock.ClockParams(pairs=((3e-3, 2.0),))
-    grow = lambda tau: 15 + 45 * (1 - np.exp(-tau / 20))  # noqa: E731
-    fast = _fake_run(3e-3, 2.0, np.arange(0, 1021, 85), grow)
-    paper = _fake_run(1e-3, 1.0, np.arange(0, 20001, 500), grow)
+    fast = _fake_run(3e-3, 2.0, np.arange(0, 1021, 85), _grow)
+    paper = _fake_run(1e-3, 1.0, np.arange(0, 20001, 500), _grow)
     paper["records"][3]["models"][0]["necessary_rank"] = np.nan  # a seed without a rank: no warning
     recorded = {"params": modular.ModularParams(), "arms": {"wd": paper["records"]}, "source": "recorded run"}
     runs = {"lr 0.003, wd 2": fast, clock.RECORDED_LABEL: clock._recorded_run(params, recorded)}
