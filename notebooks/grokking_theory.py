@@ -46,7 +46,7 @@
 p = 53  # modulus of the mode, amplitude and margin plots (the paper's)
 omega = 1.0  # weight decay, the relaxation rate of the margin
 delta = 1.0  # margin needed to classify correctly
-kappa = 0.0435  # saturation margin per unit of modulus (m_star is kappa p)
+kappa = 0.0435  # saturation margin per unit of p (m_star is kappa p)
 lr = 1e-3  # AdamW learning rate eta: ODE time into optimizer steps
 p_check_max = 400  # the norm identity is checked for p from 2 to this
 margin_ps = [17, 31, 53, 101]  # moduli whose margins are drawn
