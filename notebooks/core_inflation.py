@@ -25,6 +25,10 @@
 # - the **weight decay removed** arm is a copy of the same models at epoch
 #   {glue:text}`branch_epoch`, continued with weight decay 0 and a fresh optimizer.
 #
+# The two arms differ in more than the decay: the removed arm also restarts AdamW, whose first
+# steps move every weight by about the learning rate. The next chapter adds the missing control,
+# an arm that restarts the optimizer and keeps the decay.
+#
 # The book's build trains a shorter horizon than the paper (parameter `long_epochs`) and reports
 # where the trend stands at its end; the paper's full 20 000 epochs of both arms, many hours on a
 # laptop CPU, were run once with the `paper` profile and are shown beside it, recorded. The
