@@ -35,7 +35,7 @@ from pathlib import Path
 
 from corelib.experiments import clock, modular
 from corelib.results import MANIFEST, PROJECT_ROOT, load_json, results_root
-from corelib.sweeps import condition_dir, load_record, run_condition
+from corelib.sweeps import condition_dir, condition_path, load_record, run_condition
 
 from .record import _inflation_params, _sweeps_params
 from .runner import chapter_parameters
@@ -221,7 +221,7 @@ def pack(name: str, profile: str = "paper", dest: Path | None = None) -> Path:
     else:
         params, plans = _sweep_plans(profile)
         for cond, cfg in plans:
-            folder = condition_dir(cond, cfg)
+            folder = condition_path(cond, cfg)
             if not folder.exists():
                 continue
             names = [p.name for p in folder.glob("seed_*.json")]

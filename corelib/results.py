@@ -239,6 +239,10 @@ def run_dir(kind: str, params: dict, root: Path | str | None = None) -> Path:
     folder = Path(root or results_root()) / kind / params_key(params)
     stored = folder / "params.json"
     canonical = json.loads(_canonical(params))
+    if stored.exists():  # written once, whole: no lock, so a process training this run does not block us
+        if load_json(stored) != canonical:
+            raise StoreError(f"{stored} holds different parameters than requested; delete {folder}.")
+        return folder
     with run_lock(folder, f"creating {kind} run"):
         if stored.exists():
             if load_json(stored) != canonical:

@@ -65,6 +65,7 @@ __all__ = [
     "train_condition",
     "condition_key",
     "condition_dir",
+    "condition_path",
     "record_problems",
     "load_record",
     "run_condition",
@@ -588,6 +589,11 @@ def condition_key(cond: Condition, cfg: SweepConfig) -> str:
 def condition_dir(cond: Condition, cfg: SweepConfig, root: Path | str | None = None) -> Path:
     """Folder of a condition's records (created with its ``params.json`` if new)."""
     return run_dir("sweeps", _condition_params(cond, cfg), Path(root) if root is not None else None)
+
+
+def condition_path(cond: Condition, cfg: SweepConfig, root: Path | str | None = None) -> Path:
+    """Where :func:`condition_dir` keeps a condition's records, without creating anything."""
+    return Path(root if root is not None else results_root()) / "sweeps" / params_key(_condition_params(cond, cfg))
 
 
 def _record_path(folder: Path, seed: int) -> Path:

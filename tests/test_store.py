@@ -234,3 +234,31 @@ def test_a_run_killed_at_its_last_epoch_resumes_to_the_uninterrupted_result(tmp_
     assert hist_r == hist_w and hist_r["epoch"] == list(range(1, epochs + 1))
     assert all(torch.equal(resumed.params[k], whole.params[k]) for k in whole.params)
     assert snapshot_epochs(run) == snapshot_epochs(tmp_path / "whole")
+
+
+def test_an_existing_run_folder_is_found_while_another_process_holds_its_lock(tmp_path):
+    """A process training a run holds its lock for hours; finding the folder must not wait for it."""
+    import threading
+
+    from corelib.results import run_dir, run_lock
+
+    folder = run_dir("kind", {"a": 1}, tmp_path)
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with run_lock(folder, "training"):
+            held.set()
+            release.wait(30)
+
+    worker = threading.Thread(target=hold)
+    worker.start()
+    try:
+        held.wait(10)
+        found: list = []
+        finder = threading.Thread(target=lambda: found.append(run_dir("kind", {"a": 1}, tmp_path)))
+        finder.start()
+        finder.join(3)
+        assert found == [folder]  # found while the lock is still held
+    finally:
+        release.set()
+        worker.join()
