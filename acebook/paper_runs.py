@@ -196,7 +196,10 @@ def _pack_arm(folder: Path, dest: Path, keep_snapshots: list[int]) -> None:
     kept = [f"epoch_{e:06d}.safetensors" for e in keep_snapshots if e in progress["snapshots"]]
     _copy(folder / "snapshots", dest / "snapshots", [MANIFEST, *kept])
     for analysis in folder.glob("analysis_*"):
-        shutil.copytree(analysis, dest / analysis.name, dirs_exist_ok=True)
+        shutil.copytree(analysis, dest / analysis.name, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*.lock"))
+    run_root, dest_root = folder.parent, dest.parent  # the run's parameters, shared by its arms
+    if not (dest_root / "params.json").exists():
+        _copy(run_root, dest_root, [MANIFEST, "params.json"])
 
 
 def _relative(folder: Path) -> Path:
@@ -224,10 +227,10 @@ def pack(name: str, profile: str = "paper", dest: Path | None = None) -> Path:
             folder = condition_path(cond, cfg)
             if not folder.exists():
                 continue
-            names = [p.name for p in folder.glob("seed_*.json")]
+            names = ["params.json", *(p.name for p in folder.glob("seed_*.json"))]
             if (folder / "checkpoint.json").exists():  # the unfinished seeds of a condition
                 names += ["checkpoint.json", load_json(folder / "checkpoint.json")["tensors"]]
-            if names:
+            if len(names) > 1:
                 _copy(folder, dest / _relative(folder), [MANIFEST, *names])
     print(f"packed {name} ({profile}) into {dest}")
     return dest
