@@ -14,6 +14,7 @@ project root::
 
     python benchmarks/bf16_fidelity.py                     # the paper's condition, 12 seeds
     python benchmarks/bf16_fidelity.py --seeds 3 --omega 3 # quicker, fewer seeds
+    python benchmarks/bf16_fidelity.py --model modular     # the modular chapters' 2-layer model, 1200 epochs
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from corelib.experiments import modular  # noqa: E402
 from corelib.experiments.grokking_sweeps import SweepsParams  # noqa: E402
+from corelib.experiments.modular import ModularParams  # noqa: E402
 from corelib.sweeps import Condition, run_condition  # noqa: E402
 
 QUANTITIES = ("t_mem", "t_gen", "delay")
@@ -63,8 +66,37 @@ def compare(fp32: list[dict], bf16: list[dict]) -> dict[str, dict]:
     return out
 
 
+def _first_epoch(epochs: list[int], values: list, threshold: float) -> int | None:
+    """The first epoch whose value (None: not measured) reaches ``threshold``."""
+    return next((e for e, v in zip(epochs, values) if v is not None and v >= threshold), None)
+
+
+def modular_records(n_seeds: int, epochs: int, precision: str) -> list[dict]:
+    """Memorisation and grokking epochs of the modular-addition chapters' 2-layer models (seeds
+    1031, 1032, ...; the first three are the paper's), trained with weight decay to ``epochs``."""
+    params = replace(ModularParams(), seeds=tuple(range(1031, 1031 + n_seeds)), precision=precision)
+    modular.train_arm(params, "wd", epochs)
+    hist = modular.history(params, "wd", until=epochs)
+    out = []
+    for i, seed in enumerate(params.seeds):
+        train = [row[i] for row in hist["train_acc"]]
+        test = [None if row is None else row[i] for row in hist["test_acc"]]
+        t_mem = _first_epoch(hist["epoch"], train, params.grok_threshold)
+        t_gen = _first_epoch(hist["epoch"], test, params.grok_threshold)
+        delay = None if None in (t_mem, t_gen) else t_gen - t_mem
+        out.append({"seed": seed, "t_mem": t_mem, "t_gen": t_gen, "delay": delay, "stopped_at": epochs})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--model",
+        choices=("sweeps", "modular"),
+        default="sweeps",
+        help="the sweeps' 1-layer model on one condition, or the modular chapters' 2-layer model (in epochs)",
+    )
+    ap.add_argument("--epochs", type=int, default=1200, help="--model modular: epochs of training")
     ap.add_argument("--seeds", type=int, default=12, help="models per precision (seeds 42, 43, ...)")
     ap.add_argument("--p", type=int, default=53, help="modulus")
     ap.add_argument("--omega", type=float, default=1.0, help="weight decay")
@@ -74,16 +106,23 @@ def main() -> None:
         ap.error(f"--seeds must be at least 2 for a two-sample test, got {args.seeds}")
     params = SweepsParams(n_seeds=args.seeds)
     cond = Condition(p=args.p, weight_decay=args.omega, batch_size=args.batch or None)
-    print(f"condition {cond.label()}, seeds {params.seeds[0]}..{params.seeds[-1]}")
+    if args.model == "modular":
+        print(f"the modular chapters' model, {args.seeds} seeds, {args.epochs} epochs (times in epochs)")
+    else:
+        print(f"condition {cond.label()}, seeds {params.seeds[0]}..{params.seeds[-1]} (times in steps)")
     records = {}
     for precision in ("fp32", "bf16"):
-        cfg = replace(params.config(params.omega_max_epochs), precision=precision)
         t0 = time.perf_counter()
-        records[precision] = run_condition(cond, params.seeds, cfg, progress=True)
+        if args.model == "modular":
+            records[precision] = modular_records(args.seeds, args.epochs, precision)
+        else:
+            cfg = replace(params.config(params.omega_max_epochs), precision=precision)
+            records[precision] = run_condition(cond, params.seeds, cfg, progress=True)
         elapsed = time.perf_counter() - t0
         steps = sum(r["stopped_at"] for r in records[precision])
-        rate = f"{steps / elapsed:.1f} seed-steps/s" if elapsed > 5 else "read back from the store"
-        print(f"{precision}: {steps} seed-steps in {elapsed:.1f} s ({rate})")
+        unit = "seed-epochs" if args.model == "modular" else "seed-steps"
+        rate = f"{steps / elapsed:.1f} {unit}/s" if elapsed > 5 else "read back from the store"
+        print(f"{precision}: {steps} {unit} in {elapsed:.1f} s ({rate})")
     result = compare(records["fp32"], records["bf16"])
     for q, r in result.items():
         if "U" not in r:

@@ -189,6 +189,13 @@ def test_bf16_fidelity_compares_samples_by_cliffs_delta_consistent_with_mann_whi
     assert out["t_gen"] == {"n_bf16": 0, "n_fp32": 4}  # no test without values
 
 
+def test_bf16_fidelity_reads_the_first_epoch_at_a_threshold_skipping_unmeasured_ones():
+    from bf16_fidelity import _first_epoch
+
+    assert _first_epoch([10, 20, 30, 40], [0.5, None, 0.995, 1.0], 0.99) == 30
+    assert _first_epoch([10, 20], [None, 0.9], 0.99) is None
+
+
 @pytest.mark.slow
 def test_rank_scan_benchmark_prints_its_speed_up():
     run = subprocess.run(
