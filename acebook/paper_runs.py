@@ -34,7 +34,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from corelib.experiments import clock, modular
-from corelib.results import MANIFEST, PROJECT_ROOT, load_json, results_root
+from corelib.results import (
+    MANIFEST,
+    PROJECT_ROOT,
+    StoreError,
+    copy_file,
+    load_json,
+    results_root,
+    save_json,
+    stored_files,
+)
 from corelib.sweeps import condition_dir, condition_path, load_record, run_condition
 
 from .record import _inflation_params, _sweeps_params
@@ -57,17 +66,30 @@ class _Arm:
 
 
 def _horizons(job: _Arm, start: int, chunk: int) -> list[int]:
-    """Chunk ends after ``start``: multiples of ``chunk`` that are snapshots of the whole run
-    (so the pieces add no snapshot an uninterrupted run would not have), and the horizon."""
+    """Piece ends after ``start``: for each multiple of ``chunk``, the first snapshot of the whole
+    run at or after it (so the pieces add no snapshot an uninterrupted run would not have), and
+    the horizon."""
     whole = job.params.stack_config(job.arm, job.horizon)
-    ends = [h for h in range((start // chunk + 1) * chunk, job.horizon, chunk) if whole.is_snapshot(h)]
-    return [h for h in ends if h > start] + ([job.horizon] if job.horizon > start else [])
+    ends = set()
+    for k in range(start // chunk + 1, job.horizon // chunk + 1):
+        e = k * chunk
+        while e < job.horizon and not whole.is_snapshot(e):
+            e += 1
+        if start < e < job.horizon:
+            ends.add(e)
+    return sorted(ends) + ([job.horizon] if job.horizon > start else [])
 
 
 def _trained(params: modular.ModularParams, arm: str) -> int:
     from corelib.engine import snapshot_epochs
 
     return max(snapshot_epochs(modular._arm_dir(params, arm)), default=0)
+
+
+def _piece(params: modular.ModularParams, epochs: int) -> modular.ModularParams:
+    """The same models and folders as the whole run, with the horizon ``epochs``."""
+    horizon = max(epochs, params.branch_epoch)
+    return replace(params, epochs=min(params.epochs, horizon), long_epochs=horizon)
 
 
 def _advance(jobs: list[_Arm], chunk: int, deadline: float, pieces: int | None, started: int = 0) -> int:
@@ -77,14 +99,14 @@ def _advance(jobs: list[_Arm], chunk: int, deadline: float, pieces: int | None, 
     for job in jobs:
         step = max(1, round(chunk * clock.REFERENCE_RATE / (job.params.lr * job.params.weight_decay)))
         first = job.params.branch_epoch if job.arm == "no_wd" else 0
-        for h in _horizons(job, max(first, _trained(job.params, job.arm)), step):
+        trained = _trained(job.params, job.arm)
+        if trained > first:  # a piece killed between training and analysing: finish its analyses
+            modular.analyse_arm(_piece(job.params, trained), job.arm, trained)
+        for h in _horizons(job, max(first, trained), step):
             if time.monotonic() > deadline or started == pieces:
                 return started
             started += 1
-            # The same models and folders as the whole run: only the horizon differs.
-            horizon = max(h, job.params.branch_epoch)
-            piece = replace(job.params, epochs=min(job.params.epochs, horizon), long_epochs=horizon)
-            modular.analyse_arm(piece, job.arm, h)
+            modular.analyse_arm(_piece(job.params, h), job.arm, h)
             print(f"{job.label}: trained and analysed to epoch {h} of {job.horizon}", flush=True)
     return started
 
@@ -184,33 +206,59 @@ def advance_sweeps(profile: str = "paper", minutes: float = 60.0, pieces: int | 
 
 
 def _copy(src: Path, dst: Path, names: list[str]) -> None:
-    dst.mkdir(parents=True, exist_ok=True)
     for name in names:
-        shutil.copy2(src / name, dst / name)
+        copy_file(src / name, dst / name)
 
 
-def _pack_arm(folder: Path, dest: Path, keep_snapshots: list[int]) -> None:
-    progress = load_json(folder / "progress.json")
-    state = progress["state"]
-    _copy(folder, dest, [MANIFEST, "run.json", "progress.json", f"{state}.json", f"{state}.safetensors"])
-    kept = [f"epoch_{e:06d}.safetensors" for e in keep_snapshots if e in progress["snapshots"]]
-    _copy(folder / "snapshots", dest / "snapshots", [MANIFEST, *kept])
+def _unanalysed(job: _Arm, snapshots: list[int]) -> list[int]:
+    """Snapshots without their analysis (a piece killed between training and analysing)."""
+    return [e for e in snapshots if not modular._analysis_path(job.params, job.arm, e).exists()]
+
+
+def _pack_arm(job: _Arm, dest: Path, keep_snapshots: list[int]) -> None:
+    folder = modular._arm_dir(job.params, job.arm)
+    for attempt in range(3):  # a training process may commit a new state while we copy
+        progress = load_json(folder / "progress.json")
+        state = progress["state"]
+        try:
+            _copy(folder, dest, ["run.json", f"{state}.json", f"{state}.safetensors"])
+            break
+        except StoreError:
+            if attempt == 2:
+                raise
+    snapshots = sorted(set(keep_snapshots) & set(progress["snapshots"]) | set(_unanalysed(job, progress["snapshots"])))
+    _copy(folder / "snapshots", dest / "snapshots", [f"epoch_{e:06d}.safetensors" for e in snapshots])
     for analysis in folder.glob("analysis_*"):
-        shutil.copytree(analysis, dest / analysis.name, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*.lock"))
-    run_root, dest_root = folder.parent, dest.parent  # the run's parameters, shared by its arms
-    if not (dest_root / "params.json").exists():
-        _copy(run_root, dest_root, [MANIFEST, "params.json"])
+        _copy(analysis, dest / analysis.name, stored_files(analysis))
+    if not (dest.parent / "params.json").exists():  # the run's parameters, shared by its arms
+        _copy(folder.parent, dest.parent, ["params.json"])
+    save_json(dest / "progress.json", progress)  # last: it names the state copied above
 
 
 def _relative(folder: Path) -> Path:
     return folder.relative_to(results_root())
 
 
+def _packed_epochs(dest: Path) -> dict[str, int]:
+    """Per packed arm or sweep condition (relative folder), how far the pack at ``dest`` got."""
+    out = {}
+    for path in dest.rglob("progress.json"):
+        out[str(path.parent.relative_to(dest))] = load_json(path)["epoch"]
+    for path in dest.rglob("checkpoint.json"):
+        out[str(path.parent.relative_to(dest))] = load_json(path)["epoch"]
+    for folder in {p.parent for p in dest.rglob("seed_*.json")}:
+        out[str(folder.relative_to(dest)) + " records"] = len(list(folder.glob("seed_*.json")))
+    return out
+
+
 def pack(name: str, profile: str = "paper", dest: Path | None = None) -> Path:
-    """Copy what resuming ``name``'s ``profile`` run needs into ``dest`` (``in_progress/<name>``)."""
+    """Copy what resuming ``name``'s ``profile`` run needs into ``dest`` (``in_progress/<name>``).
+
+    Refuses to replace a pack that got further than the results root (unpack it first)."""
     dest = Path(dest) if dest is not None else IN_PROGRESS / name
-    if dest.exists():
-        shutil.rmtree(dest)
+    fresh = dest.with_name(dest.name + ".new")
+    if fresh.exists():
+        shutil.rmtree(fresh)
     if name in ("core_inflation", "inflation_clock"):
         if name == "core_inflation":
             params = _inflation_params(profile)
@@ -220,25 +268,47 @@ def pack(name: str, profile: str = "paper", dest: Path | None = None) -> Path:
         for job in jobs:
             folder = modular._arm_dir(job.params, job.arm)
             if (folder / "progress.json").exists():
-                _pack_arm(folder, dest / _relative(folder), branches if job.arm == "wd" else [])
+                _pack_arm(job, fresh / _relative(folder), branches if job.arm == "wd" else [])
     else:
         params, plans = _sweep_plans(profile)
         for cond, cfg in plans:
             folder = condition_path(cond, cfg)
             if not folder.exists():
                 continue
-            names = ["params.json", *(p.name for p in folder.glob("seed_*.json"))]
+            names = [p.name for p in folder.glob("seed_*.json")]
             if (folder / "checkpoint.json").exists():  # the unfinished seeds of a condition
-                names += ["checkpoint.json", load_json(folder / "checkpoint.json")["tensors"]]
-            if len(names) > 1:
-                _copy(folder, dest / _relative(folder), [MANIFEST, *names])
+                names += [load_json(folder / "checkpoint.json")["tensors"], "checkpoint.json"]
+            if names:
+                _copy(folder, fresh / _relative(folder), ["params.json", *names])
+    if dest.exists():
+        old, new = _packed_epochs(dest), _packed_epochs(fresh) if fresh.exists() else {}
+        behind = [k for k, v in old.items() if new.get(k, -1) < v]
+        if behind:
+            shutil.rmtree(fresh, ignore_errors=True)
+            raise SystemExit(
+                f"the pack in {dest} is further along than the results root for {behind[:3]}: unpack it first "
+                f"(`python -m acebook.paper_runs unpack {name}`), then advance and pack again."
+            )
+        shutil.rmtree(dest)
+    if fresh.exists():
+        fresh.rename(dest)
     print(f"packed {name} ({profile}) into {dest}")
     return dest
 
 
+_POINTERS = ("progress.json", "checkpoint.json")  # name the other files of their folder: copied last
+
+
+def _epoch(path: Path) -> int:
+    return load_json(path)["epoch"] if path.exists() else -1
+
+
 def unpack(name: str, src: Path | None = None) -> Path:
-    """Copy a packed run from ``src`` (``in_progress/<name>``) under the results root. A folder
-    already present there is left alone (it holds this run too, perhaps further on)."""
+    """Copy a packed run from ``src`` (``in_progress/<name>``) under the results root, merging
+    with what is there: files missing there are copied (snapshots, analyses and records never
+    change), and a packed state (``progress.json`` and its state files, a sweep checkpoint)
+    replaces the present one only when it is further on. The files a state names are copied
+    before the state itself, so an interrupted unpack is completed by running it again."""
     src = Path(src) if src is not None else IN_PROGRESS / name
     if not src.is_dir():
         raise SystemExit(f"nothing packed at {src}; pack a run first (`python -m acebook.paper_runs pack {name}`).")
@@ -246,10 +316,12 @@ def unpack(name: str, src: Path | None = None) -> Path:
     for manifest in sorted(src.rglob(MANIFEST)):
         folder = manifest.parent
         target = root / folder.relative_to(src)
-        if (target / MANIFEST).exists():
-            print(f"kept {target}: already present (delete it to take the packed copy)")
-            continue
-        _copy(folder, target, sorted(p.name for p in folder.iterdir() if p.is_file()))
+        names = stored_files(folder)
+        pointers = [n for n in _POINTERS if n in names]
+        newer = any(_epoch(folder / n) > _epoch(target / n) for n in pointers)
+        # With a newer state, its files replace the present ones; otherwise only missing files come.
+        wanted = [n for n in names if n not in pointers and (newer or not (target / n).exists())]
+        _copy(folder, target, wanted + (pointers if newer else []))
     print(f"unpacked {src} into {root}")
     return root
 

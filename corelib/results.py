@@ -38,6 +38,7 @@ __all__ = [
     "save_tensors",
     "load_tensors",
     "remove",
+    "copy_file",
     "stored_files",
     "json_files",
     "compute_once",
@@ -168,6 +169,13 @@ def _fetch(path: Path) -> bytes:
     if _sha256(data) not in files[path.name]:
         raise StoreError(f"{path} is damaged or was edited (SHA-256 mismatch with its manifest); {_FIX}.")
     return data
+
+
+def copy_file(src: Path | str, dst: Path | str) -> None:
+    """Copy a stored file into another store folder: read verified against its manifest (under
+    that folder's lock, so a writer cannot swap it mid-read), written atomically and recorded in
+    the destination's manifest (other files there are left as they are)."""
+    _store(Path(dst), _fetch(Path(src)))
 
 
 def save_json(path: Path | str, obj: Any) -> None:

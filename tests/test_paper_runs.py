@@ -16,8 +16,11 @@ def test_pieces_end_on_the_whole_runs_snapshots_and_at_the_horizon():
     assert paper_runs._horizons(job, 0, 500)[:5] == [500, 1000, 1500, 2000, 2500]
     assert paper_runs._horizons(job, 19000, 500) == [19500, 20000]
     assert paper_runs._horizons(job, 20000, 500) == []
-    # 750 and 2250 are not snapshots: a piece ending there would add one the whole run lacks
-    assert paper_runs._horizons(job, 0, 750) == [1500, *range(3000, 20000, 1500), 20000]
+    # 750 and 2250 are not snapshots (a piece ending there would add one the whole run lacks):
+    # each piece ends at the first snapshot at or after a multiple of the chunk
+    ends = paper_runs._horizons(job, 0, 750)
+    assert ends[:6] == [800, 1500, 2500, 3000, 4000, 4500] and ends[-1] == 20000
+    assert len(ends) == 27 and all(params.stack_config("wd", 20000).is_snapshot(e) for e in ends)
     short = paper_runs._Arm(params, "wd", 1234, "wd")  # a horizon between snapshots ends a piece
     assert paper_runs._horizons(short, 1000, 500) == [1234]
 
@@ -51,12 +54,45 @@ def test_pieces_packed_and_unpacked_give_the_uninterrupted_run(tmp_path, monkeyp
     assert _analyses(second, params) == expected
 
 
-def test_unpack_keeps_a_folder_already_present(tmp_path, monkeypatch, capsys):
+def _state_epoch(params, arm) -> int:
+    return json.loads((modular._arm_dir(params, arm) / "progress.json").read_text())["epoch"]
+
+
+def test_unpack_merges_keeping_the_state_that_is_further_on(tmp_path, monkeypatch):
+    params = paper_runs._inflation_params("smoke")
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "run"))
-    paper_runs.advance_inflation("smoke", minutes=60, chunk=4)
+    paper_runs.advance_inflation("smoke", chunk=2, pieces=1)
+    early = paper_runs.pack("core_inflation", "smoke", dest=tmp_path / "early")
+    paper_runs.advance_inflation("smoke", chunk=2)
+    late = paper_runs.pack("core_inflation", "smoke", dest=tmp_path / "late")
+    paper_runs.unpack("core_inflation", early)  # onto a root further on: nothing goes back
+    assert _state_epoch(params, "wd") == params.long_epochs
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "fresh"))
+    paper_runs.unpack("core_inflation", early)
+    assert _state_epoch(params, "wd") == 2
+    paper_runs.unpack("core_inflation", late)  # further on: its state replaces the early one
+    assert _state_epoch(params, "wd") == params.long_epochs
+    for arm in modular.ARMS:  # and everything reads back verified
+        assert modular.analyse_arm(params, arm, params.long_epochs, progress=False)
+    # a pack never replaces one that got further than the results root
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "other"))
+    paper_runs.advance_inflation("smoke", chunk=2, pieces=1)
+    with pytest.raises(SystemExit, match="further along than the results root"):
+        paper_runs.pack("core_inflation", "smoke", dest=late)
+
+
+def test_a_piece_killed_between_training_and_analysis_is_carried_and_finished(tmp_path, monkeypatch):
+    params = paper_runs._inflation_params("smoke")
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "whole"))
+    expected = {arm: modular.analyse_arm(params, arm, params.long_epochs, progress=False) for arm in modular.ARMS}
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "killed"))
+    modular.train_arm(paper_runs._piece(params, 4), "wd", 4, progress=False)  # trained, not analysed
     packed = paper_runs.pack("core_inflation", "smoke", dest=tmp_path / "packed")
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "resumed"))
     paper_runs.unpack("core_inflation", packed)
-    assert "already present" in capsys.readouterr().out
+    paper_runs.advance_inflation("smoke", chunk=2)
+    got = {arm: modular.analyse_arm(params, arm, params.long_epochs, progress=False) for arm in modular.ARMS}
+    assert got == expected
 
 
 def test_unpack_without_a_pack_names_the_fix(tmp_path):
@@ -88,7 +124,9 @@ def test_a_run_carried_in_pieces_exports_the_record_of_an_uninterrupted_one(tmp_
     from corelib.recorded import load_recorded
 
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "whole"))
-    paper_runs.advance_inflation("smoke", chunk=3)
+    params = paper_runs._inflation_params("smoke")
+    for arm in modular.ARMS:  # uninterrupted
+        modular.analyse_arm(params, arm, params.long_epochs, progress=False)
     whole = load_recorded("core_inflation", "smoke", record.export("core_inflation", "smoke", tmp_path / "rec1").parent)
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "first"))
     paper_runs.advance_inflation("smoke", chunk=3, pieces=2)
@@ -119,3 +157,15 @@ def test_the_clock_chapters_runs_carried_in_pieces_give_its_uninterrupted_summar
     carried = clock.run(params, progress=False)
     assert carried["clock"]["pairs"] == whole["clock"]["pairs"]
     assert carried["window"] == whole["window"]
+
+
+def test_a_fast_clock_is_advanced_in_many_pieces_too():
+    from corelib.experiments import clock
+
+    params = clock.ClockParams()
+    for lr, wd in params.pairs:
+        mp = clock.pair_params(params, lr, wd)
+        step = round(500 * clock.REFERENCE_RATE / (lr * wd))  # as _advance scales the chunk
+        ends = paper_runs._horizons(paper_runs._Arm(mp, "wd", mp.long_epochs, "x"), 0, step)
+        assert len(ends) >= 30 and ends[-1] == mp.long_epochs, (lr, wd, ends[:5])
+        assert all(mp.stack_config("wd", mp.long_epochs).is_snapshot(e) for e in ends)
