@@ -189,8 +189,9 @@ def _sweep_plans(profile: str):
 def advance_sweeps(profile: str = "paper", minutes: float = 60.0, pieces: int | None = None) -> tuple[int, int]:
     """Run the sweep conditions of ``profile`` one at a time until all are done, or ``minutes``
     have passed or ``pieces`` conditions were run; returns (conditions complete, conditions in all)."""
+    deadline = _check_limits(1, minutes, pieces)
     params, plans = _sweep_plans(profile)
-    deadline, started, done = time.monotonic() + 60 * minutes, 0, 0
+    started, done = 0, 0
     for cond, cfg in plans:
         folder = condition_dir(cond, cfg)
         if all(load_record(folder, cond, cfg, s) is not None for s in params.seeds):

@@ -559,7 +559,9 @@ def extract_from_model(
         core = accs[h].core(rank=rank, energy=energy, eps=eps)
         meta = {
             "model": _model_name(model),
-            "data": _inputs_fingerprint(tensors),
+            "data": _inputs_fingerprint(
+                {**tensors, **({"positions": positions} if isinstance(positions, torch.Tensor) else {})}
+            ),
             "hook": h,
             "positions": positions if isinstance(positions, str) else "per example",
             "n_examples": n,
