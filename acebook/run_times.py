@@ -20,7 +20,7 @@ from corelib.claims import claims_dir
 from corelib.recorded import recorded_root
 from corelib.results import json_files, load_json, results_root, save_json
 
-from .project import RunnerError, chapters, project_root
+from .project import RunnerError, chapters, profile_parameters, project_root
 
 __all__ = [
     "CODE_DIGITS",
@@ -192,6 +192,8 @@ def cost_sentence(chapter: str, folder: str | os.PathLike | None = None) -> str:
         )
     where = f"{book.get('threads', '?')} CPU threads ({machine.get('cpu', 'a CPU')})"
     text = f"With the book's settings this chapter takes about {_duration(book['seconds'])} on {where}"
+    if paper is None and profile_parameters(chapter, "paper") == profile_parameters(chapter, "book"):
+        return text + "; they are also the paper's settings."
     if paper is None:
         return text + "; the paper's settings (`--profile paper`) have not been timed there."
     return text + f", and about {_duration(paper['seconds'])} with the paper's settings (`--profile paper`)."

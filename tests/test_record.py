@@ -141,6 +141,9 @@ def test_chapter_costs_are_recorded_per_profile_and_told_at_the_top_of_a_chapter
     assert text.startswith("With the book's settings this chapter takes about 6 minutes on ")
     assert "CPU threads" in text and text.endswith("have not been timed there.")
     assert run_times.cost_sentence("markov_chain", rec).startswith("Its cost has not been measured yet")
+    run_times.record_run_time("markov_chain", "book", 120.0, computed=True)
+    record.export_costs("book", rec)  # the paper profile sets nothing else for this chapter
+    assert run_times.cost_sentence("markov_chain", rec).endswith("they are also the paper's settings.")
     run_times.record_run_time("modular_addition", "paper", 4.2 * 3600, computed=True)
     record.export_costs("paper", rec)  # adds the paper profile, keeps the book's
     text = run_times.cost_sentence("modular_addition", rec)
