@@ -406,3 +406,10 @@ def test_an_interrupted_condition_resumes_from_its_checkpoint_to_the_same_record
     assert {r["seed"]: r for r in resumed} == {s: reference[s] for s in missing}
     assert stored == reference
     assert not list(tmp_path.glob("checkpoint*"))  # removed once the condition is done
+
+
+def test_condition_path_names_the_folder_without_creating_it(tmp_path):
+    cfg, cond = SweepConfig(**TINY), Condition(p=11, weight_decay=1.0, batch_size=None)
+    path = sweeps.condition_path(cond, cfg, tmp_path)
+    assert not path.exists()
+    assert sweeps.condition_dir(cond, cfg, tmp_path) == path and (path / "params.json").exists()
