@@ -221,8 +221,10 @@ def _pack_arm(job: _Arm, dest: Path, keep_snapshots: list[int]) -> None:
     for attempt in range(3):  # a training process may commit a new state while we copy
         progress = load_json(folder / "progress.json")
         state = progress["state"]
+        # A finished arm is only read (its history), never trained further: no weights needed.
+        weights = [] if progress["epoch"] >= job.horizon else [f"{state}.safetensors"]
         try:
-            _copy(folder, dest, ["run.json", f"{state}.json", f"{state}.safetensors"])
+            _copy(folder, dest, ["run.json", f"{state}.json", *weights])
             break
         except StoreError:
             if attempt == 2:
@@ -234,6 +236,11 @@ def _pack_arm(job: _Arm, dest: Path, keep_snapshots: list[int]) -> None:
     if not (dest.parent / "params.json").exists():  # the run's parameters, shared by its arms
         _copy(folder.parent, dest.parent, ["params.json"])
     save_json(dest / "progress.json", progress)  # last: it names the state copied above
+
+
+def _has_state(job: _Arm) -> bool:
+    path = modular._arm_dir(job.params, job.arm) / "progress.json"
+    return path.exists() and load_json(path)["state"] is not None
 
 
 def _relative(folder: Path) -> Path:
@@ -266,10 +273,13 @@ def pack(name: str, profile: str = "paper", dest: Path | None = None) -> Path:
             jobs, branches = _inflation_jobs(profile), [params.branch_epoch]
         else:
             jobs, branches = _clock_jobs(_clock_params(profile))
+        # A branch snapshot is needed only until every arm starting from it has a state of its own.
+        waiting = {j.params.branch_epoch for j in jobs if j.arm == "no_wd" and not _has_state(j)}
         for job in jobs:
             folder = modular._arm_dir(job.params, job.arm)
             if (folder / "progress.json").exists():
-                _pack_arm(job, fresh / _relative(folder), branches if job.arm == "wd" else [])
+                keep = [e for e in branches if e in waiting] if job.arm == "wd" else []
+                _pack_arm(job, fresh / _relative(folder), keep)
     else:
         params, plans = _sweep_plans(profile)
         for cond, cfg in plans:
