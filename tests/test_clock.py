@@ -7,24 +7,12 @@ import pytest
 
 from corelib.experiments import clock, modular
 
-SMOKE = dict(
-    p=11,
-    seeds=(1, 2),
-    batch_size=32,
-    d_model=16,
-    n_heads=2,
-    d_ff=32,
-    n_jacobians=4,
-    eval_every=2,
-    pairs=((0.01, 1.0), (0.02, 1.0)),
-    horizon=0.4,
-    window_pair=(0.02, 1.0),
-    window_horizon=0.4,
-    anneal=(0.04, 0.12),
-    late_removal=0.3,
-    window_branch=0.12,
-    snapshot_unit=40,
-)
+
+def _smoke() -> clock.ClockParams:
+    """The chapter's smoke settings: a tiny model on two fast clocks."""
+    from acebook.runner import chapter_parameters
+
+    return clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "smoke"))
 
 
 def test_the_papers_pair_is_the_papers_run_on_its_schedule():
@@ -146,7 +134,7 @@ def test_bad_settings_are_refused():
 @pytest.mark.slow
 def test_the_smoke_settings_run_end_to_end_and_resume_to_the_same_summary(tmp_path, monkeypatch):
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
-    params = clock.ClockParams(**SMOKE)
+    params = _smoke()
     runs = clock.run_clock(params, progress=False)
     window = clock.window_summary(params, clock.run_window(params, progress=False))
     summary = clock.clock_summary(params, runs)
@@ -169,7 +157,7 @@ def test_every_glued_name_of_the_chapter_is_glued(tmp_path, monkeypatch):
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
     text = (Path(__file__).resolve().parent.parent / "notebooks" / "inflation_clock.py").read_text()
     used = set(re.findall(r"\{glue:text\}`([A-Za-z_0-9]+)", text)) | set(re.findall(r"```\{glue:figure\} (\w+)", text))
-    params = clock.ClockParams(**SMOKE)
+    params = _smoke()
     summary = clock.run(params, progress=False)
     values = clock.glue_values(params, summary["clock"], summary["window"])
     assert used - {"cost", "fig_clock", "fig_window"} <= set(values), sorted(used - set(values))
