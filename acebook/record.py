@@ -6,6 +6,8 @@
     python -m acebook.record export grokking_sweeps
     python -m acebook.record verify core_inflation --epochs 1000
     python -m acebook.record verify grokking_sweeps --condition "p=53 wd=1 B=512" --seeds 2
+    python -m acebook.record export inflation_clock --profile book
+    python -m acebook.record verify inflation_clock --profile book --epochs 204
 
 ``export`` reads the finished run from the results root (``ACE_RESULTS_DIR``); it refuses a run
 that has not reached the profile's horizon. ``verify`` recomputes the sample from scratch in a
@@ -30,7 +32,7 @@ from typing import Any
 import torch
 
 from corelib.engine import snapshot_epochs, training_seconds
-from corelib.experiments import modular
+from corelib.experiments import clock, modular
 from corelib.experiments.grokking_sweeps import SweepsParams
 from corelib.recorded import compare_values, provenance, recorded_path
 from corelib.results import save_json
@@ -194,10 +196,63 @@ def _verify_grokking_sweeps(record: dict, label: str, n_seeds: int, tolerance: f
     return compare_values([kept.get(s) for s in seeds], fresh, tolerance, cond.label())
 
 
+# ---------------------------------------------------------------- the clock of core inflation
+
+
+def _clock_params(profile: str) -> clock.ClockParams:
+    return clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", profile))
+
+
+def _unfinished(mp: modular.ModularParams, arm: str) -> int | None:
+    """The epoch an arm stands at when it has not reached its horizon (None when it has)."""
+    done = snapshot_epochs(modular._arm_dir(mp, arm))
+    return None if done and max(done) >= mp.long_epochs else max(done, default=0)
+
+
+def _export_inflation_clock(profile: str, folder: Path) -> dict:
+    params = _clock_params(profile)
+    finish = f"finish it with `python -m acebook.runner run inflation_clock --profile {profile}`."
+    runs = [(clock.pair_label(lr, wd), clock.pair_params(params, lr, wd), "wd") for lr, wd in params.pairs]
+    for label, mp, arm in [*runs, ("the window's kept run", clock.window_base(params), "wd")]:
+        at = _unfinished(mp, arm)
+        if at is not None:
+            raise SystemExit(f"{label} of the {profile}-profile run is at epoch {at} of {mp.long_epochs}; {finish}")
+    base = clock.window_base(params)
+    grok = clock.window_branch_epoch(params, modular.analyse_arm(base, "wd", base.long_epochs))
+    arms = clock.window_arms(params, grok) if grok is not None else {}
+    for name, (mp, arm) in arms.items():
+        at = _unfinished(mp, arm)
+        if at is not None:
+            raise SystemExit(f"the window's arm {name!r} of the {profile}-profile run is at epoch {at}; {finish}")
+    kept = clock.compact(clock.run_clock(params), clock.run_window(params))
+    save_json(folder / "runs.json", kept["runs"])
+    save_json(folder / "window.json", kept["window"])
+    dirs = {label: modular._arm_dir(mp, arm) for label, mp, arm in runs}
+    dirs |= {f"window {name}": modular._arm_dir(mp, arm) for name, (mp, arm) in arms.items()}
+    return {
+        "params": asdict(params),
+        "precision": params.precision,
+        "training_seconds": {k: training_seconds(d) for k, d in dirs.items()},
+        "rederive": f"python -m acebook.record verify inflation_clock{_profile_flag(profile)} --epochs {grok}",
+    }
+
+
+def _verify_inflation_clock(record: dict, epochs: int, tolerance: float) -> list[str]:
+    params = clock.ClockParams(**record["provenance"]["params"])
+    snapshots = [r["epoch"] for r in record["window"]["arms"]["kept"]["records"]]
+    if epochs not in snapshots:
+        raise SystemExit(f"--epochs must be a recorded snapshot of the kept run, e.g. {snapshots[:5]}; got {epochs}.")
+    return clock.record_agreement(params, record, epochs, tolerance=tolerance)["differences"]
+
+
 # ---------------------------------------------------------------- shared
 
 
-_EXPORTERS = {"core_inflation": _export_core_inflation, "grokking_sweeps": _export_grokking_sweeps}
+_EXPORTERS = {
+    "core_inflation": _export_core_inflation,
+    "grokking_sweeps": _export_grokking_sweeps,
+    "inflation_clock": _export_inflation_clock,
+}
 
 
 def export(name: str, profile: str = "paper", root: Path | str | None = None) -> Path:
@@ -251,6 +306,8 @@ def verify(
     with _fresh_results_root():
         if name == "core_inflation":
             return _verify_core_inflation(record, epochs, tolerance)
+        if name == "inflation_clock":
+            return _verify_inflation_clock(record, epochs, tolerance)
         return _verify_grokking_sweeps(record, condition, seeds, tolerance)
 
 
@@ -289,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     ve = sub.add_parser("verify", help="re-derive a sample of a record and compare")
     ve.add_argument("name", choices=sorted(_EXPORTERS))
     ve.add_argument("--profile", default="paper")
-    ve.add_argument("--epochs", type=int, default=1000, help="core_inflation: epochs of the sample")
+    ve.add_argument("--epochs", type=int, default=1000, help="core_inflation, inflation_clock: epochs of the sample")
     ve.add_argument("--condition", default="p=53 wd=1 B=512", help="grokking_sweeps: the condition's label")
     ve.add_argument("--seeds", type=int, default=2, help="grokking_sweeps: the first n seeds")
     ve.add_argument("--tolerance", type=float, default=1e-6, help="absolute tolerance for floats")

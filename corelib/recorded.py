@@ -11,7 +11,10 @@ A recorded folder holds ``provenance.json`` and the results of one experiment:
 
 - ``core_inflation``: ``arms.json`` (per-snapshot analysis records of both arms, without the
   fitted operators) and ``history.json`` (per-epoch training history of both arms);
-- ``grokking_sweeps``: ``records.json`` (one record per condition and seed, for both sweeps).
+- ``grokking_sweeps``: ``records.json`` (one record per condition and seed, for both sweeps);
+- ``inflation_clock``: ``runs.json`` (per (lr, wd) pair, its snapshot records) and ``window.json``
+  (the branch epoch and, per arm, its snapshot records and training history). Its ``book``
+  profile is recorded too: the chapter's full experiment takes longer than the book's time.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ def recorded_root() -> Path:
 _PARTS = {
     "core_inflation": ("arms", "history"),
     "grokking_sweeps": ("records",),
+    "inflation_clock": ("runs", "window"),
 }
 
 

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 from pandas.testing import assert_frame_equal
 
@@ -148,3 +149,54 @@ def test_chapter_costs_are_recorded_per_profile_and_told_at_the_top_of_a_chapter
     record.export_costs("paper", rec)  # adds the paper profile, keeps the book's
     text = run_times.cost_sentence("modular_addition", rec)
     assert "about 6 minutes" in text and text.endswith("about 4.2 hours with the paper's settings (`--profile paper`).")
+
+
+@pytest.mark.slow
+def test_the_clock_experiment_is_exported_shown_from_the_record_and_re_derived(results):
+    from corelib.experiments import clock
+
+    params = clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "smoke"))
+    rec_root = results / "recorded"
+    with pytest.raises(SystemExit, match="of the smoke-profile run is at epoch 0"):
+        record.export("inflation_clock", "smoke", rec_root)
+    computed = clock.run(params, progress=False)
+    folder = record.export("inflation_clock", "smoke", rec_root)
+    prov = load_recorded("inflation_clock", "smoke", rec_root)["provenance"]
+    assert prov["params"]["pairs"] == [list(p) for p in params.pairs] and prov["precision"] == "fp32"
+    assert set(prov["training_seconds"]) >= {"window removed", clock.pair_label(*params.pairs[0])}
+    # Found only for exactly these settings.
+    shown = paper_scale.recorded_clock(params, rec_root, ("paper", "book", "smoke"))
+    assert shown["source"].startswith("recorded smoke-profile run (commit ")
+    assert paper_scale.recorded_clock(params, rec_root) is None  # no paper or book record here
+    other = clock.ClockParams.from_namespace({**chapter_parameters("inflation_clock", "smoke"), "seeds": [7, 8]})
+    assert paper_scale.recorded_clock(other, rec_root, ("smoke",)) is None
+    # The chapter shows the record as it shows its own run, after re-deriving a piece of it.
+    epochs = shown["window"]["arms"]["kept"]["records"][1]["epoch"]
+    from_record = clock.run(params, record=shown, check_epochs=epochs, progress=False)
+    assert from_record["record"]["agreement"] == {"epochs": epochs, "n_snapshots": 2, "differences": []}  # epoch 0 too
+    for key in ("clock", "curves", "window", "window_curves"):
+        np.testing.assert_equal(from_record[key], computed[key], err_msg=key)  # NaN equals NaN here
+    values = clock.glue_values(params, from_record["clock"], from_record["window"], from_record["record"])
+    plain = clock.glue_values(params, computed["clock"], computed["window"])
+    assert values["record_text"] != plain["record_text"] == clock.record_text(None)
+    assert {k: v for k, v in values.items() if k != "record_text"} == {
+        k: v for k, v in plain.items() if k != "record_text"
+    }
+    assert "every analysed number agrees with the record" in values["record_text"]
+    with pytest.raises(ValueError, match="check_epochs must be 0 .check nothing. or a number of epochs"):
+        clock.run(params, record=shown, check_epochs=-1, progress=False)
+    unchecked = clock.run(params, record=shown, check_epochs=0, progress=False)["record"]
+    assert "re-derived none of it" in clock.record_text(unchecked)
+    assert record.verify("inflation_clock", "smoke", epochs=epochs, root=rec_root) == []
+    # A record that differs from what the code computes is reported.
+    window = load_recorded("inflation_clock", "smoke", rec_root)["window"]
+    window["arms"]["kept"]["records"][0]["models"][1]["core_dim"] += 2
+    save_json(folder / "window.json", window)
+    problems = record.verify("inflation_clock", "smoke", epochs=epochs, root=rec_root)
+    assert problems == [
+        f"kept[0].models[1].core_dim: recorded {window['arms']['kept']['records'][0]['models'][1]['core_dim']}, "
+        f"re-derived {window['arms']['kept']['records'][0]['models'][1]['core_dim'] - 2}"
+    ]
+    changed = paper_scale.recorded_clock(params, rec_root, ("smoke",))
+    text = clock.record_text(clock.run(params, record=changed, check_epochs=epochs, progress=False)["record"])
+    assert "1 analysed numbers differ from the record (the first: kept[0].models[1].core_dim" in text

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .._checks import check_settings
+from ..recorded import compare_values
 from . import modular
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "ClockParams",
     "steps_per_epoch",
     "pair_params",
+    "pair_label",
     "run_clock",
     "curves",
     "spread",
@@ -50,6 +52,10 @@ __all__ = [
     "glue_values",
     "findings",
     "settings_text",
+    "record_text",
+    "compact",
+    "record_agreement",
+    "summarise",
     "run",
     "RECORDED_LABEL",
 ]
@@ -194,7 +200,8 @@ def pair_params(params: ClockParams, lr: float, wd: float, horizon: float | None
     )
 
 
-def _label(lr: float, wd: float) -> str:
+def pair_label(lr: float, wd: float) -> str:
+    """How the chapter names the run of one (lr, wd) pair."""
     return f"lr {lr:g}, wd {wd:g}"
 
 
@@ -205,7 +212,7 @@ def run_clock(params: ClockParams, *, progress: bool = True) -> dict[str, dict[s
     for lr, wd in params.pairs:
         mp = pair_params(params, lr, wd)
         records = modular.analyse_arm(mp, "wd", mp.long_epochs, progress=progress)
-        out[_label(lr, wd)] = {"lr": lr, "wd": wd, "steps": steps_per_epoch(mp), "records": records}
+        out[pair_label(lr, wd)] = {"lr": lr, "wd": wd, "steps": steps_per_epoch(mp), "records": records}
     return out
 
 
@@ -555,26 +562,53 @@ def _runs_text(clock: dict[str, Any]) -> str:
     return f"The runs: {listed}. Their lr x wd spans a factor {_num(max(ratios) / min(ratios))}."
 
 
-def settings_text(params: ClockParams) -> str:
-    """At what scale the findings were measured, in a few words."""
+def settings_text(params: ClockParams, record: dict[str, Any] | None = None) -> str:
+    """At what scale the findings were measured, in a few words (and from which record, if any)."""
     full = ClockParams()
     scale = "the full settings" if replace(params, precision=full.precision) == full else "reduced settings"
-    return (
+    text = (
         f"{scale}: {len(params.pairs)} (lr, wd) pairs to tau {params.horizon:g}, the window to tau "
         f"{params.window_horizon:g} at lr {params.window_pair[0]:g}, wd {params.window_pair[1]:g} "
         f"(full: {len(full.pairs)} pairs, both to tau {full.horizon:g}), {len(params.seeds)} seeds"
     )
+    return text if record is None else f"{text}; read from the {record['source']}"
 
 
-def glue_values(params: ClockParams, clock: dict[str, Any], window: dict[str, Any]) -> dict[str, object]:
-    """Every value the chapter's prose quotes, by glue name."""
+def record_text(record: dict[str, Any] | None) -> str:
+    """Where the runs shown come from: this build, or a record and how much of it this build re-derived."""
+    if record is None:
+        return "This build trained and analysed every run and arm shown here."
+    agree = record["agreement"]
+    head = (
+        f"The runs and arms shown are the {record['source']} of exactly these settings, which takes longer than "
+        "the book's time allows."
+    )
+    if not agree["n_snapshots"]:
+        return head + " This build re-derived none of it (check_epochs is 0)."
+    done = (
+        f" This build trained the run the window branches from again up to epoch {agree['epochs']} and analysed "
+        f"its {agree['n_snapshots']} snapshots there"
+    )
+    if not agree["differences"]:
+        return head + done + ": every analysed number agrees with the record."
+    return (
+        head + done + f": {len(agree['differences'])} analysed numbers differ from the record (the first: "
+        f"{agree['differences'][0]}), which float rounding on another machine or code version can cause at a threshold."
+    )
+
+
+def glue_values(
+    params: ClockParams, clock: dict[str, Any], window: dict[str, Any], record: dict[str, Any] | None = None
+) -> dict[str, object]:
+    """Every value the chapter's prose quotes, by glue name (``record``: :func:`run`'s)."""
     c = clock["collapse"]
     values: dict[str, object] = {
+        "record_text": record_text(record),
         "n_pairs": len(params.pairs),
         "n_runs": len(clock["pairs"]),
         "n_seeds": len(params.seeds),
         "runs_text": _runs_text(clock),
-        "window_pair": _label(*params.window_pair),
+        "window_pair": pair_label(*params.window_pair),
         "window_grok": window["grok_epoch"],
         "window_tau_grok": _num(window["tau_grok"], 2),
     }
@@ -616,17 +650,66 @@ def _recorded_run(params: ClockParams, recorded: dict[str, Any] | None) -> dict[
     return {"lr": rp.lr, "wd": rp.weight_decay, "steps": steps_per_epoch(rp), "records": recorded["arms"]["wd"]}
 
 
-def run(params: ClockParams, recorded: dict[str, Any] | None = None, *, progress: bool = True) -> dict[str, Any]:
-    """Both experiments, as the chapter shows them: ``clock`` (:func:`clock_summary`, the
-    recorded run included in the collapse when it is not one of the pairs), ``curves`` (per
-    metric, per run: epochs, tau, values), ``window`` (:func:`window_summary`) and
-    ``window_curves`` (per arm: epochs and per-model core dimension, modes, test accuracy)."""
-    runs = run_clock(params, progress=progress)
+def _without_operators(records: list[dict]) -> list[dict]:
+    return [{**r, "models": [{k: v for k, v in m.items() if k != "operator"} for m in r["models"]]} for r in records]
+
+
+def compact(runs: dict[str, dict[str, Any]], window: dict[str, Any]) -> dict[str, Any]:
+    """What a record keeps of a computed experiment (:func:`run_clock`, :func:`run_window`): plain
+    JSON, the snapshot records without their fitted operators (no summary here reads them)."""
+    return {
+        "runs": {
+            label: {"lr": r["lr"], "wd": r["wd"], "steps": r["steps"], "records": _without_operators(r["records"])}
+            for label, r in runs.items()
+        },
+        "window": {
+            "grok_epoch": window["grok_epoch"],
+            "lr": window["lr"],
+            "wd": window["wd"],
+            "arms": {
+                name: {
+                    "branch": arm["branch"],
+                    "records": _without_operators(arm["records"]),
+                    "history": arm["history"],
+                }
+                for name, arm in window["arms"].items()
+            },
+        },
+    }
+
+
+def record_agreement(
+    params: ClockParams, record: dict[str, Any], epochs: int, *, tolerance: float = 1e-6, progress: bool = True
+) -> dict[str, Any]:
+    """Re-derive the first ``epochs`` epochs of a record's kept run (the run the window branches
+    from) and compare its snapshots with the record's: ``epochs`` (the last snapshot re-derived),
+    ``n_snapshots`` and ``differences`` (as :func:`corelib.recorded.compare_values` words them:
+    integers exactly, floats within ``tolerance``). ``epochs`` 0 checks nothing."""
+    if epochs < 0:
+        raise ValueError(f"check_epochs must be 0 (check nothing) or a number of epochs; got {epochs}.")
+    shared = [r for r in record["window"]["arms"]["kept"]["records"] if r["epoch"] <= epochs] if epochs else []
+    if not shared:
+        return {"epochs": 0, "n_snapshots": 0, "differences": []}
+    until = shared[-1]["epoch"]
+    fresh = _without_operators(modular.analyse_arm(window_base(params), "wd", until, progress=progress))
+    return {
+        "epochs": until,
+        "n_snapshots": len(shared),
+        "differences": compare_values(shared, fresh, tolerance, "kept"),
+    }
+
+
+def summarise(
+    params: ClockParams,
+    runs: dict[str, dict[str, Any]],
+    window: dict[str, Any],
+    recorded: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The chapter's view of computed or recorded runs (:func:`run`'s keys but ``record``)."""
     extra = _recorded_run(params, recorded)
     if extra is not None:  # its full horizon: a pair at its (lr, wd) is the same run, shorter
         runs = {label: r for label, r in runs.items() if (r["lr"], r["wd"]) != (extra["lr"], extra["wd"])}
         runs[RECORDED_LABEL] = extra
-    window = run_window(params, progress=progress)
     window_curves = {
         name: {
             "epochs": modular.epochs_of(arm["records"]),
@@ -641,4 +724,34 @@ def run(params: ClockParams, recorded: dict[str, Any] | None = None, *, progress
         "curves": {m: curves(params, runs, m) for m in METRICS},
         "window": window_summary(params, window),
         "window_curves": window_curves,
+    }
+
+
+def run(
+    params: ClockParams,
+    recorded: dict[str, Any] | None = None,
+    *,
+    record: dict[str, Any] | None = None,
+    check_epochs: int = 0,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Both experiments, as the chapter shows them: ``clock`` (:func:`clock_summary`, the
+    recorded paper run ``recorded`` included in the collapse when it is not one of the pairs),
+    ``curves`` (per metric, per run: epochs, tau, values), ``window`` (:func:`window_summary`),
+    ``window_curves`` (per arm: epochs and per-model core dimension, modes, test accuracy) and
+    ``record``.
+
+    With ``record``, a recorded run of exactly these settings
+    (:func:`corelib.experiments.paper_scale.recorded_clock`), the runs and arms are the record's;
+    only its first ``check_epochs`` epochs are trained again and compared with it
+    (:func:`record_agreement`), and ``record`` holds its ``source`` and that ``agreement``.
+    Without one, everything is trained and analysed here and ``record`` is None.
+    """
+    if record is None:
+        runs, window = run_clock(params, progress=progress), run_window(params, progress=progress)
+        return {**summarise(params, runs, window, recorded), "record": None}
+    agreement = record_agreement(params, record, check_epochs, progress=progress)
+    return {
+        **summarise(params, record["runs"], record["window"], recorded),
+        "record": {"source": record["source"], "agreement": agreement},
     }

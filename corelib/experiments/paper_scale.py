@@ -19,7 +19,7 @@ from .. import claims
 from ..recorded import compare_values, is_recorded, load_recorded
 from ..results import StoreError
 from ..sweeps import RECORD_FIELDS, condition_key
-from . import grokking_sweeps, modular
+from . import clock, grokking_sweeps, modular
 
 __all__ = [
     "source_label",
@@ -27,6 +27,7 @@ __all__ = [
     "recorded_emergence",
     "inflation_agreement",
     "recorded_sweeps",
+    "recorded_clock",
     "record_claims",
 ]
 
@@ -165,6 +166,27 @@ def recorded_sweeps(
     )
     summary = grokking_sweeps.summarise_sweeps(params, *tables)
     return {**summary, "provenance": rec["provenance"], "source": source_label(rec["provenance"]), "params": params}
+
+
+def recorded_clock(
+    params: clock.ClockParams, root: Path | str | None = None, profiles: tuple[str, ...] = ("paper", "book")
+) -> dict[str, Any] | None:
+    """The recorded clock-and-window experiment (:mod:`corelib.experiments.clock`) made with
+    exactly ``params``, from the first of ``profiles`` whose record has these settings; None when
+    none has. Returns ``runs`` and ``window`` (as :func:`clock.compact` keeps them),
+    ``provenance`` and ``source``."""
+    for profile in profiles:
+        if not is_recorded("inflation_clock", profile, root):
+            continue
+        rec = load_recorded("inflation_clock", profile, root)
+        if _params(clock.ClockParams, rec["provenance"]["params"], "inflation_clock") == params:
+            return {
+                "runs": rec["runs"],
+                "window": rec["window"],
+                "provenance": rec["provenance"],
+                "source": source_label(rec["provenance"]),
+            }
+    return None
 
 
 def record_claims(chapter: str, recorded: dict[str, Any] | None) -> None:
