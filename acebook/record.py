@@ -22,9 +22,7 @@ import argparse
 import os
 import platform
 import sys
-import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -32,10 +30,10 @@ from typing import Any
 import torch
 
 from corelib.engine import snapshot_epochs, training_seconds
-from corelib.experiments import clock, modular
+from corelib.experiments import clock, modular, paper_scale
 from corelib.experiments.grokking_sweeps import SweepsParams
 from corelib.recorded import compare_values, provenance, recorded_path
-from corelib.results import save_json
+from corelib.results import fresh_results_root, save_json
 from corelib.sweeps import condition_dir, load_record, run_condition
 
 from .run_times import CODE_DIGITS, corelib_hash, git_commit
@@ -227,8 +225,12 @@ def _export_inflation_clock(profile: str, folder: Path) -> dict:
     kept = clock.compact(clock.run_clock(params), clock.run_window(params))
     save_json(folder / "runs.json", kept["runs"])
     save_json(folder / "window.json", kept["window"])
-    dirs = {label: modular._arm_dir(mp, arm) for label, mp, arm in runs}
-    dirs |= {f"window {name}": modular._arm_dir(mp, arm) for name, (mp, arm) in arms.items()}
+    dirs = {}  # the window's kept run is a pair's run when its clock is one of the pairs: count it once
+    for label, folder in [(label, modular._arm_dir(mp, arm)) for label, mp, arm in runs] + [
+        (f"window {name}", modular._arm_dir(mp, arm)) for name, (mp, arm) in arms.items()
+    ]:
+        if folder not in dirs.values():
+            dirs[label] = folder
     return {
         "params": asdict(params),
         "precision": params.precision,
@@ -238,10 +240,16 @@ def _export_inflation_clock(profile: str, folder: Path) -> dict:
 
 
 def _verify_inflation_clock(record: dict, epochs: int, tolerance: float) -> list[str]:
-    params = clock.ClockParams(**record["provenance"]["params"])
-    snapshots = [r["epoch"] for r in record["window"]["arms"]["kept"]["records"]]
+    params = paper_scale.parameters_of(clock.ClockParams, record["provenance"]["params"], "inflation_clock")
+    kept = [
+        r["epoch"] for r in record["window"]["arms"]["kept"]["records"] if r["epoch"] <= record["window"]["grok_epoch"]
+    ]
+    snapshots = kept + [r["epoch"] for r in record["window"]["arms"]["removed"]["records"] if r["epoch"] > kept[-1]]
     if epochs not in snapshots:
-        raise SystemExit(f"--epochs must be a recorded snapshot of the kept run, e.g. {snapshots[:5]}; got {epochs}.")
+        raise SystemExit(
+            f"--epochs must be a recorded snapshot of the kept run up to the branch or of the removed arm after it, "
+            f"e.g. {snapshots[:3]} ... {snapshots[-3:]}; got {epochs}."
+        )
     return clock.record_agreement(params, record, epochs, tolerance=tolerance)["differences"]
 
 
@@ -275,20 +283,6 @@ def export(name: str, profile: str = "paper", root: Path | str | None = None) ->
     return folder
 
 
-@contextmanager
-def _fresh_results_root():
-    old = os.environ.get("ACE_RESULTS_DIR")
-    with tempfile.TemporaryDirectory(prefix="ace-verify-") as tmp:
-        os.environ["ACE_RESULTS_DIR"] = tmp
-        try:
-            yield Path(tmp)
-        finally:
-            if old is None:
-                os.environ.pop("ACE_RESULTS_DIR", None)
-            else:
-                os.environ["ACE_RESULTS_DIR"] = old
-
-
 def verify(
     name: str,
     profile: str = "paper",
@@ -303,7 +297,7 @@ def verify(
     from corelib.recorded import load_recorded
 
     record = load_recorded(name, profile, root)
-    with _fresh_results_root():
+    with fresh_results_root():
         if name == "core_inflation":
             return _verify_core_inflation(record, epochs, tolerance)
         if name == "inflation_clock":

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -31,6 +32,7 @@ from safetensors.torch import save as _st_save
 __all__ = [
     "StoreError",
     "results_root",
+    "fresh_results_root",
     "params_key",
     "run_dir",
     "save_json",
@@ -59,6 +61,22 @@ class StoreError(ValueError):
 def results_root() -> Path:
     """Folder holding all runs: ``$ACE_RESULTS_DIR`` or ``results/`` in the project."""
     return Path(os.environ.get("ACE_RESULTS_DIR", PROJECT_ROOT / "results"))
+
+
+@contextlib.contextmanager
+def fresh_results_root() -> Iterator[Path]:
+    """An empty temporary results root for the duration of the block (``ACE_RESULTS_DIR`` is set
+    to it and restored after): whatever runs inside computes from scratch, and it is deleted after."""
+    old = os.environ.get("ACE_RESULTS_DIR")
+    with tempfile.TemporaryDirectory(prefix="ace-fresh-") as tmp:
+        os.environ["ACE_RESULTS_DIR"] = tmp
+        try:
+            yield Path(tmp)
+        finally:
+            if old is None:
+                os.environ.pop("ACE_RESULTS_DIR", None)
+            else:
+                os.environ["ACE_RESULTS_DIR"] = old
 
 
 def _jsonable(x):

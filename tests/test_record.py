@@ -170,33 +170,71 @@ def test_the_clock_experiment_is_exported_shown_from_the_record_and_re_derived(r
     assert paper_scale.recorded_clock(params, rec_root) is None  # no paper or book record here
     other = clock.ClockParams.from_namespace({**chapter_parameters("inflation_clock", "smoke"), "seeds": [7, 8]})
     assert paper_scale.recorded_clock(other, rec_root, ("smoke",)) is None
-    # The chapter shows the record as it shows its own run, after re-deriving a piece of it.
-    epochs = shown["window"]["arms"]["kept"]["records"][1]["epoch"]
-    from_record = clock.run(params, record=shown, check_epochs=epochs, progress=False)
-    assert from_record["record"]["agreement"] == {"epochs": epochs, "n_snapshots": 2, "differences": []}  # epoch 0 too
+    # The chapter shows the record as it shows its own run, after re-deriving a piece of it from
+    # scratch (a fresh results root: this one is emptied so nothing can be read back instead).
+    import shutil
+
+    shutil.rmtree(results / "results")
+    grok = shown["window"]["grok_epoch"]
+    after = next(r["epoch"] for r in shown["window"]["arms"]["removed"]["records"] if r["epoch"] > grok)
+    from_record = clock.run(params, record=shown, check_epochs=after, progress=False)
+    agreement = from_record["record"]["agreement"]
+    n_kept = sum(r["epoch"] <= grok for r in shown["window"]["arms"]["kept"]["records"])
+    n_removed = sum(r["epoch"] <= after for r in shown["window"]["arms"]["removed"]["records"])
+    assert agreement == {
+        "epochs": after,
+        "arms": ["kept", "removed"],
+        "n_snapshots": n_kept + n_removed,
+        "differences": [],
+    }
+    assert not (results / "results").exists()  # the re-derivation left nothing behind
     for key in ("clock", "curves", "window", "window_curves"):
         np.testing.assert_equal(from_record[key], computed[key], err_msg=key)  # NaN equals NaN here
-    values = clock.glue_values(params, from_record["clock"], from_record["window"], from_record["record"])
+    values = clock.glue_values(params, from_record["clock"], from_record["window"], from_record["record"], True)
     plain = clock.glue_values(params, computed["clock"], computed["window"])
     assert values["record_text"] != plain["record_text"] == clock.record_text(None)
     assert {k: v for k, v in values.items() if k != "record_text"} == {
         k: v for k, v in plain.items() if k != "record_text"
     }
-    assert "every analysed number agrees with the record" in values["record_text"]
+    assert "then the removed arm" in values["record_text"] and "agree with the record" in values["record_text"]
+    assert "No record of exactly these settings" in clock.record_text(None, searched=True)
+    early = clock.run(params, record=shown, check_epochs=1, progress=False)["record"]["agreement"]
+    assert early["arms"] == ["kept"] and early["epochs"] == 0 == early["n_snapshots"] - 1  # epoch 0 alone
     with pytest.raises(ValueError, match="check_epochs must be 0 .check nothing. or a number of epochs"):
         clock.run(params, record=shown, check_epochs=-1, progress=False)
     unchecked = clock.run(params, record=shown, check_epochs=0, progress=False)["record"]
     assert "re-derived none of it" in clock.record_text(unchecked)
-    assert record.verify("inflation_clock", "smoke", epochs=epochs, root=rec_root) == []
-    # A record that differs from what the code computes is reported.
+    with pytest.raises(ValueError, match="made with other settings than params"):
+        clock.run(other, record=shown, progress=False)
+    assert record.verify("inflation_clock", "smoke", epochs=after, root=rec_root) == []
+    with pytest.raises(SystemExit, match="--epochs must be a recorded snapshot"):
+        record.verify("inflation_clock", "smoke", epochs=after + 1, root=rec_root)
+    # A record that differs from what the code computes is reported, and the chapter warns.
     window = load_recorded("inflation_clock", "smoke", rec_root)["window"]
+    window["arms"]["removed"]["records"][-1]["models"][1]["core_dim"] += 2
     window["arms"]["kept"]["records"][0]["models"][1]["core_dim"] += 2
     save_json(folder / "window.json", window)
-    problems = record.verify("inflation_clock", "smoke", epochs=epochs, root=rec_root)
-    assert problems == [
+    problems = record.verify("inflation_clock", "smoke", epochs=after, root=rec_root)
+    assert problems[0] == (
         f"kept[0].models[1].core_dim: recorded {window['arms']['kept']['records'][0]['models'][1]['core_dim']}, "
         f"re-derived {window['arms']['kept']['records'][0]['models'][1]['core_dim'] - 2}"
-    ]
+    )
+    assert len(problems) == 1  # the removed arm's last snapshot lies beyond the sample
     changed = paper_scale.recorded_clock(params, rec_root, ("smoke",))
-    text = clock.record_text(clock.run(params, record=changed, check_epochs=epochs, progress=False)["record"])
-    assert "1 analysed numbers differ from the record (the first: kept[0].models[1].core_dim" in text
+    with pytest.warns(UserWarning, match="differs from what this build re-derived in 1 numbers"):
+        again = clock.run(params, record=changed, check_epochs=after, progress=False)
+    assert "1 numbers differ from the record (the first: kept[0].models[1].core_dim" in clock.record_text(
+        again["record"]
+    )
+
+
+def test_the_committed_clock_record_is_the_book_settings_of_its_chapter():
+    from corelib.experiments import clock
+
+    params = clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "book"))
+    shown = paper_scale.recorded_clock(params)
+    assert shown is not None, "recorded/inflation_clock_book does not hold the chapter's book settings: re-export it"
+    assert shown["provenance"]["profile"] == "book" and shown["window"]["grok_epoch"] > 0
+    check = chapter_parameters("inflation_clock", "book")["check_epochs"]
+    removed = [r["epoch"] for r in shown["window"]["arms"]["removed"]["records"]]
+    assert shown["window"]["grok_epoch"] < check and check in removed  # the build's check reaches past the branch

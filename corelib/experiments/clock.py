@@ -29,6 +29,7 @@ import numpy as np
 
 from .._checks import check_settings
 from ..recorded import compare_values
+from ..results import fresh_results_root
 from . import modular
 
 __all__ = [
@@ -574,36 +575,52 @@ def settings_text(params: ClockParams, record: dict[str, Any] | None = None) -> 
     return text if record is None else f"{text}; read from the {record['source']}"
 
 
-def record_text(record: dict[str, Any] | None) -> str:
-    """Where the runs shown come from: this build, or a record and how much of it this build re-derived."""
+def record_text(record: dict[str, Any] | None, searched: bool = False) -> str:
+    """Where the runs shown come from: this build (``searched``: after looking for a record of
+    these settings and finding none), or a record, what it cost and how much of it this build
+    re-derived from scratch."""
     if record is None:
-        return "This build trained and analysed every run and arm shown here."
+        if searched:
+            return (
+                "No record of exactly these settings was found, so this build trained and analysed every run "
+                "and arm shown here."
+            )
+        return "This build trained and analysed every run and arm shown here (use_record is off)."
     agree = record["agreement"]
+    seconds = sum((record.get("training_seconds") or {}).values())
     head = (
-        f"The runs and arms shown are the {record['source']} of exactly these settings, which takes longer than "
-        "the book's time allows."
+        f"The runs and arms shown are the {record['source']} of exactly these settings, recorded to keep the "
+        f"book's build short: its runs trained for {seconds / 60:.0f} min in all, one after another."
     )
     if not agree["n_snapshots"]:
         return head + " This build re-derived none of it (check_epochs is 0)."
     done = (
-        f" This build trained the run the window branches from again up to epoch {agree['epochs']} and analysed "
-        f"its {agree['n_snapshots']} snapshots there"
+        f" This build trained its first {agree['epochs']} epochs again from scratch (the run the window branches "
+        f"from{', then the removed arm' if 'removed' in agree['arms'] else ''}) and analysed its "
+        f"{agree['n_snapshots']} snapshots there"
     )
     if not agree["differences"]:
-        return head + done + ": every analysed number agrees with the record."
+        return head + done + ": every analysed number and the training history agree with the record."
     return (
-        head + done + f": {len(agree['differences'])} analysed numbers differ from the record (the first: "
-        f"{agree['differences'][0]}), which float rounding on another machine or code version can cause at a threshold."
+        head + done + f": {len(agree['differences'])} numbers differ from the record (the first: "
+        f"{agree['differences'][0]}). The figures below are the record's, which this build did not reproduce "
+        "exactly: on another machine or device float rounding can do that; with the record's code and machine "
+        "it means the record or the code has changed."
     )
 
 
 def glue_values(
-    params: ClockParams, clock: dict[str, Any], window: dict[str, Any], record: dict[str, Any] | None = None
+    params: ClockParams,
+    clock: dict[str, Any],
+    window: dict[str, Any],
+    record: dict[str, Any] | None = None,
+    searched: bool = False,
 ) -> dict[str, object]:
-    """Every value the chapter's prose quotes, by glue name (``record``: :func:`run`'s)."""
+    """Every value the chapter's prose quotes, by glue name (``record``: :func:`run`'s;
+    ``searched``: whether a record of these settings was looked for)."""
     c = clock["collapse"]
     values: dict[str, object] = {
-        "record_text": record_text(record),
+        "record_text": record_text(record, searched),
         "n_pairs": len(params.pairs),
         "n_runs": len(clock["pairs"]),
         "n_seeds": len(params.seeds),
@@ -678,25 +695,45 @@ def compact(runs: dict[str, dict[str, Any]], window: dict[str, Any]) -> dict[str
     }
 
 
+def _history_until(hist: dict, until: int) -> dict:
+    n = sum(e <= until for e in hist["epoch"])
+    return {k: list(v[:n]) for k, v in hist.items()}
+
+
 def record_agreement(
     params: ClockParams, record: dict[str, Any], epochs: int, *, tolerance: float = 1e-6, progress: bool = True
 ) -> dict[str, Any]:
-    """Re-derive the first ``epochs`` epochs of a record's kept run (the run the window branches
-    from) and compare its snapshots with the record's: ``epochs`` (the last snapshot re-derived),
-    ``n_snapshots`` and ``differences`` (as :func:`corelib.recorded.compare_values` words them:
-    integers exactly, floats within ``tolerance``). ``epochs`` 0 checks nothing."""
+    """Re-derive the first ``epochs`` epochs of a record's removed arm (the paper's arm) from
+    scratch, in a fresh results root, and compare them with the record: the kept run up to the
+    window's branch, then the removed arm after it; their snapshot analyses and training histories.
+
+    Returns ``epochs`` (the last epoch re-derived), ``arms`` (those re-derived), ``n_snapshots``
+    and ``differences`` (as :func:`corelib.recorded.compare_values` words them: integers exactly,
+    floats within ``tolerance``). ``epochs`` 0 checks nothing.
+    """
     if epochs < 0:
         raise ValueError(f"check_epochs must be 0 (check nothing) or a number of epochs; got {epochs}.")
-    shared = [r for r in record["window"]["arms"]["kept"]["records"] if r["epoch"] <= epochs] if epochs else []
-    if not shared:
-        return {"epochs": 0, "n_snapshots": 0, "differences": []}
-    until = shared[-1]["epoch"]
-    fresh = _without_operators(modular.analyse_arm(window_base(params), "wd", until, progress=progress))
-    return {
-        "epochs": until,
-        "n_snapshots": len(shared),
-        "differences": compare_values(shared, fresh, tolerance, "kept"),
-    }
+    window = record["window"]
+    grok = window["grok_epoch"]
+    removed_params, _ = window_arms(params, grok)["removed"]
+    pieces = [("kept", window_base(params), "wd", min(epochs, grok))]
+    if epochs > grok:
+        pieces.append(("removed", removed_params, "no_wd", epochs))
+    done, n, problems, arms = 0, 0, [], []
+    with fresh_results_root():
+        for name, mp, arm, limit in pieces:
+            shown = [r for r in window["arms"][name]["records"] if r["epoch"] <= limit] if epochs else []
+            if not shown or (name == "removed" and shown[-1]["epoch"] <= grok):
+                continue
+            until = shown[-1]["epoch"]
+            fresh = _without_operators(modular.analyse_arm(mp, arm, until, progress=progress))
+            problems += compare_values(shown, fresh, tolerance, name)
+            if until > 0:  # nothing trained, no history
+                shown_hist = _history_until(window["arms"][name]["history"], until)
+                fresh_hist = modular.history(mp, arm, until=until)
+                problems += compare_values(shown_hist, fresh_hist, tolerance, f"{name} history")
+            done, n, arms = until, n + len(shown), [*arms, name]
+    return {"epochs": done, "arms": arms, "n_snapshots": n, "differences": problems}
 
 
 def summarise(
@@ -747,11 +784,28 @@ def run(
     (:func:`record_agreement`), and ``record`` holds its ``source`` and that ``agreement``.
     Without one, everything is trained and analysed here and ``record`` is None.
     """
+    if check_epochs < 0:
+        raise ValueError(f"check_epochs must be 0 (check nothing) or a number of epochs; got {check_epochs}.")
     if record is None:
         runs, window = run_clock(params, progress=progress), run_window(params, progress=progress)
         return {**summarise(params, runs, window, recorded), "record": None}
+    if record["params"] != params:
+        raise ValueError(
+            "the record passed to clock.run was made with other settings than params; pass the record "
+            "paper_scale.recorded_clock(params) finds for these settings (None when there is none)."
+        )
     agreement = record_agreement(params, record, check_epochs, progress=progress)
+    if agreement["differences"]:
+        warnings.warn(
+            f"the recorded clock run differs from what this build re-derived in {len(agreement['differences'])} "
+            f"numbers (the first: {agreement['differences'][0]}); the chapter shows the record.",
+            stacklevel=2,
+        )
     return {
         **summarise(params, record["runs"], record["window"], recorded),
-        "record": {"source": record["source"], "agreement": agreement},
+        "record": {
+            "source": record["source"],
+            "training_seconds": record["provenance"].get("training_seconds"),
+            "agreement": agreement,
+        },
     }

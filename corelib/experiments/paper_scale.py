@@ -16,13 +16,14 @@ from typing import Any
 import pandas as pd
 
 from .. import claims
-from ..recorded import compare_values, is_recorded, load_recorded
+from ..recorded import compare_values, is_recorded, load_recorded, provenance
 from ..results import StoreError
 from ..sweeps import RECORD_FIELDS, condition_key
 from . import clock, grokking_sweeps, modular
 
 __all__ = [
     "source_label",
+    "parameters_of",
     "recorded_inflation",
     "recorded_emergence",
     "inflation_agreement",
@@ -34,14 +35,15 @@ __all__ = [
 _OPERATOR = "operator"  # kept by the record at each arm's last snapshot only
 
 
-def _params(cls, values: dict, name: str):
+def parameters_of(cls, values: dict, name: str):
     """A record's parameters as ``cls``; a clear error when this code no longer has them."""
     try:
         return cls(**values)
     except TypeError as exc:
         raise StoreError(
             f"the recorded {name} run was made with parameters this version of corelib does not know ({exc}); "
-            f"re-export it with `python -m acebook.record export {name}` after a paper-profile run with this code."
+            f"re-export it with `python -m acebook.record export {name} --profile <its profile>` after a run of "
+            "that profile with this code."
         ) from None
 
 
@@ -64,7 +66,7 @@ def recorded_inflation(root: Path | str | None = None, profile: str = "paper") -
     if not is_recorded("core_inflation", profile, root):
         return None
     rec = load_recorded("core_inflation", profile, root)
-    params = _params(modular.ModularParams, rec["provenance"]["params"], "core_inflation")
+    params = parameters_of(modular.ModularParams, rec["provenance"]["params"], "core_inflation")
     arms = {arm: rec["arms"][arm] for arm in modular.ARMS}
     return {
         "params": params,
@@ -144,7 +146,7 @@ def recorded_sweeps(
     kept = dict(rec["provenance"]["params"])
     if n_boot is not None:
         kept["n_boot"] = n_boot
-    params = _params(grokking_sweeps.SweepsParams, kept, "grokking_sweeps")
+    params = parameters_of(grokking_sweeps.SweepsParams, kept, "grokking_sweeps")
 
     def table(conditions, cap) -> pd.DataFrame:
         """The sweep's rows in its condition order, one per seed (as ``run_sweep`` returns them)."""
@@ -173,19 +175,31 @@ def recorded_clock(
 ) -> dict[str, Any] | None:
     """The recorded clock-and-window experiment (:mod:`corelib.experiments.clock`) made with
     exactly ``params``, from the first of ``profiles`` whose record has these settings; None when
-    none has. Returns ``runs`` and ``window`` (as :func:`clock.compact` keeps them),
-    ``provenance`` and ``source``."""
+    none has. Returns ``params``, ``runs`` and ``window`` (as :func:`clock.compact` keeps them),
+    ``provenance`` and ``source``. A record this code cannot read is passed over when another
+    matches, and its error raised when none does."""
+    stale = None
     for profile in profiles:
         if not is_recorded("inflation_clock", profile, root):
             continue
-        rec = load_recorded("inflation_clock", profile, root)
-        if _params(clock.ClockParams, rec["provenance"]["params"], "inflation_clock") == params:
+        try:
+            made = parameters_of(
+                clock.ClockParams, provenance("inflation_clock", profile, root)["params"], "inflation_clock"
+            )
+        except StoreError as exc:
+            stale = exc
+            continue
+        if made == params:
+            rec = load_recorded("inflation_clock", profile, root)
             return {
+                "params": made,
                 "runs": rec["runs"],
                 "window": rec["window"],
                 "provenance": rec["provenance"],
                 "source": source_label(rec["provenance"]),
             }
+    if stale is not None:
+        raise stale
     return None
 
 
