@@ -41,6 +41,7 @@ from corelib.results import (
     copy_file,
     load_json,
     results_root,
+    run_busy,
     save_json,
     stored_files,
 )
@@ -188,7 +189,10 @@ def _sweep_plans(profile: str):
 
 def advance_sweeps(profile: str = "paper", minutes: float = 60.0, pieces: int | None = None) -> tuple[int, int]:
     """Run the sweep conditions of ``profile`` one at a time until all are done, or ``minutes``
-    have passed or ``pieces`` conditions were run; returns (conditions complete, conditions in all)."""
+    have passed or ``pieces`` conditions were run; returns (conditions complete, conditions in all).
+
+    A condition another process is running is left to it, so one driver per core shares the work.
+    """
     deadline = _check_limits(1, minutes, pieces)
     params, plans = _sweep_plans(profile)
     started, done = 0, 0
@@ -199,6 +203,9 @@ def advance_sweeps(profile: str = "paper", minutes: float = 60.0, pieces: int | 
             continue
         if time.monotonic() > deadline or started == pieces:
             break
+        if run_busy(folder):
+            print(f"grokking_sweeps: {cond.label()} is being run by another process; left to it", flush=True)
+            continue
         started += 1
         run_condition(cond, params.seeds, cfg, progress=True)
         done += 1

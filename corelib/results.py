@@ -45,6 +45,7 @@ __all__ = [
     "json_files",
     "compute_once",
     "run_lock",
+    "run_busy",
     "MANIFEST",
     "PROJECT_ROOT",
 ]
@@ -290,6 +291,21 @@ def compute_once(path: Path | str, compute: Callable[[], Any], what: str = "") -
             if not path.exists():
                 save_json(path, compute())
     return load_json(path)
+
+
+def run_busy(folder: Path | str) -> bool:
+    """Whether another process (or thread) holds ``folder``'s run lock at this moment: a driver
+    with several conditions to run can move on to one nobody is computing."""
+    path = Path(folder) / ".run.lock"
+    if not path.exists():
+        return False
+    lock = _lock(path)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return True
+    lock.release()
+    return False
 
 
 @contextlib.contextmanager

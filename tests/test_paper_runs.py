@@ -8,6 +8,7 @@ import pytest
 
 from acebook import paper_runs
 from corelib.experiments import modular
+from corelib.sweeps import condition_dir
 
 
 def test_pieces_end_on_the_whole_runs_snapshots_and_at_the_horizon():
@@ -169,3 +170,36 @@ def test_a_fast_clock_is_advanced_in_many_pieces_too():
         ends = paper_runs._horizons(paper_runs._Arm(mp, "wd", mp.long_epochs, "x"), 0, step)
         assert len(ends) >= 30 and ends[-1] == mp.long_epochs, (lr, wd, ends[:5])
         assert all(mp.stack_config("wd", mp.long_epochs).is_snapshot(e) for e in ends)
+
+
+@pytest.mark.slow
+def test_a_sweep_condition_another_process_runs_is_left_to_it(tmp_path, monkeypatch, capsys):
+    import threading
+
+    from corelib.results import run_busy, run_lock
+
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
+    params, plans = paper_runs._sweep_plans("smoke")
+    busy = condition_dir(*plans[0])
+    assert run_busy(busy) is False
+    held, release = threading.Event(), threading.Event()
+
+    def other():  # another thread holds its own OS lock, as another process would
+        with run_lock(busy):
+            held.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    held.wait(10)
+    try:
+        assert run_busy(busy) is True
+        done, total = paper_runs.advance_sweeps("smoke")
+    finally:
+        release.set()
+        thread.join()
+    assert "is being run by another process; left to it" in capsys.readouterr().out
+    twice = sum(condition_dir(*plan) == busy for plan in plans)  # a condition of both sweeps is listed twice
+    assert (done, total) == (total - twice, total)  # every condition but the busy one
+    assert run_busy(busy) is False
+    assert paper_runs.advance_sweeps("smoke") == (total, total)
