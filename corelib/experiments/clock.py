@@ -505,12 +505,15 @@ def findings(params: ClockParams, clock: dict[str, Any], window: dict[str, Any])
                     f"The run at {label} ends at tau {_num(pair['tau_end'])} with core dimension {_dim(pair)} and "
                     f"{_num(pair['modes'])} modes; the recorded paper run at its epoch {at['epoch']} (same tau) has "
                     f"{_dim(at)} and {_num(at['modes'])}: in core dimension the faster run ends "
-                    f"{ {1: 'beyond', -1: 'short of', 0: 'not told apart from'}[_apart(pair, at)] } the paper run's state"
+                    f"{_REACH[_apart(pair, at)]} the paper run's state"
                 ),
                 "value": pair["core_dim"] - at["core_dim"],
             }
         )
     return out
+
+
+_REACH = {1: "beyond", -1: "short of", 0: "not told apart from"}
 
 
 def _apart(a: dict[str, float], b: dict[str, float]) -> int:
