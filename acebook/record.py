@@ -105,15 +105,25 @@ def _export_core_inflation(profile: str, folder: Path) -> dict:
     # the sample re-derived by the command below: the first snapshot after the branch at or past 1000
     after = [r["epoch"] for r in arms["wd"] if r["epoch"] > params.branch_epoch]
     sample = next((e for e in after if e >= 1000), after[-1])
-    history = {arm: modular.history(params, arm, until=params.long_epochs) for arm in modular.ARMS}
-    save_json(folder / "arms.json", arms)
-    save_json(folder / "history.json", history)
+    history = {arm: _rounded(modular.history(params, arm, until=params.long_epochs)) for arm in modular.ARMS}
+    save_json(folder / "arms.json", arms, compact=True)
+    save_json(folder / "history.json", history, compact=True)
     return {
         "params": asdict(params),
         "precision": params.precision,
         "training_seconds": {arm: training_seconds(modular._arm_dir(params, arm)) for arm in modular.ARMS},
         "rederive": f"python -m acebook.record verify core_inflation{_profile_flag(profile)} --epochs {sample}",
     }
+
+
+def _rounded(value: Any, digits: int = 6) -> Any:
+    """Floats to ``digits`` significant digits (the per-epoch history, read only for its figure
+    and the loss-spike counts, would otherwise take megabytes of digits nobody reads)."""
+    if isinstance(value, dict):
+        return {k: _rounded(v, digits) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v, digits) for v in value]
+    return float(f"{value:.{digits}g}") if isinstance(value, float) else value
 
 
 def _verify_core_inflation(record: dict, epochs: int, tolerance: float) -> list[str]:

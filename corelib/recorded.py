@@ -10,7 +10,8 @@ damaged or edited record is refused, not shown.
 A recorded folder holds ``provenance.json`` and the results of one experiment:
 
 - ``core_inflation``: ``arms.json`` (per-snapshot analysis records of both arms, without the
-  fitted operators) and ``history.json`` (per-epoch training history of both arms);
+  fitted operators) and ``history.json`` (per-epoch training history of both arms, to 6
+  significant digits);
 - ``grokking_sweeps``: ``records.json`` (one record per condition and seed, for both sweeps);
 - ``inflation_clock``: ``runs.json`` (per (lr, wd) pair, its snapshot records) and ``window.json``
   (the branch epoch and, per arm, its snapshot records and training history). Its ``book``

@@ -197,9 +197,11 @@ def copy_file(src: Path | str, dst: Path | str) -> None:
     _store(Path(dst), _fetch(Path(src)))
 
 
-def save_json(path: Path | str, obj: Any) -> None:
-    """Store ``obj`` as JSON at ``path`` (atomically, recorded in the folder's manifest)."""
-    _store(Path(path), json.dumps(obj, indent=2, sort_keys=True, default=_jsonable).encode())
+def save_json(path: Path | str, obj: Any, *, compact: bool = False) -> None:
+    """Store ``obj`` as JSON at ``path`` (atomically, recorded in the folder's manifest);
+    ``compact``: without indentation, for large files."""
+    layout = {"separators": (",", ":")} if compact else {"indent": 2}
+    _store(Path(path), json.dumps(obj, sort_keys=True, default=_jsonable, **layout).encode())
 
 
 def load_json(path: Path | str) -> Any:

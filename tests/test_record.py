@@ -56,6 +56,10 @@ def test_core_inflation_is_exported_read_back_and_re_derived(results):
     assert "operator" not in got["arms"]["wd"][0]["models"][0] and "modes" in got["arms"]["wd"][0]["models"][0]
     assert all("operator" in m for m in got["arms"]["wd"][-1]["models"])  # the figure shows the last one
     assert got["history"]["wd"]["epoch"][-1] == params.long_epochs
+    full = modular.history(params, "wd", until=params.long_epochs)
+    assert got["history"]["wd"]["epoch"] == full["epoch"]  # integers kept exactly
+    np.testing.assert_allclose(got["history"]["wd"]["loss"], full["loss"], rtol=1e-5)  # 6 significant digits
+    assert b"\n" not in (folder / "history.json").read_bytes()  # stored without indentation
     # The chapter reads the record as it reads its own run, and compares the snapshots both have.
     shown = paper_scale.recorded_inflation(rec_root, "smoke")
     assert shown["source"].startswith("recorded smoke-profile run (commit ")
