@@ -134,17 +134,10 @@ def _verify_core_inflation(record: dict, epochs: int, tolerance: float) -> list[
     sample = modular.ModularParams(**{**asdict(params), "epochs": min(params.epochs, epochs), "long_epochs": epochs})
     problems = []
     for arm in modular.ARMS:
-        fresh = _without_operators(modular.analyse_arm(sample, arm, epochs))
-        kept = _without_operators([r for r in record["arms"][arm] if r["epoch"] <= epochs])
+        fresh = modular.without_operators(modular.analyse_arm(sample, arm, epochs))
+        kept = modular.without_operators([r for r in record["arms"][arm] if r["epoch"] <= epochs])
         problems += compare_values(kept, fresh, tolerance, f"{arm}")
     return problems
-
-
-def _without_operators(records: list[dict]) -> list[dict]:
-    return [
-        {"epoch": r["epoch"], "models": [{k: v for k, v in m.items() if k not in _DROPPED} for m in r["models"]]}
-        for r in records
-    ]
 
 
 # ---------------------------------------------------------------- grokking sweeps

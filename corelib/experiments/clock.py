@@ -671,16 +671,17 @@ def _recorded_run(params: ClockParams, recorded: dict[str, Any] | None) -> dict[
     return {"lr": rp.lr, "wd": rp.weight_decay, "steps": steps_per_epoch(rp), "records": recorded["arms"]["wd"]}
 
 
-def _without_operators(records: list[dict]) -> list[dict]:
-    return [{**r, "models": [{k: v for k, v in m.items() if k != "operator"} for m in r["models"]]} for r in records]
-
-
 def compact(runs: dict[str, dict[str, Any]], window: dict[str, Any]) -> dict[str, Any]:
     """What a record keeps of a computed experiment (:func:`run_clock`, :func:`run_window`): plain
     JSON, the snapshot records without their fitted operators (no summary here reads them)."""
     return {
         "runs": {
-            label: {"lr": r["lr"], "wd": r["wd"], "steps": r["steps"], "records": _without_operators(r["records"])}
+            label: {
+                "lr": r["lr"],
+                "wd": r["wd"],
+                "steps": r["steps"],
+                "records": modular.without_operators(r["records"]),
+            }
             for label, r in runs.items()
         },
         "window": {
@@ -690,18 +691,13 @@ def compact(runs: dict[str, dict[str, Any]], window: dict[str, Any]) -> dict[str
             "arms": {
                 name: {
                     "branch": arm["branch"],
-                    "records": _without_operators(arm["records"]),
+                    "records": modular.without_operators(arm["records"]),
                     "history": arm["history"],
                 }
                 for name, arm in window["arms"].items()
             },
         },
     }
-
-
-def _history_until(hist: dict, until: int) -> dict:
-    n = sum(e <= until for e in hist["epoch"])
-    return {k: list(v[:n]) for k, v in hist.items()}
 
 
 def record_agreement(
@@ -730,10 +726,10 @@ def record_agreement(
             if not shown or (name == "removed" and shown[-1]["epoch"] <= grok):
                 continue
             until = shown[-1]["epoch"]
-            fresh = _without_operators(modular.analyse_arm(mp, arm, until, progress=progress))
+            fresh = modular.without_operators(modular.analyse_arm(mp, arm, until, progress=progress))
             problems += compare_values(shown, fresh, tolerance, name)
             if until > 0:  # nothing trained, no history
-                shown_hist = _history_until(window["arms"][name]["history"], until)
+                shown_hist = modular.history_until(window["arms"][name]["history"], until)
                 fresh_hist = modular.history(mp, arm, until=until)
                 problems += compare_values(shown_hist, fresh_hist, tolerance, f"{name} history")
             done, n, arms = until, n + len(shown), [*arms, name]

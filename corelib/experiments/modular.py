@@ -54,6 +54,8 @@ __all__ = [
     "series",
     "epochs_of",
     "history",
+    "history_until",
+    "without_operators",
     "make_data",
     "emergence_claim_values",
     "inflation_claim_values",
@@ -463,10 +465,19 @@ def history(params: ModularParams, arm: str, until: int | None = None) -> dict:
     when a longer run was trained before: ``until`` keeps the chapter to its own horizon.
     """
     hist = load_history(_arm_dir(params, arm))
-    if until is None:
-        return hist
+    return hist if until is None else history_until(hist, until)
+
+
+def history_until(hist: dict, until: int) -> dict:
+    """A :func:`history` cut at epoch ``until``."""
     n = sum(e <= until for e in hist["epoch"])
     return {k: list(v[:n]) for k, v in hist.items()}
+
+
+def without_operators(records: list[dict]) -> list[dict]:
+    """Snapshot records without the fitted operator matrices (large; records read back for their
+    numbers, or compared with a record that does not keep them, leave them out)."""
+    return [{**r, "models": [{k: v for k, v in m.items() if k != "operator"} for m in r["models"]]} for r in records]
 
 
 def training_collapses(hist: dict, threshold: float = 0.9) -> list[list[tuple[int, int]]]:

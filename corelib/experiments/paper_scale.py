@@ -32,7 +32,6 @@ __all__ = [
     "record_claims",
 ]
 
-_OPERATOR = "operator"  # kept by the record at each arm's last snapshot only
 
 
 def parameters_of(cls, values: dict, name: str):
@@ -98,10 +97,6 @@ def _same_models(a: modular.ModularParams, b: modular.ModularParams, arms) -> bo
     )
 
 
-def _without_operator(record: dict) -> dict:
-    return {**record, "models": [{k: v for k, v in m.items() if k != _OPERATOR} for m in record["models"]]}
-
-
 def inflation_agreement(
     params: modular.ModularParams,
     arms: dict[str, list[dict]],
@@ -128,7 +123,7 @@ def inflation_agreement(
         counts[arm] = len(shared)
         for r in shared:
             problems += compare_values(
-                _without_operator(kept[r["epoch"]]), _without_operator(r), tolerance, f"{arm} epoch {r['epoch']}"
+                *modular.without_operators([kept[r["epoch"]], r]), tolerance, f"{arm} epoch {r['epoch']}"
             )
     return {"comparable": True, "n_snapshots": counts, "differences": problems}
 
