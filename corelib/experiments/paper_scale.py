@@ -33,7 +33,6 @@ __all__ = [
 ]
 
 
-
 def parameters_of(cls, values: dict, name: str):
     """A record's parameters as ``cls``; a clear error when this code no longer has them."""
     try:
