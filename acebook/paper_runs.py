@@ -12,7 +12,9 @@
 order that keeps the work safe when the process is stopped: core inflation trains each arm in
 chunks of ``--chunk`` epochs and analyses each new snapshot at once (the analyses are cached);
 the sweeps run one condition at a time and keep each seed's record. It starts no new piece after
-``--minutes``; a kill at any moment loses at most the epochs since the last checkpoint.
+``--minutes``; a kill at any moment loses at most the epochs since the last checkpoint. Two
+drivers (one per core) can share an experiment: each leaves a run, arm or condition that the
+other is advancing to it.
 
 ``pack`` copies what a resume needs, and nothing re-derivable, into ``in_progress/`` in the
 project: per core-inflation arm the committed state (weights, AdamW moments, dropout streams,
@@ -38,6 +40,7 @@ from corelib.results import (
     MANIFEST,
     PROJECT_ROOT,
     StoreError,
+    claimed,
     copy_file,
     load_json,
     results_root,
@@ -98,17 +101,28 @@ def _advance(jobs: list[_Arm], chunk: int, deadline: float, pieces: int | None, 
     chunks in all; returns the chunks started. ``chunk`` is in epochs at the paper's lr x wd and
     scales with each run's clock."""
     for job in jobs:
-        step = max(1, round(chunk * clock.REFERENCE_RATE / (job.params.lr * job.params.weight_decay)))
-        first = job.params.branch_epoch if job.arm == "no_wd" else 0
-        trained = _trained(job.params, job.arm)
-        if trained > first:  # a piece killed between training and analysing: finish its analyses
-            modular.analyse_arm(_piece(job.params, trained), job.arm, trained)
-        for h in _horizons(job, max(first, trained), step):
-            if time.monotonic() > deadline or started == pieces:
-                return started
-            started += 1
-            modular.analyse_arm(_piece(job.params, h), job.arm, h)
-            print(f"{job.label}: trained and analysed to epoch {h} of {job.horizon}", flush=True)
+        if time.monotonic() > deadline or started == pieces:
+            return started
+        with claimed(modular._arm_dir(job.params, job.arm)) as mine:
+            if not mine:
+                print(f"{job.label}: advanced by another process; left to it", flush=True)
+                continue
+            started = _advance_job(job, chunk, deadline, pieces, started)
+    return started
+
+
+def _advance_job(job: _Arm, chunk: int, deadline: float, pieces: int | None, started: int) -> int:
+    step = max(1, round(chunk * clock.REFERENCE_RATE / (job.params.lr * job.params.weight_decay)))
+    first = job.params.branch_epoch if job.arm == "no_wd" else 0
+    trained = _trained(job.params, job.arm)
+    if trained > first:  # a piece killed between training and analysing: finish its analyses
+        modular.analyse_arm(_piece(job.params, trained), job.arm, trained)
+    for h in _horizons(job, max(first, trained), step):
+        if time.monotonic() > deadline or started == pieces:
+            break
+        started += 1
+        modular.analyse_arm(_piece(job.params, h), job.arm, h)
+        print(f"{job.label}: trained and analysed to epoch {h} of {job.horizon}", flush=True)
     return started
 
 

@@ -3,7 +3,7 @@
 ::
 
     python -m acebook.record export core_inflation      # after a paper-profile run has finished
-    python -m acebook.record export grokking_sweeps
+    python -m acebook.record export grokking_sweeps --logs ~/sweeps*.log  # the logs: wall times
     python -m acebook.record verify core_inflation --epochs 1000
     python -m acebook.record verify grokking_sweeps --condition "p=53 wd=1 B=512" --seeds 2
     python -m acebook.record export inflation_clock --profile book
@@ -19,8 +19,10 @@ the record the sample is identical; elsewhere float rounding may move an accurac
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import platform
+import re
 import sys
 import time
 from dataclasses import asdict
@@ -147,7 +149,45 @@ def _sweeps_params(profile: str) -> SweepsParams:
     return SweepsParams.from_namespace(chapter_parameters("grokking_sweeps", profile))
 
 
-def _export_grokking_sweeps(profile: str, folder: Path) -> dict:
+_PROGRESS = re.compile(
+    r"^(?P<label>p=\d+ wd=[\d.]+ B=\w+), \d+ seeds:[^|]*\|[^|]*\| *(?P<step>\d+)/\d+ \[(?P<elapsed>[\d:]+)"
+)
+
+
+def _seconds(clock_text: str) -> int:
+    """``[H:]MM:SS`` (a progress bar's elapsed time) in seconds."""
+    seconds = 0
+    for part in clock_text.split(":"):
+        seconds = 60 * seconds + int(part)
+    return seconds
+
+
+def sweep_wall_seconds(logs: list[Path]) -> dict[str, int]:
+    """Wall time of each sweep condition, read from the progress bars in the drivers' logs
+    (``python -m acebook.paper_runs advance grokking_sweeps > log``): per condition the elapsed
+    time of the last piece that started from step 0 plus the pieces that resumed after it, each
+    to its last progress update. Pieces are ordered by the logs' modification times; a piece that
+    started over from step 0 replaced the work before it, so that work is not counted."""
+    pieces: dict[str, list[tuple[int, int]]] = {}
+    for log in sorted(logs, key=lambda f: f.stat().st_mtime):
+        seen: dict[str, tuple[int, int]] = {}
+        for line in re.split(r"[\r\n]", log.read_text(errors="replace")):
+            m = _PROGRESS.match(line.strip())
+            if m:
+                start = seen.get(m["label"], (int(m["step"]), 0))[0]
+                seen[m["label"]] = (start, _seconds(m["elapsed"]))
+        for label, piece in seen.items():
+            pieces.setdefault(label, []).append(piece)
+    out = {}
+    for label, runs in pieces.items():
+        fresh = [i for i, (start, _) in enumerate(runs) if start == 0]
+        if not fresh:
+            raise SystemExit(f"the logs hold only resumed pieces of {label}: add the log where it started.")
+        out[label] = sum(seconds for _, seconds in runs[fresh[-1] :])
+    return out
+
+
+def _export_grokking_sweeps(profile: str, folder: Path, logs: list[Path] | None = None) -> dict:
     params = _sweeps_params(profile)
     records, missing = [], []
     for conds, cap in (
@@ -168,11 +208,19 @@ def _export_grokking_sweeps(profile: str, folder: Path) -> dict:
             f"(e.g. {missing[0]}); "
             f"finish them with `python -m acebook.runner run grokking_sweeps --profile {profile}`."
         )
-    save_json(folder / "records.json", records)
+    save_json(folder / "records.json", records, compact=True)
+    labels = [c.label() for c in (*params.omega_conditions(), *params.p_conditions())]
+    timed = sweep_wall_seconds(logs) if logs else {}
+    untimed = [label for label in labels if label not in timed]
     return {
         "params": asdict(params),
         "precision": params.precision,
-        "training_seconds": None,  # the records do not keep it; see the run-time record
+        # the records do not keep time; the drivers' logs do (None: no logs given)
+        "training_seconds": {label: timed.get(label) for label in dict.fromkeys(labels)},
+        "timing": (
+            "wall seconds per condition (its seeds stacked, one thread), read from the drivers' progress bars"
+            + (f"; not timed: {', '.join(untimed)}" if untimed else "")
+        ),
         "rederive": (
             f"python -m acebook.record verify grokking_sweeps{_profile_flag(profile)} "
             f'--condition "{params.omega_conditions()[-1].label()}" --seeds 2'
@@ -266,12 +314,21 @@ _EXPORTERS = {
 }
 
 
-def export(name: str, profile: str = "paper", root: Path | str | None = None) -> Path:
-    """Write the compact results and provenance of a finished ``profile`` run of ``name``; returns the folder."""
+def export(name: str, profile: str = "paper", root: Path | str | None = None, logs: list[Path] | None = None) -> Path:
+    """Write the compact results and provenance of a finished ``profile`` run of ``name``; returns
+    the folder. ``logs`` (grokking_sweeps only): the drivers' logs, for the wall time of each condition."""
+    if logs and name != "grokking_sweeps":
+        raise SystemExit(f"--logs serves grokking_sweeps only (the other runs keep their own time), not {name}.")
+    missing = [str(f) for f in logs or [] if not Path(f).is_file()]
+    if missing:
+        raise SystemExit(f"no such log file: {', '.join(missing)}.")
     folder = recorded_path(name, profile, root)
     folder.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    info = _EXPORTERS[name](profile, folder)
+    exporter = _EXPORTERS[name]
+    if logs:
+        exporter = functools.partial(exporter, logs=[Path(f) for f in logs])
+    info = exporter(profile, folder)
     save_json(
         folder / "provenance.json",
         {
@@ -338,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     ex = sub.add_parser("export", help="record a finished run's compact results and provenance")
     ex.add_argument("name", choices=sorted(_EXPORTERS))
     ex.add_argument("--profile", default="paper")
+    ex.add_argument("--logs", nargs="+", type=Path, help="grokking_sweeps: the drivers' logs (wall time per condition)")
     co = sub.add_parser("costs", help="record the chapters' run times of a profile (after a cold build)")
     co.add_argument("--profile", default="book")
     ve = sub.add_parser("verify", help="re-derive a sample of a record and compare")
@@ -352,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"recorded the {args.profile}-profile costs in {export_costs(args.profile)}")
         return 0
     if args.command == "export":
-        folder = export(args.name, args.profile)
+        folder = export(args.name, args.profile, logs=args.logs)
         print(f"recorded {args.name} ({args.profile}) in {folder}")
         return 0
     t0 = time.perf_counter()

@@ -46,6 +46,7 @@ __all__ = [
     "compute_once",
     "run_lock",
     "run_busy",
+    "claimed",
     "MANIFEST",
     "PROJECT_ROOT",
 ]
@@ -308,6 +309,25 @@ def run_busy(folder: Path | str) -> bool:
         return True
     lock.release()
     return False
+
+
+@contextlib.contextmanager
+def claimed(folder: Path | str) -> Iterator[bool]:
+    """Try, without waiting, to hold ``folder``'s driver lock for the block: yields True if this
+    process now holds it, False if another does. Drivers that share a list of jobs take only the
+    jobs nobody holds (a killed driver's lock is released by the OS)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = _lock(folder / ".driver.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
 
 
 @contextlib.contextmanager

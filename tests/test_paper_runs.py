@@ -203,3 +203,38 @@ def test_a_sweep_condition_another_process_runs_is_left_to_it(tmp_path, monkeypa
     assert (done, total) == (total - twice, total)  # every condition but the busy one
     assert run_busy(busy) is False
     assert paper_runs.advance_sweeps("smoke") == (total, total)
+
+
+def test_a_clock_run_another_driver_advances_is_left_to_it(tmp_path, monkeypatch, capsys):
+    import threading
+
+    from corelib.experiments import clock
+    from corelib.results import claimed
+
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
+    params = paper_runs._clock_params("smoke")
+    first, second = (clock.pair_params(params, lr, wd) for lr, wd in params.pairs[:2])
+    held, release = threading.Event(), threading.Event()
+
+    def other():  # another thread holds its own OS lock, as another driver process would
+        with claimed(modular._arm_dir(first, "wd")) as mine:
+            assert mine
+            held.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    held.wait(10)
+    try:
+        with claimed(modular._arm_dir(first, "wd")) as mine:
+            assert mine is False
+        jobs = [paper_runs._Arm(mp, "wd", mp.long_epochs, f"run {i}") for i, mp in enumerate((first, second))]
+        paper_runs._advance(jobs, chunk=500, deadline=float("inf"), pieces=None)
+    finally:
+        release.set()
+        thread.join()
+    assert "run 0: advanced by another process; left to it" in capsys.readouterr().out
+    assert paper_runs._trained(first, "wd") == 0
+    assert paper_runs._trained(second, "wd") == second.long_epochs
+    paper_runs._advance(jobs[:1], chunk=500, deadline=float("inf"), pieces=None)
+    assert paper_runs._trained(first, "wd") == first.long_epochs

@@ -106,8 +106,14 @@ def test_grokking_sweeps_are_exported_and_a_condition_re_derived(results):
         record.export("grokking_sweeps", "smoke", rec_root)
     run_sweep(params.omega_conditions(), params.seeds, params.config(params.omega_max_epochs), progress=False)
     run_sweep(params.p_conditions(), params.seeds, params.config(params.p_max_epochs), progress=False)
-    record.export("grokking_sweeps", "smoke", rec_root)
+    labels = list(dict.fromkeys(c.label() for c in (*params.omega_conditions(), *params.p_conditions())))
+    log = results / "driver.log"
+    log.write_text("\r".join(_bar(label, 0, f"00:{10 + i}") for i, label in enumerate(labels[:-1])))
+    record.export("grokking_sweeps", "smoke", rec_root, logs=[log])
     got = load_recorded("grokking_sweeps", "smoke", rec_root)
+    timed = got["provenance"]["training_seconds"]
+    assert timed == {label: 10 + i for i, label in enumerate(labels[:-1])} | {labels[-1]: None}
+    assert got["provenance"]["timing"].endswith(f"not timed: {labels[-1]}")
     n_conditions = len(params.omega_conditions()) + len(params.p_conditions())
     assert len(got["records"]) == n_conditions * params.n_seeds
     shown = paper_scale.recorded_sweeps(rec_root, "smoke")
@@ -123,6 +129,30 @@ def test_grokking_sweeps_are_exported_and_a_condition_re_derived(results):
     assert record.verify("grokking_sweeps", "smoke", condition=label, seeds=1, root=rec_root) == []
     with pytest.raises(SystemExit, match="no condition 'p=2 wd=1 B=full'"):
         record.verify("grokking_sweeps", "smoke", condition="p=2 wd=1 B=full", root=rec_root)
+
+
+def _bar(label: str, step: int, elapsed: str) -> str:
+    return f"{label}, 12 seeds:   3%|▎         | {step}/30000 [{elapsed}<1:00:00,  1.5s/it, running=12]"
+
+
+def test_sweep_wall_times_are_read_from_the_drivers_progress_bars(tmp_path):
+    import os
+
+    a, b = "p=31 wd=1 B=full", "p=53 wd=0.3 B=512"
+    old, new = tmp_path / "old.log", tmp_path / "new.log"
+    # the old log: a started from 0 (then was lost: no checkpoint), b ran 1:02:03 and stopped
+    old.write_text("\r".join([_bar(a, 0, "00:00"), _bar(a, 50, "05:00"), _bar(b, 0, "00:00"), _bar(b, 900, "1:02:03")]))
+    # the new log: a starts over from 0 and runs 10:30; b resumes at step 1000 and runs 00:30 more
+    new.write_text("\n".join([_bar(a, 0, "00:00"), _bar(a, 4000, "10:30"), "done", _bar(b, 1000, "00:30")]))
+    os.utime(old, (1_000, 1_000))
+    os.utime(new, (2_000, 2_000))
+    assert record.sweep_wall_seconds([new, old]) == {a: 630, b: 3723 + 30}
+    with pytest.raises(SystemExit, match="only resumed pieces of p=53 wd=0.3 B=512: add the log where it started"):
+        record.sweep_wall_seconds([new])
+    with pytest.raises(SystemExit, match="--logs serves grokking_sweeps only"):
+        record.export("core_inflation", "smoke", tmp_path, logs=[new])
+    with pytest.raises(SystemExit, match="no such log file: .*missing.log"):
+        record.export("grokking_sweeps", "smoke", tmp_path, logs=[new, tmp_path / "missing.log"])
 
 
 def test_unknown_experiments_and_missing_records_name_the_fix(tmp_path):
