@@ -160,9 +160,9 @@ plt.close(fig)
 #
 # A ratio well below 1 says that $\eta\omega$ sets the pace; it does not say that $\eta$ and
 # $\omega$ matter only through their product. Runs with the same product and different
-# $\eta / \omega$ test that (the `paper` profile has two: $(2\cdot10^{-3}, 3)$ and
-# $(3\cdot10^{-3}, 2)$). The early part of each curve, memorisation and grokking, need not
-# follow the same clock: the gradient steps that fit the training set scale with $\eta$ alone.
+# $\eta / \omega$ test that. {glue:text}`same_product_text` The early part of each curve,
+# memorisation and grokking, need not follow the same clock: the gradient steps that fit the
+# training set scale with $\eta$ alone.
 
 # %% [markdown]
 # ## The interpretability window

@@ -221,3 +221,15 @@ def test_the_window_verdict_tells_arms_apart_only_when_their_seed_ranges_do_not_
     assert "the short ramp gives cores not told apart from the restarted arm's" in text
     assert "the long ramp gives cores smaller than the restarted arm's" in text
     assert text.endswith("After a late removal the cores grow.")
+
+
+def test_runs_with_the_same_product_are_paired_and_told_apart_only_without_overlap():
+    def row(lr, wd, lo, hi, epochs=3400):
+        return {"rate_ratio": clock._rate_ratio(lr, wd), "epochs": epochs, "core_dim_min": lo, "core_dim_max": hi}
+
+    pairs = {"a": row(2e-3, 3.0, 15, 18), "b": row(3e-3, 2.0, 20, 25), "c": row(1e-3, 3.0, 15, 18)}
+    assert clock.same_product(pairs) == [{"runs": ("a", "b"), "epochs": 3400, "apart": -1}]
+    pairs["b"] = row(3e-3, 2.0, 18, 25)  # ranges touch: not told apart
+    assert clock.same_product(pairs)[0]["apart"] == 0
+    pairs["b"] = row(3e-3, 2.0, 20, 25, epochs=1700)  # another horizon: not compared
+    assert clock.same_product(pairs) == []

@@ -43,6 +43,7 @@ __all__ = [
     "curves",
     "spread",
     "collapse",
+    "same_product",
     "window_arms",
     "window_base",
     "window_branch_epoch",
@@ -329,7 +330,7 @@ def clock_summary(
             "tau_end": run["lr"] * run["wd"] * run["steps"] * end,
             **_end_means(run["records"]),
         }
-    out = {"pairs": pairs, "collapse": collapse(params, runs), "recorded": None}
+    out = {"pairs": pairs, "collapse": collapse(params, runs), "same_product": same_product(pairs), "recorded": None}
     reference = _recorded_run(params, recorded)
     if reference is not None:
         records = reference["records"]
@@ -341,6 +342,20 @@ def clock_summary(
             i = int(np.argmin(np.abs(taus - row["tau_end"])))
             nearest[label] = {"epoch": records[i]["epoch"], "tau": float(taus[i]), **_end_means(records[: i + 1])}
         out["recorded"] = {"source": recorded["source"], "tau_end": float(taus[-1]), "at_pair_ends": nearest}
+    return out
+
+
+def same_product(pairs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each two runs of :func:`clock_summary`'s ``pairs`` with the same lr x wd (and so the same
+    tau at the same step) that end at the same epoch: their labels and whether their core
+    dimensions at the end are told apart (:func:`_apart`: +1 the first larger, -1 smaller, 0 not)."""
+    labels = list(pairs)
+    out = []
+    for i, a in enumerate(labels):
+        for b in labels[i + 1 :]:
+            ra, rb = pairs[a], pairs[b]
+            if np.isclose(ra["rate_ratio"], rb["rate_ratio"], rtol=1e-9) and ra["epochs"] == rb["epochs"]:
+                out.append({"runs": (a, b), "epochs": ra["epochs"], "apart": _apart(ra, rb)})
     return out
 
 
@@ -495,12 +510,26 @@ def findings(params: ClockParams, clock: dict[str, Any], window: dict[str, Any])
             f"(kept: {_num(kept['spikes_per_1000'], 2)})"
         )
         out.append({"id": f"window.{name}", "statement": statement, "value": arm["core_dim"]})
+    for same in clock.get("same_product", []):
+        a, b = same["runs"]
+        ra, rb = clock["pairs"][a], clock["pairs"][b]
+        out.append(
+            {
+                "id": f"clock.same_product.{_slug(a)}.{_slug(b)}",
+                "statement": (
+                    f"The runs at {a} and {b}, the same lr x wd, end at epoch {same['epochs']} with core dimension "
+                    f"{_dim(ra)} and {_dim(rb)}, and {_num(ra['modes'])} and {_num(rb['modes'])} modes: in core "
+                    f"dimension the first is {_SAME[same['apart']]} the second"
+                ),
+                "value": ra["core_dim"] - rb["core_dim"],
+            }
+        )
     rec = clock["recorded"]
     for label, at in ({} if rec is None else rec["at_pair_ends"]).items():
         pair = clock["pairs"][label]
         out.append(
             {
-                "id": f"clock.reaches.{label.replace(' ', '').replace(',', '_')}",
+                "id": f"clock.reaches.{_slug(label)}",
                 "statement": (
                     f"The run at {label} ends at tau {_num(pair['tau_end'])} with core dimension {_dim(pair)} and "
                     f"{_num(pair['modes'])} modes; the recorded paper run at its epoch {at['epoch']} (same tau) has "
@@ -514,6 +543,11 @@ def findings(params: ClockParams, clock: dict[str, Any], window: dict[str, Any])
 
 
 _REACH = {1: "beyond", -1: "short of", 0: "not told apart from"}
+_SAME = {1: "larger than", -1: "smaller than", 0: "not told apart from"}
+
+
+def _slug(label: str) -> str:
+    return label.replace(" ", "").replace(",", "_")
 
 
 def _apart(a: dict[str, float], b: dict[str, float]) -> int:
@@ -649,6 +683,12 @@ def glue_values(
         values["recorded_text"] = f"The {rec['source']} goes to tau {_num(rec['tau_end'])}. " + (
             ". ".join(reach) + "." if reach else "No other run of this build to compare with it."
         )
+    same = [f["statement"] for f in findings(params, clock, window) if f["id"].startswith("clock.same_product.")]
+    values["same_product_text"] = (
+        ". ".join(same) + "."
+        if same
+        else "No two runs here share lr x wd at the same horizon, so this is not tested by these settings."
+    )
     for f in findings(params, clock, window):
         if f["id"].startswith("window."):
             values[f["id"].replace(".", "_")] = f["statement"]
