@@ -274,8 +274,8 @@ def _export_inflation_clock(profile: str, folder: Path) -> dict:
         if at is not None:
             raise SystemExit(f"the window's arm {name!r} of the {profile}-profile run is at epoch {at}; {finish}")
     kept = clock.compact(clock.run_clock(params), clock.run_window(params))
-    save_json(folder / "runs.json", kept["runs"])
-    save_json(folder / "window.json", kept["window"])
+    save_json(folder / "runs.json", kept["runs"], compact=True)
+    save_json(folder / "window.json", kept["window"], compact=True)
     dirs = {}  # the window's kept run is a pair's run when its clock is one of the pairs: count it once
     for label, folder in [(label, modular._arm_dir(mp, arm)) for label, mp, arm in runs] + [
         (f"window {name}", modular._arm_dir(mp, arm)) for name, (mp, arm) in arms.items()
