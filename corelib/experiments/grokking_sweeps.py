@@ -295,11 +295,18 @@ def recorded_glue_values(recorded: dict | None) -> dict[str, object]:
         if not differ
         else "sweeps at settings other than the paper's (" + "; ".join(f"{k}: {v}" for k, v in differ.items()) + ")"
     )
+    timed = [s for s in (prov.get("training_seconds") or {}).values() if s is not None]
+    took = (
+        f"Its {len(timed)} timed conditions trained for {sum(timed) / 3600:.1f} h of wall time in all, each on one "
+        "thread with its seeds stacked. "
+        if timed
+        else ""
+    )
     return {f"rec_{k}": fits[k] for k in _RECORDED_FITS} | {
         "rec_status": (
             f"The figure below is the {recorded['source']}: {sweeps}, {params.n_seeds} seeds for each "
             f"of {len(params.omegas)} weight decays and {len(params.moduli)} moduli, at most "
-            f"{params.omega_max_epochs} epochs each, in {prov.get('precision', 'fp32')}. "
+            f"{params.omega_max_epochs} epochs each, in {prov.get('precision', 'fp32')}. {took}"
             f"`{prov.get('rederive', '')}` re-derives one condition of it from scratch."
         )
     }
