@@ -127,6 +127,8 @@ def test_grokking_sweeps_are_exported_and_a_condition_re_derived(results):
     assert set(grokking_sweeps.recorded_glue_values(shown)) == set(grokking_sweeps.recorded_glue_values(None))
     label = params.p_conditions()[0].label()
     assert record.verify("grokking_sweeps", "smoke", condition=label, seeds=1, root=rec_root) == []
+    assert record.verify("grokking_sweeps", "smoke", condition=label, root=rec_root) == []  # every seed
+    assert "--seeds" not in got["provenance"]["rederive"]  # the command re-derives the recorded stack
     with pytest.raises(SystemExit, match="no condition 'p=2 wd=1 B=full'"):
         record.verify("grokking_sweeps", "smoke", condition="p=2 wd=1 B=full", root=rec_root)
 
