@@ -158,7 +158,10 @@ plt.close(fig)
 # - Rotational modes: they {glue:text}`collapse_modes` (ratio
 #   {glue:text}`ratio_modes`; seed noise {glue:text}`noise_modes`).
 #
-# **Against the paper-scale run.** {glue:text}`recorded_text`
+# **Against the paper-scale run.** {glue:text}`recorded_text` {glue:text}`same_epoch_text`
+# A run that falls short of the paper's both at equal $\tau$ and at equal epochs is not on a
+# faster or a slower clock of the same process: something in its settings holds the core
+# compact.
 #
 # A ratio well below 1 says that $\eta\omega$ sets the pace; it does not say that $\eta$ and
 # $\omega$ matter only through their product. Runs with the same product and different

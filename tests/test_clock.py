@@ -195,6 +195,7 @@ def test_the_recorded_run_is_compared_at_the_same_tau_on_its_own_clock(recwarn):
     summary = clock.clock_summary(params, runs, recorded)
     at = summary["recorded"]["at_pair_ends"]
     assert list(at) == ["lr 0.003, wd 2"] and at["lr 0.003, wd 2"]["epoch"] == 6000  # tau 18.4 ~ epoch 6000
+    assert summary["recorded"]["at_pair_epochs"]["lr 0.003, wd 2"]["epoch"] == 1000  # nearest to its epoch 1020
     assert summary["collapse"]["core_dim"]["ratio"] < 0.05
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
     # A record of another model does not join

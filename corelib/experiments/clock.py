@@ -320,7 +320,8 @@ def clock_summary(
     """The clock's numbers: per run its rate ratio to the paper's, epochs, end tau and end means;
     :func:`collapse`; and, with the recorded paper-profile inflation run
     (:func:`corelib.experiments.paper_scale.recorded_inflation`) when it trained these models,
-    that run's weight-decay arm at the snapshot nearest each other run's end tau."""
+    that run's weight-decay arm at the snapshot nearest each other run's end tau
+    (``at_pair_ends``) and nearest its last epoch (``at_pair_epochs``)."""
     pairs = {}
     for label, run in runs.items():
         end = run["records"][-1]["epoch"]
@@ -334,14 +335,24 @@ def clock_summary(
     reference = _recorded_run(params, recorded)
     if reference is not None:
         records = reference["records"]
-        taus = reference["lr"] * reference["wd"] * reference["steps"] * modular.epochs_of(records).astype(float)
-        nearest = {}
+        epochs = modular.epochs_of(records).astype(float)
+        taus = reference["lr"] * reference["wd"] * reference["steps"] * epochs
+        nearest, same_epoch = {}, {}
         for label, row in pairs.items():
             if label == RECORDED_LABEL or (runs[label]["lr"], runs[label]["wd"]) == (reference["lr"], reference["wd"]):
                 continue  # the recorded run itself, or the same run over a shorter horizon
-            i = int(np.argmin(np.abs(taus - row["tau_end"])))
-            nearest[label] = {"epoch": records[i]["epoch"], "tau": float(taus[i]), **_end_means(records[: i + 1])}
-        out["recorded"] = {"source": recorded["source"], "tau_end": float(taus[-1]), "at_pair_ends": nearest}
+            for found, where in (
+                (nearest, np.abs(taus - row["tau_end"])),
+                (same_epoch, np.abs(epochs - row["epochs"])),
+            ):
+                i = int(np.argmin(where))
+                found[label] = {"epoch": records[i]["epoch"], "tau": float(taus[i]), **_end_means(records[: i + 1])}
+        out["recorded"] = {
+            "source": recorded["source"],
+            "tau_end": float(taus[-1]),
+            "at_pair_ends": nearest,
+            "at_pair_epochs": same_epoch,
+        }
     return out
 
 
@@ -539,6 +550,18 @@ def findings(params: ClockParams, clock: dict[str, Any], window: dict[str, Any])
                 "value": pair["core_dim"] - at["core_dim"],
             }
         )
+    for label, at in ({} if rec is None else rec.get("at_pair_epochs", {})).items():
+        pair = clock["pairs"][label]
+        out.append(
+            {
+                "id": f"clock.same_epoch.{_slug(label)}",
+                "statement": (
+                    f"At its last epoch, {pair['epochs']}, the run at {label} has core dimension {_dim(pair)}; the "
+                    f"recorded paper run at its epoch {at['epoch']} has {_dim(at)}: {_SAME[_apart(pair, at)]} it"
+                ),
+                "value": pair["core_dim"] - at["core_dim"],
+            }
+        )
     return out
 
 
@@ -678,10 +701,17 @@ def glue_values(
             "No recorded paper-profile run of these models is present, so the runs are compared only with "
             "each other, and nothing here says where the paper's run stood at the same tau."
         )
+        values["same_epoch_text"] = ""
     else:
         reach = [f["statement"] for f in findings(params, clock, window) if f["id"].startswith("clock.reaches.")]
         values["recorded_text"] = f"The {rec['source']} goes to tau {_num(rec['tau_end'])}. " + (
             ". ".join(reach) + "." if reach else "No other run of this build to compare with it."
+        )
+        by_epoch = [f["statement"] for f in findings(params, clock, window) if f["id"].startswith("clock.same_epoch.")]
+        values["same_epoch_text"] = (
+            "Compared at equal epochs instead of equal tau. " + ". ".join(by_epoch) + "."
+            if by_epoch
+            else "No other run of this build to compare with it at equal epochs."
         )
     same = [f["statement"] for f in findings(params, clock, window) if f["id"].startswith("clock.same_product.")]
     values["same_product_text"] = (
