@@ -3,7 +3,7 @@
 ::
 
     python -m acebook.record export core_inflation      # after a paper-profile run has finished
-    python -m acebook.record export grokking_sweeps --logs ~/sweeps*.log  # the logs: wall times
+    python -m acebook.record export grokking_sweeps --logs ~/sweeps*.log  # drivers' logs: wall times
     python -m acebook.record verify core_inflation --epochs 1000
     python -m acebook.record verify grokking_sweeps --condition "p=53 wd=3 B=512"
     python -m acebook.record export inflation_clock --profile book
@@ -150,7 +150,7 @@ def _sweeps_params(profile: str) -> SweepsParams:
 
 
 _PROGRESS = re.compile(
-    r"^(?P<label>p=\d+ wd=[\d.]+ B=\w+), \d+ seeds:[^|]*\|[^|]*\| *(?P<step>\d+)/\d+ \[(?P<elapsed>[\d:]+)"
+    r"^(?P<label>p=\d+ wd=\S+ B=\w+), \d+ seeds:[^|]*\|[^|]*\| *(?P<step>\d+)/\d+ \[(?P<elapsed>[\d:]+)"
 )
 
 
@@ -162,22 +162,41 @@ def _seconds(clock_text: str) -> int:
     return seconds
 
 
+def _pieces(text: str) -> list[tuple[str, int, int]]:
+    """The progress bars' pieces in one log, in order: (condition, first step, last elapsed seconds).
+    A bar whose elapsed time goes back starts a new piece (a log appended to by another run)."""
+    out: list[tuple[str, int, int]] = []
+    current: dict[str, int] = {}  # condition -> index of its open piece in out
+    for line in re.split(r"[\r\n]", text):
+        m = _PROGRESS.match(line.strip())
+        if not m:
+            continue
+        label, step, elapsed = m["label"], int(m["step"]), _seconds(m["elapsed"])
+        i = current.get(label)
+        if i is None or elapsed < out[i][2]:
+            current[label] = len(out)
+            out.append((label, step, elapsed))
+        else:
+            out[i] = (label, out[i][1], elapsed)
+    return out
+
+
 def sweep_wall_seconds(logs: list[Path]) -> dict[str, int]:
     """Wall time of each sweep condition, read from the progress bars in the drivers' logs
-    (``python -m acebook.paper_runs advance grokking_sweeps > log``): per condition the elapsed
-    time of the last piece that started from step 0 plus the pieces that resumed after it, each
-    to its last progress update. Pieces are ordered by the logs' modification times; a piece that
-    started over from step 0 replaced the work before it, so that work is not counted."""
+    (``python -m acebook.paper_runs advance grokking_sweeps > log 2>&1``: the bars go to stderr):
+    per condition the elapsed time of the last piece that started from step 0 plus the pieces that
+    resumed after it, each to its last progress update. Logs are taken in the order of their
+    modification times (keep them when copying); a piece that started over from step 0 replaced
+    the work before it, so that work is not counted."""
     pieces: dict[str, list[tuple[int, int]]] = {}
     for log in sorted(logs, key=lambda f: f.stat().st_mtime):
-        seen: dict[str, tuple[int, int]] = {}
-        for line in re.split(r"[\r\n]", log.read_text(errors="replace")):
-            m = _PROGRESS.match(line.strip())
-            if m:
-                start = seen.get(m["label"], (int(m["step"]), 0))[0]
-                seen[m["label"]] = (start, _seconds(m["elapsed"]))
-        for label, piece in seen.items():
-            pieces.setdefault(label, []).append(piece)
+        for label, start, seconds in _pieces(log.read_text(errors="replace")):
+            pieces.setdefault(label, []).append((start, seconds))
+    if not pieces:
+        raise SystemExit(
+            "the logs hold no sweep progress bars; they go to stderr, so write the logs with "
+            "`python -m acebook.paper_runs advance grokking_sweeps > LOG 2>&1`."
+        )
     out = {}
     for label, runs in pieces.items():
         fresh = [i for i, (start, _) in enumerate(runs) if start == 0]
@@ -208,9 +227,9 @@ def _export_grokking_sweeps(profile: str, folder: Path, logs: list[Path] | None 
             f"(e.g. {missing[0]}); "
             f"finish them with `python -m acebook.runner run grokking_sweeps --profile {profile}`."
         )
-    save_json(folder / "records.json", records, compact=True)
     labels = [c.label() for c in (*params.omega_conditions(), *params.p_conditions())]
-    timed = sweep_wall_seconds(logs) if logs else {}
+    timed = sweep_wall_seconds(logs) if logs else {}  # read before anything is written
+    save_json(folder / "records.json", records, compact=True)
     untimed = [label for label in labels if label not in timed]
     return {
         "params": asdict(params),
@@ -240,6 +259,8 @@ def _verify_grokking_sweeps(record: dict, label: str, n_seeds: int | None, toler
     cond, cap = matches[0]
     # The seeds train stacked; a smaller stack rounds differently in the last bits, which can move
     # a seed's threshold crossing by a step or two: only the whole stack is expected to match exactly.
+    if n_seeds is not None and n_seeds < 1:
+        raise SystemExit(f"--seeds must be at least 1 (or left out: every recorded seed); got {n_seeds}.")
     seeds = params.seeds if n_seeds is None else params.seeds[:n_seeds]
     fresh = run_condition(cond, seeds, params.config(cap), progress=True)
     # A condition shared by both sweeps is recorded twice, with the same records.

@@ -313,9 +313,10 @@ def run_busy(folder: Path | str) -> bool:
 
 @contextlib.contextmanager
 def claimed(folder: Path | str) -> Iterator[bool]:
-    """Try, without waiting, to hold ``folder``'s driver lock for the block: yields True if this
-    process now holds it, False if another does. Drivers that share a list of jobs take only the
-    jobs nobody holds (a killed driver's lock is released by the OS)."""
+    """Try, without waiting, to hold ``folder``'s driver lock for the block: yields True if the
+    caller now holds it (the lock is re-entrant within a thread), False if another process or
+    thread does. Drivers that share a list of jobs take only the jobs nobody holds (a killed
+    driver's lock is released by the OS)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     lock = _lock(folder / ".driver.lock")

@@ -196,11 +196,31 @@ def test_the_recorded_run_is_compared_at_the_same_tau_on_its_own_clock(recwarn):
     at = summary["recorded"]["at_pair_ends"]
     assert list(at) == ["lr 0.003, wd 2"] and at["lr 0.003, wd 2"]["epoch"] == 6000  # tau 18.4 ~ epoch 6000
     assert summary["recorded"]["at_pair_epochs"]["lr 0.003, wd 2"]["epoch"] == 1000  # nearest to its epoch 1020
+    values = clock.glue_values(params, summary, _fake_window())
+    # on one clock: far larger than the paper run at equal epochs, so no conclusion is drawn
+    assert "the recorded paper run at its epoch 6000 (same tau)" in values["recorded_text"]
+    assert values["same_epoch_text"].startswith("At its last epoch, 1020, the run at lr 0.003, wd 2 has core")
+    assert (
+        values["same_epoch_text"].endswith("larger than it.") and "at its epoch 1000 has" in values["same_epoch_text"]
+    )
+    assert values["conclusion_text"] == ""
+    held = {**runs, "lr 0.003, wd 2": _fake_run(3e-3, 2.0, np.arange(0, 1021, 85), lambda tau: 15 + 0 * tau)}
+    values = clock.glue_values(params, clock.clock_summary(params, held, recorded), _fake_window())
+    assert "smaller than it" in values["same_epoch_text"] and "short of" in values["recorded_text"]
+    assert values["conclusion_text"].startswith("Every run compared ends with a smaller core")
     assert summary["collapse"]["core_dim"]["ratio"] < 0.05
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
     # A record of another model does not join
     other = {**recorded, "params": modular.ModularParams(d_model=64)}
     assert clock._recorded_run(params, other) is None
+
+
+def _fake_window() -> dict:
+    """A window summary with every arm alike (enough for the clock's glue values)."""
+    row = {**_arm(13, 15), "modes": 5.0, "test_acc": 1.0, "spikes_per_1000": 0.0, "end": 680, "branch": 204}
+    arms = {name: dict(row) for name in clock.WINDOW_ARMS}
+    arms["removed_late"]["at_branch"] = dict(row)
+    return {"arms": arms, "grok_epoch": 204, "tau_grok": 3.67}
 
 
 def _arm(lo: float, hi: float) -> dict:

@@ -129,8 +129,16 @@ def test_grokking_sweeps_are_exported_and_a_condition_re_derived(results):
     assert record.verify("grokking_sweeps", "smoke", condition=label, seeds=1, root=rec_root) == []
     assert record.verify("grokking_sweeps", "smoke", condition=label, root=rec_root) == []  # every seed
     assert "--seeds" not in got["provenance"]["rederive"]  # the command re-derives the recorded stack
+    with pytest.raises(SystemExit, match="--seeds must be at least 1"):
+        record.verify("grokking_sweeps", "smoke", condition=label, seeds=0, root=rec_root)
     with pytest.raises(SystemExit, match="no condition 'p=2 wd=1 B=full'"):
         record.verify("grokking_sweeps", "smoke", condition="p=2 wd=1 B=full", root=rec_root)
+
+
+def _stdout_only(folder):
+    log = folder / "stdout.log"
+    log.write_text("grokking_sweeps: p=31 wd=1 B=full done (1 of 13)\n")
+    return log
 
 
 def _bar(label: str, step: int, elapsed: str) -> str:
@@ -149,6 +157,17 @@ def test_sweep_wall_times_are_read_from_the_drivers_progress_bars(tmp_path):
     os.utime(old, (1_000, 1_000))
     os.utime(new, (2_000, 2_000))
     assert record.sweep_wall_seconds([new, old]) == {a: 630, b: 3723 + 30}
+    # one log appended to by two runs: the elapsed time going back starts a new piece
+    both = tmp_path / "both.log"
+    c = "p=53 wd=1e-05 B=full"
+    both.write_text(
+        "\r".join([_bar(c, 0, "00:00"), _bar(c, 500, "02:00"), _bar(c, 500, "00:00"), _bar(c, 900, "01:10")])
+    )
+    assert record.sweep_wall_seconds([both]) == {c: 120 + 70}
+    both.write_text("\r".join([_bar(c, 0, "00:00"), _bar(c, 500, "02:00"), _bar(c, 0, "00:00"), _bar(c, 900, "01:10")]))
+    assert record.sweep_wall_seconds([both]) == {c: 70}  # started over: the first piece's work was lost
+    with pytest.raises(SystemExit, match="no sweep progress bars; they go to stderr, so .* 2>&1"):
+        record.sweep_wall_seconds([_stdout_only(tmp_path)])
     with pytest.raises(SystemExit, match="only resumed pieces of p=53 wd=0.3 B=512: add the log where it started"):
         record.sweep_wall_seconds([new])
     with pytest.raises(SystemExit, match="--logs serves grokking_sweeps only"):

@@ -565,6 +565,23 @@ def findings(params: ClockParams, clock: dict[str, Any], window: dict[str, Any])
     return out
 
 
+def _conclusion(clock: dict[str, Any]) -> str:
+    """One sentence when every run compared with the recorded paper run ends with a smaller core
+    both at equal tau and at equal epochs (else nothing: the findings speak for themselves)."""
+    rec, pairs = clock["recorded"], clock["pairs"]
+    compared = list(rec["at_pair_ends"]) if rec else []
+    if not compared or any(
+        _apart(pairs[k], rec["at_pair_ends"][k]) != -1 or _apart(pairs[k], rec["at_pair_epochs"][k]) != -1
+        for k in compared
+    ):
+        return ""
+    return (
+        "Every run compared ends with a smaller core than the paper run's both at equal tau and at equal epochs, "
+        "so neither clock carries the paper run's inflation over to them: over the range measured, their "
+        "settings hold the core compact."
+    )
+
+
 _REACH = {1: "beyond", -1: "short of", 0: "not told apart from"}
 _SAME = {1: "larger than", -1: "smaller than", 0: "not told apart from"}
 
@@ -651,7 +668,7 @@ def record_text(record: dict[str, Any] | None, searched: bool = False) -> str:
     seconds = sum((record.get("training_seconds") or {}).values())
     head = (
         f"The runs and arms shown are the {record['source']} of exactly these settings, recorded to keep the "
-        f"book's build short: its runs trained for {seconds / 60:.0f} min in all, one after another."
+        f"book's build short: its runs trained for {seconds / 60:.0f} min, summed over runs."
     )
     if not agree["n_snapshots"]:
         return head + " This build re-derived none of it (check_epochs is 0)."
@@ -683,6 +700,7 @@ def glue_values(
     values: dict[str, object] = {
         "record_text": record_text(record, searched),
         "n_pairs": len(params.pairs),
+        "horizon": _num(params.horizon, 0),
         "n_runs": len(clock["pairs"]),
         "n_seeds": len(params.seeds),
         "runs_text": _runs_text(clock),
@@ -701,18 +719,15 @@ def glue_values(
             "No recorded paper-profile run of these models is present, so the runs are compared only with "
             "each other, and nothing here says where the paper's run stood at the same tau."
         )
-        values["same_epoch_text"] = ""
+        values["same_epoch_text"] = values["conclusion_text"] = ""
     else:
         reach = [f["statement"] for f in findings(params, clock, window) if f["id"].startswith("clock.reaches.")]
         values["recorded_text"] = f"The {rec['source']} goes to tau {_num(rec['tau_end'])}. " + (
             ". ".join(reach) + "." if reach else "No other run of this build to compare with it."
         )
         by_epoch = [f["statement"] for f in findings(params, clock, window) if f["id"].startswith("clock.same_epoch.")]
-        values["same_epoch_text"] = (
-            "Compared at equal epochs instead of equal tau. " + ". ".join(by_epoch) + "."
-            if by_epoch
-            else "No other run of this build to compare with it at equal epochs."
-        )
+        values["same_epoch_text"] = ". ".join(by_epoch) + "." if by_epoch else ""
+        values["conclusion_text"] = _conclusion(clock)
     same = [f["statement"] for f in findings(params, clock, window) if f["id"].startswith("clock.same_product.")]
     values["same_product_text"] = (
         ". ".join(same) + "."

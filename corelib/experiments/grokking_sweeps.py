@@ -296,9 +296,10 @@ def recorded_glue_values(recorded: dict | None) -> dict[str, object]:
         else "sweeps at settings other than the paper's (" + "; ".join(f"{k}: {v}" for k, v in differ.items()) + ")"
     )
     timed = [s for s in (prov.get("training_seconds") or {}).values() if s is not None]
+    conditions = "condition" if len(timed) == 1 else f"{len(timed)} conditions"
     took = (
-        f"Its {len(timed)} timed conditions trained for {sum(timed) / 3600:.1f} h of wall time in all, each on one "
-        "thread with its seeds stacked. "
+        f"It trained for {sum(timed) / 3600:.1f} h of wall time, summed over its timed {conditions} (each on one "
+        "thread with its seeds stacked). "
         if timed
         else ""
     )
