@@ -296,6 +296,15 @@ def compute_once(path: Path | str, compute: Callable[[], Any], what: str = "") -
     return load_json(path)
 
 
+def _acquired_at_once(lock) -> bool:
+    """Acquire ``lock`` if nobody holds it; whether that happened (never waits)."""
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return False
+    return True
+
+
 def run_busy(folder: Path | str) -> bool:
     """Whether another process (or thread) holds ``folder``'s run lock at this moment: a driver
     with several conditions to run can move on to one nobody is computing."""
@@ -303,9 +312,7 @@ def run_busy(folder: Path | str) -> bool:
     if not path.exists():
         return False
     lock = _lock(path)
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
+    if not _acquired_at_once(lock):
         return True
     lock.release()
     return False
@@ -320,9 +327,7 @@ def claimed(folder: Path | str) -> Iterator[bool]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     lock = _lock(folder / ".driver.lock")
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
+    if not _acquired_at_once(lock):
         yield False
         return
     try:
@@ -340,9 +345,7 @@ def run_lock(folder: Path | str, what: str = "this run") -> Iterator[None]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     lock = _lock(folder / ".run.lock")
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
+    if not _acquired_at_once(lock):
         print(f"waiting for another process ({what} in {folder}) ...", file=sys.stderr, flush=True)
         lock.acquire()
     try:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 
 import pytest
 
@@ -172,32 +174,37 @@ def test_a_fast_clock_is_advanced_in_many_pieces_too():
         assert all(mp.stack_config("wd", mp.long_epochs).is_snapshot(e) for e in ends)
 
 
+@contextlib.contextmanager
+def _held_elsewhere(hold):
+    """Run the block while another thread holds the OS lock of ``hold()``, as another process would."""
+    held, release = threading.Event(), threading.Event()
+
+    def other():
+        with hold():
+            held.set()
+            release.wait(60)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    assert held.wait(10)
+    try:
+        yield
+    finally:
+        release.set()
+        thread.join()
+
+
 @pytest.mark.slow
 def test_a_sweep_condition_another_process_runs_is_left_to_it(tmp_path, monkeypatch, capsys):
-    import threading
-
     from corelib.results import run_busy, run_lock
 
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
     params, plans = paper_runs._sweep_plans("smoke")
     busy = condition_dir(*plans[0])
     assert run_busy(busy) is False
-    held, release = threading.Event(), threading.Event()
-
-    def other():  # another thread holds its own OS lock, as another process would
-        with run_lock(busy):
-            held.set()
-            release.wait(60)
-
-    thread = threading.Thread(target=other)
-    thread.start()
-    held.wait(10)
-    try:
+    with _held_elsewhere(lambda: run_lock(busy)):
         assert run_busy(busy) is True
         done, total = paper_runs.advance_sweeps("smoke")
-    finally:
-        release.set()
-        thread.join()
     assert "is being run by another process; left to it" in capsys.readouterr().out
     twice = sum(condition_dir(*plan) == busy for plan in plans)  # a condition of both sweeps is listed twice
     assert (done, total) == (total - twice, total)  # every condition but the busy one
@@ -206,33 +213,17 @@ def test_a_sweep_condition_another_process_runs_is_left_to_it(tmp_path, monkeypa
 
 
 def test_a_clock_run_another_driver_advances_is_left_to_it(tmp_path, monkeypatch, capsys):
-    import threading
-
     from corelib.experiments import clock
     from corelib.results import claimed
 
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
     params = paper_runs._clock_params("smoke")
     first, second = (clock.pair_params(params, lr, wd) for lr, wd in params.pairs[:2])
-    held, release = threading.Event(), threading.Event()
-
-    def other():  # another thread holds its own OS lock, as another driver process would
-        with claimed(modular._arm_dir(first, "wd")) as mine:
-            assert mine
-            held.set()
-            release.wait(60)
-
-    thread = threading.Thread(target=other)
-    thread.start()
-    held.wait(10)
-    try:
+    jobs = [paper_runs._Arm(mp, "wd", mp.long_epochs, f"run {i}") for i, mp in enumerate((first, second))]
+    with _held_elsewhere(lambda: claimed(modular._arm_dir(first, "wd"))):
         with claimed(modular._arm_dir(first, "wd")) as mine:
             assert mine is False
-        jobs = [paper_runs._Arm(mp, "wd", mp.long_epochs, f"run {i}") for i, mp in enumerate((first, second))]
         paper_runs._advance(jobs, chunk=500, deadline=float("inf"), pieces=None)
-    finally:
-        release.set()
-        thread.join()
     assert "run 0: advanced by another process; left to it" in capsys.readouterr().out
     assert paper_runs._trained(first, "wd") == 0
     assert paper_runs._trained(second, "wd") == second.long_epochs
