@@ -296,9 +296,9 @@ def recorded_glue_values(recorded: dict | None) -> dict[str, object]:
         else "sweeps at settings other than the paper's (" + "; ".join(f"{k}: {v}" for k, v in differ.items()) + ")"
     )
     timed = [s for s in (prov.get("training_seconds") or {}).values() if s is not None]
-    conditions = "condition" if len(timed) == 1 else f"{len(timed)} conditions"
+    conditions = "timed condition" if len(timed) == 1 else f"{len(timed)} timed conditions"
     took = (
-        f"It trained for {sum(timed) / 3600:.1f} h of wall time, summed over its timed {conditions} (each on one "
+        f"It trained for {sum(timed) / 3600:.1f} h of wall time, summed over its {conditions} (each on one "
         "thread with its seeds stacked). "
         if timed
         else ""
