@@ -19,7 +19,6 @@ the record the sample is identical; elsewhere float rounding may move an accurac
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import platform
 import re
@@ -348,10 +347,7 @@ def export(name: str, profile: str = "paper", root: Path | str | None = None, lo
     folder = recorded_path(name, profile, root)
     folder.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    exporter = _EXPORTERS[name]
-    if logs:
-        exporter = functools.partial(exporter, logs=[Path(f) for f in logs])
-    info = exporter(profile, folder)
+    info = _EXPORTERS[name](profile, folder, **({"logs": [Path(f) for f in logs]} if logs else {}))
     save_json(
         folder / "provenance.json",
         {

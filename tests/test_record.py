@@ -1,6 +1,7 @@
 """Recorded results: exported with provenance, read back verified, and re-derived from scratch."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -146,8 +147,6 @@ def _bar(label: str, step: int, elapsed: str) -> str:
 
 
 def test_sweep_wall_times_are_read_from_the_drivers_progress_bars(tmp_path):
-    import os
-
     a, b = "p=31 wd=1 B=full", "p=53 wd=0.3 B=512"
     old, new = tmp_path / "old.log", tmp_path / "new.log"
     # the old log: a started from 0 (then was lost: no checkpoint), b ran 1:02:03 and stopped

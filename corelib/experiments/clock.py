@@ -521,7 +521,7 @@ def findings(params: ClockParams, clock: dict[str, Any], window: dict[str, Any])
             f"(kept: {_num(kept['spikes_per_1000'], 2)})"
         )
         out.append({"id": f"window.{name}", "statement": statement, "value": arm["core_dim"]})
-    for same in clock.get("same_product", []):
+    for same in clock["same_product"]:
         a, b = same["runs"]
         ra, rb = clock["pairs"][a], clock["pairs"][b]
         out.append(
@@ -530,7 +530,7 @@ def findings(params: ClockParams, clock: dict[str, Any], window: dict[str, Any])
                 "statement": (
                     f"The runs at {a} and {b}, the same lr x wd, end at epoch {same['epochs']} with core dimension "
                     f"{_dim(ra)} and {_dim(rb)}, and {_num(ra['modes'])} and {_num(rb['modes'])} modes: in core "
-                    f"dimension the first is {_SAME[same['apart']]} the second"
+                    f"dimension the first is {_COMPARED[same['apart']]} the second"
                 ),
                 "value": ra["core_dim"] - rb["core_dim"],
             }
@@ -544,20 +544,20 @@ def findings(params: ClockParams, clock: dict[str, Any], window: dict[str, Any])
                 "statement": (
                     f"The run at {label} ends at tau {_num(pair['tau_end'])} with core dimension {_dim(pair)} and "
                     f"{_num(pair['modes'])} modes; the recorded paper run at its epoch {at['epoch']} (same tau) has "
-                    f"{_dim(at)} and {_num(at['modes'])}: in core dimension the faster run ends "
+                    f"{_dim(at)} and {_num(at['modes'])}: in core dimension it ends "
                     f"{_REACH[_apart(pair, at)]} the paper run's state"
                 ),
                 "value": pair["core_dim"] - at["core_dim"],
             }
         )
-    for label, at in ({} if rec is None else rec.get("at_pair_epochs", {})).items():
+    for label, at in ({} if rec is None else rec["at_pair_epochs"]).items():
         pair = clock["pairs"][label]
         out.append(
             {
                 "id": f"clock.same_epoch.{_slug(label)}",
                 "statement": (
                     f"At its last epoch, {pair['epochs']}, the run at {label} has core dimension {_dim(pair)}; the "
-                    f"recorded paper run at its epoch {at['epoch']} has {_dim(at)}: {_SAME[_apart(pair, at)]} it"
+                    f"recorded paper run at its epoch {at['epoch']} has {_dim(at)}: {_COMPARED[_apart(pair, at)]} it"
                 ),
                 "value": pair["core_dim"] - at["core_dim"],
             }
@@ -583,7 +583,7 @@ def _conclusion(clock: dict[str, Any]) -> str:
 
 
 _REACH = {1: "beyond", -1: "short of", 0: "not told apart from"}
-_SAME = {1: "larger than", -1: "smaller than", 0: "not told apart from"}
+_COMPARED = {1: "larger than", -1: "smaller than", 0: "not told apart from"}
 
 
 def _slug(label: str) -> str:
@@ -604,9 +604,8 @@ def window_verdict(window: dict[str, Any]) -> str:
     """What the window's arms show about the decay after grokking, in one or two sentences."""
     arms = window["arms"]
     restart = arms["restarted"]
-    words = {1: "larger than", -1: "smaller than", 0: "not told apart from"}
     parts = [
-        f"Restarting the optimizer with the decay kept leaves cores {words[_apart(restart, arms['kept'])]} "
+        f"Restarting the optimizer with the decay kept leaves cores {_COMPARED[_apart(restart, arms['kept'])]} "
         "those of the uninterrupted run"
     ]
     for name, what in (
@@ -614,7 +613,7 @@ def window_verdict(window: dict[str, Any]) -> str:
         ("anneal_short", "the short ramp"),
         ("anneal_long", "the long ramp"),
     ):
-        parts.append(f"{what} gives cores {words[_apart(arms[name], restart)]} the restarted arm's")
+        parts.append(f"{what} gives cores {_COMPARED[_apart(arms[name], restart)]} the restarted arm's")
     late = arms["removed_late"]
     change = {1: "grow", -1: "shrink", 0: "do not change measurably"}[_apart(late, late["at_branch"])]
     return "; ".join(parts) + f". After a late removal the cores {change}."
@@ -713,6 +712,11 @@ def glue_values(
         values[f"ratio_{m}"] = _num(c[m]["ratio"], 2)
         values[f"noise_{m}"] = _num(c[m]["noise"], 2)
     values["window_verdict"] = window_verdict(window)
+    found = findings(params, clock, window)
+
+    def statements(prefix: str) -> list[str]:
+        return [f["statement"] for f in found if f["id"].startswith(prefix)]
+
     rec = clock["recorded"]
     if rec is None:
         values["recorded_text"] = (
@@ -721,20 +725,20 @@ def glue_values(
         )
         values["same_epoch_text"] = values["conclusion_text"] = ""
     else:
-        reach = [f["statement"] for f in findings(params, clock, window) if f["id"].startswith("clock.reaches.")]
+        reach = statements("clock.reaches.")
         values["recorded_text"] = f"The {rec['source']} goes to tau {_num(rec['tau_end'])}. " + (
             ". ".join(reach) + "." if reach else "No other run of this build to compare with it."
         )
-        by_epoch = [f["statement"] for f in findings(params, clock, window) if f["id"].startswith("clock.same_epoch.")]
+        by_epoch = statements("clock.same_epoch.")
         values["same_epoch_text"] = ". ".join(by_epoch) + "." if by_epoch else ""
         values["conclusion_text"] = _conclusion(clock)
-    same = [f["statement"] for f in findings(params, clock, window) if f["id"].startswith("clock.same_product.")]
+    same = statements("clock.same_product.")
     values["same_product_text"] = (
         ". ".join(same) + "."
         if same
         else "No two runs here share lr x wd at the same horizon, so this is not tested by these settings."
     )
-    for f in findings(params, clock, window):
+    for f in found:
         if f["id"].startswith("window."):
             values[f["id"].replace(".", "_")] = f["statement"]
     return values
