@@ -536,32 +536,27 @@ def findings(params: ClockParams, clock: dict[str, Any], window: dict[str, Any])
             }
         )
     rec = clock["recorded"]
-    for label, at in ({} if rec is None else rec["at_pair_ends"]).items():
-        pair = clock["pairs"][label]
-        out.append(
-            {
-                "id": f"clock.reaches.{_slug(label)}",
-                "statement": (
-                    f"The run at {label} ends at tau {_num(pair['tau_end'])} with core dimension {_dim(pair)} and "
-                    f"{_num(pair['modes'])} modes; the recorded paper run at its epoch {at['epoch']} (same tau) has "
-                    f"{_dim(at)} and {_num(at['modes'])}: in core dimension it ends "
-                    f"{_REACH[_apart(pair, at)]} the paper run's state"
-                ),
-                "value": pair["core_dim"] - at["core_dim"],
-            }
+    for label in [] if rec is None else rec["at_pair_ends"]:
+        pair, at_tau, at_epoch = clock["pairs"][label], rec["at_pair_ends"][label], rec["at_pair_epochs"][label]
+        reach = (
+            f"The run at {label} ends at tau {_num(pair['tau_end'])} with core dimension {_dim(pair)} and "
+            f"{_num(pair['modes'])} modes; the recorded paper run at its epoch {at_tau['epoch']} (same tau) has "
+            f"{_dim(at_tau)} and {_num(at_tau['modes'])}: in core dimension it ends "
+            f"{_REACH[_apart(pair, at_tau)]} the paper run's state"
         )
-    for label, at in ({} if rec is None else rec["at_pair_epochs"]).items():
-        pair = clock["pairs"][label]
-        out.append(
-            {
-                "id": f"clock.same_epoch.{_slug(label)}",
-                "statement": (
-                    f"At its last epoch, {pair['epochs']}, the run at {label} has core dimension {_dim(pair)}; the "
-                    f"recorded paper run at its epoch {at['epoch']} has {_dim(at)}: {_COMPARED[_apart(pair, at)]} it"
-                ),
-                "value": pair["core_dim"] - at["core_dim"],
-            }
+        by_epoch = (
+            f"At its last epoch, {pair['epochs']}, the run at {label} has core dimension {_dim(pair)}; the "
+            f"recorded paper run at its epoch {at_epoch['epoch']} has {_dim(at_epoch)}: "
+            f"{_COMPARED[_apart(pair, at_epoch)]} it"
         )
+        for kind, statement, at in (("reaches", reach, at_tau), ("same_epoch", by_epoch, at_epoch)):
+            out.append(
+                {
+                    "id": f"clock.{kind}.{_slug(label)}",
+                    "statement": statement,
+                    "value": pair["core_dim"] - at["core_dim"],
+                }
+            )
     return out
 
 
