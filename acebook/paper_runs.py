@@ -153,16 +153,32 @@ def _clock_params(profile: str) -> clock.ClockParams:
     return clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", profile))
 
 
-def _clock_jobs(params: clock.ClockParams) -> tuple[list[_Arm], list[int]]:
-    """The clock's runs and the window's arms known so far (the branches once the kept run has
-    grokked), and the kept run's snapshots the branches start from."""
-    jobs = [
-        _Arm(mp, "wd", mp.long_epochs, f"inflation_clock {lr:g} x {wd:g}")
-        for lr, wd in params.pairs
-        for mp in [clock.pair_params(params, lr, wd)]
-    ]
+def _late_branch(params: clock.ClockParams) -> int:
+    """The kept run's snapshot nearest the late removal: the last epoch any window arm branches at."""
     base = clock.window_base(params)
-    jobs.append(_Arm(base, "wd", base.long_epochs, "inflation_clock window kept"))
+    cfg = base.stack_config("wd", base.long_epochs)
+    wanted = clock.epochs_for(params, *params.window_pair, params.late_removal)
+    return min((e for e in range(1, base.long_epochs) if cfg.is_snapshot(e)), key=lambda e: abs(e - wanted))
+
+
+def _clock_jobs(params: clock.ClockParams, window_only: bool = False) -> tuple[list[_Arm], list[int]]:
+    """The clock's runs and the window's arms known so far (the branches once the kept run has
+    grokked), and the kept run's snapshots the branches start from.
+
+    ``window_only``: the window's arms alone, the kept run trained only as far as its last branch
+    (its own records to the horizon are the recorded core-inflation run, on the paper's clock)."""
+    jobs = (
+        []
+        if window_only
+        else [
+            _Arm(mp, "wd", mp.long_epochs, f"inflation_clock {lr:g} x {wd:g}")
+            for lr, wd in params.pairs
+            for mp in [clock.pair_params(params, lr, wd)]
+        ]
+    )
+    base = clock.window_base(params)
+    kept_horizon = _late_branch(params) if window_only else base.long_epochs
+    jobs.append(_Arm(base, "wd", kept_horizon, "inflation_clock window kept"))
     trained = _trained(base, "wd")
     kept = (
         modular.analyse_arm(replace(base, epochs=max(trained, 1), long_epochs=max(trained, 1)), "wd", trained)
@@ -181,13 +197,16 @@ def _clock_jobs(params: clock.ClockParams) -> tuple[list[_Arm], list[int]]:
     return jobs, sorted({mp.branch_epoch for mp, arm in arms.values() if arm != "wd"})
 
 
-def advance_clock(profile: str = "paper", minutes: float = 60.0, chunk: int = 500, pieces: int | None = None) -> int:
+def advance_clock(
+    profile: str = "paper", minutes: float = 60.0, chunk: int = 500, pieces: int | None = None, window_only: bool = False
+) -> int:
     """Advance the clock chapter's runs and window arms of ``profile`` as :func:`advance_inflation`
-    does (the branches start once the kept run is complete); returns the chunks run."""
+    does (the branches start once the kept run has grokked); returns the chunks run.
+    ``window_only``: the window's arms alone (see :func:`_clock_jobs`)."""
     deadline = _check_limits(chunk, minutes, pieces)
     params, started = _clock_params(profile), 0
     while True:
-        jobs, _ = _clock_jobs(params)
+        jobs, _ = _clock_jobs(params, window_only)
         before = started
         started = _advance(jobs, chunk, deadline, pieces, started)
         if started == before or time.monotonic() > deadline or started == pieces:
@@ -280,7 +299,7 @@ def _packed_epochs(dest: Path) -> dict[str, int]:
     return out
 
 
-def pack(name: str, profile: str = "paper", dest: Path | None = None) -> Path:
+def pack(name: str, profile: str = "paper", dest: Path | None = None, window_only: bool = False) -> Path:
     """Copy what resuming ``name``'s ``profile`` run needs into ``dest`` (``in_progress/<name>``).
 
     Refuses to replace a pack that got further than the results root (unpack it first)."""
@@ -293,7 +312,7 @@ def pack(name: str, profile: str = "paper", dest: Path | None = None) -> Path:
             params = _inflation_params(profile)
             jobs, branches = _inflation_jobs(profile), [params.branch_epoch]
         else:
-            jobs, branches = _clock_jobs(_clock_params(profile))
+            jobs, branches = _clock_jobs(_clock_params(profile), window_only)
         # A branch snapshot is needed only until every arm starting from it has a state of its own.
         waiting = {j.params.branch_epoch for j in jobs if j.arm == "no_wd" and not _has_state(j)}
         for job in jobs:
@@ -367,9 +386,11 @@ def main(argv: list[str] | None = None) -> int:
     ad.add_argument("--minutes", type=float, default=60.0, help="start no new piece after this long")
     ad.add_argument("--chunk", type=int, default=500, help="epochs per piece at the paper's lr x wd")
     ad.add_argument("--pieces", type=int, default=None, help="stop after this many pieces")
+    ad.add_argument("--window", action="store_true", help="inflation_clock: the window's arms only")
     pa = sub.add_parser("pack", help="copy what resuming a run needs into in_progress/")
     pa.add_argument("name", choices=EXPERIMENTS)
     pa.add_argument("--profile", default="paper")
+    pa.add_argument("--window", action="store_true", help="inflation_clock: the window's arms only")
     un = sub.add_parser("unpack", help="copy a packed run under the results root")
     un.add_argument("name", choices=EXPERIMENTS)
     args = ap.parse_args(argv)
@@ -377,12 +398,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.name == "core_inflation":
             print(advance_inflation(args.profile, args.minutes, args.chunk, args.pieces))
         elif args.name == "inflation_clock":
-            print(f"{advance_clock(args.profile, args.minutes, args.chunk, args.pieces)} pieces run")
+            print(f"{advance_clock(args.profile, args.minutes, args.chunk, args.pieces, args.window)} pieces run")
         else:
             done, total = advance_sweeps(args.profile, args.minutes, args.pieces)
             print(f"{done} of {total} conditions complete")
     elif args.command == "pack":
-        pack(args.name, args.profile)
+        pack(args.name, args.profile, window_only=args.window)
     else:
         unpack(args.name)
     return 0

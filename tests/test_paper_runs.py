@@ -162,6 +162,27 @@ def test_the_clock_chapters_runs_carried_in_pieces_give_its_uninterrupted_summar
     assert carried["window"] == whole["window"]
 
 
+@pytest.mark.slow
+def test_the_window_alone_trains_no_pair_and_the_kept_run_only_to_its_last_branch(tmp_path, monkeypatch):
+    from corelib.engine import snapshot_epochs
+    from corelib.experiments import clock, modular
+
+    params = paper_runs._clock_params("smoke")
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "whole"))
+    whole = clock.run_window(params, progress=False)
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "window"))
+    paper_runs.advance_clock("smoke", chunk=40, window_only=True)
+    base, late = clock.window_base(params), paper_runs._late_branch(params)
+    assert max(snapshot_epochs(modular._arm_dir(base, "wd"))) == late < base.long_epochs
+    for lr, wd in params.pairs:
+        mp = clock.pair_params(params, lr, wd)
+        if (lr, wd) != params.window_pair:
+            assert not modular._arm_dir(mp, "wd").exists(), (lr, wd)
+    for name, (mp, arm) in clock.window_arms(params, whole["grok_epoch"]).items():
+        if arm != "wd":
+            assert modular.analyse_arm(mp, arm, mp.long_epochs, progress=False) == whole["arms"][name]["records"]
+
+
 def test_a_fast_clock_is_advanced_in_many_pieces_too():
     from corelib.experiments import clock
 
