@@ -198,7 +198,11 @@ def _clock_jobs(params: clock.ClockParams, window_only: bool = False) -> tuple[l
 
 
 def advance_clock(
-    profile: str = "paper", minutes: float = 60.0, chunk: int = 500, pieces: int | None = None, window_only: bool = False
+    profile: str = "paper",
+    minutes: float = 60.0,
+    chunk: int = 500,
+    pieces: int | None = None,
+    window_only: bool = False,
 ) -> int:
     """Advance the clock chapter's runs and window arms of ``profile`` as :func:`advance_inflation`
     does (the branches start once the kept run has grokked); returns the chunks run.
