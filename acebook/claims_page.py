@@ -12,9 +12,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from corelib.claims import CLAIMS, RECORDED_SUFFIX, STATUSES, Claim, load_records, status
+from corelib.claims import CLAIMS, FINDINGS, RECORDED_SUFFIX, STATUSES, Claim, load_records, status
 
-__all__ = ["chapter_frame", "chapter_table", "claims_table", "format_value"]
+__all__ = [
+    "CITABLE_STATUSES",
+    "chapter_frame",
+    "chapter_table",
+    "citation_rows",
+    "claims_table",
+    "findings_table",
+    "format_value",
+    "satisfies",
+]
+
+# What a sentence may declare it assumes of a cited claim or finding: a status, or "holds" /
+# "fails" (within tolerance or not, at whatever settings it was measured).
+CITABLE_STATUSES = (*STATUSES, "holds", "does not hold", "fails")
 
 
 def format_value(value: Any) -> str:
@@ -70,6 +83,35 @@ def _build_cell(c: Claim, build: Mapping[str, Any], state: str) -> str:
     return f"{format_value(build['values'][c.id])} ({state})"
 
 
+def _judged(c: Claim, records: Mapping[str, dict]) -> dict:
+    build = records.get(c.chapter, {})
+    recorded = records.get(c.chapter + RECORDED_SUFFIX, {})
+    return _row(c, recorded, build) if status(c, recorded)[1] is not None else _row(c, build, build)
+
+
+def findings_table(records: Mapping[str, dict] | None = None) -> list[dict]:
+    """One row per finding of :data:`corelib.claims.FINDINGS`, as :func:`claims_table` has per claim
+    (status ``holds`` / ``does not hold`` / ``not run in this profile``)."""
+    records = load_records() if records is None else records
+    return [_judged(c, records) for c in FINDINGS]
+
+
+def citation_rows(records: Mapping[str, dict] | None = None) -> dict[str, dict]:
+    """Every claim and finding a sentence can cite, ``{id: row}`` (rows of :func:`claims_table`
+    and :func:`findings_table`)."""
+    records = load_records() if records is None else records
+    return {r["id"]: r for r in claims_table(records) + findings_table(records)}
+
+
+def satisfies(row: Mapping[str, Any], declared: str) -> bool:
+    """Whether a cited row has the status a sentence declares (one of :data:`CITABLE_STATUSES`)."""
+    if declared == "holds":
+        return row["within tolerance"] == "yes"
+    if declared in ("fails", "does not hold"):
+        return row["within tolerance"] == "no"
+    return row["status"] == declared
+
+
 def claims_table(records: Mapping[str, dict] | None = None) -> list[dict]:
     """One row per registered claim: paper value, ours, tolerance and its basis, status, settings.
 
@@ -78,12 +120,7 @@ def claims_table(records: Mapping[str, dict] | None = None) -> list[dict]:
     record named ``<chapter>.recorded``) is judged on it, with this build's own value beside it.
     """
     records = load_records() if records is None else records
-    rows = []
-    for c in CLAIMS:
-        build = records.get(c.chapter, {})
-        recorded = records.get(c.chapter + RECORDED_SUFFIX, {})
-        rows.append(_row(c, recorded, build) if status(c, recorded)[1] is not None else _row(c, build, build))
-    return rows
+    return [_judged(c, records) for c in CLAIMS]
 
 
 def chapter_table(chapter: str, root: Path | str | None = None) -> list[dict]:

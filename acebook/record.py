@@ -408,6 +408,43 @@ def export_costs(profile: str, root: Path | str | None = None) -> Path:
     return folder / COSTS_FILE
 
 
+CLAIMS_FILE = "book_claims.json"  # in recorded/: every claim and finding as the book profile judged it
+
+
+def export_claims(profile: str = "book", root: Path | str | None = None) -> Path:
+    """Write every claim and finding as the results root judges them (:func:`citation_rows`) to
+    ``recorded/book_claims.json``: the statuses the chapters' sentences are checked against
+    (``tests/test_citations.py``). Run after a build of ``profile`` in which every chapter with
+    claims ran with that profile; anything else is refused before writing."""
+    from corelib.claims import CLAIMS, FINDINGS, load_records
+    from corelib.recorded import recorded_root
+
+    from .claims_page import citation_rows
+    from .run_times import git_commit
+
+    records = load_records()
+    chapters = sorted({c.chapter for c in CLAIMS + FINDINGS})
+    wrong = {ch: records.get(ch, {}).get("profile", "not run") for ch in chapters}
+    wrong = {ch: p for ch, p in wrong.items() if p != profile}
+    if wrong:
+        raise SystemExit(
+            f"these chapters' claims were not recorded with the {profile} profile: {wrong}; build the book with "
+            f"`ace-book build --profile {profile}` first."
+        )
+    rows = citation_rows(records)
+    keep = ("ours", "status", "within tolerance", "source", "this build")
+    data = {
+        "profile": profile,
+        "exported": time.strftime("%Y-%m-%d %H:%M"),
+        "commit": git_commit(),
+        "machine": machine(),
+        "rows": {cid: {k: row[k] for k in keep} for cid, row in rows.items()},
+    }
+    folder = Path(root) if root is not None else recorded_root()
+    save_json(folder / CLAIMS_FILE, data)
+    return folder / CLAIMS_FILE
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m acebook.record", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -417,6 +454,8 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("--logs", nargs="+", type=Path, help="grokking_sweeps: the drivers' logs (wall time per condition)")
     co = sub.add_parser("costs", help="record the chapters' run times of a profile (after a cold build)")
     co.add_argument("--profile", default="book")
+    cl = sub.add_parser("claims", help="record every claim's status as a build of a profile judged it")
+    cl.add_argument("--profile", default="book")
     ve = sub.add_parser("verify", help="re-derive a sample of a record and compare")
     ve.add_argument("name", choices=sorted(_EXPORTERS))
     ve.add_argument("--profile", default="paper")
@@ -431,6 +470,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ve.add_argument("--tolerance", type=float, default=1e-6, help="absolute tolerance for floats")
     args = ap.parse_args(argv)
+    if args.command == "claims":
+        print(f"recorded the {args.profile}-profile statuses in {export_claims(args.profile)}")
+        return 0
     if args.command == "costs":
         print(f"recorded the {args.profile}-profile costs in {export_costs(args.profile)}")
         return 0

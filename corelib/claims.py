@@ -34,6 +34,8 @@ from .results import json_files, load_json, results_root, save_json
 
 __all__ = [
     "CLAIMS",
+    "FINDINGS",
+    "FINDING_STATUSES",
     "RECORDED_SUFFIX",
     "STATUSES",
     "Claim",
@@ -72,6 +74,9 @@ class Claim:
         basis: where the tolerance comes from (the paper's bound, the spread of its values,
             ±10 % of its value) or, for anything else, why.
         value: the paper's number, where it states one (for figures and prose).
+        kind: ``"claim"`` for a claim of the paper; ``"finding"`` for one of this book's own
+            findings beyond the paper (:data:`FINDINGS`): ``paper`` then says what the paper
+            proposes or leaves open, and ``test`` is the condition under which the finding holds.
     """
 
     id: str
@@ -82,6 +87,7 @@ class Claim:
     test: Callable[[float], bool]
     basis: str
     value: float | None = None
+    kind: str = "claim"
 
     def holds(self, value: Any) -> bool:
         """Whether every number in ``value`` passes the test (NaN or None never passes)."""
@@ -253,9 +259,40 @@ CLAIMS: tuple[Claim, ...] = (
 """Every quantitative claim of the paper that the book measures, in chapter order."""
 # fmt: on
 
-_BY_ID = {c.id: c for c in CLAIMS}
-if len(_BY_ID) != len(CLAIMS):  # pragma: no cover - a typo in the registry above
-    raise RuntimeError("duplicate claim ids in corelib.claims.CLAIMS")
+
+def _new_finding(
+    id: str, chapter: str, text: str, paper: str, rule: tuple[str, Callable[[float], bool]], basis: str
+) -> Claim:
+    """One of the book's own findings: ``rule`` is the condition under which it holds."""
+    return Claim(id, chapter, text, paper, rule[0], rule[1], basis, None, "finding")
+
+
+_CLOCK = "inflation_clock"
+_RANGES = "three seeds: holds only when the seed ranges do not overlap"
+
+# fmt: off
+FINDINGS: tuple[Claim, ...] = (
+    _new_finding("window.anneal_smaller", _CLOCK, "weight decay annealed after grokking (both spans): core "
+       "dimension at the window's end, smallest kept seed minus largest annealed seed",
+       "annealing soon after grokking may keep the core compact (proposed, untested)", _above(0), _RANGES),
+    _new_finding("window.anneal_larger", _CLOCK, "weight decay annealed after grokking (both spans): core "
+       "dimension at the window's end, smallest annealed seed minus largest kept seed",
+       "annealing soon after grokking may keep the core compact (proposed, untested)", _above(0), _RANGES),
+    _new_finding("window.removed_smaller", _CLOCK, "weight decay removed at grokking: core dimension at the "
+       "window's end, smallest kept seed minus largest removed seed", "removing weight decay keeps cores "
+       "compact (Figure 3A)", _above(0), _RANGES),
+    _new_finding("window.late_removal_deflates", _CLOCK, "weight decay removed late: mean core dimension at the "
+       "late branch minus at the window's end", "not tested by the paper", _above(0),
+       "holds when the mean core is smaller at the end than where the decay was removed"),
+)
+"""The book's own findings beyond the paper, cited in prose as the claims are; no tolerance."""
+# fmt: on
+
+FINDING_STATUSES = ("holds", "does not hold", "not run in this profile")
+
+_BY_ID = {c.id: c for c in CLAIMS + FINDINGS}
+if len(_BY_ID) != len(CLAIMS) + len(FINDINGS):  # pragma: no cover - a typo in the registry above
+    raise RuntimeError("duplicate claim ids in corelib.claims.CLAIMS and FINDINGS")
 
 
 def claim(claim_id: str) -> Claim:
@@ -482,6 +519,8 @@ def status(c: Claim, data: Mapping[str, Any]) -> tuple[str, bool | None]:
     if c.id not in values or not _numbers(values[c.id]):
         return "not run in this profile", None
     within = c.holds(values[c.id])
+    if c.kind == "finding":  # the book's own: it holds or not, at the settings it was measured at
+        return ("holds" if within else "does not hold"), within
     if data.get("settings"):
         return "measured at reduced settings", within
     return ("reproduced" if within else "differs"), within

@@ -1,69 +1,100 @@
-"""The coding exercises' solutions, run exactly as printed in the chapters, checked against corelib.
+"""The exercises: their solutions run as printed, and their checks accept them and reject wrong answers.
 
-Each chapter has at least one coding exercise whose dropdown solution is a self-contained Python
-block. These tests cut that block out of the chapter's jupytext source (so the book can never
-show a solution that does not run) and compare what it computes with an independent answer.
-The ACE-method chapter's solutions are functions in tests/test_ace.py and tests/test_compare.py,
-shown in the book with ``literalinclude``.
+A chapter's exercise shows a stub and a check (``corelib.exercises.<chapter>``); its solution is
+out of sight in Jupyter, in ``book/solutions/<chapter>.md`` between ``<!-- label -->`` and
+``<!-- end label -->``, and the site shows it in a dropdown with ``{include}``. These tests cut
+the solution's Python blocks out of that file (so the book can never show a solution that does
+not run), check what it computes against an independent answer, and run each check on the
+solution (accepted) and on typical wrong answers (rejected, with a message that helps).
 """
 
 from __future__ import annotations
 
 import math
-import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from exercise_support import run_solution, solution_code
 
 
-def solution_code(chapter: str, label: str) -> str:
-    """The ```python blocks of the ``{solution} label`` dropdown of ``notebooks/<chapter>.py``."""
-    lines = [
-        ln[2:] if ln.startswith("# ") else ln.lstrip("#")
-        for ln in (ROOT / "notebooks" / f"{chapter}.py").read_text().splitlines()
-    ]
-    start = next(
-        (i for i, ln in enumerate(lines) if re.match(rf"`{{3,}}\{{solution\}} {re.escape(label)}\s*$", ln)), None
-    )
-    assert start is not None, f"no solution {label!r} in notebooks/{chapter}.py"
-    fence = re.match(r"`+", lines[start]).group()
-    end = next(i for i in range(start + 1, len(lines)) if lines[i].strip() == fence)
-    body, blocks, inside = lines[start + 1 : end], [], None
-    for ln in body:
-        if inside is None and ln.strip() == "```python":
-            inside = []
-        elif inside is not None and ln.strip() == "```":
-            blocks.append("\n".join(inside))
-            inside = None
-        elif inside is not None:
-            inside.append(ln)
-    assert blocks, f"solution {label!r} has no python block"
-    return "\n\n".join(blocks)
-
-
-def run_solution(chapter: str, label: str) -> dict:
-    namespace: dict = {}
-    exec(compile(solution_code(chapter, label), f"{chapter}:{label}", "exec"), namespace)
-    return namespace
-
-
-def test_markov_spectrum_prediction_matches_the_chain():
+def test_the_chain_spectrum_solution_passes_its_check_and_matches_the_chain(capsys):
+    from corelib.exercises import markov_chain as ex
     from corelib.tasks.markov import chain_eigenvalues, transition_matrix
 
-    ns = run_solution("markov_chain", "ex-markov-spectrum")
+    fn = run_solution("markov_chain", "ex-markov-spectrum")["chain_spectrum"]
     assert np.allclose(
-        np.sort_complex(ns["predicted"]), np.sort_complex(chain_eigenvalues(transition_matrix(0.6, 0.4, 5))), atol=1e-12
+        np.sort_complex(fn(0.6, 0.4, 5)), np.sort_complex(chain_eigenvalues(transition_matrix(0.6, 0.4, 5))), atol=1e-12
     )
+    assert ex.check_chain_spectrum(fn) is True
+    assert "all 5 cases pass" in capsys.readouterr().out
 
 
-def test_markov_oracle_by_simulation_matches_the_closed_form():
-    from corelib.tasks.markov import oracle_r2
+@pytest.mark.parametrize(
+    ("wrong", "says"),
+    [
+        (lambda a, b, n: a + b * np.exp(2j * np.pi * np.arange(n) / n), "leave out the trivial one"),
+        (lambda a, b, n: b * np.exp(2j * np.pi * np.arange(1, n) / n), "add alpha"),
+        (lambda a, b, n: a + b * np.cos(2 * np.pi * np.arange(1, n) / n), "is wrong on case"),
+    ],
+)
+def test_the_chain_spectrum_check_rejects_typical_mistakes(wrong, says):
+    from corelib.exercises import markov_chain as ex
 
-    ns = run_solution("markov_chain", "ex-markov-oracle")
-    assert abs(ns["r2"].mean() - oracle_r2(ns["T"])) < 0.01
+    with pytest.raises(AssertionError, match=says):
+        ex.check_chain_spectrum(wrong)
+
+
+def test_the_oracle_solution_passes_its_check_and_matches_a_simulation(capsys):
+    from corelib.exercises import markov_chain as ex
+    from corelib.tasks.markov import sample_sequences, transition_matrix
+
+    fn = run_solution("markov_chain", "ex-markov-oracle")["oracle_r2"]
+    assert ex.check_oracle_r2(fn) is True
+    assert "all 6 cases pass" in capsys.readouterr().out
+    t = transition_matrix()
+    seq = sample_sequences(t, 2000, 64, seed=1)  # the ceiling, estimated by simulation
+    y, pred = np.eye(4)[seq[:, 1:].ravel()], t[seq[:, :-1].ravel()]
+    r2 = 1 - ((y - pred) ** 2).sum(0) / ((y - y.mean(0)) ** 2).sum(0)
+    assert abs(r2.mean() - fn(t)) < 0.01
+
+
+def _uniform_pi_oracle(t):
+    t = np.asarray(t)
+    pi = np.full(len(t), 1 / len(t))
+    return 1 - np.mean((pi[:, None] * t * (1 - t)).sum(0) / (pi * (1 - pi)))
+
+
+@pytest.mark.parametrize(
+    ("wrong", "says"),
+    [
+        (_uniform_pi_oracle, "weight the rows by the stationary distribution"),
+        (lambda t: 1 - _uniform_pi_oracle(t), "1 minus it"),
+        (lambda t: "0.5", "is wrong on case 1"),
+    ],
+)
+def test_the_oracle_check_rejects_typical_mistakes(wrong, says):
+    from corelib.exercises import markov_chain as ex
+
+    with pytest.raises(AssertionError, match=says):
+        ex.check_oracle_r2(wrong)
+
+
+def test_a_stub_is_reported_as_not_done_yet(capsys):
+    from corelib.exercises import markov_chain as ex
+
+    def stub(T):
+        raise NotImplementedError
+
+    assert ex.check_oracle_r2(stub) is False
+    assert "not implemented yet" in capsys.readouterr().out
+
+
+def test_an_error_in_the_students_code_names_the_case():
+    from corelib.exercises import markov_chain as ex
+
+    with pytest.raises(AssertionError, match=r"(?s)raised ZeroDivisionError.*case 1 \(the book's chain\)"):
+        ex.check_oracle_r2(lambda t: 1 / 0)
 
 
 def test_planted_clock_has_one_mode_per_frequency_pair():

@@ -1,0 +1,113 @@
+"""Sentences that cite a claim of the paper or a finding of the book, and whether they still hold.
+
+A chapter's markdown cites a result inline with the MyST role ``{claim}``, naming the claim (or
+finding) of :mod:`corelib.claims` and the status the sentence assumes::
+
+    The sufficient dimension doubles instead of staying stable, {claim}`inflation.sufficient_stable <differs>`.
+
+On the site the role renders the value and its status, judged as the claims page judges it
+(:func:`acebook.claims_page.citation_rows`); when the run behind the page gives another status
+than the sentence assumes, the page says so at its top (``book/_ext/claim_citations.py``).
+:func:`find_citations` reads the citations of a source, for that extension and for the test that
+checks every sentence against the book profile's results (:func:`check_citations`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from corelib.claims import claim
+
+from .claims_page import CITABLE_STATUSES, satisfies
+
+__all__ = ["Citation", "ROLE", "check_citations", "find_citations", "parse_target", "sentence_around"]
+
+ROLE = re.compile(r"\{claim\}`([^`]*)`")
+_TARGET = re.compile(r"\s*(?P<id>[A-Za-z0-9_.]+)\s*(?:<(?P<declared>[^<>]+)>)?\s*")
+
+
+@dataclass(frozen=True)
+class Citation:
+    """One ``{claim}`` role in a source file.
+
+    Attributes:
+        source: the file, relative to the project root where possible.
+        line: its line number (1-based).
+        sentence: the sentence around it, markdown comment markers removed.
+        claim_id: the cited claim or finding.
+        declared: the status the sentence assumes (one of
+            :data:`acebook.claims_page.CITABLE_STATUSES`), or None when it declares none.
+    """
+
+    source: str
+    line: int
+    sentence: str
+    claim_id: str
+    declared: str | None
+
+
+def parse_target(text: str) -> tuple[str, str | None]:
+    """``"id <status>"`` → (id, status); raises ValueError naming the problem and the fix."""
+    m = _TARGET.fullmatch(text)
+    if not m:
+        raise ValueError(
+            f"{{claim}}`{text}`: write {{claim}}`<claim id> <status>`, e.g. {{claim}}`markov.rank <holds>`."
+        )
+    claim(m["id"])  # an unknown id raises, listing the known ones
+    declared = None if m["declared"] is None else " ".join(m["declared"].split())
+    if declared is not None and declared not in CITABLE_STATUSES:
+        raise ValueError(
+            f"{{claim}}`{text}`: unknown status {declared!r}; choose one of {', '.join(CITABLE_STATUSES)}."
+        )
+    return m["id"], declared
+
+
+def sentence_around(text: str, start: int) -> str:
+    """The sentence of ``text`` that contains position ``start`` (whitespace collapsed)."""
+    before = max(text.rfind(". ", 0, start), text.rfind("\n\n", 0, start))
+    ends = [i for i in (text.find(". ", start), text.find("\n\n", start)) if i >= 0]
+    end = min(ends) + 1 if ends else len(text)
+    return " ".join(text[before + 1 : end].split())
+
+
+def _markdown_of(path: Path) -> str:
+    """The text of a chapter source as its reader sees it: in a jupytext script, the ``# `` of the
+    markdown cells' lines removed (lines kept, so line numbers stay right)."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix != ".py":
+        return text
+    lines = text.splitlines()
+    return "\n".join("" if ln.startswith("# %%") else ln[2:] if ln.startswith("# ") else ln.lstrip("#") for ln in lines)
+
+
+def find_citations(path: Path | str, root: Path | str | None = None) -> list[Citation]:
+    """Every ``{claim}`` role in a chapter source (jupytext script or markdown page)."""
+    path = Path(path)
+    text = _markdown_of(path)
+    name = str(path.relative_to(root)) if root is not None else str(path)
+    out = []
+    for m in ROLE.finditer(text):
+        claim_id, declared = parse_target(m[1])
+        line = text.count("\n", 0, m.start()) + 1
+        out.append(Citation(name, line, sentence_around(text, m.start()), claim_id, declared))
+    return out
+
+
+def check_citations(citations: Iterable[Citation], rows: Mapping[str, Mapping]) -> list[str]:
+    """The citations whose declared status the results ``rows`` (:func:`citation_rows`) do not
+    give, each as a line naming the source, the sentence, the claim and both statuses; citations
+    that declare no status are listed too (a sentence must say what it assumes)."""
+    problems = []
+    for c in citations:
+        row = rows[c.claim_id]
+        if c.declared is None:
+            problems.append(f"{c.source}:{c.line}: {c.claim_id} declares no status: {c.sentence!r}")
+        elif not satisfies(row, c.declared):
+            problems.append(
+                f"{c.source}:{c.line}: the sentence {c.sentence!r} assumes {c.claim_id} is {c.declared!r}; "
+                f"the results give {row['status']!r} ({row['ours']}, within tolerance: {row['within tolerance']})"
+            )
+    return problems

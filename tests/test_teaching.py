@@ -1,0 +1,84 @@
+"""Every chapter teaches: objectives, prerequisites and time at the top, a summary at the end, and
+at least three exercises with difficulty, importance, time and expected result, one of them a
+coding exercise the student checks, and no solution in plain view (notebooks/README.md)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
+CHAPTERS = [
+    Path(e["file"]).name
+    for e in TOC["chapters"]
+    if e["file"].startswith("book/chapters/") and Path(e["file"]).name != "claims"
+]
+
+
+def _markdown(chapter: str) -> str:
+    lines = (ROOT / "notebooks" / f"{chapter}.py").read_text().splitlines()
+    return "\n".join(ln[2:] if ln.startswith("# ") else ln.lstrip("#") for ln in lines)
+
+
+def _exercises(text: str) -> list[tuple[str, str]]:
+    """(label, body) of each ``{exercise}`` directive."""
+    out = []
+    for m in re.finditer(r"^(`{3,}|:{3,})\{exercise\}[^\n]*\n(.*?)^\1\s*$", text, re.S | re.M):
+        label = re.search(r":label:\s*(\S+)", m[2])
+        out.append((label[1] if label else "", m[2]))
+    return out
+
+
+def test_the_chapters_are_found():
+    assert "markov_chain" in CHAPTERS and len(CHAPTERS) >= 9
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_a_chapter_opens_with_objectives_prerequisites_and_time(chapter):
+    text = _markdown(chapter)
+    box = re.search(r"```\{admonition\} In this chapter\n(.*?)\n```", text, re.S)
+    assert box, f"{chapter}: no 'In this chapter' admonition at the top"
+    body = box[1]
+    for part in ("**You will be able to**", "**Before you start**", "**Time**"):
+        assert part in body, f"{chapter}: the 'In this chapter' box has no {part}"
+    goals = body.split("**You will be able to**")[1].split("**Before you start**")[0]
+    n = len(re.findall(r"^- ", goals, re.M))
+    assert 3 <= n <= 5, f"{chapter}: {n} learning objectives (want 3 to 5)"
+    assert text.index("In this chapter") < text.index('tags=["parameters"]') if "parameters" in text else True
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_a_chapter_ends_with_a_written_summary(chapter):
+    text = _markdown(chapter)
+    assert re.search(r"^## Summary\s*$", text, re.M), f"{chapter}: no '## Summary' section"
+    summary = text.split("## Summary", 1)[1].split("\n## ", 1)[0]
+    assert len(summary.split()) >= 60, f"{chapter}: the summary has {len(summary.split())} words"
+    assert "{glue" not in summary.replace("{glue:text}`cost`", ""), f"{chapter}: the summary glues values"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_a_chapter_has_three_marked_exercises_and_a_checked_one(chapter):
+    text = _markdown(chapter)
+    exercises = _exercises(text)
+    assert len(exercises) >= 3, f"{chapter}: {len(exercises)} exercises (want at least 3)"
+    for label, body in exercises:
+        assert "🔴" in body and "🔵" in body and "minute" in body, f"{chapter}/{label}: no difficulty, importance, time"
+        assert "Expected result" in body, f"{chapter}/{label}: no expected result"
+    code = (ROOT / "notebooks" / f"{chapter}.py").read_text()
+    assert re.search(r"^ex\.check_\w+\(", code, re.M), f"{chapter}: no checked coding exercise (ex.check_...)"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_no_solution_is_in_plain_view(chapter):
+    text = _markdown(chapter)
+    kept = ROOT / "book" / "solutions" / f"{chapter}.md"
+    for m in re.finditer(r"^(`{3,}|:{3,})\{solution\} (\S+)\n(.*?)^\1\s*$", text, re.S | re.M):
+        label, body = m[2], m[3]
+        assert "{include} ../solutions/" in body, f"{chapter}/{label}: the solution is written in the chapter"
+        assert "```python" not in body, f"{chapter}/{label}: code in the chapter's solution"
+        assert f"<!-- {label} -->" in kept.read_text(), f"{chapter}/{label}: not in {kept.name}"
+        assert f"<!-- end {label} -->" in kept.read_text(), f"{chapter}/{label}: no end marker in {kept.name}"
