@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from corelib import claims
 from corelib.experiments import clock, modular
 
 
@@ -140,10 +141,18 @@ def test_the_smoke_settings_run_end_to_end_and_resume_to_the_same_summary(tmp_pa
     summary = clock.clock_summary(params, runs)
     values = clock.glue_values(params, summary, window)
     assert values["n_pairs"] == 2 and values["window_grok"] == window["grok_epoch"]
-    assert {f["id"] for f in clock.findings(params, summary, window)} >= {
-        "window.late_removal",
-        "clock.collapse.core_dim",
+    found = clock.finding_values(summary, window)
+    assert set(found) == {
+        "window.restart_grows",
+        "clock.tau_separates",
+        "window.anneal_smaller",
+        "window.anneal_larger",
+        "window.removed_smaller",
+        "window.late_removal_deflates",
+        "clock.tau_collapse",
     }
+    claims.record("inflation_clock", found, settings={})  # every value is one a finding accepts
+    assert list(clock.window_table(window).index) == list(clock.WINDOW_ARMS)
     # A second run reads everything back: the same numbers.
     again = clock.clock_summary(params, clock.run_clock(params, progress=False))
     assert again["pairs"] == summary["pairs"]
@@ -160,8 +169,10 @@ def test_every_glued_name_of_the_chapter_is_glued(tmp_path, monkeypatch):
     params = _smoke()
     summary = clock.run(params, progress=False)
     values = clock.glue_values(params, summary["clock"], summary["window"])
+    values.update(clock.record_numbers(summary["record"]))
     assert used - {"cost", "fig_clock", "fig_window"} <= set(values), sorted(used - set(values))
     assert {"cost", "fig_clock", "fig_window"} <= set(re.findall(r'glue\("(\w+)"', text))
+    assert all(isinstance(v, (int, float)) or len(str(v).split()) <= 4 for v in values.values())  # no sentences
 
 
 def test_spreads_within_the_seed_noise_are_called_indistinguishable():
@@ -172,7 +183,6 @@ def test_spreads_within_the_seed_noise_are_called_indistinguishable():
     }
     c = clock.collapse(params, flat)["core_dim"]
     assert max(c["spread_tau"], c["spread_epochs"]) <= 2 * c["noise"]
-    assert clock._collapse_verdict(c).startswith("cannot be told apart on either axis")
 
 
 def test_the_collapse_starts_at_each_runs_grokking():
@@ -196,18 +206,18 @@ def test_the_recorded_run_is_compared_at_the_same_tau_on_its_own_clock(recwarn):
     at = summary["recorded"]["at_pair_ends"]
     assert list(at) == ["lr 0.003, wd 2"] and at["lr 0.003, wd 2"]["epoch"] == 6000  # tau 18.4 ~ epoch 6000
     assert summary["recorded"]["at_pair_epochs"]["lr 0.003, wd 2"]["epoch"] == 1000  # nearest to its epoch 1020
-    values = clock.glue_values(params, summary, _fake_window())
-    # on one clock: far larger than the paper run at equal epochs, so no conclusion is drawn
-    assert "the recorded paper run at its epoch 6000 (same tau)" in values["recorded_text"]
-    assert values["same_epoch_text"].startswith("At its last epoch, 1020, the run at lr 0.003, wd 2 has core")
-    assert (
-        values["same_epoch_text"].endswith("larger than it.") and "at its epoch 1000 has" in values["same_epoch_text"]
-    )
-    assert values["conclusion_text"] == ""
+    # on one clock: far larger than the paper run at equal epochs, the same at equal tau
+    table = clock.recorded_table(summary)
+    assert table.loc["lr 0.003, wd 2", "paper run, same τ: epoch"] == 6000
+    assert table.loc["lr 0.003, wd 2", "vs same epoch"] == "larger"
+    found = clock.finding_values(summary, _fake_window())
+    assert found["clock.smaller_at_equal_epochs"] < 0
     held = {**runs, "lr 0.003, wd 2": _fake_run(3e-3, 2.0, np.arange(0, 1021, 85), lambda tau: 15 + 0 * tau)}
-    values = clock.glue_values(params, clock.clock_summary(params, held, recorded), _fake_window())
-    assert "smaller than it" in values["same_epoch_text"] and "short of" in values["recorded_text"]
-    assert values["conclusion_text"].startswith("Every run compared ends with a smaller core")
+    held_summary = clock.clock_summary(params, held, recorded)
+    table = clock.recorded_table(held_summary)
+    assert table.loc["lr 0.003, wd 2", "vs same epoch"] == table.loc["lr 0.003, wd 2", "vs same τ"] == "smaller"
+    found = clock.finding_values(held_summary, _fake_window())
+    assert found["clock.smaller_at_equal_tau"] > 0 and found["clock.smaller_at_equal_epochs"] > 0
     assert summary["collapse"]["core_dim"]["ratio"] < 0.05
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
     # A record of another model does not join
@@ -227,21 +237,28 @@ def _arm(lo: float, hi: float) -> dict:
     return {"core_dim": (lo + hi) / 2, "core_dim_min": lo, "core_dim_max": hi}
 
 
-def test_the_window_verdict_tells_arms_apart_only_when_their_seed_ranges_do_not_overlap():
+def test_the_window_findings_tell_arms_apart_only_when_their_seed_ranges_do_not_overlap():
     arms = {
         "kept": _arm(13, 15),
-        "restarted": _arm(14, 20),  # overlaps the kept run: not told apart
-        "removed": _arm(30, 70),  # above the control
-        "anneal_short": _arm(18, 40),  # overlaps it
-        "anneal_long": _arm(5, 10),  # below it
+        "restarted": _arm(16, 20),  # above the kept run: the restart alone grows the core
+        "removed": _arm(19, 70),  # overlaps the control
+        "anneal_short": _arm(21, 40),  # above the control
+        "anneal_long": _arm(22, 24),  # above it too
         "removed_late": {**_arm(36, 52), "at_branch": _arm(9, 16)},
     }
-    text = clock.window_verdict({"arms": arms})
-    assert "optimizer with the decay kept leaves cores not told apart from those of the uninterrupted run" in text
-    assert "removing the decay gives cores larger than the restarted arm's" in text
-    assert "the short ramp gives cores not told apart from the restarted arm's" in text
-    assert "the long ramp gives cores smaller than the restarted arm's" in text
-    assert text.endswith("After a late removal the cores grow.")
+    window = {"arms": arms}
+    clock_part = {"collapse": {"core_dim": {"ratio": 0.8}}, "recorded": None}
+
+    def status(found):
+        return {k: claims.status(claims.claim(k), {"values": found, "settings": {}})[0] for k in found}
+
+    got = status(clock.finding_values(clock_part, window))
+    assert got["window.restart_grows"] == got["window.anneal_larger"] == "holds"
+    assert got["window.anneal_smaller"] == got["window.removed_smaller"] == "does not hold"
+    assert got["window.late_removal_deflates"] == "does not hold"  # 12.5 -> 44
+    assert got["clock.tau_collapse"] == got["clock.tau_separates"] == "does not hold"  # ratio 0.8
+    arms["anneal_short"] = _arm(20, 40)  # touches the control's 20: no longer told apart
+    assert status(clock.finding_values(clock_part, window))["window.anneal_larger"] == "does not hold"
 
 
 def test_runs_with_the_same_product_are_paired_and_told_apart_only_without_overlap():

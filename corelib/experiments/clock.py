@@ -26,6 +26,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
+import pandas
 
 from .._checks import check_settings
 from ..recorded import compare_values
@@ -49,12 +50,16 @@ __all__ = [
     "window_branch_epoch",
     "run_window",
     "window_summary",
-    "window_verdict",
     "clock_summary",
     "glue_values",
-    "findings",
-    "settings_text",
-    "record_text",
+    "APART_WORDS",
+    "runs_table",
+    "collapse_table",
+    "recorded_table",
+    "same_product_table",
+    "window_table",
+    "finding_values",
+    "record_numbers",
     "compact",
     "record_agreement",
     "summarise",
@@ -466,123 +471,7 @@ def window_summary(params: ClockParams, window: dict[str, Any]) -> dict[str, Any
     return out
 
 
-# ----------------------------------------------------------------------------- what the chapter says
-
-
-def _num(x: float, digits: int = 1) -> str:
-    return "n/a" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
-
-
-def _collapse_verdict(c: dict[str, float]) -> str:
-    ratio, by_tau, noise = c["ratio"], c["spread_tau"], c["noise"]
-    if not np.isfinite(ratio):
-        return "cannot be judged (fewer than two grokked runs that overlap)"
-    numbers = f"(spread {_num(by_tau)} against {_num(c['spread_epochs'])})"
-    if max(by_tau, c["spread_epochs"]) <= 2 * noise:
-        return f"cannot be told apart on either axis {numbers}: both spreads lie within twice the seed noise"
-    if ratio < 0.5:
-        within = "within" if by_tau <= 2 * noise else "beyond"
-        return f"come together when rescaled {numbers}, {within} twice the seed noise"
-    if ratio < 1:
-        return f"come somewhat closer when rescaled {numbers}"
-    return f"do not come closer when rescaled {numbers}"
-
-
-def findings(params: ClockParams, clock: dict[str, Any], window: dict[str, Any]) -> list[dict[str, Any]]:
-    """The chapter's findings, one statement each with its numbers (for the claims page's
-    section beyond the paper)."""
-    c = clock["collapse"]
-    out = [
-        {
-            "id": f"clock.collapse.{m}",
-            "statement": f"{name} curves of {c[m]['n_runs']} runs at different lr x wd {_collapse_verdict(c[m])}",
-            "value": c[m]["ratio"],
-        }
-        for m, name in (("core_dim", "Core-dimension"), ("gap", "Necessary-sufficient gap"), ("modes", "Mode-count"))
-    ]
-    arms = window["arms"]
-    late = arms["removed_late"]
-    out.append(
-        {
-            "id": "window.late_removal",
-            "statement": (
-                f"Removing weight decay late (epoch {late['branch']}) takes the core dimension from "
-                f"{_dim(late['at_branch'])} to {_dim(late)} at epoch {late['end']} (kept: {_dim(arms['kept'])})"
-            ),
-            "value": late["core_dim"] - late["at_branch"]["core_dim"],
-        }
-    )
-    for name in ("restarted", "removed", "anneal_short", "anneal_long"):
-        arm, kept = arms[name], arms["kept"]
-        statement = (
-            f"Arm '{name}': core dimension {_dim(arm)} at epoch {arm['end']} (kept: {_dim(kept)}), "
-            f"{_num(arm['modes'])} modes (kept: {_num(kept['modes'])}), test accuracy {_num(arm['test_acc'], 3)}, "
-            f"{_num(arm['spikes_per_1000'], 2)} loss spikes per model and 1000 epochs "
-            f"(kept: {_num(kept['spikes_per_1000'], 2)})"
-        )
-        out.append({"id": f"window.{name}", "statement": statement, "value": arm["core_dim"]})
-    for same in clock["same_product"]:
-        a, b = same["runs"]
-        ra, rb = clock["pairs"][a], clock["pairs"][b]
-        out.append(
-            {
-                "id": f"clock.same_product.{_slug(a)}.{_slug(b)}",
-                "statement": (
-                    f"The runs at {a} and {b}, the same lr x wd, end at epoch {same['epochs']} with core dimension "
-                    f"{_dim(ra)} and {_dim(rb)}, and {_num(ra['modes'])} and {_num(rb['modes'])} modes: in core "
-                    f"dimension the first is {_COMPARED[same['apart']]} the second"
-                ),
-                "value": ra["core_dim"] - rb["core_dim"],
-            }
-        )
-    rec = clock["recorded"]
-    for label in [] if rec is None else rec["at_pair_ends"]:
-        pair, at_tau, at_epoch = clock["pairs"][label], rec["at_pair_ends"][label], rec["at_pair_epochs"][label]
-        reach = (
-            f"The run at {label} ends at tau {_num(pair['tau_end'])} with core dimension {_dim(pair)} and "
-            f"{_num(pair['modes'])} modes; the recorded paper run at its epoch {at_tau['epoch']} (same tau) has "
-            f"{_dim(at_tau)} and {_num(at_tau['modes'])}: in core dimension it ends "
-            f"{_REACH[_apart(pair, at_tau)]} the paper run's state"
-        )
-        by_epoch = (
-            f"At its last epoch, {pair['epochs']}, the run at {label} has core dimension {_dim(pair)}; the "
-            f"recorded paper run at its epoch {at_epoch['epoch']} has {_dim(at_epoch)}: "
-            f"{_COMPARED[_apart(pair, at_epoch)]} it"
-        )
-        for kind, statement, at in (("reaches", reach, at_tau), ("same_epoch", by_epoch, at_epoch)):
-            out.append(
-                {
-                    "id": f"clock.{kind}.{_slug(label)}",
-                    "statement": statement,
-                    "value": pair["core_dim"] - at["core_dim"],
-                }
-            )
-    return out
-
-
-def _conclusion(clock: dict[str, Any]) -> str:
-    """One sentence when every run compared with the recorded paper run ends with a smaller core
-    both at equal tau and at equal epochs (else nothing: the findings speak for themselves)."""
-    rec, pairs = clock["recorded"], clock["pairs"]
-    compared = list(rec["at_pair_ends"]) if rec else []
-    if not compared or any(
-        _apart(pairs[k], rec["at_pair_ends"][k]) != -1 or _apart(pairs[k], rec["at_pair_epochs"][k]) != -1
-        for k in compared
-    ):
-        return ""
-    return (
-        "Every run compared ends with a smaller core than the paper run's both at equal tau and at equal epochs, "
-        "so neither clock carries the paper run's inflation over to them: over the range measured, their "
-        "settings hold the core compact."
-    )
-
-
-_REACH = {1: "beyond", -1: "short of", 0: "not told apart from"}
-_COMPARED = {1: "larger than", -1: "smaller than", 0: "not told apart from"}
-
-
-def _slug(label: str) -> str:
-    return label.replace(" ", "").replace(",", "_")
+# ----------------------------------------------------------------------------- what the chapter shows
 
 
 def _apart(a: dict[str, float], b: dict[str, float]) -> int:
@@ -595,148 +484,169 @@ def _apart(a: dict[str, float], b: dict[str, float]) -> int:
     return 0
 
 
-def window_verdict(window: dict[str, Any]) -> str:
-    """What the window's arms show about the decay after grokking, in one or two sentences."""
-    arms = window["arms"]
-    restart = arms["restarted"]
-    parts = [
-        f"Restarting the optimizer with the decay kept leaves cores {_COMPARED[_apart(restart, arms['kept'])]} "
-        "those of the uninterrupted run"
-    ]
-    for name, what in (
-        ("removed", "removing the decay"),
-        ("anneal_short", "the short ramp"),
-        ("anneal_long", "the long ramp"),
-    ):
-        parts.append(f"{what} gives cores {_COMPARED[_apart(arms[name], restart)]} the restarted arm's")
-    late = arms["removed_late"]
-    change = {1: "grow", -1: "shrink", 0: "do not change measurably"}[_apart(late, late["at_branch"])]
-    return "; ".join(parts) + f". After a late removal the cores {change}."
+APART_WORDS = {1: "larger", -1: "smaller", 0: "not told apart"}
+"""How a table words :func:`_apart`: the first core larger, smaller, or not told apart."""
 
 
-def _dim(row: dict[str, float]) -> str:
-    """Mean core dimension with its range over seeds."""
-    return f"{_num(row['core_dim'])} (seeds {_num(row['core_dim_min'], 0)}-{_num(row['core_dim_max'], 0)})"
+def _seeds(row: dict[str, float]) -> str:
+    return f"{row['core_dim_min']:.0f}–{row['core_dim_max']:.0f}"
 
 
-def _runs_text(clock: dict[str, Any]) -> str:
-    """The runs compared, their lr x wd relative to the paper's, epochs and end tau."""
-    rows = clock["pairs"]
-    listed = "; ".join(
-        f"{k} ({_num(v['rate_ratio'], 0)} x the paper's lr x wd, {v['epochs']} epochs, tau {_num(v['tau_end'])})"
-        for k, v in rows.items()
-    )
-    if len(rows) < 2:
-        return (
-            f"The only run is {listed}: with nothing to compare it with, the clock is not tested here "
-            "(it needs the recorded paper run or a second pair)."
-        )
-    ratios = [v["rate_ratio"] for v in rows.values()]
-    return f"The runs: {listed}. Their lr x wd spans a factor {_num(max(ratios) / min(ratios))}."
-
-
-def settings_text(params: ClockParams, record: dict[str, Any] | None = None) -> str:
-    """At what scale the findings were measured, in a few words (and from which record, if any)."""
-    full = ClockParams()
-    scale = "the full settings" if replace(params, precision=full.precision) == full else "reduced settings"
-    text = (
-        f"{scale}: {len(params.pairs)} (lr, wd) pairs to tau {params.horizon:g}, the window to tau "
-        f"{params.window_horizon:g} at lr {params.window_pair[0]:g}, wd {params.window_pair[1]:g} "
-        f"(full: {len(full.pairs)} pairs, both to tau {full.horizon:g}), {len(params.seeds)} seeds"
-    )
-    return text if record is None else f"{text}; read from the {record['source']}"
-
-
-def record_text(record: dict[str, Any] | None, searched: bool = False) -> str:
-    """Where the runs shown come from: this build (``searched``: after looking for a record of
-    these settings and finding none), or a record, what it cost and how much of it this build
-    re-derived from scratch."""
-    if record is None:
-        if searched:
-            return (
-                "No record of exactly these settings was found, so this build trained and analysed every run "
-                "and arm shown here."
-            )
-        return "This build trained and analysed every run and arm shown here (use_record is off)."
-    agree = record["agreement"]
-    seconds = sum((record.get("training_seconds") or {}).values())
-    head = (
-        f"The runs and arms shown are the {record['source']} of exactly these settings, recorded to keep the "
-        f"book's build short: its runs trained for {seconds / 60:.0f} min, summed over runs."
-    )
-    if not agree["n_snapshots"]:
-        return head + " This build re-derived none of it (check_epochs is 0)."
-    done = (
-        f" This build trained its first {agree['epochs']} epochs again from scratch (the run the window branches "
-        f"from{', then the removed arm' if 'removed' in agree['arms'] else ''}) and analysed its "
-        f"{agree['n_snapshots']} snapshots there"
-    )
-    if not agree["differences"]:
-        return head + done + ": every analysed number and the training history agree with the record."
-    return (
-        head + done + f": {len(agree['differences'])} numbers differ from the record (the first: "
-        f"{agree['differences'][0]}). The figures below are the record's, which this build did not reproduce "
-        "exactly: on another machine or device float rounding can do that; with the record's code and machine "
-        "it means the record or the code has changed."
-    )
-
-
-def glue_values(
-    params: ClockParams,
-    clock: dict[str, Any],
-    window: dict[str, Any],
-    record: dict[str, Any] | None = None,
-    searched: bool = False,
-) -> dict[str, object]:
-    """Every value the chapter's prose quotes, by glue name (``record``: :func:`run`'s;
-    ``searched``: whether a record of these settings was looked for)."""
-    c = clock["collapse"]
-    values: dict[str, object] = {
-        "record_text": record_text(record, searched),
-        "n_pairs": len(params.pairs),
-        "horizon": _num(params.horizon, 0),
-        "n_runs": len(clock["pairs"]),
-        "n_seeds": len(params.seeds),
-        "runs_text": _runs_text(clock),
-        "window_pair": pair_label(*params.window_pair),
-        "window_grok": window["grok_epoch"],
-        "window_tau_grok": _num(window["tau_grok"], 2),
+def runs_table(clock: dict[str, Any]) -> pandas.DataFrame:
+    """One row per run of :func:`clock_summary`: its lr x wd relative to the paper's, epochs, tau
+    at the end, and at the end the mean core dimension with its range over seeds, modes and test
+    accuracy."""
+    rows = {
+        label: {
+            "lr·wd / paper's": round(v["rate_ratio"], 2),
+            "epochs": v["epochs"],
+            "τ at the end": round(v["tau_end"], 1),
+            "core dim.": round(v["core_dim"], 1),
+            "seeds": _seeds(v),
+            "modes": round(v["modes"], 1),
+            "test acc.": round(v["test_acc"], 3),
+        }
+        for label, v in clock["pairs"].items()
     }
-    for m in METRICS:
-        values[f"collapse_{m}"] = _collapse_verdict(c[m])
-        values[f"ratio_{m}"] = _num(c[m]["ratio"], 2)
-        values[f"noise_{m}"] = _num(c[m]["noise"], 2)
-    values["window_verdict"] = window_verdict(window)
-    found = findings(params, clock, window)
+    return pandas.DataFrame.from_dict(rows, orient="index").rename_axis("run")
 
-    def statements(prefix: str) -> list[str]:
-        return [f["statement"] for f in found if f["id"].startswith(prefix)]
 
+def collapse_table(clock: dict[str, Any]) -> pandas.DataFrame:
+    """Per metric of :func:`collapse`: the runs compared, the spreads against epochs and against
+    tau, their ratio (below 1: closer when rescaled) and the seed noise."""
+    names = {"core_dim": "core dimension", "gap": "necessary − sufficient", "modes": "rotational modes"}
+    rows = {
+        names[m]: {
+            "runs": c["n_runs"],
+            "spread vs epochs": round(c["spread_epochs"], 2),
+            "spread vs τ": round(c["spread_tau"], 2),
+            "ratio": round(c["ratio"], 2),
+            "seed noise": round(c["noise"], 2),
+        }
+        for m, c in clock["collapse"].items()
+    }
+    return pandas.DataFrame.from_dict(rows, orient="index").rename_axis("metric")
+
+
+def recorded_table(clock: dict[str, Any]) -> pandas.DataFrame | None:
+    """Each run beside the recorded paper run at the same tau and at the same epoch: epochs and
+    core dimensions (seed ranges), and whether the run's core is larger, smaller or not told apart
+    (:data:`APART_WORDS`). None without a recorded run."""
     rec = clock["recorded"]
     if rec is None:
-        values["recorded_text"] = (
-            "No recorded paper-profile run of these models is present, so the runs are compared only with "
-            "each other, and nothing here says where the paper's run stood at the same tau."
+        return None
+    rows = {}
+    for label, at_tau in rec["at_pair_ends"].items():
+        run, at_epoch = clock["pairs"][label], rec["at_pair_epochs"][label]
+        rows[label] = {
+            "epochs": run["epochs"],
+            "core dim. (seeds)": _seeds(run),
+            "paper run, same τ: epoch": at_tau["epoch"],
+            "its core dim.": _seeds(at_tau),
+            "vs same τ": APART_WORDS[_apart(run, at_tau)],
+            "paper run, same epoch: core dim.": _seeds(at_epoch),
+            "vs same epoch": APART_WORDS[_apart(run, at_epoch)],
+        }
+    return pandas.DataFrame.from_dict(rows, orient="index").rename_axis("run")
+
+
+def same_product_table(clock: dict[str, Any]) -> pandas.DataFrame:
+    """Each two runs with the same lr x wd that end at the same epoch: their core dimensions (seed
+    ranges) and modes there, and whether the first core is larger, smaller or not told apart."""
+    rows = []
+    for same in clock["same_product"]:
+        a, b = same["runs"]
+        ra, rb = clock["pairs"][a], clock["pairs"][b]
+        rows.append(
+            {
+                "runs": f"{a} / {b}",
+                "epoch": same["epochs"],
+                "core dim.": f"{_seeds(ra)} / {_seeds(rb)}",
+                "modes": f"{ra['modes']:.1f} / {rb['modes']:.1f}",
+                "first vs second": APART_WORDS[same["apart"]],
+            }
         )
-        values["same_epoch_text"] = values["conclusion_text"] = ""
-    else:
-        reach = statements("clock.reaches.")
-        values["recorded_text"] = f"The {rec['source']} goes to tau {_num(rec['tau_end'])}. " + (
-            ". ".join(reach) + "." if reach else "No other run of this build to compare with it."
-        )
-        by_epoch = statements("clock.same_epoch.")
-        values["same_epoch_text"] = ". ".join(by_epoch) + "." if by_epoch else ""
-        values["conclusion_text"] = _conclusion(clock)
-    same = statements("clock.same_product.")
-    values["same_product_text"] = (
-        ". ".join(same) + "."
-        if same
-        else "No two runs here share lr x wd at the same horizon, so this is not tested by these settings."
-    )
-    for f in found:
-        if f["id"].startswith("window."):
-            values[f["id"].replace(".", "_")] = f["statement"]
-    return values
+    return pandas.DataFrame(rows, columns=["runs", "epoch", "core dim.", "modes", "first vs second"])
+
+
+def window_table(window: dict[str, Any]) -> pandas.DataFrame:
+    """One row per arm of :func:`window_summary`: where it branched, its end, the mean core
+    dimension with its range over seeds, modes, test accuracy and loss spikes per model and 1000
+    epochs after its branch; for the late removal, its core dimension at the branch too."""
+    rows = {}
+    for name in WINDOW_ARMS:
+        arm = window["arms"][name]
+        rows[name] = {
+            "branch": "—" if arm["branch"] is None else arm["branch"],
+            "end": arm["end"],
+            "core dim.": round(arm["core_dim"], 1),
+            "seeds": _seeds(arm),
+            "at its branch": f"{arm['at_branch']['core_dim']:.1f}" if "at_branch" in arm else "",
+            "modes": round(arm["modes"], 1),
+            "test acc.": round(arm["test_acc"], 3),
+            "spikes / 1000 ep.": round(arm["spikes_per_1000"], 2),
+        }
+    return pandas.DataFrame.from_dict(rows, orient="index").rename_axis("arm")
+
+
+def finding_values(clock: dict[str, Any], window: dict[str, Any]) -> dict[str, float]:
+    """The values of the chapter's findings (:data:`corelib.claims.FINDINGS`, ids ``window.*`` and
+    ``clock.*``), for ``claims.record``; a finding the settings do not measure is left out."""
+    arms = window["arms"]
+    control, annealed = arms["restarted"], [arms["anneal_short"], arms["anneal_long"]]
+    late, ratio = arms["removed_late"], clock["collapse"]["core_dim"]["ratio"]
+    out = {
+        "window.restart_grows": control["core_dim_min"] - arms["kept"]["core_dim_max"],
+        "window.anneal_smaller": control["core_dim_min"] - max(a["core_dim_max"] for a in annealed),
+        "window.anneal_larger": min(a["core_dim_min"] for a in annealed) - control["core_dim_max"],
+        "window.removed_smaller": control["core_dim_min"] - arms["removed"]["core_dim_max"],
+        "window.late_removal_deflates": late["at_branch"]["core_dim"] - late["core_dim"],
+        "clock.tau_collapse": ratio,
+        "clock.tau_separates": ratio,
+    }
+    rec = clock["recorded"]
+    if rec is not None and rec["at_pair_ends"]:
+        for key, where in (
+            ("clock.smaller_at_equal_tau", "at_pair_ends"),
+            ("clock.smaller_at_equal_epochs", "at_pair_epochs"),
+        ):
+            out[key] = min(rec[where][k]["core_dim_min"] - clock["pairs"][k]["core_dim_max"] for k in rec[where])
+    return out
+
+
+def glue_values(params: ClockParams, clock: dict[str, Any], window: dict[str, Any]) -> dict[str, float | int | str]:
+    """The numbers the chapter's prose quotes, by glue name (numbers and short labels only)."""
+    c, late = clock["collapse"], window["arms"]["removed_late"]
+    rec = clock["recorded"]
+    return {
+        "n_pairs": len(params.pairs),
+        "horizon": params.horizon,
+        "window_pair": pair_label(*params.window_pair),
+        "window_grok": window["grok_epoch"],
+        "window_tau_grok": round(window["tau_grok"], 2),
+        "ratio_core_dim": round(c["core_dim"]["ratio"], 2),
+        "noise_core_dim": round(c["core_dim"]["noise"], 2),
+        "recorded_tau_end": float("nan") if rec is None else round(rec["tau_end"], 1),
+        "late_branch": late["branch"],
+        "late_at_branch": round(late["at_branch"]["core_dim"], 1),
+        "late_end": round(late["core_dim"], 1),
+        "kept_end": round(window["arms"]["kept"]["core_dim"], 1),
+    }
+
+
+def record_numbers(record: dict[str, Any] | None) -> dict[str, float | int]:
+    """What a record cost and how much of it this build re-derived: ``record_minutes`` (its runs'
+    training, summed), ``checked_epochs``, ``checked_snapshots`` and ``differences`` (numbers
+    that differ from the record beyond the comparison's tolerance); all 0 without a record."""
+    if record is None:
+        return {"record_minutes": 0, "checked_epochs": 0, "checked_snapshots": 0, "differences": 0}
+    agree = record["agreement"]
+    return {
+        "record_minutes": round(sum((record.get("training_seconds") or {}).values()) / 60),
+        "checked_epochs": agree["epochs"],
+        "checked_snapshots": agree["n_snapshots"],
+        "differences": len(agree["differences"]),
+    }
 
 
 # ----------------------------------------------------------------------------- the chapter's run
