@@ -1,0 +1,54 @@
+"""The clock chapter's checked exercises: the solutions pass, typical mistakes are caught."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from corelib.exercises import inflation_clock as ex
+from corelib.experiments import clock
+from exercise_support import run_solution
+
+
+def test_the_epochs_solution_passes_and_agrees_with_the_chapters_clock(capsys):
+    ns = run_solution("inflation_clock", "ex-clock-epochs")
+    assert ex.check_epochs_to_tau(ns["epochs_to_tau"]) is True
+    assert "all 5 cases pass" in capsys.readouterr().out
+    params = clock.ClockParams()
+    assert ns["fast"] == pytest.approx(clock.epochs_for(params, 3e-3, 2.0, 60.0), rel=1e-12)
+    assert ns["slow"] == pytest.approx(clock.epochs_for(params, 1e-3, 3.0, 60.0), rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "says"),
+    [
+        (lambda tau, lr, wd, n, b: tau / (lr * wd * (n // b)), r"ceil\(n / B\)"),
+        (lambda tau, lr, wd, n, b: tau / (lr * math.ceil(n / b)), "divide by lr \\* wd"),
+        (lambda tau, lr, wd, n, b: tau / (lr * wd), "that is in steps"),
+    ],
+)
+def test_the_epochs_check_names_the_usual_mistakes(wrong, says):
+    with pytest.raises(AssertionError, match=says):
+        ex.check_epochs_to_tau(wrong)
+
+
+def test_the_told_apart_solution_passes_and_matches_the_chapters_rule(capsys):
+    told_apart = run_solution("inflation_clock", "ex-clock-apart")["told_apart"]
+    assert ex.check_told_apart(told_apart) is True
+    assert "all 6 cases pass" in capsys.readouterr().out
+    for a, b in (([13, 15], [16, 20]), ([20, 30], [16, 20]), ([5, 9], [1, 2])):
+        rows = [{"core_dim_min": min(x), "core_dim_max": max(x)} for x in (a, b)]
+        assert told_apart(a, b) == clock._apart(*rows)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "says"),
+    [
+        (lambda a, b: (sum(a) > sum(b)) - (sum(a) < sum(b)), "comparing means is not enough"),
+        (lambda a, b: 1 if min(a) >= max(b) else -1 if max(a) <= min(b) else 0, "ranges that touch"),
+    ],
+)
+def test_the_told_apart_check_catches_means_and_touching_ranges(wrong, says):
+    with pytest.raises(AssertionError, match=says):
+        ex.check_told_apart(wrong)
