@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import yaml
 from corelib.results import PROJECT_ROOT
 
 __all__ = [
+    "check_chapter_name",
     "CHAPTER_DIR",
     "PROJECT_ROOT",
     "ConfigError",
@@ -68,8 +70,27 @@ def read_yaml(path: Path) -> Any:
         raise ConfigError(f"cannot parse {path}: {exc}") from None
 
 
+def check_chapter_name(name: str, root: str | os.PathLike | None = None) -> str:
+    """``name`` if it names a chapter of ``_toc.yml``; anything else, a path above all, is refused.
+
+    A chapter's name becomes file names in the project and in the results folder (its executed
+    notebook, its claims record); a name that is a path would read, write or delete files
+    elsewhere, so a name is a plain word from the table of contents and nothing else.
+    """
+    known = chapters(root)
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_]+", name) or name not in known:
+        hint = (
+            " (a chapter is a name from _toc.yml, never a path)"
+            if isinstance(name, str) and re.search(r"[/\\.]", name)
+            else did_you_mean(str(name), known)
+        )
+        raise ConfigError(f"no chapter {name!r}{hint}; the chapters: {', '.join(known)}")
+    return name
+
+
 def source_path(name: str, root: str | os.PathLike | None = None) -> Path:
-    """The jupytext source ``notebooks/<name>.py`` of a notebook (which must exist)."""
+    """The jupytext source ``notebooks/<name>.py`` of a chapter of ``_toc.yml`` (which must exist)."""
+    check_chapter_name(name, root)
     path = project_root(root) / "notebooks" / f"{name}.py"
     if not path.is_file():
         known = sorted(p.stem for p in path.parent.glob("*.py"))

@@ -47,6 +47,7 @@ from .project import (
     ConfigError,
     RunnerError,
     chapters,
+    check_chapter_name,
     did_you_mean,
     output_path,
     profile_parameters,
@@ -540,6 +541,7 @@ def run_notebook(
     reused unless ``force`` is true.
     """
     root = project_root(root)
+    check_chapter_name(name, root)  # before anything: a name that is a path is never opened
     job = _plan(name, profile, dict(overrides or {}), root, code_hash(root))
     _run_jobs([job], root, force)
     return output_path(name, root)

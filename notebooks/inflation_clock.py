@@ -116,7 +116,7 @@ record = paper_scale.recorded_clock(params) if use_record else None
 summary = clock.run(
     params, recorded, record=record, check_epochs=check_epochs
 )
-claims.record(  # the chapter's findings, for the claims page and the citations below
+claims.record(  # the findings, for the claims page and the citations
     "inflation_clock",
     clock.finding_values(summary["clock"], summary["window"]),
     settings=claims.deviations(params, clock.ClockParams()),
@@ -319,7 +319,7 @@ from corelib.exercises import inflation_clock as ex
 
 
 def epochs_to_tau(tau, lr, wd, n_train, batch_size):
-    """Epochs a run at (lr, wd) needs to reach the rescaled time tau (a float)."""
+    """Epochs a run at (lr, wd) needs to reach tau (a float)."""
     raise NotImplementedError  # your code here
 
 
@@ -351,7 +351,7 @@ ex.check_epochs_to_tau(epochs_to_tau)
 
 # %%
 def told_apart(a, b):
-    """+1, -1 or 0: whether the seed ranges of a and b lie apart, and which is larger."""
+    """+1, -1 or 0: whether the seed ranges of a and b lie apart."""
     raise NotImplementedError  # your code here
 
 

@@ -265,11 +265,11 @@ display(chapter_frame("markov_chain"))
 # 🔴🔴⚪⚪⚪ · 🔵🔵🔵⚪⚪ · about 10 minutes
 #
 # Write `chain_spectrum(alpha, beta, n)`, returning the $n - 1$ non-trivial eigenvalues of the
-# chain that stays with probability $lpha$ and steps to the next state with probability
-# $eta$, without calling an eigenvalue routine. Then predict the rank of the core ACE should
+# chain that stays with probability $\alpha$ and steps to the next state with probability
+# $\beta$, without calling an eigenvalue routine. Then predict the rank of the core ACE should
 # find for $n = 5$.
 #
-# **Expected result**: for $n = 5$, $lpha = 0.6$, $eta = 0.4$ two complex pairs,
+# **Expected result**: for $n = 5$, $\alpha = 0.6$, $\beta = 0.4$ two complex pairs,
 # $0.724 \pm 0.380i$ and $0.276 \pm 0.235i$; the check prints "all 5 cases pass".
 # ```
 #
@@ -285,7 +285,7 @@ from corelib.exercises import markov_chain as ex
 
 
 def chain_spectrum(alpha, beta, n):
-    """The n - 1 non-trivial eigenvalues of the chain, as a 1-D array (any order)."""
+    """The n - 1 non-trivial eigenvalues, a 1-D array (any order)."""
     raise NotImplementedError  # your code here
 
 
@@ -331,7 +331,7 @@ ex.check_chain_spectrum(chain_spectrum)
 
 # %%
 def oracle_r2(T):
-    """R² ceiling for predicting the next one-hot state from the current state (a float)."""
+    """R² ceiling for predicting the next one-hot state (a float)."""
     raise NotImplementedError  # your code here
 
 
