@@ -16,27 +16,48 @@
 # %% [markdown]
 # # How ACE works: activity, relevance and balanced truncation
 #
+# ```{admonition} In this chapter
+# :class: tip
+#
+# **You will be able to**
+# - compute an ACE core from two $D \times D$ moment matrices, activity and relevance, and choose
+#   its rank with an energy threshold;
+# - explain why ACE applied to a linear system *is* balanced truncation, and test it against an
+#   independent implementation to rounding error;
+# - predict how fast a core extracted from sampled activations approaches the exact one;
+# - tell apart the directions a layer *uses* from the directions it merely *varies along*, with a
+#   case where PCA ranks the one direction that matters last.
+#
+# **Before you start**: this is the first chapter; {doc}`../rerun` shows how to run it. The
+# mathematics: the singular value decomposition, eigendecompositions of symmetric matrices,
+# covariance matrices and Jacobians. Linear time-invariant systems are introduced where they are
+# needed.
+#
+# **Time**: about 40 minutes to read, 2 hours with the exercises. {glue:text}`cost`
+# ```
+#
 # Algorithmic Core Extraction (ACE) looks for the few directions of a layer's activation space
-# that carry a computation. A direction qualifies when it is **active** -- the activations
-# actually move along it -- and **relevant** -- the output of interest actually responds to it.
-# Neither property is enough alone: a direction with huge variance that the read-out ignores is
-# noise as far as the task is concerned, and a direction the read-out is very sensitive to but
+# that carry a computation. A direction qualifies when it is **active**, because the activations
+# actually move along it, and **relevant**, because the output of interest actually responds to
+# it. Neither property is enough alone: a direction with huge variance that the read-out ignores
+# is noise as far as the task is concerned, and a direction the read-out is very sensitive to but
 # that never varies carries no information.
 #
-# This chapter builds ACE up from its two ingredients and then tests it where the answer is
-# known in closed form. In outline:
+# This chapter builds ACE from these two ingredients and tests it where the answer is known in
+# closed form. We will see three things:
 #
-# 1. the quantities ACE computes and the $D \times D$ route that makes it cheap;
-# 2. linear time-invariant systems, where activity and relevance are the two Gramians of control
-#    theory and ACE must return *exactly* the Hankel singular values and the subspace kept by
-#    balanced truncation, to rounding error;
-# 3. the same extraction from simulated data instead of Gramians;
-# 4. a small example in which ACE and PCA disagree, and PCA is wrong about what matters.
+# 1. on a **linear dynamical system**, activity and relevance are the two Gramians of control
+#    theory, and ACE returns the Hankel singular values and the subspace kept by balanced
+#    truncation, the standard method of model reduction, to rounding error;
+# 2. computed from **simulated data** instead of the exact moments, the same core is found, with
+#    the error of a sample covariance: it shrinks like $N^{-1/2}$ in the number of samples;
+# 3. on a small example in which the read-out listens to the quietest direction, **ACE and PCA
+#    disagree**, and PCA is wrong about what matters.
 #
-# Everything below calls the project library `corelib`; `corelib.linear` implements the
-# linear-systems side independently of `corelib.ace` so that one can check the other.
-#
-# {glue:text}`cost`
+# The paper has no linear-system experiment: this chapter is the book's test of the method before
+# the following chapters apply it to transformers. The parameters below size the random system,
+# the simulations and the ACE-versus-PCA example; change them with, e.g.,
+# `ace-book run ace_method -p n_states 20 -p rank 6`.
 
 # %% tags=["parameters"]
 # Linear system (sections 2-3)
@@ -107,10 +128,8 @@ plots.use_book_style()
 # The singular values $\sigma_1 \ge \sigma_2 \ge \dots$ rank directions by *joint* activity and
 # relevance, and the rank $r$ is the smallest one whose leading squared singular values hold a
 # chosen share of the energy, $\sum_{i \le r} \sigma_i^2 \big/ \sum_i \sigma_i^2 \ge \tau$.
-# {ref}`ace-ex-dxd` derives the equivalence with the paper's route. In `corelib`,
-# `MomentAccumulator` streams activations and Jacobians into $\mathbf{A}$ and $\mathbf{S}$ in
-# float64 with memory independent of $N$; `from_moments` does the factorisation (symmetric
-# `eigh` factors, a jitter $\varepsilon$ relative to the trace) and `extract` wraps both.
+# {ref}`ace-ex-dxd` derives the equivalence with the paper's route; {ref}`ace-ex-energy` and
+# {ref}`ace-ex-core` ask you to write the rank rule and the extraction yourself.
 
 # %% [markdown]
 # ## ACE on a linear system is balanced truncation
@@ -155,8 +174,8 @@ print(f"largest principal angle, scipy / corelib:  "
 # For a random system with {glue:text}`n_states` states, {glue:text}`n_inputs` inputs,
 # {glue:text}`n_outputs` outputs and spectral radius {glue:text}`spectral_radius:.2f`, the ACE
 # singular values agree with the Hankel singular values to a maximum relative error of
-# {glue:text}`hankel_rel_err:.1e` (the tests, `tests/test_chapter_checks.py`,
-# require at most {glue:text}`hankel_rel_tol:.0e`), and the rank-{glue:text}`rank` core and the
+# {glue:text}`hankel_rel_err:.1e` (the book's tests accept at most
+# {glue:text}`hankel_rel_tol:.0e`), and the rank-{glue:text}`rank` core and the
 # balanced-truncation subspace are the same subspace: their largest principal angle is
 # {glue:text}`angle_scipy:.1e` rad according to `scipy.linalg.subspace_angles` and
 # {glue:text}`angle_corelib:.1e` rad according to `corelib.compare.principal_angles` (threshold
@@ -337,19 +356,152 @@ for name, value in values.items():
 # %% [markdown]
 # ## Summary
 #
-# * ACE reduces a layer to the directions that are both active (activation covariance) and
-#   relevant (mean $\mathbf{J}^\top\mathbf{J}$ of a read-out), via an SVD of the product of two
-#   $D \times D$ square-root factors.
-# * For a linear system these two moments are the reachability and observability Gramians, and
-#   ACE *is* balanced truncation: same singular values (the Hankel singular values), same
-#   retained subspace. This chapter shows both hold to near machine precision.
-# * Variance alone (PCA) can rank the task-relevant direction last.
+# - ACE reduces a layer to the directions that are both active (the activation covariance) and
+#   relevant (the mean $\mathbf{J}^\top\mathbf{J}$ of a read-out), through the SVD of the product
+#   of two $D \times D$ square-root factors; this is the paper's own shortcut for the SVD of the
+#   $N \times NK$ matrix $\mathbf{H}\mathbf{J}^\top$, and it gives the same singular values and
+#   the same core ({ref}`ace-ex-dxd`).
+# - What reproduces: the paper motivates ACE by saying that for a linear system it would reduce
+#   to balanced truncation. On the chapter's random system it does, to rounding error: the
+#   singular values are the Hankel singular values and the core is the balanced-truncation
+#   subspace ({numref}`fig-ace-hankel`; the book's tests accept relative differences up to
+#   $10^{-8}$ and angles up to $10^{-6}$ rad, and the differences measured are orders of
+#   magnitude smaller). The algebra behind it is short and holds for any stable system.
+# - From sampled activations the singular values and the core approach the exact ones roughly
+#   at the rate of a sample covariance, $N^{-1/2}$, over the lengths simulated, though not at a
+#   steady rate ({numref}`fig-ace-from-data`); with samples correlated in time the effective $N$
+#   is smaller than the number of steps.
+# - Variance alone can rank the one relevant direction last: in the example built for it, the
+#   leading PCA direction keeps none of the read-out and ACE's single direction keeps all of it
+#   ({numref}`fig-ace-pca`). The paper expects the two to agree on simple tasks; the example
+#   shows why agreement has to be checked, not assumed.
+#
+# What differs: nothing the chapter measures; the paper has no linear-system experiment, so this
+# is the book's own check of the method. What is open: here every Jacobian is the same matrix, so
+# the relevance moment is exact and all the sampling error sits in the activity. In a transformer
+# the Jacobians vary from input to input, and how many of them ACE needs is not studied here.
+#
+# ## How this chapter computes
+#
+# Everything is recomputed at every run, in seconds; the chapter stores no results. The loops
+# and the synthetic data live in `corelib.experiments.ace_method`; the exact side uses
+# `corelib.linear`, written independently of `corelib.ace`: the Gramians come from
+# `scipy.linalg.solve_discrete_lyapunov` and the Hankel singular values from Cholesky factors,
+# while ACE (`corelib.ace.from_moments`) factorises with `eigh` and, for these exact checks, no
+# jitter ($\varepsilon = 0$). On a network, `MomentAccumulator` streams activations and
+# Jacobians into $\mathbf{A}$ and $\mathbf{S}$ in float64 with memory independent of $N$, and
+# `extract` adds a jitter of $10^{-8}$ times the mean eigenvalue to both before factorising. The
+# simulated errors are root mean squares over the repeated trajectories. The tolerances quoted
+# above are those of `tests/test_chapter_checks.py`, which runs the same functions.
 
 # %% [markdown]
 # ## Exercises
 #
+# Difficulty 🔴 (of 🔴🔴🔴🔴🔴) and importance 🔵 (of 🔵🔵🔵🔵🔵) follow the conventions of the
+# ARENA course. A coding exercise gives a stub; fill it in and run the check below it, which
+# calls your function on the book's case, random cases and edge cases and says what is wrong.
+#
+# ```{exercise} The rank rule
+# :label: ace-ex-energy
+#
+# 🔴⚪⚪⚪⚪ · 🔵🔵🔵⚪⚪ · about 10 minutes
+#
+# Write `energy_rank(singular_values, threshold)`: the smallest $r$ such that the $r$ leading
+# squared singular values (given in descending order) hold at least `threshold` of the sum of
+# all squares. Mind the edge cases: equal values, a threshold of exactly 1, zeros.
+#
+# **Expected result**: rank {glue:text}`lti_energy_rank` for the chapter's Hankel singular
+# values at the threshold {glue:text}`energy:.2f`; the check prints "all 8 cases pass".
+# ```
+#
+# ```{admonition} Hint 1
+# :class: dropdown
+#
+# `np.cumsum` of the squares divided by their sum is the share held by the first $1, 2, \dots$
+# values. Count how many shares are still below the threshold.
+# ```
+#
+# ```{admonition} Hint 2
+# :class: dropdown
+#
+# A cumulative sum of floating-point numbers can end at 0.9999999999999998 instead of 1; compare
+# with a small tolerance.
+# ```
+
+# %%
+from corelib.exercises import ace_method as ex
+
+
+def energy_rank(singular_values, threshold):
+    """Smallest r whose leading squared values hold `threshold`."""
+    raise NotImplementedError  # your code here
+
+
+ex.check_energy_rank(energy_rank)
+
+# %% [markdown]
+# ````{solution} ace-ex-energy
+# :class: dropdown
+#
+# ```{include} ../solutions/ace_method.md
+# :start-after: <!-- ace-ex-energy -->
+# :end-before: <!-- end ace-ex-energy -->
+# ```
+# ````
+#
+# ```{exercise} ACE from two moment matrices
+# :label: ace-ex-core
+#
+# 🔴🔴🔴⚪⚪ · 🔵🔵🔵🔵🔵 · about 25 minutes
+#
+# Write `ace_core(activity, relevance, r)`, returning the singular values of
+# $\mathbf{L}^\top\boldsymbol{\Gamma}$ (descending) and a $D \times r$ basis of the rank-$r$
+# core, from the two moments alone (no jitter). Some of the check's moments are singular, as
+# they are in a network whose layer does not use every direction.
+#
+# **Expected result**: for the chapter's Gramians, the leading four singular values are the
+# Hankel singular values 27.66, 8.948, 1.413 and 0.855; the check prints "all 5 cases pass" for
+# the singular values, then for the basis.
+# ```
+#
+# ```{admonition} Hint 1
+# :class: dropdown
+#
+# For a symmetric positive semi-definite $\mathbf{M} = \mathbf{V}\,\mathrm{diag}(\mathbf{w})
+# \mathbf{V}^\top$, the matrix $\mathbf{V}\,\mathrm{diag}(\sqrt{\mathbf{w}})$ is a square-root
+# factor, and it exists where Cholesky fails. Round-off can make a zero eigenvalue slightly
+# negative.
+# ```
+#
+# ```{admonition} Hint 2
+# :class: dropdown
+#
+# $\mathbf{U}_r$ lives in the coordinates of $\mathbf{L}$, not in activation space. Which matrix
+# takes it back?
+# ```
+
+# %%
+def ace_core(activity, relevance, r):
+    """(singular values, D x r basis of the core)."""
+    raise NotImplementedError  # your code here
+
+
+ex.check_ace_core(ace_core)
+
+# %% [markdown]
+# ````{solution} ace-ex-core
+# :class: dropdown
+#
+# ```{include} ../solutions/ace_method.md
+# :start-after: <!-- ace-ex-core -->
+# :end-before: <!-- end ace-ex-core -->
+# ```
+# ````
+#
 # ```{exercise} The $D \times D$ route
 # :label: ace-ex-dxd
+#
+# 🔴🔴🔴⚪⚪ · 🔵🔵🔵⚪⚪ · about 20 minutes, pen and paper
 #
 # Let $\mathbf{H} \in \mathbb{R}^{N \times D}$ (centred) and $\mathbf{J} \in \mathbb{R}^{NK \times D}$
 # have full column rank, and let $\mathbf{H}^\top\mathbf{H} = \mathbf{L}\mathbf{L}^\top$,
@@ -359,33 +511,27 @@ for name, value in values.items():
 # $\operatorname{span}(\mathbf{H}^\top\mathbf{U}^{(HJ)}_r) = \operatorname{span}(\mathbf{L}\mathbf{U}_r)$
 # where $\mathbf{U}^{(HJ)}$ and $\mathbf{U}$ are the left singular vectors of the two matrices.
 # How do the normalisations $1/(N-1)$ and $1/M$ used by `corelib` change the answer?
+#
+# **Expected result**: the same singular values and the same core; the normalisations divide
+# every singular value by $\sqrt{(N-1)M}$ and leave the core unchanged.
+# ```
+#
+# ```{admonition} Hint
+# :class: dropdown
+#
+# Write $\mathbf{H} = \mathbf{W}\mathbf{L}^\top$ and $\mathbf{J} = \mathbf{Z}\boldsymbol{\Gamma}^\top$.
+# What is $\mathbf{W}^\top\mathbf{W}$?
 # ```
 #
 # ````{solution} ace-ex-dxd
 # :class: dropdown
 #
-# Put $\mathbf{W} = \mathbf{H}\mathbf{L}^{-\top}$ and $\mathbf{Z} = \mathbf{J}\boldsymbol{\Gamma}^{-\top}$.
-# Then $\mathbf{W}^\top\mathbf{W} = \mathbf{L}^{-1}\mathbf{H}^\top\mathbf{H}\mathbf{L}^{-\top} = \mathbf{I}$,
-# and likewise $\mathbf{Z}^\top\mathbf{Z} = \mathbf{I}$: both have orthonormal columns, and
-# $\mathbf{H} = \mathbf{W}\mathbf{L}^\top$, $\mathbf{J} = \mathbf{Z}\boldsymbol{\Gamma}^\top$. With
-# $\mathbf{L}^\top\boldsymbol{\Gamma} = \mathbf{U}\boldsymbol{\Sigma}\mathbf{V}^\top$,
+# ```{include} ../solutions/ace_method.md
+# :start-after: <!-- ace-ex-dxd -->
+# :end-before: <!-- end ace-ex-dxd -->
+# ```
 #
-# $$
-# \mathbf{H}\mathbf{J}^\top = \mathbf{W}\,\mathbf{L}^\top\boldsymbol{\Gamma}\,\mathbf{Z}^\top
-# = (\mathbf{W}\mathbf{U})\,\boldsymbol{\Sigma}\,(\mathbf{Z}\mathbf{V})^\top ,
-# $$
-#
-# and since $\mathbf{W}\mathbf{U}$ and $\mathbf{Z}\mathbf{V}$ have orthonormal columns this is a
-# (thin) SVD of $\mathbf{H}\mathbf{J}^\top$: same singular values, and
-# $\mathbf{U}^{(HJ)} = \mathbf{W}\mathbf{U}$ (up to the usual sign and rotation freedom within
-# repeated singular values). Therefore
-# $\mathbf{H}^\top\mathbf{U}^{(HJ)}_r = \mathbf{L}\mathbf{W}^\top\mathbf{W}\mathbf{U}_r = \mathbf{L}\mathbf{U}_r$.
-#
-# Dividing $\mathbf{H}^\top\mathbf{H}$ by $N-1$ and $\mathbf{J}^\top\mathbf{J}$ by $M$ scales the
-# factors by $(N-1)^{-1/2}$ and $M^{-1/2}$: every singular value is divided by
-# $\sqrt{(N-1)M}$ and the singular vectors, hence the core, do not change. The jitter
-# $\varepsilon\mathbf{I}$ makes $\mathbf{L}$ invertible when $\mathbf{H}$ is rank deficient.
-# The direct route is implemented as `ace_direct` in `tests/test_ace.py`, which checks this
+# The direct route is implemented as `ace_direct` in `tests/test_ace.py`, which checks the
 # scaling against `corelib.ace.extract`:
 #
 # ```{literalinclude} /tests/test_ace.py
@@ -397,59 +543,56 @@ for name, value in values.items():
 # ```{exercise} Invariance under a change of state coordinates
 # :label: ace-ex-invariance
 #
+# 🔴🔴⚪⚪⚪ · 🔵🔵🔵🔵⚪ · about 15 minutes, pen and paper
+#
 # Replace the state of the linear system by $\tilde{\mathbf{x}} = \mathbf{V}\mathbf{x}$ for an
 # invertible $\mathbf{V}$, i.e. $(\mathbf{A}_{\rm sys}, \mathbf{B}, \mathbf{C}) \mapsto
 # (\mathbf{V}\mathbf{A}_{\rm sys}\mathbf{V}^{-1}, \mathbf{V}\mathbf{B}, \mathbf{C}\mathbf{V}^{-1})$.
 # How do the two Gramians transform? Show that the ACE singular values do not change, and that the
 # core is mapped to $\mathbf{V}\mathcal{C}$. What is the analogue for a network layer, where
 # $\mathbf{h} \mapsto \mathbf{V}\mathbf{h}$ and the read-out is composed with $\mathbf{V}^{-1}$?
+#
+# **Expected result**: $\mathbf{W}_c \mapsto \mathbf{V}\mathbf{W}_c\mathbf{V}^\top$,
+# $\mathbf{W}_o \mapsto \mathbf{V}^{-\top}\mathbf{W}_o\mathbf{V}^{-1}$; the same singular values
+# and the core $\mathbf{V}\mathcal{C}$, for any invertible $\mathbf{V}$ (PCA only for orthogonal
+# ones).
 # ```
 #
-# ```{solution} ace-ex-invariance
+# ````{solution} ace-ex-invariance
 # :class: dropdown
 #
-# Substituting into the series (or the Lyapunov equations) gives
-# $\tilde{\mathbf{W}}_c = \mathbf{V}\mathbf{W}_c\mathbf{V}^\top$ and
-# $\tilde{\mathbf{W}}_o = \mathbf{V}^{-\top}\mathbf{W}_o\mathbf{V}^{-1}$. Then
-# $\tilde{\mathbf{W}}_c\tilde{\mathbf{W}}_o = \mathbf{V}\,\mathbf{W}_c\mathbf{W}_o\,\mathbf{V}^{-1}$
-# is similar to $\mathbf{W}_c\mathbf{W}_o$, so its eigenvalues -- the squared singular values --
-# are unchanged. For the subspace, $\tilde{\mathbf{L}} = \mathbf{V}\mathbf{L}$ is a square root of
-# $\tilde{\mathbf{W}}_c$ and $\tilde{\boldsymbol{\Gamma}} = \mathbf{V}^{-\top}\boldsymbol{\Gamma}$ one of
-# $\tilde{\mathbf{W}}_o$, so $\tilde{\mathbf{L}}^\top\tilde{\boldsymbol{\Gamma}} = \mathbf{L}^\top\boldsymbol{\Gamma}$
-# has the same $\mathbf{U}$, and the new core is
-# $\operatorname{span}(\tilde{\mathbf{L}}\mathbf{U}_r) = \mathbf{V}\operatorname{span}(\mathbf{L}\mathbf{U}_r)$
-# (the core does not depend on the choice of square root).
-#
-# In a network, activations transform like states: activity becomes
-# $\mathbf{V}\mathbf{A}\mathbf{V}^\top$, and the Jacobians of $f \circ \mathbf{V}^{-1}$ are
-# $\mathbf{J}\mathbf{V}^{-1}$, so relevance becomes $\mathbf{V}^{-\top}\mathbf{S}\mathbf{V}^{-1}$ --
-# the same algebra. ACE's spectrum is a property of the function and the data distribution, not of
-# the coordinates. PCA, by contrast, is only invariant under orthogonal $\mathbf{V}$.
-# `tests/test_ace.py::test_invertible_change_of_coordinates_keeps_singular_values` and
-# `test_lti_invariance_under_state_coordinates` check both statements numerically.
+# ```{include} ../solutions/ace_method.md
+# :start-after: <!-- ace-ex-invariance -->
+# :end-before: <!-- end ace-ex-invariance -->
 # ```
+# ````
 #
 # ```{exercise} Principal angles by hand
 # :label: ace-ex-angles
 #
+# 🔴🔴⚪⚪⚪ · 🔵🔵⚪⚪⚪ · about 20 minutes
+#
 # The principal angles between two subspaces with orthonormal bases $\mathbf{Q}_1$, $\mathbf{Q}_2$
 # are the arccosines of the singular values of $\mathbf{Q}_1^\top\mathbf{Q}_2$. Implement this,
-# compare it with `corelib.compare.principal_angles` on the two rank-$r$ subspaces of this chapter
-# and on a constructed pair with an angle of $10^{-8}$ rad. Why does the arccosine fail for tiny
-# angles, and how can the singular values of $(\mathbf{I} - \mathbf{Q}_1\mathbf{Q}_1^\top)\mathbf{Q}_2$
-# fix it?
+# compare it with `corelib.compare.principal_angles` (which returns degrees) on the two rank-$r$
+# subspaces of this chapter and on a constructed pair with an angle of $10^{-8}$ rad. Why does
+# the arccosine fail for tiny angles, and how can the singular values of
+# $(\mathbf{I} - \mathbf{Q}_1\mathbf{Q}_1^\top)\mathbf{Q}_2$ fix it?
+#
+# **Expected result**: on the constructed pair the arccosine returns 0 (or round-off of order
+# $10^{-8}$), the sine route returns $10^{-8}$ rad to full relative accuracy.
 # ```
 #
 # ````{solution} ace-ex-angles
 # :class: dropdown
 #
-# Near zero, $\cos\theta = 1 - \theta^2/2$: an angle of $10^{-8}$ rad changes the cosine by
-# $5 \times 10^{-17}$, below the spacing of doubles near 1, so the arccosine returns 0 (or an
-# angle of order $\sqrt{\epsilon_{\rm mach}} \approx 10^{-8}$ made of round-off). The singular
-# values of the part of $\mathbf{Q}_2$ outside $\operatorname{span}(\mathbf{Q}_1)$ are the sines
-# of the same angles, and the sine has full relative accuracy near 0 (while the cosine has it near
-# $90°$). Combining both with `arctan2` is accurate everywhere. This solution is tested against
-# `corelib` and `scipy.linalg.subspace_angles` in `tests/test_compare.py`:
+# ```{include} ../solutions/ace_method.md
+# :start-after: <!-- ace-ex-angles -->
+# :end-before: <!-- end ace-ex-angles -->
+# ```
+#
+# This solution is tested against `corelib` and `scipy.linalg.subspace_angles` in
+# `tests/test_compare.py`:
 #
 # ```{literalinclude} /tests/test_compare.py
 # :language: python
@@ -460,35 +603,37 @@ for name, value in values.items():
 # ```{exercise} Activity tilts the core
 # :label: ace-ex-tilt
 #
-# Re-run the chapter with `pca_decorrelate = False`, so that the synthetic components are
-# independent in distribution but only approximately uncorrelated in the sample. ACE's direction
-# now tilts away from $\mathbf{e}_D$ towards the loud axes, and keeping it alone no longer
-# preserves the read-out. Explain both effects from $\mathcal{C} = \operatorname{span}(\hat{\mathbf{A}}\mathbf{w})$,
-# and predict how the tilt scales with the number of samples $N$ and with the spreads
-# $\lambda_j = \operatorname{Var}(\mathbf{e}_j^\top\mathbf{h})$.
+# 🔴🔴⚪⚪⚪ · 🔵🔵🔵⚪⚪ · about 15 minutes, 2 of them running
+#
+# Rerun the chapter with `ace-book run ace_method -p pca_decorrelate false`, so that the
+# synthetic components are independent in distribution but only approximately uncorrelated in
+# the sample. ACE's direction now tilts away from $\mathbf{e}_D$ towards the loud axes, and
+# keeping it alone no longer preserves the read-out. Explain both effects from
+# $\mathcal{C} = \operatorname{span}(\hat{\mathbf{A}}\mathbf{w})$, and predict how the tilt
+# scales with the number of samples $N$ and with the variances
+# $\lambda_j = \operatorname{Var}(\mathbf{e}_j^\top\mathbf{h})$ (here the loudest is
+# {glue:text}`variance_ratio:.0f` times the quietest). The run took 122 s of wall time on 2
+# cores of an AMD EPYC that other jobs kept busy (load average about 10); the cost line at the
+# top of the chapter times the same computation.
+#
+# **Expected result**: with the book's other parameters, ACE's direction is 15.4° from
+# $\mathbf{e}_D$ and keeping it alone gives $R^2 = -0.80$; ACE needs 5 directions to keep
+# $R^2 > 0.99$, PCA still all 6.
 # ```
 #
-# ```{solution} ace-ex-tilt
+# ```{admonition} Hint
 # :class: dropdown
 #
-# In the basis of the axes, $\hat{\mathbf{A}}\mathbf{w} = \hat{\lambda}_D\mathbf{e}_D + \sum_{j<D}\hat{c}_j\mathbf{e}_j$,
-# where $\hat{c}_j$ is the sample covariance of two independent components. It has mean zero and
-# standard deviation $\sqrt{\lambda_j\lambda_D/N}$, so the angle $\theta$ between the core and
-# $\mathbf{e}_D$ satisfies
-#
-# $$
-# \tan^2\theta \approx \frac{\sum_{j<D}\hat{c}_j^2}{\lambda_D^2} \approx \frac{\sum_{j<D}\lambda_j}{N\,\lambda_D}:
-# $$
-#
-# it shrinks like $N^{-1/2}$ and grows with the ratio of the loud variances to the quiet one.
-# Keeping only a unit direction $\mathbf{q} = \cos\theta\,\mathbf{e}_D + \sin\theta\,\mathbf{u}$
-# passes on $\mathbf{q}^\top(\mathbf{h}-\bar{\mathbf{h}})$, whose variance
-# $\cos^2\theta\,\lambda_D + \sin^2\theta\,\lambda_{\mathbf{u}}$ is dominated by the loud
-# component as soon as $\tan^2\theta \gtrsim \lambda_D/\lambda_{\mathbf{u}}$, so the read-out of the
-# kept activations is mostly noise. With the factor of {glue:text}`variance_ratio:.0f` between the
-# loudest and the quietest variance in this chapter, a tilt of a few degrees is enough. The remedy is more samples (the paper extracts cores from all test
-# activations), or a rank larger than one: by $k = D$ every method keeps everything.
-# `tests/test_ace.py::test_planted_core_general_covariance_is_cov_times_relevant_subspace`
-# checks the statement $\mathcal{C} = \operatorname{span}(\hat{\mathbf{A}}\mathbf{Q})$ for a planted
-# relevant subspace $\mathbf{Q}$.
+# For a rank-one relevance along $\mathbf{w} = \mathbf{e}_D$, write $\hat{\mathbf{A}}\mathbf{w}$
+# in the basis of the axes. Its components along the loud axes are sample covariances of
+# independent variables: what are their mean and standard deviation?
 # ```
+#
+# ````{solution} ace-ex-tilt
+# :class: dropdown
+#
+# ```{include} ../solutions/ace_method.md
+# :start-after: <!-- ace-ex-tilt -->
+# :end-before: <!-- end ace-ex-tilt -->
+# ```
+# ````
