@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -43,10 +44,7 @@ __all__ = [
     "claims_dir",
     "deviations",
     "forget_recorded",
-    "findings_dir",
-    "load_findings",
     "load_records",
-    "record_findings",
     "record",
     "status",
 ]
@@ -105,6 +103,10 @@ def _at_least(x: float) -> tuple[str, Callable[[float], bool]]:
 
 def _above(x: float) -> tuple[str, Callable[[float], bool]]:
     return f"> {x:g}", lambda v: v > x
+
+
+def _below(x: float) -> tuple[str, Callable[[float], bool]]:
+    return f"< {x:g}", lambda v: v < x
 
 
 def _between(lo: float, hi: float) -> tuple[str, Callable[[float], bool]]:
@@ -272,18 +274,88 @@ _RANGES = "three seeds: holds only when the seed ranges do not overlap"
 
 # fmt: off
 FINDINGS: tuple[Claim, ...] = (
-    _new_finding("window.anneal_smaller", _CLOCK, "weight decay annealed after grokking (both spans): core "
-       "dimension at the window's end, smallest kept seed minus largest annealed seed",
+    _new_finding("window.restart_grows", _CLOCK, "the control arm (weight decay kept, optimizer restarted at "
+       "grokking) against the uninterrupted run: core dimension at the window's end, smallest restarted seed "
+       "minus largest kept seed", "not considered by the paper (its removed arm also restarts AdamW)", _above(0),
+       _RANGES + " (holds: restarting the optimizer alone leaves larger cores)"),
+    _new_finding("window.anneal_smaller", _CLOCK, "weight decay annealed after grokking (both spans) against the "
+       "restarted control: core dimension at the window's end, smallest control seed minus largest annealed seed",
        "annealing soon after grokking may keep the core compact (proposed, untested)", _above(0), _RANGES),
-    _new_finding("window.anneal_larger", _CLOCK, "weight decay annealed after grokking (both spans): core "
-       "dimension at the window's end, smallest annealed seed minus largest kept seed",
+    _new_finding("window.anneal_larger", _CLOCK, "weight decay annealed after grokking (both spans) against the "
+       "restarted control: core dimension at the window's end, smallest annealed seed minus largest control seed",
        "annealing soon after grokking may keep the core compact (proposed, untested)", _above(0), _RANGES),
-    _new_finding("window.removed_smaller", _CLOCK, "weight decay removed at grokking: core dimension at the "
-       "window's end, smallest kept seed minus largest removed seed", "removing weight decay keeps cores "
-       "compact (Figure 3A)", _above(0), _RANGES),
+    _new_finding("window.removed_smaller", _CLOCK, "weight decay removed at grokking against the restarted control: "
+       "core dimension at the window's end, smallest control seed minus largest removed seed", "removing weight "
+       "decay keeps cores compact (Figure 3A, on the paper's clock)", _above(0), _RANGES),
+    _new_finding("clock.tau_collapse", _CLOCK, "core-dimension curves of runs at different lr x wd after grokking: "
+       "spread against tau over spread against epochs", "the grokking theory's clock, 1 / (lr wd), applied to "
+       "inflation (not tested by the paper)", _below(0.5), "holds when rescaling to tau at least halves the "
+       "spread between the runs' curves"),
+    _new_finding("clock.tau_separates", _CLOCK, "core-dimension curves of runs at different lr x wd after "
+       "grokking: spread against tau over spread against epochs", "not tested by the paper", _above(1),
+       "holds when the runs' curves lie further apart against tau than against epochs"),
+    _new_finding("clock.smaller_at_equal_tau", _CLOCK, "every faster run at its end against the recorded paper "
+       "run at the same tau: smallest core of the paper run's seeds minus largest of the run's, the least over "
+       "runs", "not tested by the paper", _above(0), _RANGES + " (holds: every faster run ends with a smaller "
+       "core than the paper run at the same tau)"),
+    _new_finding("clock.smaller_at_equal_epochs", _CLOCK, "every faster run at its end against the recorded paper "
+       "run at the same epoch: smallest core of the paper run's seeds minus largest of the run's, the least over "
+       "runs", "not tested by the paper", _above(0), _RANGES + " (holds: every faster run ends with a smaller "
+       "core than the paper run at the same epoch)"),
     _new_finding("window.late_removal_deflates", _CLOCK, "weight decay removed late: mean core dimension at the "
        "late branch minus at the window's end", "not tested by the paper", _above(0),
        "holds when the mean core is smaller at the end than where the decay was removed"),
+    # own_model: a tense core in SmolLM2, and ACE beside the directions fitted to a label
+    _new_finding("own.tense_flip_inverts", "own_model", "tense core flipped at the chosen layer: tense AUC on "
+       "held-out prompts", "tense is not studied by the paper", _below(0.5),
+       "holds when the flip inverts the preferred tense (AUC below one half)"),
+    _new_finding("own.tense_keep_loses", "own_model", "tense core kept alone: unmodified tense AUC minus the AUC "
+       "with only the core", "tense is not studied by the paper", _above(0.05),
+       "holds when the core alone loses more than 0.05 of AUC: it is not sufficient for tense"),
+    _new_finding("own.tense_remove_leaves", "own_model", "tense core removed: tense AUC minus one half",
+       "tense is not studied by the paper", _above(0.05),
+       "holds when more than 0.05 of AUC above chance is left without the core: it is not all of tense"),
+    _new_finding("own.ace_keep_sufficient", "own_model", "agreement, ACE core kept alone at the chosen layer: AUC "
+       "minus the unmodified model's, per model", "the core is sufficient (Table A5; the agreement chapter)",
+       _at_least(0), "holds when, kept alone, the core separates the held-out prompts at least as well as the "
+       "whole model, in every model"),
+    _new_finding("own.ace_remove_largest", "own_model", "agreement: AUC with the mean difference, the probe or the "
+       "top PC removed (the least) minus with the ACE core removed, per model", "ACE certifies causal relevance "
+       "'by construction and intervention' (Appendix); no other direction is compared", _above(0),
+       "holds when removing the core lowers the AUC more than removing any other direction, in every model"),
+    _new_finding("own.ace_flip_largest", "own_model", "agreement: AUC with the mean difference, the probe or the "
+       "top PC flipped (the least) minus with the ACE core flipped, per model", "ACE certifies causal relevance "
+       "'by construction and intervention' (Appendix); no other direction is compared", _above(0),
+       "holds when flipping the core lowers the AUC more than flipping any other direction, in every model"),
+    _new_finding("own.md_closest", "own_model", "angle to the ACE core (degrees): the smaller of the probe's and "
+       "the top PC's minus the mean difference's, per model", "not compared by the paper", _above(0),
+       "holds when the mean difference is the direction closest to the core, in every model"),
+    _new_finding("own.probe_reads_best", "own_model", "AUC of the projection for the label on held-out prompts: "
+       "the probe's minus the best of the other three directions, per model", "not compared by the paper",
+       _above(0), "holds when the probe reads the label best in every model; one draw of 150 held-out prompts, "
+       "so differences under about 0.03 are within its sampling error"),
+    _new_finding("own.probe_remove_share", "own_model", "probe's direction removed: its loss of AUC as a share of "
+       "the ACE core's, per model", "not compared by the paper", _below(1),
+       "holds when the model depends on the probe's direction less than on the core, in every model"),
+    _new_finding("own.pc_remove_share", "own_model", "top principal component removed: its loss of AUC as a share "
+       "of the ACE core's, per model", "high-variance directions are unlikely to align with a task in complex "
+       "models (Appendix, 'When activity and relevance align')", _below(0.1),
+       "holds when removing the direction of largest variance costs less than a tenth of what removing the "
+       "core costs, in every model"),
+    _new_finding("own.probe_reads_everywhere", "own_model", "probe's AUC for the label at its worst swept layer, "
+       "per model", "not studied by the paper", _at_least(0.95),
+       "holds when a probe reads the number at every swept layer with AUC at least 0.95"),
+    _new_finding("own.early_flips_small", "own_model", "probe's direction or ACE core flipped at a layer in the "
+       "first three quarters of the depth: the least AUC minus the unmodified model's, over layers and models",
+       "not studied by the paper", _at_least(-0.05),
+       "holds when no such flip lowers the AUC by more than 0.05"),
+    _new_finding("own.strong_probe_is_md", "own_model", "probe with the grid's strongest penalty: angle to the "
+       "mean difference (degrees), per model", "not studied by the paper", _at_most(5),
+       "holds within 5 degrees: the mean difference is the probe's limit as the penalty grows"),
+    _new_finding("own.weak_probe_not_used_more", "own_model", "AUC with the grid's weakest-penalty probe removed "
+       "minus with its strongest-penalty probe removed, per model", "not studied by the paper", _at_least(0),
+       "holds when the weaker penalty does not give a direction the model depends on more; one draw of 150 "
+       "held-out prompts, so differences under about 0.03 are within its sampling error"),
 )
 """The book's own findings beyond the paper, cited in prose as the claims are; no tolerance."""
 # fmt: on
@@ -390,6 +462,7 @@ def record(
     abc1234, 2026-11-25)"``; such values are saved in ``<chapter>.recorded.json``, beside the
     build's, with the recorded run's own settings.
     """
+    _plain_name(chapter)
     notes = dict(notes or {})
     for cid in list(values) + list(notes):
         c = claim(cid)
@@ -414,62 +487,17 @@ def record(
     save_json(folder / f"{chapter}{'' if source is None else RECORDED_SUFFIX}.json", data)
 
 
-def findings_dir(root: Path | str | None = None) -> Path:
-    """Folder of the findings beyond the paper: ``findings/`` in the results folder (or ``root``)."""
-    return Path(root) if root is not None else results_root() / "findings"
-
-
-def record_findings(
-    chapter: str,
-    findings: Iterable[Mapping[str, Any]],
-    *,
-    settings: str,
-    root: Path | str | None = None,
-) -> None:
-    """Save what ``chapter`` found beyond the paper's claims, for the claims page's own section
-    (``findings/<chapter>.json``; these are not claims of the paper and have no tolerance).
-
-    Each finding has an ``id``, a ``statement`` (one sentence with its numbers) and a ``value``
-    (a number, or None); ``settings`` says in a few words at what scale they were measured.
-    """
-    rows = []
-    for f in findings:
-        if not isinstance(f.get("id"), str) or not isinstance(f.get("statement"), str) or not f["statement"]:
-            raise ValueError(f"a finding needs an 'id' and a 'statement' (text), got {dict(f)!r}.")
-        value = f.get("value")
-        if value is not None and not isinstance(value, (int, float)):
-            raise TypeError(f"finding {f['id']!r}: value must be a number or None, got {value!r}.")
-        rows.append({"id": f["id"], "statement": f["statement"], "value": None if value is None else float(value)})
-    ids = [r["id"] for r in rows]
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"finding ids must be distinct, got {ids}.")
-    data = {
-        "chapter": chapter,
-        "profile": os.environ.get("ACE_PROFILE", "interactive"),
-        "written": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "settings": str(settings),
-        "findings": rows,
-    }
-    folder = findings_dir(root)
-    folder.mkdir(parents=True, exist_ok=True)
-    save_json(folder / f"{chapter}.json", data)
-
-
-def load_findings(root: Path | str | None = None) -> dict[str, dict]:
-    """Every chapter's findings beyond the paper, ``{chapter: data}`` (see :func:`record_findings`)."""
-    out = {}
-    for path in json_files(findings_dir(root)):
-        data = load_json(path)
-        if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
-            raise ValueError(
-                f"{path} is not a findings record of this version of corelib; rerun chapter {path.stem!r}."
-            )
-        out[path.stem] = data
-    return out
+def _plain_name(chapter: str) -> str:
+    """A chapter's name is a plain word: it becomes a file name in the claims folder, so a path
+    (which could write or delete a file elsewhere) is refused."""
+    if not isinstance(chapter, str) or not re.fullmatch(r"[A-Za-z0-9_]+", chapter):
+        raise ValueError(f"chapter must be a chapter's name (letters, digits, _), never a path; got {chapter!r}.")
+    return chapter
 
 
 def forget_recorded(chapter: str, root: Path | str | None = None) -> None:
     """Remove the values ``chapter`` read from a recorded run (when that record is gone)."""
+    _plain_name(chapter)
     path = claims_dir(root) / f"{chapter}{RECORDED_SUFFIX}.json"
     if path.exists():
         path.unlink()

@@ -12,7 +12,9 @@ import pytest
 import torch
 from scipy import optimize
 
+from corelib import claims
 from corelib.ace import Core, extract_from_model
+from corelib.claims import FINDINGS
 from corelib.experiments import own_model
 from corelib.experiments.sva import auc
 from corelib.interventions import MODES, intervention_hook
@@ -20,7 +22,6 @@ from corelib.lm import load_model
 from corelib.models import resid_hook
 from corelib.tasks import tense
 from corelib.tasks.sva import ATTRACTORS, HEADS
-from test_exercises import run_solution
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -341,13 +342,26 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
     assert m["baseline_auc"] == m["sweep"]["baseline"]
     assert 0 <= m["probe_accuracy"] <= 1
     values = own_model.glue_values(summary)
-    numbers = [v for v in values.values() if isinstance(v, (int, float))]
-    assert numbers and all(np.isfinite(numbers))
-    for key in ("ace_remove", "md_flip", "probe_read_auc", "pc_angle_to_ace"):
-        assert re.fullmatch(r"-?\d+(\.\d+)?", values[key]), (key, values[key])
+    texts = {"tense_model", "tense_core_folder", "ex_prompt"}  # names, not results
+    assert all(isinstance(values[k], str) for k in texts)
+    numbers = {k: v for k, v in values.items() if k not in texts}
+    assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers.values()), numbers
+    assert all(np.isfinite(list(numbers.values())))
+    # a range over the models is glued as its two ends, each the measure of one model
+    for key, name in (("ace", "ACE core"), ("md", "mean difference"), ("probe", "probe"), ("pc", "top PC")):
+        assert values[f"{key}_remove_min"] == values[f"{key}_remove_max"] == m["directions"][name]["remove"]
+        assert values[f"{key}_share_min"] == pytest.approx(own_model.removal_share(m, name), nan_ok=True)
+    assert values["dir_base_min"] == values["dir_base_max"] == m["baseline_auc"]
+    assert values["grid_strong_l2"] == max(params.probe_l2_grid) and values["grid_weak_l2"] == min(params.probe_l2_grid)
+    assert list(own_model.directions_table(summary)["layer"].unique()) == [f"{m['layer'] + 1} of {m['n_layers']}"]
     assert list(own_model.directions_table(summary).index.get_level_values("direction")) == list(own_model.DIRECTIONS)
     assert len(own_model.probe_table(summary)) == len(params.probe_l2_grid)
     assert len(own_model.tense_examples_table(summary)) == params.n_examples
+
+    # the findings: every id is one of the chapter's, and the record takes them
+    found = own_model.finding_values(summary)
+    assert set(found) == {c.id for c in FINDINGS if c.chapter == "own_model"}
+    claims.record("own_model", found, settings={}, root=tmp_path / "claims")
 
     # a second run reads everything from disk: no model is loaded
     def no_model(*args, **kwargs):
@@ -365,7 +379,9 @@ def test_every_glued_name_of_the_chapter_is_glued(tiny, tmp_path, monkeypatch):
     glued = set(re.findall(r'glue\("(\w+)"', text))
     values = own_model.glue_values(own_model.run(smoke_params(), progress=False))
     assert 'glue("cost", cost_sentence("own_model")' in text  # the cost line comes from the run times
-    assert used - {"cost"} <= set(values), sorted(used - {"cost"} - set(values))
+    in_chapter = {"cost", "past_cues", "present_cues"}  # glued by the chapter itself
+    assert used - in_chapter <= set(values), sorted(used - in_chapter - set(values))
+    assert '("past_cues", tense.PAST_CUES)' in text and '("present_cues",' in text
     assert figures <= glued and figures == {"fig_tense", "fig_directions"}
 
 
@@ -384,16 +400,62 @@ def test_the_chapters_defaults_are_the_book_profile():
         assert (tuple(value) if isinstance(value, list) else value) == expected, name
 
 
-def test_exercise_probes_follow_the_covariance():
-    ns = run_solution("own_model", "own-ex-probe")
-    angles = ns["angles"]
-    assert ns["iso_angle"] < 5  # sampling noise of 2 x 20000 points in 20 dimensions: a few degrees
-    assert angles["mean difference to delta"] < 5
-    assert angles["weak probe to Sigma^-1 delta"] < 3
-    assert angles["weak probe to delta"] > 45  # Sigma^-1 delta is 50 degrees from delta
-    assert angles["strong probe to mean difference"] < 0.5
-    # independently: the angle between delta and Sigma^-1 delta
-    delta = np.ones(20)
-    assert own_model.angle_deg(delta, delta / np.arange(1, 21)) == pytest.approx(
-        np.degrees(np.arccos(np.sum(1 / np.arange(1, 21)) / np.sqrt(20 * np.sum(1 / np.arange(1, 21) ** 2))))
-    )
+def _direction(read: float, keep: float, remove: float, flip: float, angle: float) -> dict:
+    return {"read_auc": read, "r2": 0.5, "keep": keep, "remove": remove, "flip": flip, "angle_to_ace": angle}
+
+
+def _fake_summary() -> dict:
+    """A summary of two models with round numbers: what the findings read, written by hand."""
+    model = {
+        "model": "a",
+        "n_layers": 8,
+        "layers": [0, 3, 6, 7],
+        "layer": 7,
+        "baseline_auc": 0.9,
+        "sweep": {
+            "probe_read": [0.97, 0.98, 0.99, 0.96],
+            "probe_flip": [0.88, 0.91, 0.2, 0.3],
+            "ace_flip": [0.89, 0.87, 0.1, 0.05],
+        },
+        "directions": {
+            "ACE core": _direction(0.95, 0.96, 0.2, 0.05, 0.0),
+            "mean difference": _direction(0.93, 0.93, 0.5, 0.25, 30.0),
+            "probe": _direction(0.98, 0.98, 0.8, 0.3, 40.0),
+            "top PC": _direction(0.7, 0.7, 0.89, 0.88, 70.0),
+        },
+        "probe_grid": [
+            {"l2": 100.0, "angle_to_mean_difference": 3.0, "remove": 0.5},
+            {"l2": 1e-4, "angle_to_mean_difference": 40.0, "remove": 0.85},
+        ],
+    }
+    other = {**model, "model": "b", "baseline_auc": 0.85}
+    tense_auc = {"baseline": 0.86, "keep": 0.77, "remove": 0.64, "flip": 0.33}
+    return {"tense": {"auc": tense_auc}, "agreement": [model, other]}
+
+
+def test_finding_values_are_the_quantities_the_findings_test():
+    found = own_model.finding_values(_fake_summary())
+    assert found["own.tense_flip_inverts"] == 0.33
+    assert found["own.tense_keep_loses"] == pytest.approx(0.09)
+    assert found["own.tense_remove_leaves"] == pytest.approx(0.14)
+    assert found["own.ace_keep_sufficient"] == pytest.approx({"a": 0.06, "b": 0.11})
+    assert found["own.ace_remove_largest"] == pytest.approx({"a": 0.3, "b": 0.3})  # mean difference 0.5 - 0.2
+    assert found["own.ace_flip_largest"] == pytest.approx({"a": 0.2, "b": 0.2})  # mean difference 0.25 - 0.05
+    assert found["own.md_closest"] == pytest.approx({"a": 10.0, "b": 10.0})  # probe 40 - mean difference 30
+    assert found["own.probe_reads_best"] == pytest.approx({"a": 0.03, "b": 0.03})  # 0.98 - ACE 0.95
+    assert found["own.probe_remove_share"] == pytest.approx({"a": 0.1 / 0.7, "b": 0.05 / 0.65})
+    assert found["own.pc_remove_share"] == pytest.approx({"a": 0.01 / 0.7, "b": -0.04 / 0.65})
+    assert found["own.probe_reads_everywhere"] == pytest.approx({"a": 0.96, "b": 0.96})
+    # early layers: 1 and 4 of 8 (<= 75 % of the depth), not 7 and 8; the least flip minus the baseline
+    assert found["own.early_flips_small"] == pytest.approx(0.87 - 0.9)
+    assert found["own.strong_probe_is_md"] == {"a": 3.0, "b": 3.0}
+    assert found["own.weak_probe_not_used_more"] == pytest.approx({"a": 0.35, "b": 0.35})
+    statuses = {cid: claims.claim(cid).holds(v) for cid, v in found.items()}
+    assert all(statuses.values()), statuses
+
+
+def test_a_finding_that_is_not_measured_is_left_empty():
+    summary = _fake_summary()
+    for m in summary["agreement"]:
+        m["layers"], m["sweep"] = [7], {k: v[-1:] for k, v in m["sweep"].items()}  # the last layer only
+    assert own_model.finding_values(summary)["own.early_flips_small"] == []

@@ -54,6 +54,7 @@ __all__ = [
     "direction_core",
     "directions_table",
     "evaluate_direction",
+    "finding_values",
     "fit_probe",
     "glue_values",
     "layer_sweep",
@@ -560,14 +561,16 @@ def padded_inputs(tokenizer: Any, prompts: Sequence[str], *, bos: bool = True) -
 
 
 def directions_table(summary: dict) -> pandas.DataFrame:
-    """Per model and direction: angle to the ACE core, AUC of the projection, R² of the margin, and
-    the margin's AUC with the direction kept, removed and flipped."""
+    """Per model and direction: the layer (1-based, of the model's layers), angle to the ACE core,
+    AUC of the projection, R² of the margin, the margin's AUC with the direction kept, removed and
+    flipped, and the removal's effect as a share of the ACE core's (:func:`removal_share`)."""
     import pandas as pd
 
     rows = [
         {
             "model": m["model"],
             "direction": name,
+            "layer": f"{m['layer'] + 1} of {m['n_layers']}",
             "angle to ACE (°)": d["angle_to_ace"],
             "reads the label (AUC)": d["read_auc"],
             "margin R²": d["r2"],
@@ -638,31 +641,20 @@ def removal_share(model: dict, name: str) -> float:
     return (base - measured[name]["remove"]) / core_effect if core_effect >= 0.01 else float("nan")
 
 
-def _effect_text(summary: dict, name: str) -> str:
-    """``"removed 0.337 and flipped 0.093 (smollm2-135m), ..."``: a direction's interventions, per model."""
-    return ", ".join(
-        f"removed {m['directions'][name]['remove']:.3f} and flipped {m['directions'][name]['flip']:.3f} ({m['model']})"
-        for m in summary["agreement"]
-    )
-
-
-def _share_text(summary: dict, name: str) -> str:
-    """A direction's :func:`removal_share` per model, as percentages."""
-    return ", ".join(f"{removal_share(m, name):.0%} ({m['model']})" for m in summary["agreement"])
-
-
-def _grid_values(summary: dict) -> dict[str, object]:
-    """The probe table's extremes: the strongest penalty's angle to the mean difference, the weakest
-    penalty's reading AUC and removal AUC."""
-    strong = [min(m["probe_grid"], key=lambda r: -r["l2"]) for m in summary["agreement"]]
+def _grid_values(summary: dict) -> dict[str, float]:
+    """The probe table's extremes over the models: the strongest penalty's angle to the mean
+    difference and removal AUC, the weakest penalty's reading AUC and removal AUC."""
+    strong = [max(m["probe_grid"], key=lambda r: r["l2"]) for m in summary["agreement"]]
     weak = [min(m["probe_grid"], key=lambda r: r["l2"]) for m in summary["agreement"]]
     return {
-        "grid_strong_l2": f"{strong[0]['l2']:g}",
+        "grid_strong_l2": strong[0]["l2"],
         "grid_strong_angle_md": max(r["angle_to_mean_difference"] for r in strong),
-        "grid_strong_remove": _range_text([r["remove"] for r in strong], ".3f"),
-        "grid_weak_l2": f"{weak[0]['l2']:g}",
-        "grid_weak_read": _range_text([r["read_auc"] for r in weak], ".3f"),
-        "grid_weak_remove": _range_text([r["remove"] for r in weak], ".3f"),
+        "grid_strong_remove_min": min(r["remove"] for r in strong),
+        "grid_strong_remove_max": max(r["remove"] for r in strong),
+        "grid_weak_l2": weak[0]["l2"],
+        "grid_weak_read_min": min(r["read_auc"] for r in weak),
+        "grid_weak_remove_min": min(r["remove"] for r in weak),
+        "grid_weak_remove_max": max(r["remove"] for r in weak),
     }
 
 
@@ -683,18 +675,24 @@ EARLY_DEPTH = 0.75
 """Layers up to this share of the depth are the "early" layers whose interventions the chapter quotes."""
 
 
-def _sweep_values(summary: dict) -> dict[str, object]:
-    """The layer sweeps' extremes: the probe's worst reading AUC at any layer, and the least AUC left
-    by removing or flipping the probe's direction or flipping the ACE core at an early layer."""
-    early = [
-        (m["sweep"], k)
+def _early(summary: dict) -> list[tuple[dict, dict, int]]:
+    """(model, its sweep, index in the sweep) of every swept layer in the first :data:`EARLY_DEPTH`
+    of a model's depth."""
+    return [
+        (m, m["sweep"], k)
         for m in summary["agreement"]
         for k, layer in enumerate(m["layers"])
         if (layer + 1) / m["n_layers"] <= EARLY_DEPTH
     ]
 
+
+def _sweep_values(summary: dict) -> dict[str, float]:
+    """The layer sweeps' extremes: the probe's worst reading AUC at any layer, and the least AUC left
+    by removing or flipping the probe's direction or flipping the ACE core at an early layer."""
+    early = _early(summary)
+
     def least(key: str) -> float:
-        return min((sweep[key][k] for sweep, k in early), default=float("nan"))
+        return min((sweep[key][k] for _, sweep, k in early), default=float("nan"))
 
     return {
         "early_depth": EARLY_DEPTH,
@@ -709,14 +707,15 @@ def _by_direction(summary: dict, name: str, key: str) -> list[float]:
     return [m["directions"][name][key] for m in summary["agreement"]]
 
 
-def _range_text(values: Sequence[float], fmt: str) -> str:
-    """``"a"`` if all values print alike, else ``"lo–hi"``."""
-    lo, hi = format(min(values), fmt), format(max(values), fmt)
-    return lo if lo == hi else f"{lo}–{hi}"
+_KEYS = (("ace", "ACE core"), ("md", "mean difference"), ("probe", "probe"), ("pc", "top PC"))
+"""The glue names' short key of each direction of :data:`DIRECTIONS`."""
 
 
 def glue_values(summary: dict) -> dict[str, object]:
-    """Every value the chapter's prose quotes, by glue name."""
+    """Every value the chapter's prose quotes, by glue name: numbers, and the names of the tense
+    model, of the saved core's folder and of the first example prompt. A measure of the
+    directions over the models is glued as its least and largest value (``<key>_<measure>_min``
+    and ``_max``, key ``ace``, ``md``, ``probe`` or ``pc``)."""
     t, models = summary["tense"], summary["agreement"]
     values: dict[str, object] = {
         "tense_model": t["model"],
@@ -727,25 +726,73 @@ def glue_values(summary: dict) -> dict[str, object]:
         "tense_layer": t["chosen_layer"] + 1,
         "tense_gap": t["spectral_gap"],
         "tense_share": t["energy_share"],
-        "past_cues": ", ".join(f"“{c.rstrip(',')}”" for c in tense.PAST_CUES),
-        "present_cues": ", ".join(f"“{c.rstrip(',')}”" for c in tense.PRESENT_CUES),
         "tense_base": t["auc"]["baseline"],
         "tense_keep": t["auc"]["keep"],
         "tense_remove": t["auc"]["remove"],
         "tense_flip": t["auc"]["flip"],
         "tense_core_folder": t["core_folder"],
-        "dir_models": " and ".join(m["model"] for m in models),
+        "dir_n_models": len(models),
         "dir_n_train": models[0]["n_train"],
         "dir_n_test": models[0]["n_test"],
-        "dir_layers": ", ".join(f"{m['layer'] + 1} of {m['n_layers']} ({m['model']})" for m in models),
-        "dir_base": _range_text([m["baseline_auc"] for m in models], ".3f"),
+        "dir_base_min": min(m["baseline_auc"] for m in models),
+        "dir_base_max": max(m["baseline_auc"] for m in models),
         "probe_acc_min": min(m["probe_accuracy"] for m in models),
         "probe_l2": summary["params"]["probe_l2"],
     }
-    for key, name in (("ace", "ACE core"), ("md", "mean difference"), ("probe", "probe"), ("pc", "top PC")):
+    for key, name in _KEYS:
         for measure in ("angle_to_ace", "read_auc", "r2", "keep", "remove", "flip"):
-            fmt = ".0f" if measure == "angle_to_ace" else ".2f" if measure == "r2" else ".3f"
-            values[f"{key}_{measure}"] = _range_text(_by_direction(summary, name, measure), fmt)
-        values[f"{key}_effects"] = _effect_text(summary, name)
-        values[f"{key}_share"] = _share_text(summary, name)
+            measured = _by_direction(summary, name, measure)
+            values[f"{key}_{measure}_min"], values[f"{key}_{measure}_max"] = min(measured), max(measured)
+        shares = [removal_share(m, name) for m in models]
+        values[f"{key}_share_min"], values[f"{key}_share_max"] = min(shares), max(shares)
     return {**values, **_grid_values(summary), **_example_values(summary), **_sweep_values(summary)}
+
+
+def finding_values(summary: dict) -> dict[str, object]:
+    """The values of the chapter's findings (ids ``own.*`` of :data:`corelib.claims.FINDINGS`), for
+    :func:`corelib.claims.record`: one number, or one per model (``{model: value}``), each the
+    quantity the finding's test reads."""
+    t, models = summary["tense"], summary["agreement"]
+    others = [name for name in DIRECTIONS if name != "ACE core"]
+
+    def per_model(value) -> dict[str, float]:
+        return {m["model"]: float(value(m)) for m in models}
+
+    def gap_to_others(m: dict, mode: str) -> float:
+        """How much lower the AUC is with the ACE core intervened on than with any other direction."""
+        d = m["directions"]
+        return min(d[name][mode] for name in others) - d["ACE core"][mode]
+
+    early = _early(summary)
+    strong = {m["model"]: max(m["probe_grid"], key=lambda r: r["l2"]) for m in models}
+    weak = {m["model"]: min(m["probe_grid"], key=lambda r: r["l2"]) for m in models}
+    return {
+        "own.tense_flip_inverts": t["auc"]["flip"],
+        "own.tense_keep_loses": t["auc"]["baseline"] - t["auc"]["keep"],
+        "own.tense_remove_leaves": t["auc"]["remove"] - 0.5,
+        "own.ace_keep_sufficient": per_model(lambda m: m["directions"]["ACE core"]["keep"] - m["baseline_auc"]),
+        "own.ace_remove_largest": per_model(lambda m: gap_to_others(m, "remove")),
+        "own.ace_flip_largest": per_model(lambda m: gap_to_others(m, "flip")),
+        "own.md_closest": per_model(
+            lambda m: (
+                min(m["directions"][n]["angle_to_ace"] for n in ("probe", "top PC"))
+                - m["directions"]["mean difference"]["angle_to_ace"]
+            )
+        ),
+        "own.probe_reads_best": per_model(
+            lambda m: (
+                m["directions"]["probe"]["read_auc"]
+                - max(m["directions"][n]["read_auc"] for n in DIRECTIONS if n != "probe")
+            )
+        ),
+        "own.probe_remove_share": per_model(lambda m: removal_share(m, "probe")),
+        "own.pc_remove_share": per_model(lambda m: removal_share(m, "top PC")),
+        "own.probe_reads_everywhere": per_model(lambda m: min(m["sweep"]["probe_read"])),
+        # the least over the early layers of every model (none swept: not measured)
+        "own.early_flips_small": min(
+            (min(sweep["probe_flip"][k], sweep["ace_flip"][k]) - m["baseline_auc"] for m, sweep, k in early),
+            default=[],
+        ),
+        "own.strong_probe_is_md": {name: r["angle_to_mean_difference"] for name, r in strong.items()},
+        "own.weak_probe_not_used_more": {name: weak[name]["remove"] - strong[name]["remove"] for name in weak},
+    }
