@@ -437,7 +437,7 @@ def energy_rank(singular_values, threshold):
     raise NotImplementedError  # your code here
 
 
-ex.check_energy_rank(energy_rank)
+ex.check_energy_rank(energy_rank);
 
 # %% [markdown]
 # ````{solution} ace-ex-energy
@@ -486,7 +486,7 @@ def ace_core(activity, relevance, r):
     raise NotImplementedError  # your code here
 
 
-ex.check_ace_core(ace_core)
+ex.check_ace_core(ace_core);
 
 # %% [markdown]
 # ````{solution} ace-ex-core

@@ -488,7 +488,7 @@ def psi(p):
     raise NotImplementedError  # your code here
 
 
-ex.check_psi(psi)
+ex.check_psi(psi);
 
 # %% [markdown]
 # ````{solution} grok-ex-psi
@@ -530,7 +530,7 @@ def grok_time(p, Omega, p_crit):
     raise NotImplementedError  # your code here
 
 
-ex.check_grok_time(grok_time)
+ex.check_grok_time(grok_time);
 
 # %% [markdown]
 # ````{solution} grok-ex-tau

@@ -323,7 +323,7 @@ def epochs_to_tau(tau, lr, wd, n_train, batch_size):
     raise NotImplementedError  # your code here
 
 
-ex.check_epochs_to_tau(epochs_to_tau)
+ex.check_epochs_to_tau(epochs_to_tau);
 
 # %% [markdown]
 # ````{solution} ex-clock-epochs
@@ -355,7 +355,7 @@ def told_apart(a, b):
     raise NotImplementedError  # your code here
 
 
-ex.check_told_apart(told_apart)
+ex.check_told_apart(told_apart);
 
 # %% [markdown]
 # ````{solution} ex-clock-apart

@@ -289,7 +289,7 @@ def chain_spectrum(alpha, beta, n):
     raise NotImplementedError  # your code here
 
 
-ex.check_chain_spectrum(chain_spectrum)
+ex.check_chain_spectrum(chain_spectrum);
 
 # %% [markdown]
 # ````{solution} ex-markov-spectrum
@@ -335,7 +335,7 @@ def oracle_r2(T):
     raise NotImplementedError  # your code here
 
 
-ex.check_oracle_r2(oracle_r2)
+ex.check_oracle_r2(oracle_r2);
 
 # %% [markdown]
 # ````{solution} ex-markov-oracle

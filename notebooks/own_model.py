@@ -510,7 +510,7 @@ def logit_margin(logits, plus, minus):
     raise NotImplementedError  # your code here
 
 
-ex.check_logit_margin(logit_margin)
+ex.check_logit_margin(logit_margin);
 
 # %% [markdown]
 # ````{solution} own-ex-margin
@@ -549,7 +549,7 @@ def margin_auc(scores, positive):
     raise NotImplementedError  # your code here
 
 
-ex.check_margin_auc(margin_auc)
+ex.check_margin_auc(margin_auc);
 
 # %% [markdown]
 # ````{solution} own-ex-auc
@@ -592,7 +592,7 @@ def core_angle(v, basis):
     raise NotImplementedError  # your code here
 
 
-ex.check_core_angle(core_angle)
+ex.check_core_angle(core_angle);
 
 # %% [markdown]
 # ````{solution} own-ex-angle
@@ -631,7 +631,7 @@ def intervene(h, basis, mean, mode):
     raise NotImplementedError  # your code here
 
 
-ex.check_intervene(intervene)
+ex.check_intervene(intervene);
 
 # %% [markdown]
 # ````{solution} own-ex-intervene
