@@ -67,8 +67,9 @@ def parse_target(text: str) -> tuple[str, str | None]:
 
 def sentence_around(text: str, start: int) -> str:
     """The sentence of ``text`` that contains position ``start`` (whitespace collapsed)."""
-    before = max(text.rfind(". ", 0, start), text.rfind("\n\n", 0, start))
-    ends = [i for i in (text.find(". ", start), text.find("\n\n", start)) if i >= 0]
+    # a sentence ends at ". ", at a blank line, or where a list item starts
+    before = max(text.rfind(". ", 0, start), text.rfind("\n\n", 0, start), text.rfind("\n- ", 0, start))
+    ends = [i for i in (text.find(". ", start), text.find("\n\n", start), text.find("\n- ", start)) if i >= 0]
     end = min(ends) + 1 if ends else len(text)
     return " ".join(text[before + 1 : end].split())
 

@@ -411,12 +411,14 @@ def export_costs(profile: str, root: Path | str | None = None) -> Path:
 CLAIMS_FILE = "book_claims.json"  # in recorded/: every claim and finding as the book profile judged it
 
 
-def export_claims(profile: str = "book", root: Path | str | None = None) -> Path:
+def export_claims(profile: str = "book", root: Path | str | None = None, missing_ok: bool = False) -> Path:
     """Write every claim and finding as the results root judges them (:func:`citation_rows`) to
     ``recorded/book_claims.json``: the statuses the chapters' sentences are checked against
     (``tests/test_citations.py``). Run after a build of ``profile`` in which every chapter with
-    claims ran with that profile; anything else is refused before writing."""
-    from corelib.claims import CLAIMS, FINDINGS, load_records
+    claims ran with that profile; anything else is refused before writing, unless ``missing_ok``:
+    then the chapters not run are listed under ``not_run`` and their claims are judged on the
+    recorded runs alone (a sentence citing anything else of theirs fails the test)."""
+    from corelib.claims import CLAIMS, FINDINGS, RECORDED_SUFFIX, load_records
     from corelib.recorded import recorded_root
 
     from .claims_page import citation_rows
@@ -426,7 +428,9 @@ def export_claims(profile: str = "book", root: Path | str | None = None) -> Path
     chapters = sorted({c.chapter for c in CLAIMS + FINDINGS})
     wrong = {ch: records.get(ch, {}).get("profile", "not run") for ch in chapters}
     wrong = {ch: p for ch, p in wrong.items() if p != profile}
-    if wrong:
+    if missing_ok:  # a chapter not run keeps only what a recorded run measured for it
+        records = {k: v for k, v in records.items() if k.endswith(RECORDED_SUFFIX) or k not in wrong}
+    elif wrong:
         raise SystemExit(
             f"these chapters' claims were not recorded with the {profile} profile: {wrong}; build the book with "
             f"`ace-book build --profile {profile}` first."
@@ -438,6 +442,7 @@ def export_claims(profile: str = "book", root: Path | str | None = None) -> Path
         "exported": time.strftime("%Y-%m-%d %H:%M"),
         "commit": git_commit(),
         "machine": machine(),
+        "not_run": sorted(wrong) if missing_ok else [],
         "rows": {cid: {k: row[k] for k in keep} for cid, row in rows.items()},
     }
     folder = Path(root) if root is not None else recorded_root()
@@ -456,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     co.add_argument("--profile", default="book")
     cl = sub.add_parser("claims", help="record every claim's status as a build of a profile judged it")
     cl.add_argument("--profile", default="book")
+    cl.add_argument("--missing-ok", action="store_true", help="list chapters not run instead of refusing")
     ve = sub.add_parser("verify", help="re-derive a sample of a record and compare")
     ve.add_argument("name", choices=sorted(_EXPORTERS))
     ve.add_argument("--profile", default="paper")
@@ -471,7 +477,9 @@ def main(argv: list[str] | None = None) -> int:
     ve.add_argument("--tolerance", type=float, default=1e-6, help="absolute tolerance for floats")
     args = ap.parse_args(argv)
     if args.command == "claims":
-        print(f"recorded the {args.profile}-profile statuses in {export_claims(args.profile)}")
+        print(
+            f"recorded the {args.profile}-profile statuses in {export_claims(args.profile, missing_ok=args.missing_ok)}"
+        )
         return 0
     if args.command == "costs":
         print(f"recorded the {args.profile}-profile costs in {export_costs(args.profile)}")
