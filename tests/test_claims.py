@@ -221,16 +221,15 @@ def test_every_measured_claim_is_on_the_claims_page(built_book):
     assert all(data["profile"] == "smoke" for data in records.values())
 
 
-def test_findings_beyond_the_paper_are_kept_apart_from_the_claims(tmp_path, monkeypatch):
-    monkeypatch.setenv("ACE_PROFILE", "book")
-    rows = [{"id": "clock.x", "statement": "Curves come together (ratio 0.2).", "value": 0.2}]
-    claims.record_findings("inflation_clock", rows, settings="reduced", root=tmp_path / "findings")
-    found = claims.load_findings(tmp_path / "findings")
-    assert found["inflation_clock"]["findings"] == rows and found["inflation_clock"]["profile"] == "book"
-    assert claims.load_records(tmp_path / "claims") == {}  # not mixed with the paper's claims
-    with pytest.raises(ValueError, match="needs an 'id' and a 'statement'"):
-        claims.record_findings("c", [{"id": "a", "statement": ""}], settings="", root=tmp_path / "f2")
-    with pytest.raises(ValueError, match="distinct"):
-        claims.record_findings("c", rows + rows, settings="", root=tmp_path / "f2")
-    with pytest.raises(TypeError, match="number or None"):
-        claims.record_findings("c", [{**rows[0], "value": "big"}], settings="", root=tmp_path / "f2")
+def test_findings_are_judged_by_their_own_condition_whatever_the_settings(tmp_path):
+    from acebook.claims_page import citation_rows, findings_table
+
+    values = {"window.anneal_larger": 7.0, "window.anneal_smaller": -24.0}
+    claims.record("inflation_clock", values, settings={"seeds": "[1, 2] (paper: [1031, 1032, 1033])"}, root=tmp_path)
+    rows = {r["id"]: r for r in findings_table(claims.load_records(tmp_path))}
+    assert rows["window.anneal_larger"]["status"] == "holds"  # settings do not make a finding "reduced"
+    assert rows["window.anneal_smaller"]["status"] == "does not hold"
+    assert rows["window.removed_smaller"]["status"] == "not run in this profile"
+    assert set(citation_rows(claims.load_records(tmp_path))) == {c.id for c in claims.CLAIMS + claims.FINDINGS}
+    with pytest.raises(ValueError, match="belongs to chapter 'inflation_clock'"):
+        claims.record("own_model", {"window.anneal_larger": 1.0}, settings={}, root=tmp_path)

@@ -291,3 +291,66 @@ def test_an_annealed_branch_ramps_the_decay_down_in_a_folder_of_its_own(tmp_path
     assert modular._arm_dir(ramp, "wd") == modular._arm_dir(abrupt, "wd")
     with pytest.raises(ValueError, match="branch_anneal_epochs must be a whole number"):
         modular.ModularParams(branch_anneal_epochs=-1)
+
+
+def test_the_chapters_glue_numbers_and_status_words_not_sentences():
+    """What the chapters quote about the recorded run and the comparison with it: numbers, lists
+    of numbers and short status words; the same names whether or not a run is recorded."""
+    agree = modular.agreement_values({"comparable": True, "n_snapshots": {"wd": 4, "no_wd": 3}, "differences": []})
+    assert agree == {
+        "rec_same_models": "yes",
+        "rec_n_compared": 7,
+        "rec_n_differences": 0,
+        "rec_n_rank_differences": 0,
+        "rec_first_difference": "none",
+    }
+    other = modular.agreement_values({"comparable": False, "n_snapshots": {"wd": 0}, "differences": []})
+    assert other["rec_same_models"] == "no" and other["rec_n_compared"] == 0
+    differences = [
+        "wd epoch 0.models[0].r2_heldout: recorded -11.5758, re-derived -11.5759",
+        "wd epoch 100.models[2].core_dim: recorded 39, re-derived 38",
+        "wd epoch 100.models[2].energy_rank: recorded 39, re-derived 38",
+        "no_wd epoch 1000.models[1].eigenvalues[40][1]: recorded -0.56, re-derived -0.57",
+        "no_wd epoch 1000.models[1].modes: 5 recorded entries, 6 re-derived",
+    ]
+    differ = modular.agreement_values({"comparable": True, "n_snapshots": {"wd": 2}, "differences": differences})
+    assert (differ["rec_n_differences"], differ["rec_n_rank_differences"]) == (5, 3)
+    assert differ["rec_first_difference"].startswith("wd epoch 0.models[0].r2_heldout")
+    assert set(modular.agreement_values(None).values()) == {"n/a"}
+    assert modular.settings_list(modular.ModularParams()) == "none"
+    assert modular.settings_list(modular.ModularParams(long_epochs=1200)) == "long_epochs: 1200 (paper: 20000)"
+    assert modular.settings_list(modular.ModularParams(long_epochs=1200), ignore=["long_epochs"]) == "none"
+    empty = modular._recorded_values(None, None)
+    assert all(isinstance(v, float) and np.isnan(v) or v == "n/a" for v in empty.values())
+    assert set(modular._recorded_emergence_values(None, None).values()) == {"n/a"}
+    assert modular._overlap([12, 27, 23], [12, 44, 14]) == "overlap"
+    assert modular._overlap([40, 50, 45], [30, 35, 33]) == "do not overlap"
+    assert modular._overlap([], [1]) == "overlap"
+
+
+def test_the_removal_test_first_adds_dimensions_after_the_energy_rank():
+    def rec(epoch, pairs):
+        return {"epoch": epoch, "models": [{"energy_rank": e, "necessary_rank": n} for e, n in pairs]}
+
+    records = [rec(0, [(40, 40), (42, 42)]), rec(100, [(12, None), (14, 14)]), rec(200, [(12, 12), (14, 16)])]
+    assert modular.first_refined_epoch(records) == 200  # a missing necessary rank adds nothing
+    assert modular.first_refined_epoch(records[:2]) is None
+
+
+def test_the_threshold_table_is_the_mean_first_crossing_per_arm():
+    curves = {
+        "wd": {
+            "rank": np.arange(1, 5),
+            "energy_rank": np.array([1, 2]),
+            "remove": np.array([[0.5, 0.2, 0.04, 0.01]] * 2),
+        },
+        "no_wd": {
+            "rank": np.arange(1, 5),
+            "energy_rank": np.array([1, 1]),
+            "remove": np.array([[0.5, 0.3, 0.2, 0.1]] * 2),
+        },
+    }
+    table = modular.threshold_table(curves, [0.05, 0.2])
+    assert table.index.tolist() == [0.05, 0.2] and table.columns.tolist() == ["wd", "no_wd"]
+    assert table.loc[0.05, "wd"] == 3.0 and np.isnan(table.loc[0.05, "no_wd"])  # no_wd never gets there
+    assert table.loc[0.2, "wd"] == 2.0 and table.loc[0.2, "no_wd"] == 3.0

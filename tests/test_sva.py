@@ -37,7 +37,6 @@ from corelib.tasks.sva import (
     make_dataset,
     make_prompt,
 )
-from test_exercises import run_solution
 
 
 @pytest.fixture(scope="module")
@@ -633,7 +632,7 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
     # gate 1 never opens: the steered continuations are the base ones
     never = s["gate_sweep"]["1.0"]
     assert [g["tokens"] for g in never["greedy"]] == [pair["base"]["tokens"] for pair in s["greedy"]]
-    assert rows[1.0]["steered steps"] == 0 and rows[1.0]["controls unchanged"] == "1/1"
+    assert rows[1.0]["steered steps"] == 0 and (rows[1.0]["controls unchanged"], rows[1.0]["controls"]) == (1, 1)
     tables = sva.tables(summary)
     assert list(tables["A7"].index) == ["tiny-random-llama"] and tables["A5"].empty
     assert "(σ1/σ2)⁴, the paper's convention" in tables["A6"].columns
@@ -691,7 +690,9 @@ def test_control_summary_known_answer():
     assert c["rows"][0]["first steered step"] is None
 
 
-def test_gate_table_and_criteria_known_answer():
+def _gate_sweep_steering() -> dict:
+    """One steering prompt with one agreement decision, one decision-free control, three gates."""
+
     def gen(verbs, clean_verbs, gated, tokens=None):
         n = len(verbs)
         return Generation(
@@ -724,10 +725,15 @@ def test_gate_table_and_criteria_known_answer():
             "0.5": {"greedy": [base_greedy], "control": [base_control]},
         },
     }
-    rows = sva.gate_table(steering)
+    return steering
+
+
+def test_gate_table_and_criteria_known_answer():
+    rows = sva.gate_table(_gate_sweep_steering())
     assert [r["gate"] for r in rows] == [0.1, 0.3, 0.5]
     assert [r["inversion rate"] for r in rows] == [1.0, 1.0, 0.0]
-    assert [r["controls without verbs"] for r in rows] == ["0/1", "1/1", "1/1"]
+    assert [(r["decision-free unchanged"], r["decision-free controls"]) for r in rows] == [(0, 1), (1, 1), (1, 1)]
+    assert [(r["controls unchanged"], r["controls"]) for r in rows] == [(0, 1), (1, 1), (1, 1)]
     assert [r["decisions not steered"] for r in rows] == [0, 0, 1]
     assert [r["both criteria"] for r in rows] == [False, True, False]
     assert not sva.meets_criteria({"rate": None}, {"decision_free": 1, "decision_free_unchanged": 1})
@@ -748,25 +754,14 @@ def test_alignment_pairs_are_formed(tmp_path, monkeypatch):
     assert 0 < sva._fisher(models)["remove"] < 0.01
 
 
-# --------------------------------------------------------------------------- exercises
-
-
-def test_exercise_auc_solution():
-    ns = run_solution("subject_verb_agreement", "sva-ex-auc")
-    assert ns["my_auc"](ns["s"], ns["y"]) == pytest.approx(sva.auc(ns["s"], ns["y"]), abs=1e-12)
-    assert ns["my_auc"]([0, 1, 1], [0, 0, 1]) == 0.75
-
-
-def test_exercise_jacobian_solution():
-    ns = run_solution("subject_verb_agreement", "sva-ex-jacobians")
-    assert max((ns["jac"][l] - ns["jac2"][l]).abs().max().item() for l in (0, 1)) < 1e-6
-    assert torch.allclose(ns["central"], ns["jac"][0] @ ns["v"], rtol=1e-2, atol=1e-3)
-
-
-def test_gate_verdict_names_how_the_chosen_gate_fares():
-    from corelib.experiments.sva import gate_verdict
-
-    assert gate_verdict(0.2, []).startswith("No threshold")
-    assert "the smallest threshold" in gate_verdict(0.2, [0.2, 0.3])
-    assert "which meets both criteria" in gate_verdict(0.3, [0.2, 0.3])
-    assert "does not meet" in gate_verdict(0.5, [0.2, 0.3])
+def test_passing_gates_are_the_thresholds_where_every_model_meets_both_criteria():
+    steering = _gate_sweep_steering()
+    one = {"models": [{"model": "a", "steering": steering}]}
+    assert sva.passing_gates(one) == [0.3]
+    # a second model that passes at no threshold: none passes for every model
+    failing = {
+        **steering,
+        "gate_sweep": {g: {**v, "greedy": [steering["greedy"][0]["base"]]} for g, v in steering["gate_sweep"].items()},
+    }
+    both = {"models": [{"model": "a", "steering": steering}, {"model": "b", "steering": failing}]}
+    assert sva.passing_gates(both) == []

@@ -206,8 +206,9 @@ def format_number(x: float | None, digits: int = 3) -> str:
     return "n/a" if x is None or not np.isfinite(x) else f"{x:.{digits}g}"
 
 
-def _batch_text(batch_size: int | None) -> str:
-    return "full batch" if batch_size is None else f"batch {batch_size}"
+def _batch(batch_size: int | None) -> int | str:
+    """A sweep's batch size for the prose: the number, or "full" (every training pair each step)."""
+    return "full" if batch_size is None else int(batch_size)
 
 
 def _trend(by_condition: pd.DataFrame) -> tuple[str, str, str, str]:
@@ -219,6 +220,15 @@ def _trend(by_condition: pd.DataFrame) -> tuple[str, str, str, str]:
     return (f"{grokked.index[0]:g}", format_number(first), f"{grokked.index[-1]:g}", format_number(last))
 
 
+def _trends(summary: dict) -> dict[str, str]:
+    """``w_first``, ``w_first_delay``, ``w_last``, ``w_last_delay`` and the same with ``p_``."""
+    out = {}
+    for prefix, by_condition in (("w", summary["summary_omega"]), ("p", summary["summary_p"])):
+        for suffix, value in zip(("first", "first_delay", "last", "last_delay"), _trend(by_condition)):
+            out[f"{prefix}_{suffix}"] = value
+    return out
+
+
 def _settings_values(params: SweepsParams, paper: dict) -> dict[str, object]:
     n_train = int(params.train_fraction * params.omega_p**2)
     plan = batch_plan(n_train, params.omega_batch_size, params.config(1).keep_partial_batch)
@@ -227,21 +237,22 @@ def _settings_values(params: SweepsParams, paper: dict) -> dict[str, object]:
         "omega_p": params.omega_p,
         "d_model": params.d_model,
         "d_ff": params.d_ff,
-        "omega_batch_text": _batch_text(params.omega_batch_size),
+        "omega_batch": _batch(params.omega_batch_size),
+        "p_batch": _batch(params.p_batch_size),
         "p_omega": f"{params.p_weight_decay:g}",
         "threshold_pct": f"{100 * params.threshold:g}",
         "patience": params.patience_epochs,
         "n_boot": params.n_boot,
         "lr": f"{params.lr:g}",
-        "dropout_text": f"{params.dropout:g} during training" if params.dropout else "off",
+        "dropout": f"{params.dropout:g}",
         "omegas_text": ", ".join(f"{w:g}" for w in params.omegas),
         "moduli_text": ", ".join(str(q) for q in params.moduli),
         "omega_cap": params.omega_max_epochs,
         "p_cap": params.p_max_epochs,
-        "p_batch_text": _batch_text(params.p_batch_size),
-        "n_train_53": n_train,
-        "budget_53": n_train - min_correct(n_train, params.threshold),
+        "n_train_omega_p": n_train,
+        "budget_omega_p": n_train - min_correct(n_train, params.threshold),
         **{f"paper_{k}": f"{v:g}" for k, v in paper.items()},
+        "paper_product": f"{paper['Omega'] * paper['p_crit']:g}",
         **{k: plan[k] for k in ("steps_per_permutation", "skipped", "steps_per_epoch")},
     }
 
@@ -263,6 +274,9 @@ def _fit_values(summary: dict) -> dict[str, object]:
         "p_crit_sd": format_number(p_crit_sd, 2),
         "r2_p": format_number(constant(fit_p, "r2")[0], 3),
         "Omega_at_1": format_number(claim_values(summary)["sweeps.Omega"], 4),
+        "Omega_at_1_sd": format_number(omega_big_sd * summary["params"].p_weight_decay, 2),
+        "product_at_1": format_number(product * summary["params"].p_weight_decay, 4),
+        "product_at_1_sd": format_number(product_sd * summary["params"].p_weight_decay, 2),
         "rel_Omega": format_number(100 * omega_big_sd / omega_big, 2),
         "rel_p_crit": format_number(100 * p_crit_sd / p_crit, 2),
         "rel_product": format_number(100 * product_sd / product, 2),
@@ -271,61 +285,55 @@ def _fit_values(summary: dict) -> dict[str, object]:
     }
 
 
-_RECORDED_FITS = ("beta", "beta_sd", "r2_omega", "Omega_at_1", "p_crit", "p_crit_sd", "r2_p", "n_grokked", "n_runs")
+_RECORDED_FITS = (
+    *("beta", "beta_sd", "r2_omega", "Omega_at_1", "Omega_at_1_sd", "p_crit", "p_crit_sd", "r2_p"),
+    *("product_at_1", "product_at_1_sd", "n_grokked", "n_runs"),
+)
+_RECORDED_TRENDS = tuple(f"{a}_{b}" for a in "wp" for b in ("first", "first_delay", "last", "last_delay"))
+_RECORDED_RUN = ("n_seeds", "n_omegas", "n_moduli", "cap", "precision", "hours", "n_timed", "commit", "exported",
+                 "rederive", "deviations")  # fmt: skip
 
 
 def recorded_glue_values(recorded: dict | None) -> dict[str, object]:
-    """The glue values of the recorded paper-scale sweeps (``rec_*``), "n/a" when none is recorded.
+    """The glue values of the recorded paper-scale sweeps (``rec_*``): its fits, its trends and
+    what it was (seeds, conditions, cap, precision, training hours, code commit, the command that
+    re-derives one condition, its settings that differ from the paper's, "none" when none); "n/a"
+    throughout when none is recorded.
 
     ``recorded`` is :func:`corelib.experiments.paper_scale.recorded_sweeps`'s result.
     """
+    names = (*_RECORDED_FITS, *_RECORDED_TRENDS, *_RECORDED_RUN)
     if recorded is None:
-        return {f"rec_{k}": "n/a" for k in _RECORDED_FITS} | {
-            "rec_status": (
-                "No paper-profile sweep is recorded in this checkout, so the figure is empty and its numbers "
-                "read n/a. Record one with `python -m acebook.runner run grokking_sweeps --profile paper` "
-                "and then `python -m acebook.record export grokking_sweeps`."
-            )
-        }
+        return {f"rec_{k}": "n/a" for k in names}
     params, prov = recorded["params"], recorded["provenance"]
-    fits = _fit_values(recorded)
-    differ = claim_settings(params)
-    sweeps = (
-        "the paper's sweeps"
-        if not differ
-        else "sweeps at settings other than the paper's (" + "; ".join(f"{k}: {v}" for k, v in differ.items()) + ")"
-    )
     timed = [s for s in (prov.get("training_seconds") or {}).values() if s is not None]
-    conditions = "timed condition" if len(timed) == 1 else f"{len(timed)} timed conditions"
-    took = (
-        f"It trained for {sum(timed) / 3600:.1f} h of wall time, summed over its {conditions} (each on one "
-        "thread with its seeds stacked). "
-        if timed
-        else ""
-    )
-    return {f"rec_{k}": fits[k] for k in _RECORDED_FITS} | {
-        "rec_status": (
-            f"The figure below is the {recorded['source']}: {sweeps}, {params.n_seeds} seeds for each "
-            f"of {len(params.omegas)} weight decays and {len(params.moduli)} moduli, at most "
-            f"{params.omega_max_epochs} epochs each, in {prov.get('precision', 'fp32')}. {took}"
-            f"`{prov.get('rederive', '')}` re-derives one condition of it from scratch."
-        )
+    differ = claim_settings(params)
+    run = {
+        "n_seeds": params.n_seeds,
+        "n_omegas": len(params.omegas),
+        "n_moduli": len(params.moduli),
+        "cap": max(params.omega_max_epochs, params.p_max_epochs),
+        "precision": prov.get("precision", "fp32"),
+        "hours": format_number(sum(timed) / 3600, 2) if timed else "n/a",
+        "n_timed": len(timed),
+        "commit": (prov.get("code") or {}).get("commit") or "n/a",
+        "exported": prov.get("exported", "n/a"),
+        "rederive": prov.get("rederive", "n/a"),
+        "deviations": "; ".join(f"{k}: {v}" for k, v in differ.items()) or "none",
     }
+    values = {**_fit_values(recorded), **_trends(recorded), **run}
+    return {f"rec_{k}": values[k] for k in names}
 
 
 def glue_values(summary: dict, recorded: dict | None = None) -> dict[str, object]:
     """Every value the chapter's prose quotes, by glue name (``recorded``: see
     :func:`recorded_glue_values`)."""
-    trends = {}
-    for prefix, by_condition in (("w", summary["summary_omega"]), ("p", summary["summary_p"])):
-        for suffix, value in zip(("first", "first_delay", "last", "last_delay"), _trend(by_condition)):
-            trends[f"{prefix}_{suffix}"] = value
     table = constants_table(summary)
     styled = table.style.format({"estimate": "{:.4g}", "bootstrap sd": "{:.2g}"}).hide(axis="index")
     return {
         **_settings_values(summary["params"], summary["paper"]),
         **_fit_values(summary),
-        **trends,
+        **_trends(summary),
         "constants_table": styled,
         **recorded_glue_values(recorded),
     }

@@ -16,6 +16,7 @@ never retrain.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from functools import partial
@@ -61,9 +62,19 @@ __all__ = [
     "inflation_claim_values",
     "training_collapses",
     "compact_epoch",
+    "first_refined_epoch",
     "collapse_summary",
     "centroid_spectra",
     "removal_curves",
+    "first_rank_at_or_below",
+    "mean_rank",
+    "necessary_ranks",
+    "phase_table",
+    "threshold_table",
+    "emergence_glue_values",
+    "inflation_glue_values",
+    "agreement_values",
+    "settings_list",
 ]
 
 ARMS = ("wd", "no_wd")
@@ -601,6 +612,7 @@ def emergence_summary(params: ModularParams, records: list[dict]) -> dict:
         "core_dim_compact": compact_epoch(
             epochs_of(records), [np.mean([m["core_dim"] for m in r["models"]]) for r in records]
         ),
+        "first_refined_epoch": first_refined_epoch(records),
         "final": {
             key: [m[key] for m in records[-1]["models"]]
             for key in (
@@ -614,6 +626,19 @@ def emergence_summary(params: ModularParams, records: list[dict]) -> dict:
             )
         },
     }
+
+
+def first_refined_epoch(records: list[dict]) -> int | None:
+    """The first snapshot at which some model's necessary rank exceeds its energy rank.
+
+    Until then every core dimension is the energy rank itself: removing the energy-rank core
+    already left at most the chance threshold (before grokking trivially, since there is little
+    accuracy to remove). ``None`` when the removal test never adds a dimension.
+    """
+    for r in records:
+        if any(m["necessary_rank"] is not None and m["necessary_rank"] > m["energy_rank"] for m in r["models"]):
+            return r["epoch"]
+    return None
 
 
 def compact_epoch(epochs, values, tolerance: float = 0.1) -> int | None:
@@ -707,9 +732,14 @@ def inflation_claim_values(summary: dict) -> dict:
 
 
 # --------------------------------------------------------------------------- what the chapters quote
+# Numbers, lists of numbers and short status words for the chapters to glue; every sentence
+# around them is written in the chapters' markdown.
+
+NOT_AVAILABLE = "n/a"  # glued where a value does not exist (e.g. no recorded run in this checkout)
 
 
 def _listed(values: Sequence) -> str:
+    """Per-model numbers as one glued value, ``"600, 800, 800"`` (``none`` for a missing one)."""
     return ", ".join("none" if v is None else str(v) for v in values)
 
 
@@ -741,7 +771,8 @@ def phase_table(records: list[dict], summary: dict) -> pandas.DataFrame:
 def emergence_glue_values(
     params: ModularParams, summary: dict, recorded: dict | None = None, agreement: dict | None = None
 ) -> dict[str, object]:
-    """Every value the modular-addition chapter's prose quotes, by glue name.
+    """Every value the modular-addition chapter quotes, by glue name: numbers, per-model lists of
+    numbers and short status words (no sentences).
 
     ``recorded``: the recorded paper-scale run (:func:`corelib.experiments.paper_scale.recorded_inflation`),
     or None; ``agreement``: :func:`corelib.experiments.paper_scale.inflation_agreement` of this run with it.
@@ -759,6 +790,7 @@ def emergence_glue_values(
         "remove_max": nan if summary["post_grok_remove_max"] is None else summary["post_grok_remove_max"],
         "chance2": params.chance_level,
         "model_groks": _listed(summary["model_grok_epochs"]),
+        "first_refined": NOT_AVAILABLE if summary["first_refined_epoch"] is None else summary["first_refined_epoch"],
         "suff_final": _listed(summary["final"]["sufficient_rank"]),
         "energy_final": _listed(summary["final"]["energy_rank"]),
     }
@@ -771,34 +803,55 @@ def emergence_glue_values(
 
 
 def _recorded_emergence_values(recorded: dict | None, agreement: dict | None) -> dict[str, object]:
-    """The glue values of the recorded paper-scale run for the modular chapter (``rec_*``)."""
+    """The recorded paper-scale run's first epochs, as the modular chapter quotes them (``rec_*``):
+    its name, settings that differ from the paper's, horizon, grokking epochs and core dimensions,
+    and how this build's snapshots compare with it; ``n/a`` throughout when none is recorded."""
     if recorded is None:
-        return {
-            "rec_status": (
-                "No paper-profile run is recorded in this checkout, so the claims below are judged on this "
-                "build's run alone."
-            ),
-            "rec_agreement": "",
-        }
+        names = ("source", "settings", "epochs", "model_groks", "dim_at", "dim_after")
+        return {f"rec_{k}": NOT_AVAILABLE for k in names} | agreement_values(None)
     params = recorded["params"]  # the recorded run's first epochs are the paper's Figure 2
     records = [r for r in recorded["arms"]["wd"] if r["epoch"] <= min(params.epochs, params.long_epochs)]
-    em, epochs = emergence_summary(params, records), records[-1]["epoch"]
-    same = agreement is not None and agreement["comparable"]
-    relation = "continues these very models" if same else "trains other models than this build"
-    grok = (
-        "not every model grokked"
-        if em["grok_epoch"] is None
-        else f"all models have grokked by epoch {em['grok_epoch']}"
-    )
+    em = emergence_summary(params, records)
     return {
-        "rec_status": (
-            f"The paper-scale run of the next chapter (the {recorded['source']}) {relation} "
-            f"at {_settings_phrase(params, LONG_RUN_SETTINGS)}, so the claims below are judged on its first {epochs} "
-            f"epochs. There, {grok}, with cores of {_listed(em['core_dim']['at'])} "
-            f"dimensions at grokking and {_listed(em['core_dim']['after'])} at epoch {epochs}."
-        ),
-        "rec_agreement": _agreement_sentence(agreement),
+        "rec_source": recorded["source"],
+        "rec_settings": settings_list(params, LONG_RUN_SETTINGS),
+        "rec_epochs": records[-1]["epoch"],
+        "rec_model_groks": _listed(em["model_grok_epochs"]),
+        "rec_dim_at": _listed(em["core_dim"]["at"]),
+        "rec_dim_after": _listed(em["core_dim"]["after"]),
+    } | agreement_values(agreement)
+
+
+def agreement_values(agreement: dict | None) -> dict[str, object]:
+    """How this build's snapshots compare with the recorded run's
+    (:func:`corelib.experiments.paper_scale.inflation_agreement`), as glue values:
+
+    ``rec_same_models`` ("yes": same seeds and settings, another horizon; "no"; "n/a" without a
+    record), ``rec_n_compared`` (snapshots both have), ``rec_n_differences`` (analysed values that
+    differ; the first is ``rec_first_difference``, "none" when there is none) and
+    ``rec_n_rank_differences`` (those that are ranks, core dimensions or mode lists: the integers
+    the chapters' claims rest on, as against eigenvalues, accuracies and R²).
+    """
+    counts = ("rec_same_models", "rec_n_compared", "rec_n_differences", "rec_n_rank_differences")
+    if agreement is None:
+        return {k: NOT_AVAILABLE for k in counts} | {"rec_first_difference": NOT_AVAILABLE}
+    differences = agreement["differences"]
+    fields = [re.search(r"\.models\[\d+\]\.(\w+)", d) for d in differences]
+    ranks = [m for m in fields if m and (m[1].endswith("_rank") or m[1] in ("core_dim", "modes"))]
+    return {
+        "rec_same_models": "yes" if agreement["comparable"] else "no",
+        "rec_n_compared": sum(agreement["n_snapshots"].values()),
+        "rec_n_differences": len(differences),
+        "rec_n_rank_differences": len(ranks),
+        "rec_first_difference": differences[0] if differences else "none",
     }
+
+
+def settings_list(params: ModularParams, ignore: Sequence[str] = ()) -> str:
+    """The settings of ``params`` that differ from the paper's, ``"name: ours (paper: theirs); ..."``,
+    or ``"none"`` (``ignore``: settings that change nothing the chapter measures)."""
+    differ = deviations(params, ModularParams(), ignore=["eval_every", *ignore])
+    return "; ".join(f"{k}: {v}" for k, v in differ.items()) or "none"
 
 
 def necessary_ranks(records: list[dict], epoch: int) -> list[int | None]:
@@ -806,51 +859,25 @@ def necessary_ranks(records: list[dict], epoch: int) -> list[int | None]:
     return [m["necessary_rank"] for m in next(r for r in records if r["epoch"] == epoch)["models"]]
 
 
-def _trend_verdict(kept_start: float, kept_end: float, removed_end: float, what: str, epochs: int) -> str:
-    """One sentence comparing this build's trend with the paper's."""
-    if kept_end > kept_start and kept_end > removed_end:
-        return f"As in the paper, the {what} grew under weight decay and ended above the arm without it."
-    return (
-        f"Unlike the paper's 20 000-epoch run, over these {epochs} epochs the {what} did not grow under "
-        f"weight decay beyond the arm without it ({kept_start:.1f} → {kept_end:.1f} with, "
-        f"{removed_end:.1f} without)."
-    )
+def threshold_table(curves: dict[str, dict], levels: Sequence[float]) -> pandas.DataFrame:
+    """Mean core dimension of each arm (columns) when the necessary rank's threshold is each of
+    ``levels`` (rows): :func:`first_rank_at_or_below` on the removal curves, averaged over models
+    (NaN where a model's curve never gets that low)."""
+    import pandas as pd
+
+    rows = {
+        round(float(level), 4): {arm: mean_rank(first_rank_at_or_below(c, level)) for arm, c in curves.items()}
+        for level in levels
+    }
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("threshold")
 
 
-def _collapse_sentence(stats: dict, who: str) -> str:
-    """What the collapse counts of one arm say."""
-    if stats["per_model"] == 0:
-        return f"no model {who} lost its training fit"
-    return (
-        f"each model {who} lost its training fit {stats['per_model']:.1f} times on average and spent "
-        f"{stats['percent']:.0f} % of those epochs in a collapse (the longest lasted {stats['longest']} epochs)"
-    )
-
-
-def _mean_core_at(curves: dict, level: float) -> float:
-    return mean_rank(first_rank_at_or_below(curves, level))
-
-
-def inflation_notes(params: ModularParams, summary: dict, curves: dict[str, dict], loose_level: float) -> dict:
-    """Why a core-inflation claim may differ, when this build knows: for the claims page."""
-    notes = {}
-    wd, no_wd, n = summary["wd"], summary["no_wd"], len(params.seeds)
-    if wd["n_working_end"] < n:
-        notes["inflation.arm_dim_gap"] = notes["inflation.arm_mode_gap"] = (
-            f"at epoch {summary['end']} only {wd['n_working_end']} of {n} weight-decay models reach test "
-            f"accuracy {params.grok_threshold} (long runs with weight decay have loss spikes; the chapter shows them)"
-        )
-    loose = {arm: _mean_core_at(c, loose_level) for arm, c in curves.items()}
-    if no_wd["core_dim_end"] >= wd["core_dim_end"] and loose["no_wd"] < loose["wd"]:
-        notes.setdefault(
-            "inflation.arm_dim_gap",
-            (
-                f"at the threshold 2/p a residue of the answer just above it sets the no-weight-decay ranks; at "
-                f"{loose_level} the cores are {loose['wd']:.1f} (kept) and {loose['no_wd']:.1f} (removed): "
-                "see 'What the necessary rank counts'"
-            ),
-        )
-    return notes
+def _overlap(a: Sequence[float], b: Sequence[float]) -> str:
+    """Whether two sets of per-model values can be told apart: ``"overlap"`` when their ranges
+    share a value (or either is empty), else ``"do not overlap"`` (three seeds: no more is said)."""
+    if not a or not b or (min(a) <= max(b) and min(b) <= max(a)):
+        return "overlap"
+    return "do not overlap"
 
 
 def _frequency_values(params: ModularParams, summary: dict, spectra: dict[str, dict]) -> dict[str, object]:
@@ -859,20 +886,14 @@ def _frequency_values(params: ModularParams, summary: dict, spectra: dict[str, d
         spectrum = spectra[arm]
         for when in ("start", "end"):
             values[f"{short}_frequencies_{when}"] = float(spectrum["count"][spectrum["epoch"] == summary[when]].mean())
-    more = values["no_frequencies_end"] > values["wd_frequencies_end"]
-    values["frequency_verdict"] = (
-        "more frequencies in the representation than keeping it, the opposite of the direction of the paper's "
-        "mode count"
-        if more
-        else "no more frequencies in the representation than keeping it, as the paper's mode count would suggest"
-    )
     values["frequencies_init"] = float(spectra["wd"]["count"][0].mean())
     values["frequencies_max"] = params.p // 2
     return values
 
 
 def inflation_glue_values(params: ModularParams, chapter: dict) -> dict[str, object]:
-    """Every value the core-inflation chapter's prose quotes, by glue name.
+    """Every value the core-inflation chapter quotes, by glue name: numbers, per-model lists of
+    numbers and short status words (no sentences).
 
     ``chapter`` holds ``summary`` (:func:`inflation_summary`), ``arms``, ``histories``, ``curves``
     and ``spectra`` (per arm), and the chapter's ``collapse_threshold``, ``loose_level`` and
@@ -887,6 +908,7 @@ def inflation_glue_values(params: ModularParams, chapter: dict) -> dict[str, obj
     values |= {
         "start": start,
         "end": end,
+        "span": end - start,
         "grok_threshold": params.grok_threshold,
         "branch_epoch": params.branch_epoch,
         "long_epochs": params.long_epochs,
@@ -896,116 +918,69 @@ def inflation_glue_values(params: ModularParams, chapter: dict) -> dict[str, obj
         "loose_level": loose,
         "chance_level": params.chance_level,
         "frequency_share": chapter["frequency_share"],
-    }
-    values["verdict_dim"] = _trend_verdict(
-        wd["core_dim_start"], wd["core_dim_end"], no["core_dim_end"], "core dimension", end - start
-    )
-    values["verdict_modes"] = _trend_verdict(
-        wd["modes_start"], wd["modes_end"], no["modes_end"], "mode count", end - start
-    )
-    gap_start = wd["necessary_rank_start"] - wd["sufficient_rank_start"]
-    gap_end = wd["necessary_rank_end"] - wd["sufficient_rank_end"]
-    values |= {
-        "wd_gap_start": gap_start,
-        "wd_gap_end": gap_end,
+        "wd_gap_start": wd["necessary_rank_start"] - wd["sufficient_rank_start"],
+        "wd_gap_end": wd["necessary_rank_end"] - wd["sufficient_rank_end"],
         "no_gap_end": no["necessary_rank_end"] - no["sufficient_rank_end"],
-        "verdict_gap": "widened, as in the paper" if gap_end > gap_start else "did not widen over this horizon",
     }
-    for arm, short, who in (("wd", "wd", "with weight decay"), ("no_wd", "no", "without weight decay")):
+    ends = {arm: [v for v in necessary_ranks(chapter["arms"][arm], end) if v is not None] for arm in ARMS}
+    values["dim_ranges"] = _overlap(*ends.values())
+    for arm, short in (("wd", "wd"), ("no_wd", "no")):
         stats = collapse_summary(chapter["histories"][arm], start, end, chapter["collapse_threshold"])
-        values[f"{short}_collapse_sentence"] = _collapse_sentence(stats, who)
+        values[f"{short}_collapses"] = stats["per_model"]
+        values[f"{short}_collapse_pct"] = stats["percent"]
+        values[f"{short}_collapse_longest"] = stats["longest"]
         values[f"{short}_necessary_end_list"] = _listed(necessary_ranks(chapter["arms"][arm], end))
         values[f"{short}_loose_end_list"] = _listed(first_rank_at_or_below(curves[arm], loose))
-    values["threshold_comparison"] = "; ".join(
-        f"at {level:.3g} the mean core dimension is {_mean_core_at(curves['wd'], level):.1f} "
-        f"with weight decay and {_mean_core_at(curves['no_wd'], level):.1f} without"
-        for level in (params.chance_level, 0.05, loose)
-    )
     values |= _frequency_values(params, summary, chapter["spectra"])
-    return values | _recorded_values(chapter.get("recorded"), chapter.get("agreement"))
+    return values | _recorded_values(chapter.get("recorded"), chapter.get("agreement"), chapter["collapse_threshold"])
 
 
 _RECORDED_KEYS = ("core_dim", "necessary_rank", "sufficient_rank", "modes", "test_acc")
 
 
-def _agreement_sentence(agreement: dict | None) -> str:
-    """What the comparison of this build's snapshots with the recorded run's found."""
-    if agreement is None or not agreement["comparable"]:
-        return (
-            "This build trained other models than the recorded run (other seeds or settings), so "
-            "their snapshots are not compared."
-        )
-    n = sum(agreement["n_snapshots"].values())
-    if not agreement["differences"]:
-        return (
-            f"This build trained the same models as the recorded run over a shorter horizon, and at the "
-            f"{n} snapshots both have, every analysed number agrees with the record."
-        )
-    return (
-        f"This build trained the same models as the recorded run over a shorter horizon; at the {n} "
-        f"snapshots both have, {len(agreement['differences'])} analysed numbers differ from the record "
-        f"(the first: {agreement['differences'][0]}), which float rounding on another machine or code "
-        "version can cause at a threshold."
-    )
-
-
-def _as_text(value: float, key: str) -> str:
-    return f"{value:.{3 if key == 'test_acc' else 1}f}"
-
-
-def _settings_phrase(params: ModularParams, ignore: Sequence[str] = ()) -> str:
-    """The words "the paper's settings", or which settings of a recorded run differ from them
-    (``ignore``: settings that do not matter to the chapter)."""
-    differ = deviations(params, ModularParams(), ignore=["eval_every", *ignore])
-    if not differ:
-        return "the paper's settings"
-    return "settings other than the paper's (" + "; ".join(f"{k}: {v}" for k, v in differ.items()) + ")"
-
-
-def _recorded_values(recorded: dict | None, agreement: dict | None) -> dict[str, object]:
-    """The glue values of the recorded paper-scale run (``rec_*``, numbers as text); "n/a" when none
-    is recorded."""
+def _recorded_values(
+    recorded: dict | None, agreement: dict | None, collapse_threshold: float = 0.9
+) -> dict[str, object]:
+    """The recorded paper-scale run as the core-inflation chapter quotes it (``rec_*``): the means
+    of each arm at the branch and at the end, growth factors, necessary-minus-sufficient gaps and
+    training collapses per model after the branch (:func:`collapse_summary`; NaN without a
+    record), the run's name, settings, size and training time, and how this build's snapshots
+    compare with it (``n/a`` without one)."""
+    nan = float("nan")
     names = [f"rec_{arm}_{k}_{when}" for arm in ("wd", "no") for k in _RECORDED_KEYS for when in ("start", "end")]
+    names += ["rec_wd_growth", "rec_no_growth", "rec_wd_gap_start", "rec_wd_gap_end", "rec_no_gap_end"]
+    names += ["rec_wd_collapses", "rec_no_collapses"]
+    about = ("source", "settings", "seeds", "hours", "threads", "cpu", "start", "end")
     if recorded is None:
-        return {name: "n/a" for name in names} | {
-            "rec_status": (
-                "No paper-profile run is recorded in this checkout, so the figure is empty and its numbers "
-                "read n/a. Record one with `python -m acebook.runner run core_inflation --profile paper` and "
-                "then `python -m acebook.record export core_inflation`."
-            ),
-            "rec_start": "n/a",
-            "rec_end": "n/a",
-            "rec_verdict_dim": "",
-            "rec_verdict_modes": "",
-            "rec_agreement": "",
-        }
+        return {name: nan for name in names} | {f"rec_{k}": NOT_AVAILABLE for k in about} | agreement_values(None)
     summary, prov = recorded["summary"], recorded["provenance"]
     values = {
-        f"rec_{'no' if arm == 'no_wd' else arm}_{k}_{when}": _as_text(summary[arm][f"{k}_{when}"], k)
+        f"rec_{'no' if arm == 'no_wd' else arm}_{k}_{when}": summary[arm][f"{k}_{when}"]
         for arm in ARMS
         for k in _RECORDED_KEYS
         for when in ("start", "end")
     }
-    hours = sum(t for t in (prov.get("training_seconds") or {}).values() if t) / 3600
-    machine = prov.get("machine", {})
-    settings = _settings_phrase(recorded["params"])
-    values["rec_status"] = (
-        f"The figure below is the {recorded['source']}: {settings}, {len(recorded['params'].seeds)} "
-        f"seeds, {summary['end']} epochs, trained in {hours:.1f} hours on {machine.get('logical_cpus', '?')} "
-        f"CPU threads ({machine.get('cpu', 'unknown CPU')}). `{prov.get('rederive', '')}` re-derives a sample "
-        "of it from scratch."
-    )
-    start, end = summary["start"], summary["end"]
     wd, no = summary["wd"], summary["no_wd"]
     values |= {
-        "rec_start": start,
-        "rec_end": end,
-        "rec_verdict_dim": _trend_verdict(
-            wd["core_dim_start"], wd["core_dim_end"], no["core_dim_end"], "core dimension", end - start
-        ),
-        "rec_verdict_modes": _trend_verdict(
-            wd["modes_start"], wd["modes_end"], no["modes_end"], "mode count", end - start
-        ),
-        "rec_agreement": _agreement_sentence(agreement),
+        "rec_wd_growth": _ratio(wd["core_dim_end"], wd["core_dim_start"]),
+        "rec_no_growth": _ratio(no["core_dim_end"], no["core_dim_start"]),
+        "rec_wd_gap_start": wd["necessary_rank_start"] - wd["sufficient_rank_start"],
+        "rec_wd_gap_end": wd["necessary_rank_end"] - wd["sufficient_rank_end"],
+        "rec_no_gap_end": no["necessary_rank_end"] - no["sufficient_rank_end"],
     }
-    return values
+    for arm, short in (("wd", "wd"), ("no_wd", "no")):
+        hist = history_until(recorded["histories"][arm], summary["end"])
+        stats = collapse_summary(hist, summary["start"], summary["end"], collapse_threshold)
+        values[f"rec_{short}_collapses"] = stats["per_model"]
+    machine = prov.get("machine", {})
+    values |= {
+        "rec_source": recorded["source"],
+        "rec_settings": settings_list(recorded["params"]),
+        "rec_seeds": len(recorded["params"].seeds),
+        "rec_hours": sum(t for t in (prov.get("training_seconds") or {}).values() if t) / 3600,
+        "rec_threads": machine.get("logical_cpus", NOT_AVAILABLE),
+        "rec_cpu": machine.get("cpu", NOT_AVAILABLE),
+        "rec_start": summary["start"],
+        "rec_end": summary["end"],
+    }
+    return values | agreement_values(agreement)

@@ -22,7 +22,6 @@ position and only the layers after the intervened one, which is exact.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING
 
@@ -612,17 +611,14 @@ def gate_table(steering: dict) -> list[dict]:
                 "clean-verb rate": inv["rate_clean_verbs"],
                 "decisions not steered": inv["ungated_decisions"],
                 "steered steps": inv["steered_steps"],
-                "controls without verbs": controls_text(ctl),
-                "controls unchanged": f"{ctl['unchanged']}/{ctl['n']}",
+                "decision-free controls": ctl["decision_free"],
+                "decision-free unchanged": ctl["decision_free_unchanged"],
+                "controls": ctl["n"],
+                "controls unchanged": ctl["unchanged"],
                 "both criteria": meets_criteria(inv, ctl),
             }
         )
     return rows
-
-
-def controls_text(controls: dict) -> str:
-    """``"unchanged/decision-free"`` of a :func:`control_summary`."""
-    return f"{controls['decision_free_unchanged']}/{controls['decision_free']}"
 
 
 def control_summary(steering: dict) -> dict:
@@ -876,23 +872,6 @@ def passing_gates(summary: dict) -> list[float]:
     return [g for g in gates if frame.xs(g, level="gate").all()]
 
 
-def gate_verdict(gate: float, passing: Sequence[float]) -> str:
-    """One sentence on the chapter's gate threshold against the thresholds that pass."""
-    if not passing:
-        return "No threshold of the grid meets both criteria for every model."
-    if gate == passing[0]:
-        return (
-            f"The chapter uses γ = {gate:g}, the smallest threshold of the grid that meets both criteria "
-            "for every model."
-        )
-    if gate in passing:
-        return f"The chapter uses γ = {gate:g}, which meets both criteria for every model."
-    return (
-        f"The chapter uses γ = {gate:g}, which does not meet both criteria for every model; the table "
-        "shows which thresholds do."
-    )
-
-
 def steering_table(summary: dict) -> pandas.DataFrame:
     """Per model: agreement decisions of the greedy steered continuations and how many steering
     inverted, and what steering did to the control prompts."""
@@ -911,7 +890,8 @@ def steering_table(summary: dict) -> pandas.DataFrame:
                 "clean-verb rate": inversion["rate_clean_verbs"],
                 "decisions not steered": inversion["ungated_decisions"],
                 "steered steps": inversion["steered_steps"],
-                "control unchanged": f"{steering['control_unchanged']}/{steering['n_control']}",
+                "controls": steering["n_control"],
+                "controls unchanged": steering["control_unchanged"],
                 "control steered steps": steering["control_steered_steps"],
             }
         )
@@ -930,11 +910,16 @@ def _nan_min(values) -> float:
     return min(values) if values else float("nan")
 
 
+def _nan_max(values) -> float:
+    values = [v for v in values if v is not None]
+    return max(values) if values else float("nan")
+
+
 def _steering_values(params: SVAParams, summary: dict) -> dict[str, object]:
     models = summary["models"]
     passing = passing_gates(summary)
-    controls = {m["model"]: control_summary(m["steering"]) for m in models}
-    changed = [r for c in controls.values() for r in c["rows"] if not r["unchanged"]]
+    controls = [control_summary(m["steering"]) for m in models]
+    changed = [r for c in controls for r in c["rows"] if not r["unchanged"]]
     return {
         "gate_value": params.gate,
         "cap_value": params.cap,
@@ -943,12 +928,17 @@ def _steering_values(params: SVAParams, summary: dict) -> dict[str, object]:
         "n_steer": len(params.steering_prompts),
         "n_control": len(params.control_prompts),
         "gates_passing": ", ".join(f"{g:g}" for g in passing) or "none",
+        "sampled_inv_min": _nan_min(m["steering"]["sampled_inversion"]["steered"]["rate"] for m in models),
+        "sampled_inv_max": _nan_max(m["steering"]["sampled_inversion"]["steered"]["rate"] for m in models),
+        "unsteered_inv_max": _nan_max(m["steering"]["sampled_inversion"]["unsteered"]["rate"] for m in models),
+        "other_inv_max": _nan_max(m["steering"]["other_words"]["sampled"]["steered"]["rate"] for m in models),
+        "grid_inv_max": _nan_max(r["inversion rate"] for m in models for r in gate_table(m["steering"])),
         "gate_grid_text": ", ".join(f"{g:g}" for g in params.gates),
-        "gate_verdict": gate_verdict(params.gate, passing),
         "inv_min": _nan_min(m["steering"]["inversion"]["rate"] for m in models),
         "decisions_total": int(sum(m["steering"]["inversion"]["decisions"] for m in models)),
         "strict_min": _nan_min(m["steering"]["inversion"]["rate_clean_verbs"] for m in models),
-        "control_text": ", ".join(f"{controls_text(c)} ({name})" for name, c in controls.items()),
+        "free_total": sum(c["decision_free"] for c in controls),
+        "free_unchanged": sum(c["decision_free_unchanged"] for c in controls),
         "control_changed": len(changed),
         "control_changed_verbs": sum(r["verbs in base text"] for r in changed),
         "temperature_value": params.temperature,
@@ -979,7 +969,7 @@ def glue_values(params: SVAParams, summary: dict, ds: SVADataset) -> dict[str, o
     return {
         "n_prompts": len(ds),
         "n_half": len(ds.test),
-        "model_list": " and ".join(m["model"] for m in models),
+        "model_list": ", ".join(m["model"] for m in models),
         "base_min": min(m["auc"]["baseline"] for m in models),
         "base_max": max(m["auc"]["baseline"] for m in models),
         "keep_min": min(m["auc"]["keep"] for m in models),
@@ -987,9 +977,8 @@ def glue_values(params: SVAParams, summary: dict, ds: SVADataset) -> dict[str, o
         "flip_max": max(m["auc"]["flip"] for m in models),
         "gap_min": min(m["spectral_gap"] for m in models),
         "depth_min": min((m["chosen_layer"] + 1) / m["n_layers"] for m in models),
-        "swept_text": ", ".join(f"{len(m['layers'])} of {m['n_layers']} layers ({m['model']})" for m in models),
-        "sweep_modes_text": " and ".join(params.sweep_modes),
-        "layers_text": ", ".join(f"{m['chosen_layer'] + 1} of {m['n_layers']} ({m['model']})" for m in models),
+        "layer_stride": params.layer_stride,
+        "sweep_modes_text": ", ".join(params.sweep_modes),
         "p_remove": summary["fisher_p"]["remove"],
         "p_flip": summary["fisher_p"]["flip"],
         "pearson_min": min((pair["pearson"] for pair in pairs), default=float("nan")),

@@ -1,0 +1,125 @@
+"""The grokking-sweeps chapter's exercises: solutions run as printed, checks accept them and reject
+typical mistakes with a message that says what is wrong."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from exercise_support import run_solution
+
+
+def _times(train_acc, test_acc, threshold=0.99):
+    def first(acc):
+        hit = np.flatnonzero(np.asarray(acc) >= threshold)
+        return int(hit[0]) + 1 if hit.size else None
+
+    return first(train_acc), first(test_acc)
+
+
+def test_the_times_solution_passes_its_check_and_matches_the_example(capsys):
+    from corelib.exercises import grokking_sweeps as ex
+
+    fn = run_solution("grokking_sweeps", "sweeps-ex-times")["grok_times"]
+    assert ex.check_grok_times(fn) is True
+    assert "all 9 cases pass" in capsys.readouterr().out
+    assert fn(*ex.example_curves()) == (570, 2192, 1622)
+
+
+def test_the_times_agree_with_the_sweeps_usable_delays():
+    """The check's rule is the library's: a delay exists only where ``usable_delays`` keeps it."""
+    import pandas as pd
+
+    from corelib.exercises.grokking_sweeps import grok_times_of_counts
+    from corelib.sweeps import usable_delays
+
+    rows = [([90, 99], [10, 99]), ([99, 99], [99, 99]), ([10, 99, 99], [99, 99, 99]), ([10, 20], [99, 99])]
+    table = []
+    for tr, te in rows:
+        t_mem, t_gen, delay = grok_times_of_counts(np.array(tr), 100, np.array(te), 100)
+        raw = None if t_mem is None or t_gen is None else t_gen - t_mem  # as a record stores it
+        table.append({"delay": raw, "ours": delay})
+    frame = pd.DataFrame(table)
+    assert list(usable_delays(frame)) == list(frame["ours"].notna())
+
+
+def _wrong_times(*, from_zero=False, strict=False, any_delay=False, nan=False):
+    def grok_times(train_acc, test_acc, threshold=0.99):
+        def first(acc):
+            acc = np.asarray(acc)
+            hit = np.flatnonzero(acc > threshold if strict else acc >= threshold)
+            return int(hit[0]) + (0 if from_zero else 1) if hit.size else None
+
+        t_mem, t_gen = first(train_acc), first(test_acc)
+        both = t_mem is not None and t_gen is not None
+        delay = t_gen - t_mem if both and (any_delay or t_gen > t_mem) else None
+        out = (t_mem, t_gen, delay)
+        return tuple(float("nan") if nan and v is None else v for v in out)
+
+    return grok_times
+
+
+@pytest.mark.parametrize(
+    ("wrong", "says"),
+    [
+        (_wrong_times(from_zero=True), "steps count from 1"),
+        (_wrong_times(strict=True), "compare with >=, not >"),
+        (_wrong_times(any_delay=True), r"t_gen <= t_mem\) has no delay"),
+        (_wrong_times(nan=True), "return None, not NaN"),
+        (lambda a, b, t: _times(a, b, t), "is wrong on case 1"),  # two numbers, not three
+    ],
+)
+def test_the_times_check_rejects_typical_mistakes(wrong, says):
+    from corelib.exercises import grokking_sweeps as ex
+
+    with pytest.raises(AssertionError, match=says):
+        ex.check_grok_times(wrong)
+
+
+def test_the_power_law_solution_passes_and_finds_the_recorded_exponent(capsys):
+    from corelib.exercises import grokking_sweeps as ex
+    from corelib.theory import fit_power_law
+
+    ns = run_solution("grokking_sweeps", "sweeps-ex-powerlaw")
+    assert ex.check_power_law(ns["power_law"]) is True
+    assert "all 6 cases pass" in capsys.readouterr().out
+    means = ns["means"]
+    fit = fit_power_law(means.index.to_numpy(), means.to_numpy())
+    assert (ns["beta"], ns["C"]) == pytest.approx((fit.exponent, fit.prefactor), rel=1e-9)
+    assert ns["beta"] == pytest.approx(-1.02, abs=0.01)
+
+
+def _swapped(coefficients):
+    slope, intercept = coefficients
+    return intercept, np.exp(slope)
+
+
+def _reversed_regression(x, y):
+    b, a = np.polyfit(np.log(y), np.log(x), 1)
+    return 1 / b, np.exp(-a / b)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "says"),
+    [
+        (_reversed_regression, "regress log y on log x"),
+        (lambda x, y: tuple(np.polyfit(x, y, 1)), "not to x and y themselves"),
+        (lambda x, y: tuple(np.polyfit(np.log(x), np.log(y), 1)), "you returned log C"),
+        (lambda x, y: _swapped(np.polyfit(np.log(x), np.log(y), 1)), "the slope first"),
+    ],
+)
+def test_the_power_law_check_rejects_typical_mistakes(wrong, says):
+    from corelib.exercises import grokking_sweeps as ex
+
+    with pytest.raises(AssertionError, match=says):
+        ex.check_power_law(wrong)
+
+
+def test_a_stub_is_reported_as_not_done_yet(capsys):
+    from corelib.exercises import grokking_sweeps as ex
+
+    def stub(*args):
+        raise NotImplementedError
+
+    assert ex.check_grok_times(stub) is False and ex.check_power_law(stub) is False
+    assert capsys.readouterr().out.count("not implemented yet") == 2
