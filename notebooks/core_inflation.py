@@ -103,10 +103,9 @@ params = modular.ModularParams.from_namespace(globals())
 #
 # The `paper` profile trains both arms for the paper's {glue:text}`paper_long_epochs` epochs.
 # It was run once ({glue:text}`rec_hours:.1f` hours on {glue:text}`rec_threads` threads of an
-# {glue:text}`rec_cpu`),
-# and its analysed snapshots are kept in the repository. The figure below is the
-# {glue:text}`rec_source`, with {glue:text}`rec_seeds` seeds; its settings differ from the
-# paper's in: {glue:text}`rec_settings`.
+# {glue:text}`rec_cpu`), and its analysed snapshots are kept in the repository. The figure below
+# is the {glue:text}`rec_source`, with {glue:text}`rec_seeds` seeds; its settings differ from
+# the paper's in: {glue:text}`rec_settings`.
 
 # %%
 recorded = paper_scale.recorded_inflation()
@@ -507,7 +506,7 @@ def necessary_rank(remove, energy_rank, level):
     raise NotImplementedError  # your code here
 
 
-ex.check_necessary_rank(necessary_rank)
+ex.check_necessary_rank(necessary_rank);
 
 # %% [markdown]
 # ````{solution} ex-inflation-necessary

@@ -230,19 +230,25 @@ display(chapter_frame("markov_chain"))
 #   that are nearly orthogonal ({claim}`markov.weight_cosine <holds>`).
 # - ACE finds a 3-dimensional core in each ({claim}`markov.rank <holds>`): the number of states
 #   minus one. It is sufficient ({claim}`markov.keep_accuracy <holds>`) and necessary: without it
-#   accuracy falls to chance ({claim}`markov.remove_accuracy <holds>`).
-# - The three cores are nearly orthogonal as subspaces ({claim}`markov.overlap <holds>`), but
-#   their coordinates are linear re-codings of each other: the two leading canonical correlations
-#   are at least 0.999 for every pair ({claim}`markov.cca_top2 <holds>`).
+#   accuracy falls to about chance, 0.25, though in this build a little outside the spread of the
+#   paper's three models ({claim}`markov.remove_accuracy <differs>`).
+# - The three cores are nearly orthogonal as subspaces: their projector overlaps are small, but
+#   spread wider than the paper's 0.02–0.04 ({claim}`markov.overlap <differs>`). Yet their
+#   coordinates are linear re-codings of each other: the two leading canonical correlations are
+#   at least 0.999 for every pair ({claim}`markov.cca_top2 <holds>`).
 # - A linear operator fitted in each core has the chain's non-trivial eigenvalues
 #   ({claim}`markov.spectrum_error <holds>`) and reaches almost all of the oracle ceiling on the
 #   fit's $R^2$ ({claim}`markov.r2_ratio <holds>`).
 #
-# What reproduces: every claim of the paper's Markov experiment that this chapter measures is
-# within the paper's tolerance; the claims page lists them, and at the book's settings (which
-# are the paper's) their status is "reproduced". What is open: the paper's third canonical
-# correlation (0.93–0.96) depends on how much of the near-null fourth direction each model keeps,
-# which the chapter does not study.
+# What reproduces: the models' accuracy, the rank of the core, its sufficiency, the two leading
+# canonical correlations, the spectrum and the fit against its ceiling. What differs: the
+# geometric numbers and the third canonical correlation land outside the paper's printed ranges
+# (the claims page lists them). Those tolerances are the spread of the paper's own three models,
+# a narrow target: three other models, trained on another machine whose kernels round
+# differently, give other draws of the same quantities. The conclusions do not change: the
+# cores are nearly orthogonal and carry the same signal. What is open: the third canonical
+# correlation depends on how much of the near-null fourth direction each model keeps, which the
+# chapter does not study.
 #
 # ## How this chapter computes
 #

@@ -357,7 +357,7 @@ def rotational_modes(eigenvalues, p):
     raise NotImplementedError  # your code here
 
 
-ex.check_rotational_modes(rotational_modes)
+ex.check_rotational_modes(rotational_modes);
 
 # %% [markdown]
 # ````{solution} ex-modular-count
@@ -396,7 +396,7 @@ def grokking_epoch(epochs, test_acc, threshold=0.99):
     raise NotImplementedError  # your code here
 
 
-ex.check_grokking_epoch(grokking_epoch)
+ex.check_grokking_epoch(grokking_epoch);
 
 # %% [markdown]
 # ````{solution} ex-modular-grok
