@@ -203,8 +203,8 @@ display(tables["A7"])
 # margin almost linearly (panel B), as the linear-representation hypothesis would have it. The
 # sign of a core is arbitrary; we orient each so that a larger coordinate means "more plural".
 #
-# **(C) Prompt by prompt.** The AUC summarises a distribution; panel C shows the prompts. Removing
-# the core pulls every prompt's agreement score towards zero, flipping it pushes most of them
+# **(C) Prompt by prompt.** The AUC summarises a distribution; panel C shows the prompts.
+# Removing the core pulls the agreement scores towards zero; flipping it pushes most of them
 # below zero.
 
 # %% [markdown]
@@ -297,7 +297,8 @@ display(sva.control_table(summary))
 # decisions (over all models), {glue:text}`free_unchanged` came out unchanged. Of the
 # {glue:text}`control_changed` control continuations that changed,
 # {glue:text}`control_changed_verbs` had a verb decision of their own in the unsteered text; the
-# table shows the text up to the token where the gate first fired. Below, sampled continuations (temperature {glue:text}`temperature_value`,
+# table shows the text up to the token where the gate first fired. Below, sampled continuations
+# (temperature {glue:text}`temperature_value`,
 # top-{glue:text}`top_k_value`, the same random draws for both columns), in the style of the
 # paper's Figure 6: agreement verbs in bold, verbs whose number steering inverted highlighted.
 
@@ -442,7 +443,7 @@ def my_auc(scores, positive):
     raise NotImplementedError  # your code here
 
 
-ex.check_auc(my_auc)
+ex.check_auc(my_auc);
 
 # %% [markdown]
 # ````{solution} sva-ex-auc
@@ -507,7 +508,7 @@ def steering_strength(m0, m1, probe, epsilon, cap):
     raise NotImplementedError  # your code here
 
 
-ex.check_steering_strength(steering_strength)
+ex.check_steering_strength(steering_strength);
 
 # %% [markdown]
 # ````{solution} sva-ex-strength

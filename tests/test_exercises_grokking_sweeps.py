@@ -123,3 +123,28 @@ def test_a_stub_is_reported_as_not_done_yet(capsys):
 
     assert ex.check_grok_times(stub) is False and ex.check_power_law(stub) is False
     assert capsys.readouterr().out.count("not implemented yet") == 2
+
+
+def test_the_prediction_solution_runs_and_predicts_the_stated_delay(monkeypatch):
+    """The solution as printed, with the training replaced by the records it gave (3 min of CPU)."""
+    import pandas as pd
+
+    from corelib import sweeps
+    from corelib.experiments import grokking_sweeps, paper_scale
+    from exercise_support import solution_code
+
+    trained = []
+
+    def fake_run_sweep(conditions, seeds, cfg, **kwargs):
+        trained.append((conditions, list(seeds), cfg))
+        return pd.DataFrame({"seed": [42, 43, 44], "t_mem": [138, 132, 133], "t_gen": [701, 707, 707],
+                             "delay": [563, 575, 574]})  # fmt: skip
+
+    monkeypatch.setattr(sweeps, "run_sweep", fake_run_sweep)
+    book = {"n_seeds": 3, "moduli": [43, 61, 79], "p_weight_decay": 3.0, "p_max_epochs": 4000, "precision": "bf16"}
+    ns = {"recorded": paper_scale.recorded_sweeps(n_boot=2), "params": grokking_sweeps.SweepsParams(**book)}
+    exec(compile(solution_code("grokking_sweeps", "sweeps-ex-predict"), "predict", "exec"), ns)
+    assert ns["predicted"] == pytest.approx(527, abs=1)
+    ((condition,), seeds, cfg) = trained[0]
+    assert (condition.p, condition.weight_decay, condition.batch_size) == (53, 3.0, None)
+    assert seeds == [42, 43, 44] and cfg.precision == "fp32" and cfg.max_epochs == 4000

@@ -647,6 +647,13 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
     settings = sva.paper_deviations(p)
     assert settings["models"].startswith("[tiny-random-llama] (paper: [gpt2,")
     claims.record("subject_verb_agreement", values, settings=settings, root=tmp_path)  # known ids
+    # what the chapter glues: numbers and short lists, never a sentence
+    glued = sva.glue_values(p, summary, make_dataset(p.n_per_number, p.dataset_seed))
+    assert glued["free_total"] == 1 and glued["free_unchanged"] == int(rows[0.0]["decision-free unchanged"])
+    assert glued["gates_passing"] == ", ".join(f"{g:g}" for g in sva.passing_gates(summary)) or "none"
+    rates = [r["inversion rate"] for r in rows.values() if r["inversion rate"] is not None]
+    assert glued["grid_inv_max"] == pytest.approx(max(rates, default=float("nan")), nan_ok=True)
+    assert not [k for k, v in glued.items() if isinstance(v, str) and ". " in v and k != "ex_prompt"]
 
 
 def test_word_inversion_stats_known_answer():

@@ -413,3 +413,20 @@ def test_condition_path_names_the_folder_without_creating_it(tmp_path):
     path = sweeps.condition_path(cond, cfg, tmp_path)
     assert not path.exists()
     assert sweeps.condition_dir(cond, cfg, tmp_path) == path and (path / "params.json").exists()
+
+
+def test_the_recorded_sweeps_glue_numbers_not_sentences():
+    """The chapter's values of the recorded paper-scale sweep: the fitted constants as numbers, what
+    the run was (seeds, conditions, cap, hours), and "n/a" for every name when none is recorded."""
+    from corelib.experiments import grokking_sweeps, paper_scale
+
+    recorded = paper_scale.recorded_sweeps(n_boot=20)
+    values = grokking_sweeps.recorded_glue_values(recorded)
+    assert set(values) == set(grokking_sweeps.recorded_glue_values(None))
+    assert set(grokking_sweeps.recorded_glue_values(None).values()) == {"n/a"}
+    assert (values["rec_n_seeds"], values["rec_n_omegas"], values["rec_n_moduli"]) == (12, 6, 7)
+    assert values["rec_deviations"] == "none" and values["rec_precision"] == "fp32"
+    assert float(values["rec_beta"]) == pytest.approx(recorded["fit_omega"].loc["exponent", "estimate"], abs=0.005)
+    assert float(values["rec_product_at_1"]) == pytest.approx(recorded["fit_p"].loc["Omega_p_crit", "estimate"], abs=1)
+    prose = [k for k, v in values.items() if isinstance(v, str) and ". " in v and k != "rec_rederive"]
+    assert not prose, f"sentences glued: {prose}"

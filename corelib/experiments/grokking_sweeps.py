@@ -35,6 +35,7 @@ __all__ = [
     "claim_settings",
     "glue_values",
     "format_number",
+    "format_steps",
 ]
 
 
@@ -206,6 +207,11 @@ def format_number(x: float | None, digits: int = 3) -> str:
     return "n/a" if x is None or not np.isfinite(x) else f"{x:.{digits}g}"
 
 
+def format_steps(x: float | None) -> str:
+    """A number of optimizer steps for the prose, rounded to a whole step; 'n/a' when unmeasured."""
+    return "n/a" if x is None or not np.isfinite(x) else f"{x:.0f}"
+
+
 def _batch(batch_size: int | None) -> int | str:
     """A sweep's batch size for the prose: the number, or "full" (every training pair each step)."""
     return "full" if batch_size is None else int(batch_size)
@@ -217,7 +223,7 @@ def _trend(by_condition: pd.DataFrame) -> tuple[str, str, str, str]:
     if grokked.empty:
         return "n/a", "n/a", "n/a", "n/a"
     first, last = grokked["delay_mean"].iloc[0], grokked["delay_mean"].iloc[-1]
-    return (f"{grokked.index[0]:g}", format_number(first), f"{grokked.index[-1]:g}", format_number(last))
+    return (f"{grokked.index[0]:g}", format_steps(first), f"{grokked.index[-1]:g}", format_steps(last))
 
 
 def _trends(summary: dict) -> dict[str, str]:
@@ -268,15 +274,15 @@ def _fit_values(summary: dict) -> dict[str, object]:
         "beta": format_number(beta),
         "beta_sd": format_number(beta_sd, 2),
         "r2_omega": format_number(constant(fit_omega, "r2")[0], 3),
-        "Omega": format_number(omega_big, 4),
-        "Omega_sd": format_number(omega_big_sd, 2),
+        "Omega": format_steps(omega_big),
+        "Omega_sd": format_steps(omega_big_sd),
         "p_crit": format_number(p_crit),
         "p_crit_sd": format_number(p_crit_sd, 2),
         "r2_p": format_number(constant(fit_p, "r2")[0], 3),
-        "Omega_at_1": format_number(claim_values(summary)["sweeps.Omega"], 4),
-        "Omega_at_1_sd": format_number(omega_big_sd * summary["params"].p_weight_decay, 2),
-        "product_at_1": format_number(product * summary["params"].p_weight_decay, 4),
-        "product_at_1_sd": format_number(product_sd * summary["params"].p_weight_decay, 2),
+        "Omega_at_1": format_steps(claim_values(summary)["sweeps.Omega"]),
+        "Omega_at_1_sd": format_steps(omega_big_sd * summary["params"].p_weight_decay),
+        "product_at_1": format_steps(product * summary["params"].p_weight_decay),
+        "product_at_1_sd": format_steps(product_sd * summary["params"].p_weight_decay),
         "rel_Omega": format_number(100 * omega_big_sd / omega_big, 2),
         "rel_p_crit": format_number(100 * p_crit_sd / p_crit, 2),
         "rel_product": format_number(100 * product_sd / product, 2),
