@@ -196,7 +196,7 @@ plt.close(fig)
 #
 # ## At the paper's scale: the recorded sweeps
 #
-# The recorded sweep (`recorded/grokking_sweeps_paper`) has {glue:text}`rec_n_seeds` seeds for
+# The figure below is the {glue:text}`rec_source`. It has {glue:text}`rec_n_seeds` seeds for
 # each of {glue:text}`rec_n_omegas` weight decays and {glue:text}`rec_n_moduli` moduli, caps of
 # {glue:text}`rec_cap` epochs, in {glue:text}`rec_precision`; its settings that differ from the
 # paper's: {glue:text}`rec_deviations`. Its per-seed records are summarised and fitted here

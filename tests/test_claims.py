@@ -199,7 +199,8 @@ def test_every_measured_claim_is_on_the_claims_page(built_book):
     root, _ = built_book
     records = claims.load_records(root / "results" / "claims")
     measured = {cid for data in records.values() for cid in data["values"]}
-    expected_chapters = {c.chapter for c in claims.CLAIMS} & set(project.chapters(root))
+    # the paper's claims and the book's own findings
+    expected_chapters = {c.chapter for c in (*claims.CLAIMS, *claims.FINDINGS)} & set(project.chapters(root))
     # and the chapters that show a recorded paper-scale run (here: smoke runs recorded by conftest.py)
     # recorded its values too
     shown = {f"{c}{claims.RECORDED_SUFFIX}" for c in ("modular_addition", "core_inflation", "grokking_sweeps")}

@@ -244,8 +244,9 @@ def test_the_clock_experiment_is_exported_shown_from_the_record_and_re_derived(r
     assert not (results / "results").exists()  # the re-derivation left nothing behind
     for key in ("clock", "curves", "window", "window_curves"):
         np.testing.assert_equal(from_record[key], computed[key], err_msg=key)  # NaN equals NaN here
-    assert clock.glue_values(params, from_record["clock"], from_record["window"]) == clock.glue_values(
-        params, computed["clock"], computed["window"]
+    np.testing.assert_equal(  # NaN (a core never measured at this profile's horizon) equals NaN here
+        clock.glue_values(params, from_record["clock"], from_record["window"]),
+        clock.glue_values(params, computed["clock"], computed["window"]),
     )
     numbers = clock.record_numbers(from_record["record"])
     assert (numbers["checked_epochs"], numbers["checked_snapshots"], numbers["differences"]) == (

@@ -296,13 +296,13 @@ _RECORDED_FITS = (
     *("product_at_1", "product_at_1_sd", "n_grokked", "n_runs"),
 )
 _RECORDED_TRENDS = tuple(f"{a}_{b}" for a in "wp" for b in ("first", "first_delay", "last", "last_delay"))
-_RECORDED_RUN = ("n_seeds", "n_omegas", "n_moduli", "cap", "precision", "hours", "n_timed", "commit", "exported",
+_RECORDED_RUN = ("source", "n_seeds", "n_omegas", "n_moduli", "cap", "precision", "hours", "n_timed", "commit", "exported",
                  "rederive", "deviations")  # fmt: skip
 
 
 def recorded_glue_values(recorded: dict | None) -> dict[str, object]:
     """The glue values of the recorded paper-scale sweeps (``rec_*``): its fits, its trends and
-    what it was (seeds, conditions, cap, precision, training hours, code commit, the command that
+    what it was (its source label, seeds, conditions, cap, precision, training hours, code commit, the command that
     re-derives one condition, its settings that differ from the paper's, "none" when none); "n/a"
     throughout when none is recorded.
 
@@ -315,6 +315,7 @@ def recorded_glue_values(recorded: dict | None) -> dict[str, object]:
     timed = [s for s in (prov.get("training_seconds") or {}).values() if s is not None]
     differ = claim_settings(params)
     run = {
+        "source": recorded["source"],
         "n_seeds": params.n_seeds,
         "n_omegas": len(params.omegas),
         "n_moduli": len(params.moduli),
