@@ -21,12 +21,14 @@ from __future__ import annotations
 import argparse
 import ast
 import hashlib
+import importlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -37,12 +39,13 @@ import yaml
 
 from corelib import results
 from corelib.claims import RECORDED_SUFFIX, claims_dir
-from corelib.models import DEVICE_VARIABLE
+from corelib.models import DEVICE_VARIABLE, check_device
 from corelib.recorded import recorded_root
 from corelib.results import MANIFEST, results_root
 
 from .project import (
     CHAPTER_DIR,
+    PARAMETER_CLASSES,
     PLACEHOLDER_REPOSITORY,
     ConfigError,
     RunnerError,
@@ -250,6 +253,26 @@ def _check_parameters(
         raise ConfigError(f"notebook {name!r} ({origin}): " + "; ".join(problems))
 
 
+def _check_values(name: str, params: Mapping[str, Any], declared: Mapping[str, Mapping[str, Any]]) -> None:
+    """Build the chapter's parameter object from the values it will run with (the cell's literal
+    defaults, updated with ``params``), so that what it refuses is refused before a kernel starts."""
+    target = PARAMETER_CLASSES.get(name)
+    if target is None:
+        return
+    values = {}
+    for param, info in declared.items():
+        try:
+            values[param] = ast.literal_eval(str(info["default"]))
+        except (ValueError, SyntaxError):  # an expression: its class default stands in for it here
+            continue
+    values.update(params)
+    module, cls = target.split(":")
+    try:
+        getattr(importlib.import_module(module), cls).from_namespace(values)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"notebook {name!r}: {exc}") from None
+
+
 @dataclass
 class _Job:
     name: str
@@ -311,6 +334,7 @@ def _plan(
     _check_parameters(name, params, declared, f"from profile {profile!r} in profiles.yml")
     _check_parameters(name, overrides, declared, "from the overrides")
     params.update(overrides)
+    _check_values(name, params, declared)
     # the results folder too: a chapter run against another (e.g. empty) one must run again
     where = {
         "parameters": params,
@@ -791,6 +815,32 @@ def _print_parameters(name: str, root: Path | None) -> None:
         print(f"notebook {name!r} declares no parameters")
 
 
+def _check_device_option(name: str) -> None:
+    try:
+        check_device(name)
+    except ValueError as exc:
+        raise ConfigError(f"--device: {exc}") from None
+
+
+def _check_output(path: Path) -> None:
+    """``-o``: a notebook file whose folder exists (or can be made) and can be written."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"-o {path}: that is a folder; name the notebook file to write, e.g. {path / 'out.ipynb'}.")
+    if path.suffix != ".ipynb":
+        raise ConfigError(f"-o {path}: the executed chapter is a notebook; give the file the suffix .ipynb.")
+    folder = next((p for p in (path.parent, *path.parent.parents) if p.exists()), None)
+    if folder is None or not folder.is_dir():
+        raise ConfigError(f"-o {path}: {folder} is not a folder; choose a path inside a folder.")
+    try:  # a real write: permission bits say nothing for root or on a read-only mount
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".ace-book-write-test-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"-o {path}: cannot write in {folder} ({exc.strerror}); choose a folder you can write to."
+        ) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (``ace-book``, ``python -m acebook.runner``); returns the exit status."""
     args = _parser().parse_args(argv)
@@ -799,13 +849,18 @@ def main(argv: list[str] | None = None) -> int:
             _print_parameters(args.name, args.root)
             return 0
         if args.command == "list":
+            if args.profile is not None:
+                profile_table(args.profile, args.root)  # an unknown profile is an error here too
             _print_chapters(args.root, args.profile)
             return 0
         overrides = _file_overrides(args.parameters_file)
         overrides.update({name: parse_value(value) for name, value in args.parameter})
         if args.device:
+            _check_device_option(args.device)  # whatever is cached: a wrong device is an error now
             os.environ[DEVICE_VARIABLE] = args.device  # the kernels inherit it
         if args.command == "run":
+            if args.output:
+                _check_output(args.output)  # before the chapter runs, not after
             executed = run_notebook(args.name, args.profile, overrides, force=args.force, root=args.root)
             if args.output:
                 args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._checks import as_matrix, check_energy, check_rank
+from ._checks import _is_whole, as_matrix, check_energy, check_rank
 
 __all__ = [
     "Core",
@@ -448,6 +448,22 @@ def jacobians(
     return j[:, None, :] if j.ndim == 2 else j
 
 
+def _check_token_ids(model: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> None:
+    """Integer inputs of a model with one token embedding must be ids in [0, vocabulary)."""
+    embeddings = [m for m in model.modules() if isinstance(m, torch.nn.Embedding)]
+    ids = {k: t for k, t in tensors.items() if k in ("", "input_ids") and not t.is_floating_point() and t.numel()}
+    if not embeddings or not ids:
+        return
+    vocab = embeddings[0].num_embeddings
+    for k, t in ids.items():
+        lo, hi = int(t.min()), int(t.max())
+        if lo < 0 or hi >= vocab:
+            raise ValueError(
+                f"{'inputs' if not k else k} holds token ids from {lo} to {hi}; the model's vocabulary has {vocab} "
+                f"tokens (ids 0 to {vocab - 1}). Tokenize with the model's own tokenizer."
+            )
+
+
 def extract_from_model(
     model: torch.nn.Module,
     hook_name: str | Sequence[str],
@@ -495,9 +511,13 @@ def extract_from_model(
     hooks = [hook_name] if isinstance(hook_name, str) else list(hook_name)
     if not hooks or not all(isinstance(h, str) for h in hooks) or len(set(hooks)) != len(hooks):
         raise ValueError(f"hook_name must be a hook name or a list of distinct ones, got {hook_name!r}.")
-    tensors = {"": inputs} if isinstance(inputs, torch.Tensor) else dict(inputs)
+    tensors = {"": inputs} if isinstance(inputs, (torch.Tensor, np.ndarray)) else dict(inputs)
+    tensors = {k: torch.from_numpy(t) if isinstance(t, np.ndarray) else t for k, t in tensors.items()}
     if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
         raise TypeError("inputs must be a tensor or a mapping of tensors (one row per example).")
+    if not _is_whole(batch_size) or batch_size < 1:
+        raise ValueError(f"batch_size must be a whole number of at least 1 (examples per pass), got {batch_size!r}.")
+    _check_token_ids(model, tensors)
     n = {t.shape[0] for t in tensors.values()}
     if len(n) != 1:
         raise ValueError(f"the input tensors have different numbers of examples: {sorted(n)}.")
@@ -506,6 +526,8 @@ def extract_from_model(
         raise ValueError(f"need at least 2 examples for the activity covariance, got {n}.")
     if isinstance(positions, torch.Tensor) and positions.shape != (n,):
         raise ValueError(f"positions must have shape ({n},), one per example, got {tuple(positions.shape)}.")
+    if isinstance(positions, torch.Tensor) and (positions.is_floating_point() or positions.is_complex()):
+        raise ValueError(f"positions must be whole token positions (an integer tensor), got dtype {positions.dtype}.")
     if not isinstance(positions, torch.Tensor) and positions != "last":
         raise ValueError(f"positions must be 'last' or a tensor of one position per example, got {positions!r}.")
     if n_jacobians is not None and not 1 <= int(n_jacobians) <= n:
@@ -527,6 +549,12 @@ def extract_from_model(
             missing = [h for h in hooks if h not in probes]
             if missing:
                 raise ValueError(f"the forward pass never reached {missing}.")
+            if not isinstance(y, torch.Tensor) or not y.requires_grad:
+                raise ValueError(
+                    "the target does not depend on the model's output (it returned "
+                    f"{'a constant tensor' if isinstance(y, torch.Tensor) else type(y).__name__}): "
+                    "compute it from the output passed to it, e.g. lambda out: out[:, -1]."
+                )
             for h in hooks:
                 act = probes[h][0]
                 # on a GPU the moments stay there: large-D Jacobians never cross to the host

@@ -12,6 +12,7 @@ naming the file and the fix. :func:`run_lock` serialises whole computations on o
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -114,11 +115,61 @@ def _lock(path: Path) -> FileLock:
     return _LOCKS[key]
 
 
+_NOT_WRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def _cannot_write(folder: Path, exc: OSError) -> StoreError:
+    """The message for a folder the store cannot write into: which folder, why, and what to do."""
+    if exc.errno == errno.ENOSPC:
+        fix = "free some space on that disk, or point ACE_RESULTS_DIR at a folder on another one"
+    elif exc.errno in _NOT_WRITABLE:
+        fix = "make it writable, or point ACE_RESULTS_DIR at a folder you can write to (stored results are still read)"
+    else:
+        fix = "check the disk and the folder, or point ACE_RESULTS_DIR at another folder"
+    return StoreError(f"cannot write into the results folder {folder} ({exc.strerror or exc}); {fix}.")
+
+
 @contextlib.contextmanager
-def _folder_lock(folder: Path) -> Iterator[None]:
-    folder.mkdir(parents=True, exist_ok=True)
-    with _lock(folder / ".manifest.lock"):
+def _folder_lock(folder: Path, *, reading: bool = False) -> Iterator[None]:
+    """The folder's manifest lock. A reader of a folder it cannot write (read-only, another user's)
+    reads without it: no process of ours can be writing there."""
+    held = None
+    try:
+        if not reading:
+            folder.mkdir(parents=True, exist_ok=True)
+        lock = _lock(folder / ".manifest.lock")
+        lock.acquire()
+        held = lock
+    except OSError as exc:
+        if not (reading and exc.errno in _NOT_WRITABLE):
+            raise _cannot_write(folder, exc) from None
+    try:
+        if held is not None and not reading:
+            _remove_orphans(folder)
         yield
+    finally:
+        if held is not None:
+            held.release()
+
+
+def _remove_orphans(folder: Path) -> None:
+    """Delete the temporary files of writers that died before renaming them (``_replace`` names
+    them ``.<name>.<pid>.<random>.tmp``); a live writer's are left alone. Never read, only removed."""
+    for tmp in folder.glob(".*.tmp"):
+        parts = tmp.name.split(".")
+        pid = int(parts[-3]) if len(parts) >= 4 and parts[-3].isdigit() else None
+        if pid is not None and pid != os.getpid() and not _alive(pid):
+            tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
 
 
 def _read_manifest(folder: Path) -> dict[str, list[str]]:
@@ -164,6 +215,15 @@ def _replace(path: Path, data: bytes) -> None:
 def _store(path: Path, data: bytes) -> None:
     path = Path(path)
     digest = _sha256(data)
+    try:
+        _store_locked(path, data, digest)
+    except StoreError:
+        raise
+    except OSError as exc:
+        raise _cannot_write(path.parent, exc) from None
+
+
+def _store_locked(path: Path, data: bytes, digest: str) -> None:
     with _folder_lock(path.parent):
         files = _read_manifest(path.parent)
         # Two phases, so that a process killed at any instant leaves a file its manifest accepts:
@@ -179,7 +239,7 @@ def _fetch(path: Path) -> bytes:
     path = Path(path)
     if not path.exists():
         raise StoreError(f"{path} does not exist; the run that writes it has not finished (run it again).")
-    with _folder_lock(path.parent):
+    with _folder_lock(path.parent, reading=True):
         files = _read_manifest(path.parent)
         if not path.exists():
             raise StoreError(f"{path} does not exist; the run that writes it has not finished (run it again).")
@@ -247,7 +307,7 @@ def stored_files(folder: Path | str) -> list[str]:
     folder = Path(folder)
     if not folder.is_dir():
         return []
-    with _folder_lock(folder):
+    with _folder_lock(folder, reading=True):
         return sorted(_read_manifest(folder))
 
 
@@ -343,9 +403,13 @@ def run_lock(folder: Path | str, what: str = "this run") -> Iterator[None]:
     The lock is an OS file lock, so a killed process releases it.
     """
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    lock = _lock(folder / ".run.lock")
-    if not _acquired_at_once(lock):
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = _lock(folder / ".run.lock")
+        free = _acquired_at_once(lock)
+    except OSError as exc:
+        raise _cannot_write(folder, exc) from None
+    if not free:
         print(f"waiting for another process ({what} in {folder}) ...", file=sys.stderr, flush=True)
         lock.acquire()
     try:

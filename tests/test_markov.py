@@ -93,5 +93,5 @@ def test_experiment_runs_caches_and_reports(tmp_path, monkeypatch):
 def test_params_from_namespace_ignores_other_names():
     from corelib.experiments import markov
 
-    p = markov.MarkovParams.from_namespace({"epochs": 3, "seeds": [5], "np": np})
-    assert p.epochs == 3 and p.seeds == (5,)
+    p = markov.MarkovParams.from_namespace({"epochs": 3, "seeds": [5, 6], "np": np})
+    assert p.epochs == 3 and p.seeds == (5, 6)

@@ -262,3 +262,51 @@ def test_an_existing_run_folder_is_found_while_another_process_holds_its_lock(tm
     finally:
         release.set()
         worker.join()
+
+
+class _UnwritableLock:
+    """What a lock file in a folder we may not write gives: the OS refuses to create it."""
+
+    def acquire(self, *args, **kwargs):
+        import errno
+
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    def release(self):  # pragma: no cover - never held
+        raise AssertionError("released a lock that was never held")
+
+
+def test_stored_results_are_read_from_a_folder_that_cannot_be_written(tmp_path, monkeypatch):
+    save_json(tmp_path / "run" / "values.json", {"rank": 3})
+    monkeypatch.setattr(results, "_lock", lambda path: _UnwritableLock())
+    assert results.load_json(tmp_path / "run" / "values.json") == {"rank": 3}  # verified, without a lock
+    assert results.stored_files(tmp_path / "run") == ["values.json"]
+    with pytest.raises(StoreError, match=r"cannot write into the results folder .*run \(Permission denied\); make it"):
+        save_json(tmp_path / "run" / "more.json", {"rank": 4})
+    with pytest.raises(StoreError, match="ACE_RESULTS_DIR"):
+        with results.run_lock(tmp_path / "run"):
+            pass
+
+
+def test_a_full_disk_is_reported_with_the_folder_and_what_to_do(tmp_path, monkeypatch):
+    import errno
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(results, "_replace", full)
+    with pytest.raises(StoreError, match=r"results folder .*full \(No space left on device\); free some space"):
+        save_json(tmp_path / "full" / "values.json", {"rank": 3})
+
+
+def test_the_temporary_files_of_a_killed_writer_are_removed_and_a_live_ones_kept(tmp_path):
+    folder = tmp_path / "run"
+    save_json(folder / "values.json", {"rank": 3})
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    orphan = folder / f".manifest.json.{dead.stdout.strip()}.0123abcd.tmp"
+    live = folder / f".values.json.{os.getppid()}.0123abcd.tmp"
+    for tmp in (orphan, live):
+        tmp.write_text("half written")
+    save_json(folder / "more.json", {"rank": 4})  # the next write into the folder tidies it
+    assert not orphan.exists() and live.exists()
+    assert results.load_json(folder / "values.json") == {"rank": 3}

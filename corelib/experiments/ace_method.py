@@ -6,6 +6,7 @@ The chapter's exact checks (Gramians, Hankel singular values) need only ``coreli
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 
@@ -13,7 +14,7 @@ import numpy as np
 import scipy.linalg
 import torch
 
-from .._checks import check_settings
+from .._checks import _is_number, check_seed, check_settings
 from ..ace import Core, energy_rank, extract, from_moments, jacobians
 from ..compare import principal_angles
 from ..linear import (
@@ -83,6 +84,13 @@ class AceMethodParams:
             raise ValueError("AceMethodParams: sim_steps must list at least one simulation length.")
         if self.rank > self.n_states:
             raise ValueError(f"AceMethodParams: rank ({self.rank}) cannot exceed n_states ({self.n_states}).")
+
+        check_seed("AceMethodParams", "seed", self.seed)
+        if not _is_number(self.spectral_radius) or not self.spectral_radius < 1:
+            raise ValueError(
+                f"AceMethodParams: spectral_radius must be below 1 (a stable system, whose Gramians exist), "
+                f"got {self.spectral_radius!r}."
+            )
 
     @classmethod
     def from_namespace(cls, namespace: dict) -> AceMethodParams:
@@ -288,6 +296,8 @@ def glue_values(lti: dict, simulation: dict, decoy: dict) -> dict[str, object]:
     return {
         "hankel_rel_tol": HANKEL_REL_TOL,
         "angle_tol_rad": ANGLE_TOL_RAD,
+        # the relative jitter corelib.ace.extract adds by default, which the chapter describes
+        "extract_eps": inspect.signature(extract).parameters["eps"].default,
         "n_states": params.n_states,
         "n_inputs": params.n_inputs,
         "n_outputs": params.n_outputs,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from corelib import claims
-from corelib._checks import check_settings
+from corelib._checks import check_seed, check_settings
 from corelib.sweeps import PAPER_SWEEPS
 from corelib.theory import (
     fit_grok_time,
@@ -81,7 +81,9 @@ class TheoryParams:
         )
         small = [q for q in (self.p, *self.margin_ps, *self.sweep_primes) if q < 3]
         if small:
-            raise ValueError(f"TheoryParams: moduli must be at least 3, got {small}.")
+            raise ValueError(f"TheoryParams: the moduli p, margin_ps and sweep_primes must be at least 3, got {small}.")
+
+        check_seed("TheoryParams", "seed", self.seed)
 
     @classmethod
     def from_namespace(cls, namespace: dict) -> TheoryParams:

@@ -20,7 +20,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import ace, compare, operators
-from .._checks import check_settings
+from .._checks import _is_whole, check_memory, check_seed, check_seeds, check_settings
 from ..engine import SequenceData, StackConfig, train_stack
 from ..interventions import accuracy, intervention_accuracy
 from ..masks import MASK_GENERATOR
@@ -69,17 +69,30 @@ class MarkovParams:
     jacobian_seed: int = 0
 
     def __post_init__(self):
-        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
-        if len(self.seeds) < 1:
-            raise ValueError("need at least one seed.")
+        # the chapter compares every pair of models: two seeds at least
+        object.__setattr__(self, "seeds", check_seeds("MarkovParams", self.seeds, at_least=2))
         check_settings(
             "MarkovParams",
-            integers={
-                k: getattr(self, k) for k in ("n_states", "n_train", "n_test", "epochs", "batch_size", "n_jacobians")
-            },
-            positive={"lr": self.lr},
+            integers={k: getattr(self, k) for k in ("n_train", "n_test", "batch_size", "n_jacobians")},
+            epochs={"epochs": self.epochs},
+            rates={"lr": self.lr},
             fractions={"energy": self.energy},
+            non_negative={"alpha": self.alpha, "beta": self.beta, "dropout": self.dropout},
         )
+        if not _is_whole(self.n_states) or self.n_states < 2:
+            raise ValueError(f"MarkovParams: n_states must be a whole number of at least 2 (a chain with somewhere "
+                             f"to go), got {self.n_states!r}.")  # fmt: skip
+        check_memory("MarkovParams", "n_states", self.n_states, 8.0 * self.n_states**2, "its transition matrix")
+        for name in ("train_seed", "test_seed", "jacobian_seed"):
+            check_seed("MarkovParams", name, getattr(self, name))
+        if self.n_jacobians > self.n_test * (self.seq_len - 1):
+            raise ValueError(
+                f"MarkovParams: n_jacobians = {self.n_jacobians} exceeds the {self.n_test * (self.seq_len - 1)} test "
+                f"positions (n_test x (seq_len - 1)) it samples from; choose at most that many."
+            )
+        if not self.dropout < 1:
+            raise ValueError(f"MarkovParams: dropout must be below 1 (1 drops everything), got {self.dropout!r}.")
+        markov.transition_matrix(self.alpha, self.beta, self.n_states)  # alpha + beta = 1, with its message
         rows = self.model_config().n_ctx  # inputs are seq_len - 1 tokens long
         if not 2 < self.seq_len <= rows + 1:
             raise ValueError(
