@@ -364,9 +364,9 @@ for name, value in values.items():
 # - What reproduces: the paper motivates ACE by saying that for a linear system it would reduce
 #   to balanced truncation. On the chapter's random system it does, to rounding error: the
 #   singular values are the Hankel singular values and the core is the balanced-truncation
-#   subspace ({numref}`fig-ace-hankel`; the book's tests accept relative differences up to
-#   $10^{-8}$ and angles up to $10^{-6}$ rad, and the differences measured are orders of
-#   magnitude smaller). The algebra behind it is short and holds for any stable system.
+#   subspace ({numref}`fig-ace-hankel`; the differences measured are orders of magnitude below the
+#   tolerances of the book's tests, both given above). The algebra behind it is short and holds
+#   for any stable system.
 # - From sampled activations the singular values and the core approach the exact ones roughly
 #   at the rate of a sample covariance, $N^{-1/2}$, over the lengths simulated, though not at a
 #   steady rate ({numref}`fig-ace-from-data`); with samples correlated in time the effective $N$
@@ -390,8 +390,8 @@ for name, value in values.items():
 # while ACE (`corelib.ace.from_moments`) factorises with `eigh` and, for these exact checks, no
 # jitter ($\varepsilon = 0$). On a network, `MomentAccumulator` streams activations and
 # Jacobians into $\mathbf{A}$ and $\mathbf{S}$ in float64 with memory independent of $N$, and
-# `extract` adds a jitter of $10^{-8}$ times the mean eigenvalue to both before factorising. The
-# simulated errors are root mean squares over the repeated trajectories. The tolerances quoted
+# `extract` adds a jitter of {glue:text}`extract_eps:.0e` times the mean eigenvalue to both before
+# factorising. The simulated errors are root mean squares over the repeated trajectories. The tolerances quoted
 # above are those of `tests/test_chapter_checks.py`, which runs the same functions.
 
 # %% [markdown]

@@ -2,6 +2,8 @@
 # jupyter:
 #   corelib_stores_results: false
 #   corelib_inputs: [claims, run_times]
+#   written_numbers:
+#   - otherwise ±10 % of a single value
 #   jupytext:
 #     formats: py:percent
 #     text_representation:

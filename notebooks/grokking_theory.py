@@ -1,6 +1,10 @@
 # ---
 # jupyter:
 #   corelib_stores_results: false
+#   written_numbers:
+#   - adds 2 (the extra reflection mode)
+#   - 1000 at the paper's
+#   - the paper fits about 2770
 #   jupytext:
 #     text_representation:
 #       extension: .py
@@ -419,10 +423,11 @@ plt.close(fig)
 #   time and $p_{\rm crit} = \delta/\kappa$: moduli at or below $p_{\rm crit}$ never grok, and far
 #   above it the delay approaches $\Omega p_{\rm crit}/p$. With the paper's fitted
 #   $p_{\rm crit} = 23$ the curve is still much steeper than $1/p$ over the paper's primes: a
-#   power law in $p$ fitted there has an exponent near $-1.4$, not $-1$ ({ref}`grok-ex-exponent`).
+#   power law in $p$ fitted there has an exponent well below $-1$ ({ref}`grok-ex-exponent`
+#   computes it).
 # - The fit of $(\Omega, p_{\rm crit})$ recovers planted constants from noise-free delays to
-#   rounding error and, from delays with a 10 % seed-to-seed spread, to within one standard error
-#   in the book's draw; the two estimates are strongly anti-correlated, because far from
+#   rounding error and, from delays with a synthetic seed-to-seed spread, to within one standard
+#   error in the book's draw; the two estimates are strongly anti-correlated, because far from
 #   $p_{\rm crit}$ the data constrain mainly their product.
 #
 # What reproduces: every step of the paper's derivation checks out, in closed form and
@@ -430,7 +435,7 @@ plt.close(fig)
 # condition on $p$; it holds for odd $p$, while even $p \ge 4$ adds 2 (the extra reflection
 # mode). The paper's moduli are odd primes, so nothing it derives is affected. The other
 # difference is the time scale. Pure decoupled weight decay would give
-# $\Omega = 1/(\eta\omega)$ optimizer steps, 1000 at the book's $\eta = 10^{-3}$ and
+# $\Omega = 1/(\eta\omega)$ optimizer steps, 1000 at the paper's $\eta = 10^{-3}$ and
 # $\omega = 1$; the paper fits about 2770 to trained transformers and treats $\Omega$ as an
 # empirical constant that also absorbs Adam's preconditioning and momentum. What is open: the
 # model assumes that the modes occupy orthogonal parameter subspaces and that the correction

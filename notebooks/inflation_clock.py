@@ -1,6 +1,12 @@
 # ---
 # jupyter:
 #   corelib_inputs: [recorded]
+#   written_numbers:
+#   - the paper's 20 000-epoch state
+#   - abrupt switch at epoch 900
+#   - below 1 the runs come together
+#   - per 1 000 epochs after its branch
+#   - removed at epoch 900
 #   jupytext:
 #     formats: py:percent
 #     text_representation:
@@ -51,8 +57,8 @@
 #    has grown: does a late removal deflate it again?
 #
 # These are findings of this book, not claims of the paper: the claims page lists them in a
-# section of their own. Three seeds per setting can show a large effect and its direction; they
-# cannot pin down a small one, and the chapter says so where it matters.
+# section of their own. With {glue:text}`n_seeds` seeds per setting the chapter can show a large
+# effect and its direction, not pin down a small one, and it says so where it matters.
 
 # %% tags=["parameters"]
 p = 53
@@ -103,12 +109,12 @@ params = clock.ClockParams.from_namespace(globals())
 #
 # Each $(\eta, \omega)$ pair trains the three models of the previous chapters, with weight
 # decay throughout, and analyses its snapshots as the core-inflation chapter does. A pair's
-# snapshots follow the paper's schedule scaled to its clock (every 100 epochs at the paper's
-# $\eta\omega$, every $100/k$ at $k$ times it), so every run is looked at the same number of
-# times per unit of $\tau$. The recorded paper-scale run of the core-inflation chapter joins the
-# comparison with its full 20 000 epochs ($\tau$ from 0 to 60) and stands for the paper's
-# $(\eta, \omega)$. This build's settings have {glue:text}`n_pairs` pairs, each run to
-# $\tau =$ {glue:text}`horizon`.
+# snapshots follow the paper's schedule scaled to its clock (every {glue:text}`snapshot_unit`
+# epochs at the paper's $\eta\omega$, $k$ times as often at $k$ times it), so every run is looked
+# at the same number of times per unit of $\tau$. The recorded paper-scale run of the
+# core-inflation chapter joins the comparison with its full {glue:text}`recorded_epochs` epochs
+# (to $\tau =$ {glue:text}`recorded_tau_end`) and stands for the paper's $(\eta, \omega)$. This
+# build's settings have {glue:text}`n_pairs` pairs, each run to $\tau =$ {glue:text}`horizon`.
 
 # %%
 recorded = paper_scale.recorded_inflation()
@@ -154,8 +160,8 @@ display(clock.runs_table(summary["clock"]))
 # one curve. Each curve counts from its run's grokking snapshot on: memorisation need not
 # follow the decay's clock, and inflation comes after grokking. Measured against epochs and
 # against $\tau$, the ratio of the two spreads says how much the rescaling brings the runs
-# together. The seed noise, the standard error of a three-seed mean, is the floor below which
-# no spread can be told apart from chance.
+# together. The seed noise, the standard error of a mean over the seeds, is the floor below
+# which no spread can be told apart from chance.
 
 # %%
 display(clock.collapse_table(summary["clock"]))
@@ -196,9 +202,10 @@ display(clock.same_product_table(summary["clock"]))
 # which every model has grokked (test accuracy at least the threshold), with a fresh
 # optimizer as in the paper's arm; the late removal branches from the kept run where $\tau$
 # reaches the parameter `late_removal`. Annealing lowers the weight decay linearly to zero over
-# the parameter `anneal`, given in $\tau$ (its defaults, 1.5 and 6, are 500 and 2 000 epochs on
-# the paper's clock): the first epoch after the branch still trains at the full decay, the last
-# one of the ramp at a small fraction of it.
+# the parameter `anneal`, given in $\tau$ (here {glue:text}`anneal_short:g` and
+# {glue:text}`anneal_long:g`, which on the paper's clock are {glue:text}`anneal_short_paper_epochs`
+# and {glue:text}`anneal_long_paper_epochs` epochs): the first epoch after the branch still trains
+# at the full decay, the last one of the ramp at a small fraction of it.
 #
 # Every branch starts with a fresh AdamW, as the paper's arm does, and the first steps of a
 # fresh AdamW move every weight by about $\eta$ whatever its gradient. So one more arm keeps the
@@ -221,9 +228,9 @@ plt.close(fig)
 # seeds; each arm's branch is dotted in its colour.
 # ```
 #
-# Each arm at the window's end, with the range of the core dimension over the three seeds
-# (arms are told apart only where these ranges do not overlap) and the loss spikes per model and
-# per 1 000 epochs after its branch:
+# Each arm at the window's end, with the range of the core dimension over the seeds (arms are
+# told apart only where these ranges do not overlap) and the loss spikes per model and per
+# 1 000 epochs after its branch:
 
 # %%
 display(clock.window_table(summary["window"]))
@@ -236,18 +243,21 @@ display(clock.window_table(summary["window"]))
 # the other arms are compared with that control. Against it, every seed of both annealed arms
 # ends with a larger core still ({claim}`window.anneal_larger <holds>`), and none ends below it
 # ({claim}`window.anneal_smaller <does not hold>`). Removing the decay at once does not keep the
-# core compact either: its seeds spread from about the control's size to four times it, so it
-# is not told apart from the control ({claim}`window.removed_smaller <does not hold>`). A late
-# removal does not deflate a grown core: from {glue:text}`late_at_branch` dimensions at its
-# branch (epoch {glue:text}`late_branch`) the mean core grows to {glue:text}`late_end`, against
+# core compact either: its seeds spread from about the control's size
+# ({glue:text}`removed_min:.0f` against {glue:text}`restarted_end`) to
+# {glue:text}`removed_max_over_control:.1f` times it, so it is not told apart from the control
+# ({claim}`window.removed_smaller <does not hold>`). A late removal does not deflate a grown
+# core: from {glue:text}`late_at_branch` dimensions at its branch (epoch
+# {glue:text}`late_branch`) the mean core grows to {glue:text}`late_end`, against
 # {glue:text}`kept_end` in the kept run ({claim}`window.late_removal_deflates <does not hold>`).
 #
 # Why might the fast clock disagree with the paper's Figure 3, where removing the decay kept
 # cores compact? Two differences are built into the design: after the decay is removed, $\tau$
-# stops and the learning rate alone drives the weights, three times the paper's here; and the
-# fast clock's kept run barely inflates by $\tau = 12$, so there is little inflation for the
-# window to prevent. Whether the window works on the paper's own clock is the question the
-# `paper` profile of this chapter answers (five arms, 20 000 epochs, 3 seeds); that run is in
+# stops and the learning rate alone drives the weights, {glue:text}`window_lr_ratio:g` times the
+# paper's here; and the fast clock's kept run barely inflates by $\tau =$
+# {glue:text}`window_horizon:g`, so there is little inflation for the window to prevent. Whether
+# the window works on the paper's own clock is the question the `paper` profile of this chapter
+# answers (the same arms on the paper's clock, over the paper's full run); that run is in
 # progress, and this section will say what it shows when it is recorded.
 
 # %% [markdown]
@@ -281,12 +291,13 @@ display(clock.window_table(summary["window"]))
 # only its first `check_epochs` epochs again from scratch (the run the window branches from,
 # then the arm without weight decay): this build re-derived {glue:text}`checked_epochs` epochs
 # ({glue:text}`checked_snapshots` snapshots), and {glue:text}`differences` of the numbers
-# compared differ from the record by more than $10^{-6}$. On the record's own machine that is 0;
-# on another CPU, kernels round the last bits differently and training amplifies them, so
-# per-seed numbers move while the statistics above stay (a comparison at the level of the
-# findings is the next step for this check). Any other settings are trained and analysed here.
-# The paper profile is advanced in pieces and carried between machines with
-# `python -m acebook.paper_runs advance inflation_clock --window` and `pack` / `unpack`.
+# compared differ from the record by more than $10^{-6}$. The re-derivation can match the record
+# exactly only on a CPU whose kernels round as the record's did; on another, they round the last
+# bits differently and training amplifies them, so per-seed numbers move while the statistics
+# above stay (a comparison at the level of the findings is the next step for this check). Any
+# other settings are trained and analysed here. The paper profile is advanced in pieces and
+# carried between machines with `python -m acebook.paper_runs advance inflation_clock --window`
+# and `pack` / `unpack`.
 
 # %% [markdown]
 # ## Exercises

@@ -1,5 +1,12 @@
 # ---
 # jupyter:
+#   written_numbers:
+#   - which every model starts at 1
+#   - (1 for the same subspace, 0 for orthogonal ones)
+#   - canonical correlations near 1 mean
+#   - the trivial eigenvalue 1
+#   - the paper's 0.02–0.04
+#   - the paper's 0.999 for every pair
 #   jupytext:
 #     formats: py:percent
 #     text_representation:
@@ -228,14 +235,14 @@ display(chapter_frame("markov_chain"))
 #
 # - Three transformers trained from different seeds reach the Bayes-optimal accuracy with weights
 #   that are nearly orthogonal ({claim}`markov.weight_cosine <holds>`).
-# - ACE finds a 3-dimensional core in each ({claim}`markov.rank <holds>`): the number of states
-#   minus one. It is sufficient ({claim}`markov.keep_accuracy <holds>`) and necessary: without it
-#   accuracy falls to about chance, 0.25, though in this build a little outside the spread of the
-#   paper's three models ({claim}`markov.remove_accuracy <differs>`).
+# - ACE finds a core in each whose dimension is the number of states minus one
+#   ({claim}`markov.rank <holds>`). It is sufficient ({claim}`markov.keep_accuracy <holds>`) and
+#   necessary: without it accuracy falls to about chance, though in this build a little outside
+#   the spread of the paper's three models ({claim}`markov.remove_accuracy <differs>`).
 # - The three cores are nearly orthogonal as subspaces: their projector overlaps are small, but
 #   spread wider than the paper's 0.02–0.04 ({claim}`markov.overlap <differs>`). Yet their
-#   coordinates are linear re-codings of each other: the two leading canonical correlations are
-#   at least 0.999 for every pair ({claim}`markov.cca_top2 <holds>`).
+#   coordinates are linear re-codings of each other: the two leading canonical correlations
+#   match the paper's 0.999 for every pair ({claim}`markov.cca_top2 <holds>`).
 # - A linear operator fitted in each core has the chain's non-trivial eigenvalues
 #   ({claim}`markov.spectrum_error <holds>`) and reaches almost all of the oracle ceiling on the
 #   fit's $R^2$ ({claim}`markov.r2_ratio <holds>`).

@@ -1,6 +1,12 @@
 # ---
 # jupyter:
 #   corelib_inputs: [recorded]
+#   written_numbers:
+#   - which by default applies dropout 0.1 in training
+#   - (within 0.001)
+#   - '(the paper: about 800)'
+#   - within 10 % of its smallest value
+#   - '(the paper: 64; the reference implementation: 1000)'
 #   jupytext:
 #     formats: py:percent
 #     text_representation:
@@ -52,9 +58,9 @@
 # before that. The paper's full horizon is a recorded run of the next chapter, and the claims
 # are judged on it. One setting the paper does not state matters more than its silence
 # suggests: the models follow the reference implementation's layer, PyTorch's post-norm encoder
-# layer, which applies dropout 0.1 in training. Trained without it (`-p dropout 0`) the same
-# models grok much later, and their training loss keeps spiking long after they fit the
-# training set.
+# layer, which by default applies dropout 0.1 in training (this build: {glue:text}`dropout:g`).
+# Trained without it (`-p dropout 0`) the same models grok much later, and their training loss
+# keeps spiking long after they fit the training set.
 
 # %% tags=["parameters"]
 p = 53                 # the modulus (also the vocabulary size)
@@ -106,8 +112,9 @@ UNUSED_HERE = (*modular.LONG_RUN_SETTINGS, "eval_every")
 # the models train on one half and are tested on the other, so a model can only score on the test
 # half by computing the sum. Chance accuracy is $1/p$.
 #
-# Each model has two transformer blocks (width 128, four heads, MLP width 512) and is trained with
-# AdamW and weight decay 1. The three seeds share nothing but the data: each has its own
+# Each model has {glue:text}`n_layers` transformer blocks (width {glue:text}`d_model`,
+# {glue:text}`n_heads` heads, MLP width {glue:text}`d_ff`) and is trained with AdamW and weight
+# decay {glue:text}`weight_decay:g`. The three seeds share nothing but the data: each has its own
 # initialisation, data order and optimizer state.
 
 # %%
@@ -122,8 +129,9 @@ print(f"p = {p}: {n_train} training pairs, {n_test} test pairs, "
 # `modular.analyse_arm` trains the models and analyses each one every
 # {glue:text}`snapshot_every` epochs on the test set:
 #
-# - **ACE** on the last-position output $\mathbf h$ of block 2, with the logits as target, and
-#   the **energy rank** that keeps {glue:text}`energy_pct` % of the activity × relevance energy;
+# - **ACE** on the last-position output $\mathbf h$ of the last block, with the logits as
+#   target, and the **energy rank** that keeps {glue:text}`energy_pct` % of the activity ×
+#   relevance energy;
 # - **causal ranks**: the *necessary* rank is the smallest rank, at least the energy rank, whose
 #   removal $\mathbf h - \mathbf P\mathbf h$ drops test accuracy to $2/p$; the *sufficient* rank
 #   is the smallest whose core-only model $\mathbf P\mathbf h$ keeps the model's accuracy (within
@@ -181,8 +189,8 @@ for name, value in values.items():
     glue(name, value, display=False)
 
 # %% [markdown]
-# **(A) Grokking and the core.** The models first reach 99 % test accuracy at epochs
-# {glue:text}`model_groks`, so all {glue:text}`n_models` have grokked by epoch
+# **(A) Grokking and the core.** The models first reach {glue:text}`grok_pct` % test accuracy
+# at epochs {glue:text}`model_groks`, so all {glue:text}`n_models` have grokked by epoch
 # {glue:text}`grok_epoch` (the paper: about 800); at the last epoch the lowest test accuracy is
 # {glue:text}`final_acc_min:.3f`. For most of the time before that they had fitted the
 # training half while scoring near chance on the test half. The models grok at different times, so panel C
@@ -201,10 +209,10 @@ for name, value in values.items():
 # keeps at least {glue:text}`keep_ratio_min:.3f` of the model's accuracy, and removing the core
 # leaves at most {glue:text}`remove_max:.3f`, against the threshold $2/p =$
 # {glue:text}`chance2:.3f`. The removal result holds by construction (the core dimension is the
-# first rank that passes it); what the experiment shows is that a rank of a few tens out of 128
-# passes it. At the last epoch the sufficient ranks are {glue:text}`suff_final` and the energy
-# ranks {glue:text}`energy_final`: fewer directions suffice to compute the answer than must be
-# removed to destroy it.
+# first rank that passes it); what the experiment shows is that ranks far below the width,
+# {glue:text}`d_model`, pass it. At the last epoch the sufficient ranks are
+# {glue:text}`suff_final` and the energy ranks {glue:text}`energy_final`: fewer directions
+# suffice to compute the answer than must be removed to destroy it.
 #
 # **(C) The rotation.** Before grokking {glue:text}`frac_before:.0f` % of the eigenvalues of the
 # shift operators lie within $\sin(\pi/p)$ of the unit circle; at grokking
@@ -228,8 +236,8 @@ display(modular.phase_table(records, summary))
 
 # %% [markdown]
 # The last column, $R^2_h$, checks that the operator describes the shift rather than memorising
-# centroids: it is fitted with a contiguous block of about 7.5 % of the classes left out and
-# scored only on the transitions inside that block.
+# centroids: it is fitted with a contiguous block of about {glue:text}`holdout_pct:g` % of the
+# classes left out and scored only on the transitions inside that block.
 #
 # ## The paper's claims
 #
@@ -254,23 +262,26 @@ display(chapter_frame("modular_addition"))
 # %% [markdown]
 # ## Summary
 #
-# - All three models grok, and every one reaches 99 % test accuracy by epoch 800, the paper's
-#   grokking epoch ({claim}`modular.grok_epoch <reproduced>`). They grok at different times: one
-#   model 200 epochs before the others.
+# - All three models grok, and every one reaches {glue:text}`grok_pct` % test accuracy by epoch
+#   {glue:text}`rec_grok_epoch`, as in the paper ({claim}`modular.grok_epoch <reproduced>`). They
+#   grok at different times, at epochs {glue:text}`rec_model_groks`.
 # - The cores condense as the models grok: the mean core dimension first comes within 10 % of
-#   its smallest value one snapshot (100 epochs) after the grokking epoch, which the paper's
-#   "coincident" allows ({claim}`modular.core_settles <reproduced>`). Until after grokking the
-#   core dimension is the energy rank itself (the removal test adds nothing before epoch 1000),
-#   so the fall from about 43 dimensions at initialisation to 13 at epoch 900 is the energy
-#   spectrum concentrating, read at the 99 % threshold.
+#   its smallest value at epoch {glue:text}`rec_core_compact`, {glue:text}`rec_core_settles`
+#   epochs after the grokking epoch, which the paper's "coincident" allows
+#   ({claim}`modular.core_settles <reproduced>`). Until after grokking the core dimension is the
+#   energy rank itself (the removal test adds nothing before epoch
+#   {glue:text}`rec_first_refined`), so the fall from about {glue:text}`rec_dim_mean_init:.0f`
+#   dimensions at initialisation to {glue:text}`rec_dim_mean_compact:.0f` at epoch
+#   {glue:text}`rec_core_compact` is the energy spectrum concentrating, read at the
+#   {glue:text}`rec_energy_pct` % threshold.
 # - After grokking the core is sufficient: keeping it alone preserves the model's accuracy
 #   ({claim}`modular.keep_ratio <reproduced>`); and necessary: removing it leaves at most 2/p
 #   ({claim}`modular.remove_accuracy <reproduced>`, true by construction of the rank).
-# - The shift operator fitted in the core becomes a rotation. Before grokking about a sixth of
-#   its eigenvalues lie near the unit circle ({claim}`modular.unit_before <reproduced>`), after
-#   it more than half ({claim}`modular.unit_after <reproduced>`). At grokking each model already
-#   uses 4 to 6 frequencies where one would do ({claim}`modular.modes_at_grok <reproduced>`),
-#   and the models differ in which.
+# - The shift operator fitted in the core becomes a rotation. Before grokking fewer than a fifth
+#   of its eigenvalues lie near the unit circle ({claim}`modular.unit_before <reproduced>`),
+#   after it more than half ({claim}`modular.unit_after <reproduced>`). At grokking the models
+#   already use {glue:text}`rec_modes_at` frequencies where one would do
+#   ({claim}`modular.modes_at_grok <reproduced>`), and they differ in which.
 #
 # What reproduces: every claim of the paper's Figure 2 that the chapter measures is within the
 # paper's tolerance on the recorded run at the paper's settings. Most of the paper's statements
@@ -278,11 +289,11 @@ display(chapter_frame("modular_addition"))
 # each was read, and a reading is a choice the paper does not make for us. What differs: nothing
 # beyond tolerance. The book's own shorter build drifts from the record in its finer numbers
 # (float rounding, amplified by training), yet its values pass the same tolerances (the column
-# "this build"). What is open: this chapter uses 64 Jacobian samples per core, as the paper
-# does, where the reference implementation used 1000, and the chapter does not test whether the
-# ranks move with that number; how large the fall at grokking is depends on the 99 % energy
-# threshold (an exercise below lowers it); and the extra rotational modes at grokking are the
-# start of the growth the next chapter follows.
+# "this build"). What is open: this chapter uses {glue:text}`n_jacobians` Jacobian samples per
+# core (the paper: 64; the reference implementation: 1000), and the chapter does not test
+# whether the ranks move with that number; how large the fall at grokking is depends on the
+# {glue:text}`energy_pct` % energy threshold (an exercise below lowers it); and the extra
+# rotational modes at grokking are the start of the growth the next chapter follows.
 #
 # ## How this chapter computes
 #

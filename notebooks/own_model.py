@@ -1,5 +1,12 @@
 # ---
 # jupyter:
+#   written_numbers:
+#   - '(1: perfectly, 0.5: not at all, 0: inverted)'
+#   - is taken with rank 1
+#   - '(0° to 90°: the sign of a direction does not matter)'
+#   - lowers a model's AUC by more than 0.05
+#   - two random directions are within a few degrees of 90°
+#   - lowers the AUC by at most 0.05
 #   jupytext:
 #     formats: py:percent
 #     text_representation:
@@ -449,8 +456,8 @@ print(", ".join(f"{k}: AUC {v:.3f}" for k, v in aucs.items()))
 # "certifying causal relevance" as "the core is the mechanism": the tense core controls the
 # behaviour without being all of it; the most likely reasons are a rank-1 core that leaves part
 # of the energy out and a route through attention from the cue's own tokens. What is open:
-# every number comes from one draw of 300 prompts per task in two small models, so how much the
-# smaller leads (the probe's reading lead, the flip margin in one model) move between draws is
+# every number comes from one draw of prompts per task, in small models, so how much the smaller
+# leads (the probe's reading lead, the flip margin in one model) move between draws is
 # not known beyond the rerun exercise; and where the rest of tense lives (a second direction,
 # another position) is not tested.
 #

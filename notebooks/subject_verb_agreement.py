@@ -1,5 +1,11 @@
 # ---
 # jupyter:
+#   written_numbers:
+#   - '(1: perfect, 0.5: chance, 0: inverted)'
+#   - is taken with rank 1
+#   - The paper generates by sampling (temperature 1, top-k 50)
+#   - (AUC 0.81 to 0.93 there)
+#   - GPT-2 Small (117 million parameters)
 #   jupytext:
 #     formats: py:percent
 #     text_representation:
@@ -176,11 +182,11 @@ plt.close(fig)
 # ```
 #
 # **(A) A late core.** Unmodified, {glue:text}`model_list` separate plural from singular
-# prompts with AUC {glue:text}`base_min:.3f`–{glue:text}`base_max:.3f`. In panel A, flipping
-# the core of an early or middle layer leaves the AUC near its unmodified value; only in the
-# last layers does the flip invert agreement, as in the paper's models. The chosen layers are in
-# the last column of Table A6 below; as a share of its model's depth, the earliest is
-# {glue:text}`depth_min:.0%`. (This build swept the layers $1, 1 + s, 1 + 2s, \dots$ with stride
+# prompts with AUC {glue:text}`base_min:.3f`–{glue:text}`base_max:.3f`. In the book's two
+# models, flipping the core of an early or middle layer leaves the AUC near its unmodified value
+# (panel A); only in the last layers does the flip invert agreement, as in the paper's models.
+# The chosen layers are in the last column of Table A6 below; as a share of its model's depth,
+# the earliest is {glue:text}`depth_min:.0%`. (This build swept the layers $1, 1 + s, 1 + 2s, \dots$ with stride
 # $s =$ {glue:text}`layer_stride`, and the last, measuring the interventions
 # {glue:text}`sweep_modes_text` at each; at the chosen layer every intervention is measured.)
 #
@@ -208,10 +214,10 @@ display(tables["A7"])
 # below zero.
 
 # %% [markdown]
-# For instance, on "{glue:text}`ex_prompt`" {glue:text}`ex_model` has margin
-# {glue:text}`ex_base:.2f` (it prefers the singular verb, correctly); with the core flipped the
-# margin becomes {glue:text}`ex_flip:.2f`. The combined p-values are {glue:text}`p_remove:.1e`
-# for removal and {glue:text}`p_flip:.1e` for the flip.
+# For instance, on the singular prompt "{glue:text}`ex_prompt`" {glue:text}`ex_model` has
+# margin {glue:text}`ex_base:.2f` (a negative margin prefers the singular verb, the correct one
+# here); with the core flipped the margin becomes {glue:text}`ex_flip:.2f`. The combined
+# p-values are {glue:text}`p_remove:.1e` for removal and {glue:text}`p_flip:.1e` for the flip.
 #
 # ## Different models, the same coordinate
 #
@@ -223,13 +229,14 @@ display(tables["A7"])
 display(tables["A5"])
 
 # %% [markdown]
-# The two models come from different developers, with different tokenizers and vocabularies
-# (49 152 tokens for SmolLM2, 262 144 for Gemma-3) and different training corpora, as their model
-# cards describe them; their architectures are different members of the same family of
-# decoder-only transformers (RMSNorm, rotary position embeddings, gated MLPs), with 30 and 18
-# layers of width 576 and 640. Their agreement coordinates correlate with Pearson's
-# $r \ge$ {glue:text}`pearson_min:.2f` (Spearman's $\rho \ge$ {glue:text}`spearman_min:.2f`; with
-# one pair of models, these are its values).
+# The book's two models, SmolLM2 and Gemma-3, come from different developers, with different
+# tokenizers and training corpora, as their model cards describe them; their architectures are
+# different members of the same family of decoder-only transformers (RMSNorm, rotary position
+# embeddings, gated MLPs). The models of this run, {glue:text}`model_list` in that order, have
+# {glue:text}`params_millions` million parameters, vocabularies of {glue:text}`vocab_sizes`
+# tokens, {glue:text}`layer_counts` layers and widths {glue:text}`widths`. Their agreement
+# coordinates correlate with Pearson's $r \ge$ {glue:text}`pearson_min:.2f` (Spearman's
+# $\rho \ge$ {glue:text}`spearman_min:.2f`; with one pair of models, these are its values).
 #
 # ## Steering generation
 #
@@ -280,8 +287,9 @@ display(sva.gate_frame(summary))
 # ```{warning}
 # The gate was chosen by looking at the same steering and control prompts that then judge it.
 # The steering results below at $\gamma =$ {glue:text}`gate_value`, and in particular the share
-# of unchanged controls, are therefore not an independent test of the gate: with a dozen
-# control prompts, a threshold picked to leave them unchanged will tend to leave them unchanged.
+# of unchanged controls, are therefore not an independent test of the gate: with
+# {glue:text}`n_control` control prompts, a threshold picked to leave them unchanged will tend to
+# leave them unchanged.
 # An honest test fixes $\gamma$ on one set of prompts and counts on another. The rows of the
 # other thresholds show how much the result depends on the choice.
 # ```
@@ -292,13 +300,13 @@ display(sva.control_table(summary))
 
 # %% [markdown]
 # At γ = {glue:text}`gate_value`, over {glue:text}`decisions_total` agreement decisions,
-# steering inverted at least {glue:text}`inv_min:.0%` per model ({glue:text}`strict_min:.0%` by
-# the stricter count). Of the {glue:text}`free_total` control continuations without agreement
-# decisions (over all models), {glue:text}`free_unchanged` came out unchanged. Of the
-# {glue:text}`control_changed` control continuations that changed,
-# {glue:text}`control_changed_verbs` had a verb decision of their own in the unsteered text; the
-# table shows the text up to the token where the gate first fired. Below, sampled continuations
-# (temperature {glue:text}`temperature_value`,
+# steering inverted {glue:text}`inv_min:.0%` to {glue:text}`inv_max:.0%` of them per model (at
+# least {glue:text}`strict_min:.0%` by the stricter count). Of the {glue:text}`free_total`
+# control continuations without agreement decisions (over all models),
+# {glue:text}`free_unchanged` came out unchanged. Of the {glue:text}`control_changed` control
+# continuations that changed, {glue:text}`control_changed_verbs` had a verb decision of their own
+# in the unsteered text; the table shows the text up to the token where the gate first fired.
+# Below, sampled continuations (temperature {glue:text}`temperature_value`,
 # top-{glue:text}`top_k_value`, the same random draws for both columns), in the style of the
 # paper's Figure 6: agreement verbs in bold, verbs whose number steering inverted highlighted.
 
@@ -339,17 +347,28 @@ display(sva.sampling_table(summary))
 display(sva.flip_demo_table(summary))
 
 # %% [markdown]
+# On "The key next to the cabinets", flipping the core divides $\mathbb P(\textit{is})$ by
+# {glue:text}`key_is_fall_min:.0f` or more and raises $\mathbb P(\textit{are})$ to
+# {glue:text}`key_are_flip_min:.2f`–{glue:text}`key_are_flip_max:.2f`, where the paper's model
+# reaches {glue:text}`paper_are_flip`.
+
+# %% [markdown]
 # ## The paper's claims
 #
 # This chapter's rows of the [claims page](claims.ipynb). The paper's models cannot be loaded
-# here, so every claim is "measured at reduced settings": on other, smaller models. Whether a
-# value falls within the paper's tolerance is still shown, and the summary below cites it.
+# where the book is built, so every claim of the book's run is "measured at reduced settings": on
+# other, smaller models. Whether a value falls within the paper's tolerance is still shown, and
+# the summary below cites it.
 
 # %%
 display(chapter_frame("subject_verb_agreement"))
 
 # %% [markdown]
 # ## Summary
+#
+# The summary describes the book's run, on SmolLM2 and Gemma-3. A rerun with other models shows
+# its own values and statuses in the citations, and the page then opens with a warning that
+# quotes each sentence whose premise no longer holds.
 #
 # - **A one-dimensional core, late in the network.** The core is taken with rank 1, and the
 #   spectral gap says that this is justified: the leading direction dominates the next one by far
@@ -366,10 +385,10 @@ display(chapter_frame("subject_verb_agreement"))
 #   within the paper's across-family range ({claim}`sva.pearson <holds>`,
 #   {claim}`sva.spearman <holds>`).
 # - **The single prompt.** On "The key next to the cabinets" the flip moves the probabilities in
-#   the paper's direction: $\mathbb P(\textit{is})$ falls more than tenfold and
-#   $\mathbb P(\textit{are})$ rises to a bit under one half, where the paper's model reaches 0.71
-#   ({claim}`sva.key_are_flip <fails>`); the unmodified probabilities differ from the paper's
-#   too ({claim}`sva.key_is_base <fails>`).
+#   the paper's direction, but less far: $\mathbb P(\textit{is})$ falls, not as low as in the
+#   paper's model ({claim}`sva.key_is_flip <fails>`), and $\mathbb P(\textit{are})$ rises, not
+#   as high ({claim}`sva.key_are_flip <fails>`); the unmodified probabilities differ from the
+#   paper's too ({claim}`sva.key_is_base <fails>`).
 # - **Steering does not reproduce.** Steered generation inverts only a minority of the agreement
 #   decisions, under sampling ({claim}`sva.steering_rate <fails>`) and greedily alike, and
 #   hardly any other number words ({claim}`sva.steering_other_words <fails>`). The

@@ -126,7 +126,7 @@ def test_window_arms_branch_where_asked_and_ramp_on_the_windows_clock():
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="late_removal .* must come before window_horizon"):
         clock.ClockParams(late_removal=70.0)
-    with pytest.raises(ValueError, match=r"pairs\[1\] must be a positive number"):
+    with pytest.raises(ValueError, match=r"pairs\[1\] must be a finite positive number"):
         clock.ClockParams(pairs=((1e-3, 1.0), (1e-3, 0.0)))
     with pytest.raises(ValueError, match="distinct"):
         clock.ClockParams(pairs=((1e-3, 1.0), (1e-3, 1.0)))
@@ -271,3 +271,27 @@ def test_runs_with_the_same_product_are_paired_and_told_apart_only_without_overl
     assert clock.same_product(pairs)[0]["apart"] == 0
     pairs["b"] = row(3e-3, 2.0, 20, 25, epochs=1700)  # another horizon: not compared
     assert clock.same_product(pairs) == []
+
+
+def test_the_recorded_book_run_glues_the_numbers_its_prose_was_written_for():
+    """The chapter's glue values on the recorded book-profile run (nothing trained): the settings it
+    quotes (snapshot interval, anneal spans on the paper's clock, the window's learning rate against
+    the paper's) and the results it cites, as numbers, never sentences."""
+    from acebook.runner import chapter_parameters
+    from corelib.experiments import paper_scale
+
+    params = clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "book"))
+    record = paper_scale.recorded_clock(params)
+    if record is None:
+        pytest.skip("no recorded book-profile clock run in this checkout")
+    summary = clock.run(params, paper_scale.recorded_inflation(), record=record, progress=False)
+    values = clock.glue_values(params, summary["clock"], summary["window"])
+    assert (values["snapshot_unit"], values["n_seeds"], values["window_lr_ratio"]) == (100, 3, 3.0)
+    assert (values["anneal_short"], values["anneal_long"]) == (1.5, 6.0)
+    assert (values["anneal_short_paper_epochs"], values["anneal_long_paper_epochs"]) == (500, 2000)
+    assert (values["recorded_epochs"], values["recorded_tau_end"]) == (20000, 60.0)
+    removed = summary["window"]["arms"]["removed"]
+    assert (values["removed_min"], values["removed_max"]) == (removed["core_dim_min"], removed["core_dim_max"])
+    control = summary["window"]["arms"]["restarted"]["core_dim"]
+    assert values["removed_max_over_control"] == pytest.approx(removed["core_dim_max"] / control, abs=0.005)
+    assert all(isinstance(v, (int, float)) or len(str(v).split()) <= 4 for v in values.values())

@@ -277,6 +277,60 @@ def test_compact_epoch_is_where_a_series_first_nears_its_floor():
         modular.compact_epoch(epochs, [1, 2])
 
 
+def test_growth_epoch_is_where_a_series_first_covers_a_share_of_its_change():
+    epochs = [900, 1000, 1100, 1200, 1300]
+    assert modular.growth_epoch(epochs, [10, 12, 16, 30, 20], 0.5) == 1100  # level 15: 16 is the first past it
+    assert modular.growth_epoch(epochs, [10, 12, 16, 30, 20], 0.2) == 1000  # level 12, reached exactly
+    assert modular.growth_epoch(epochs, [10, 12, 14, 30, 20], 1.0) == 1200  # overshooting counts; falling back too
+    assert modular.growth_epoch(epochs, [40, 30, 20, 14, 10], 0.9) == 1300  # a fall: level 13
+    assert modular.growth_epoch(epochs, [12] * 5, 0.5) == 900  # no change: covered at once
+    assert modular.growth_epoch(epochs, [10, float("nan"), 16, 30, 20], 0.5) == 1100
+    assert modular.growth_epoch(epochs, [10, 12, 16, 30, float("nan")], 0.5) is None
+    with pytest.raises(ValueError, match="share must lie in"):
+        modular.growth_epoch(epochs, [1] * 5, 0)
+    with pytest.raises(ValueError, match="equal-length"):
+        modular.growth_epoch(epochs, [1, 2], 0.5)
+
+
+def test_the_recorded_runs_numbers_the_chapters_glue():
+    """The numbers the two modular chapters quote from the recorded paper-profile run, as they
+    read on the record kept in the repository (the values their prose was written for)."""
+    from corelib.experiments import paper_scale
+
+    recorded = paper_scale.recorded_inflation()
+    if recorded is None:
+        pytest.skip("no recorded paper-profile run in this checkout")
+    inflation = modular._recorded_values(recorded, None)
+    assert set(inflation) == set(modular._recorded_values(None, None))
+    assert (inflation["rec_wd_core_dim_start"], inflation["rec_wd_core_dim_end"]) == (13, 51)
+    assert round(inflation["rec_wd_growth"], 1) == 3.9
+    assert (round(inflation["rec_wd_start_below_paper_pct"]), round(inflation["rec_wd_end_below_paper_pct"])) == (
+        13,
+        15,
+    )
+    assert (inflation["rec_wd_growth_half_epoch"], inflation["rec_wd_growth_90_epoch"]) == (4500, 8000)
+    assert inflation["rec_no_growth_90_after"] == 1000
+    assert (round(inflation["rec_wd_gap_start"], 1), round(inflation["rec_wd_gap_end"], 1)) == (4.0, 32.7)
+    assert (inflation["rec_modes_max"], inflation["rec_dropout"], inflation["rec_n_test"]) == (26, 0.1, 1405)
+    emergence = modular._recorded_emergence_values(recorded, None)
+    assert set(emergence) == set(modular._recorded_emergence_values(None, None))
+    assert (emergence["rec_grok_epoch"], emergence["rec_model_groks"], emergence["rec_modes_at"]) == (
+        800,
+        "600, 800, 800",
+        "4, 6, 6",
+    )
+    assert (emergence["rec_core_compact"], emergence["rec_core_settles"], emergence["rec_first_refined"]) == (
+        900,
+        100,
+        1000,
+    )
+    assert (round(emergence["rec_dim_mean_init"]), emergence["rec_dim_mean_compact"], emergence["rec_energy_pct"]) == (
+        43,
+        13,
+        99,
+    )
+
+
 def test_an_annealed_branch_ramps_the_decay_down_in_a_folder_of_its_own(tmp_path, monkeypatch):
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
     abrupt = modular.ModularParams()

@@ -637,6 +637,13 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
     assert list(tables["A7"].index) == ["tiny-random-llama"] and tables["A5"].empty
     assert "(σ1/σ2)⁴, the paper's convention" in tables["A6"].columns
     assert sva.run(p, progress=False)["models"][0]["auc"] == m["auc"]  # reused from disk
+    assert m["vocab_size"] == len(tiny.tokenizer)
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the stored results, the model's facts included, should have been reused")
+
+    monkeypatch.setattr(sva, "load_model", no_model)
+    assert sva.run(p, progress=False)["models"][0]["vocab_size"] == m["vocab_size"]
     values = sva.claim_values(summary)
     assert values["sva.auc_flip"] == {"tiny-random-llama": m["auc"]["flip"]}
     assert values["sva.spectral_gap"] == {"tiny-random-llama": pytest.approx(m["spectral_gap"] ** 2)}
@@ -654,6 +661,28 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
     rates = [r["inversion rate"] for r in rows.values() if r["inversion rate"] is not None]
     assert glued["grid_inv_max"] == pytest.approx(max(rates, default=float("nan")), nan_ok=True)
     assert not [k for k, v in glued.items() if isinstance(v, str) and ". " in v and k != "ex_prompt"]
+    # the models' sizes come from the loaded model, in the order of the model list
+    assert (glued["vocab_sizes"], glued["layer_counts"], glued["widths"]) == (str(len(tiny.tokenizer)), "2", "32")
+    assert glued["params_millions"] == f"{m['n_params'] / 1e6:.0f}"
+    demo = s["flip_demo"][0]
+    assert glued["key_is_fall_min"] == pytest.approx(demo["baseline"]["is"] / demo["flip"]["is"])
+    assert glued["key_are_flip_min"] == glued["key_are_flip_max"] == demo["flip"]["are"]
+    assert glued["inv_max"] == glued["inv_min"] or np.isnan(glued["inv_max"])
+
+
+def test_the_models_sizes_are_glued_as_lists_in_the_order_of_the_models():
+    summary = {
+        "models": [
+            {"vocab_size": 49152, "n_layers": 30, "d_model": 576, "n_params": 134_515_008},
+            {"vocab_size": 262144, "n_layers": 18, "d_model": 640, "n_params": 268_098_176},
+        ]
+    }
+    assert sva._model_values(summary) == {
+        "vocab_sizes": "49 152, 262 144",
+        "layer_counts": "30, 18",
+        "widths": "576, 640",
+        "params_millions": "135, 268",
+    }
 
 
 def test_word_inversion_stats_known_answer():

@@ -56,8 +56,9 @@ def test_a_chapter_ends_with_a_written_summary(chapter):
     text = _markdown(chapter)
     assert re.search(r"^## Summary\s*$", text, re.M), f"{chapter}: no '## Summary' section"
     summary = text.split("## Summary", 1)[1].split("\n## ", 1)[0]
-    assert len(summary.split()) >= 60, f"{chapter}: the summary has {len(summary.split())} words"
-    assert "{glue" not in summary.replace("{glue:text}`cost`", ""), f"{chapter}: the summary glues values"
+    # written words: glued values and cited claims are numbers inside the sentences, not words
+    words = re.sub(r"\{[\w:-]+\}`[^`]*`", " ", summary).split()
+    assert len(words) >= 60, f"{chapter}: the summary has {len(words)} written words"
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas
 
-from .._checks import check_settings
+from .._checks import MAX_EPOCHS, check_decay, check_seeds, check_settings
 from ..recorded import compare_values
 from ..results import fresh_results_root
 from . import modular
@@ -124,10 +124,18 @@ class ClockParams:
     snapshot_unit: int = 100  # snapshot interval at the reference rate (then 20x it, every 5x)
 
     def __post_init__(self):
-        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
-        object.__setattr__(self, "pairs", tuple((float(lr), float(wd)) for lr, wd in self.pairs))
-        object.__setattr__(self, "window_pair", tuple(float(x) for x in self.window_pair))
-        object.__setattr__(self, "anneal", tuple(float(x) for x in self.anneal))
+        # the seed noise that every comparison is judged against needs two seeds at least
+        object.__setattr__(self, "seeds", check_seeds("ClockParams", self.seeds, at_least=2))
+        try:
+            object.__setattr__(self, "pairs", tuple((float(lr), float(wd)) for lr, wd in self.pairs))
+            object.__setattr__(self, "window_pair", tuple(float(x) for x in self.window_pair))
+            object.__setattr__(self, "anneal", tuple(float(x) for x in self.anneal))
+        except (TypeError, ValueError):
+            raise ValueError(
+                "ClockParams: pairs must list (lr, wd) pairs of numbers, e.g. [[1e-3, 1.0], [2e-3, 1.0]]; "
+                f"window_pair one such pair and anneal two numbers; got pairs={self.pairs!r}, "
+                f"window_pair={self.window_pair!r}, anneal={self.anneal!r}."
+            ) from None
         if not self.pairs or len(set(self.pairs)) != len(self.pairs):
             raise ValueError(f"ClockParams: pairs must list distinct (lr, wd) pairs, got {self.pairs}.")
         if len(self.window_pair) != 2 or len(self.anneal) != 2:
@@ -145,6 +153,17 @@ class ClockParams:
             },
             integers={"snapshot_unit": self.snapshot_unit},
         )
+        for lr, wd in (*self.pairs, self.window_pair):
+            check_settings("ClockParams", rates={"lr of a pair": lr})
+            check_decay("ClockParams", lr, wd, "wd (of pairs or window_pair)")
+            tau = max(self.horizon, self.window_horizon)
+            longest = tau / (lr * wd)
+            if longest > MAX_EPOCHS:
+                raise ValueError(
+                    f"ClockParams: the pair (lr {lr:g}, wd {wd:g}) reaches tau {tau:g} "
+                    f"only after {longest:,.0f} epochs, more than {MAX_EPOCHS:,}; choose a larger lr x wd or a "
+                    "shorter horizon."
+                )
         if not self.late_removal < self.window_horizon:
             raise ValueError(
                 f"ClockParams: late_removal ({self.late_removal}) must come before window_horizon "
@@ -325,8 +344,8 @@ def clock_summary(
     """The clock's numbers: per run its rate ratio to the paper's, epochs, end tau and end means;
     :func:`collapse`; and, with the recorded paper-profile inflation run
     (:func:`corelib.experiments.paper_scale.recorded_inflation`) when it trained these models,
-    that run's weight-decay arm at the snapshot nearest each other run's end tau
-    (``at_pair_ends``) and nearest its last epoch (``at_pair_epochs``)."""
+    that run's end (``tau_end``, ``epochs_end``) and its weight-decay arm at the snapshot nearest
+    each other run's end tau (``at_pair_ends``) and nearest its last epoch (``at_pair_epochs``)."""
     pairs = {}
     for label, run in runs.items():
         end = run["records"][-1]["epoch"]
@@ -355,6 +374,7 @@ def clock_summary(
         out["recorded"] = {
             "source": recorded["source"],
             "tau_end": float(taus[-1]),
+            "epochs_end": int(epochs[-1]),
             "at_pair_ends": nearest,
             "at_pair_epochs": same_epoch,
         }
@@ -616,21 +636,39 @@ def finding_values(clock: dict[str, Any], window: dict[str, Any]) -> dict[str, f
 
 def glue_values(params: ClockParams, clock: dict[str, Any], window: dict[str, Any]) -> dict[str, float | int | str]:
     """The numbers the chapter's prose quotes, by glue name (numbers and short labels only)."""
-    c, late = clock["collapse"], window["arms"]["removed_late"]
+    c, arms = clock["collapse"], window["arms"]
+    late, removed, control = arms["removed_late"], arms["removed"], arms["restarted"]
     rec = clock["recorded"]
+    paper = modular.ModularParams()  # the paper's learning rate and weight decay
+    short, long = params.anneal
     return {
         "n_pairs": len(params.pairs),
+        "n_seeds": len(params.seeds),
         "horizon": params.horizon,
+        "snapshot_unit": params.snapshot_unit,
         "window_pair": pair_label(*params.window_pair),
+        "window_horizon": params.window_horizon,
+        # after a removal only the learning rate drives the weights: the window's against the paper's
+        "window_lr_ratio": params.window_pair[0] / paper.lr,
+        "anneal_short": short,
+        "anneal_long": long,
+        "anneal_short_paper_epochs": round(epochs_for(params, paper.lr, paper.weight_decay, short)),
+        "anneal_long_paper_epochs": round(epochs_for(params, paper.lr, paper.weight_decay, long)),
         "window_grok": window["grok_epoch"],
         "window_tau_grok": round(window["tau_grok"], 2),
         "ratio_core_dim": round(c["core_dim"]["ratio"], 2),
         "noise_core_dim": round(c["core_dim"]["noise"], 2),
         "recorded_tau_end": float("nan") if rec is None else round(rec["tau_end"], 1),
+        "recorded_epochs": float("nan") if rec is None else rec["epochs_end"],
         "late_branch": late["branch"],
         "late_at_branch": round(late["at_branch"]["core_dim"], 1),
         "late_end": round(late["core_dim"], 1),
-        "kept_end": round(window["arms"]["kept"]["core_dim"], 1),
+        "kept_end": round(arms["kept"]["core_dim"], 1),
+        "restarted_end": round(control["core_dim"], 1),
+        "removed_min": removed["core_dim_min"],
+        "removed_max": removed["core_dim_max"],
+        # the removed arm's largest seed against the control's mean core
+        "removed_max_over_control": round(removed["core_dim_max"] / control["core_dim"], 2),
     }
 
 

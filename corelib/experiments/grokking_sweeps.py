@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from corelib import claims
-from corelib._checks import check_settings
+from corelib._checks import _is_whole, check_decay, check_memory, check_seed, check_settings
 from corelib.sweeps import (
     PAPER_SWEEPS,
     Condition,
@@ -68,24 +68,47 @@ class SweepsParams:
     n_jobs: int | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "omegas", tuple(float(w) for w in self.omegas))
-        object.__setattr__(self, "moduli", tuple(int(q) for q in self.moduli))
+        if isinstance(self.omegas, (str, bytes)) or isinstance(self.moduli, (str, bytes)):
+            raise ValueError("SweepsParams: omegas and moduli must be lists of numbers, e.g. omegas=[1, 2, 3].")
+        object.__setattr__(self, "omegas", tuple(self.omegas))
+        object.__setattr__(self, "moduli", tuple(self.moduli))
         if not self.omegas or not self.moduli:
             raise ValueError("SweepsParams: omegas and moduli must each list at least one value.")
         check_settings(
             "SweepsParams",
-            integers={k: getattr(self, k) for k in ("n_seeds", "omega_max_epochs", "p_max_epochs", "n_boot")},
+            integers={
+                "n_seeds": self.n_seeds,
+                "n_boot": self.n_boot,
+                **{k: getattr(self, k) for k in ("d_model", "n_heads", "d_ff", "n_layers")},
+                **{
+                    f"{k}": getattr(self, k)
+                    for k in ("omega_batch_size", "p_batch_size")
+                    if getattr(self, k) is not None
+                },
+            },
+            epochs={"omega_max_epochs": self.omega_max_epochs, "p_max_epochs": self.p_max_epochs},
+            rates={"lr": self.lr},
             positive={
-                "lr": self.lr,
                 **{f"omegas[{i}]": w for i, w in enumerate(self.omegas)},
                 "p_weight_decay": self.p_weight_decay,
             },
-            non_negative={"patience_epochs": self.patience_epochs},
+            non_negative={"patience_epochs": self.patience_epochs, "dropout": self.dropout},
             fractions={"train_fraction": self.train_fraction, "threshold": self.threshold},
         )
-        small = [q for q in (self.omega_p, *self.moduli) if q < 3]
-        if small:
-            raise ValueError(f"SweepsParams: moduli must be at least 3, got {small}.")
+        check_seed("SweepsParams", "split_seed", self.split_seed)
+        for w in (*self.omegas, self.p_weight_decay):
+            check_decay("SweepsParams", self.lr, w, "the weight decay")
+        not_moduli = [q for q in (self.omega_p, *self.moduli) if not _is_whole(q) or q < 3]
+        if not_moduli:
+            raise ValueError(f"SweepsParams: moduli must be whole numbers of at least 3, got {not_moduli}.")
+        object.__setattr__(self, "omegas", tuple(float(w) for w in self.omegas))
+        object.__setattr__(self, "moduli", tuple(int(q) for q in self.moduli))
+        largest = max(self.omega_p, *self.moduli)
+        check_memory(
+            "SweepsParams", "the largest of moduli", largest, 24.0 * largest**2, "its p² input pairs", "modulus"
+        )
+        if not self.dropout < 1:
+            raise ValueError(f"SweepsParams: dropout must be below 1 (1 drops everything), got {self.dropout!r}.")
 
     @classmethod
     def from_namespace(cls, namespace: dict) -> SweepsParams:
@@ -270,6 +293,7 @@ def _fit_values(summary: dict) -> dict[str, object]:
     p_crit, p_crit_sd = constant(fit_p, "p_crit")
     product, product_sd = constant(fit_p, "Omega_p_crit")
     n_grokked = usable_delays(summary["table_omega"]).sum() + usable_delays(summary["table_p"]).sum()
+    omega_at_1 = claim_values(summary)["sweeps.Omega"]
     return {
         "beta": format_number(beta),
         "beta_sd": format_number(beta_sd, 2),
@@ -279,7 +303,9 @@ def _fit_values(summary: dict) -> dict[str, object]:
         "p_crit": format_number(p_crit),
         "p_crit_sd": format_number(p_crit_sd, 2),
         "r2_p": format_number(constant(fit_p, "r2")[0], 3),
-        "Omega_at_1": format_steps(claim_values(summary)["sweeps.Omega"]),
+        "Omega_at_1": format_steps(omega_at_1),
+        # how far Omega at weight decay 1 lies from the paper's, in % of the paper's (+: above it)
+        "Omega_vs_paper_pct": format_number(100 * (omega_at_1 / summary["paper"]["Omega"] - 1), 2),
         "Omega_at_1_sd": format_steps(omega_big_sd * summary["params"].p_weight_decay),
         "product_at_1": format_steps(product * summary["params"].p_weight_decay),
         "product_at_1_sd": format_steps(product_sd * summary["params"].p_weight_decay),
@@ -294,10 +320,11 @@ def _fit_values(summary: dict) -> dict[str, object]:
 _RECORDED_FITS = (
     *("beta", "beta_sd", "r2_omega", "Omega_at_1", "Omega_at_1_sd", "p_crit", "p_crit_sd", "r2_p"),
     *("product_at_1", "product_at_1_sd", "n_grokked", "n_runs"),
+    *("rel_Omega", "rel_product", "Omega_vs_paper_pct"),
 )
 _RECORDED_TRENDS = tuple(f"{a}_{b}" for a in "wp" for b in ("first", "first_delay", "last", "last_delay"))
-_RECORDED_RUN = ("source", "n_seeds", "n_omegas", "n_moduli", "cap", "precision", "hours", "n_timed", "commit", "exported",
-                 "rederive", "deviations")  # fmt: skip
+_RECORDED_RUN = ("source", "n_seeds", "n_omegas", "n_moduli", "cap", "precision", "hours", "n_timed", "commit",
+                 "exported", "rederive", "deviations")  # fmt: skip
 
 
 def recorded_glue_values(recorded: dict | None) -> dict[str, object]:

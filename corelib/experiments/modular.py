@@ -28,8 +28,8 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import ace, operators
-from .._checks import check_settings
-from ..claims import deviations
+from .._checks import _is_number, _is_whole, check_decay, check_memory, check_seed, check_seeds, check_settings
+from ..claims import claim, deviations
 from ..engine import PrefixData, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
 from ..interventions import ReadoutAccuracy, ablation_curve, accuracy, refine_rank
 from ..masks import MASK_GENERATOR
@@ -62,6 +62,7 @@ __all__ = [
     "inflation_claim_values",
     "training_collapses",
     "compact_epoch",
+    "growth_epoch",
     "first_refined_epoch",
     "collapse_summary",
     "centroid_spectra",
@@ -126,17 +127,21 @@ class ModularParams:
     grok_threshold: float = 0.99
 
     def __post_init__(self):
-        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
-        if not self.seeds:
-            raise ValueError("need at least one seed.")
+        object.__setattr__(self, "seeds", check_seeds("ModularParams", self.seeds))
+        for name in ("split_seed", "jacobian_seed", "holdout_seed"):
+            check_seed("ModularParams", name, getattr(self, name))
         check_settings(
             "ModularParams",
+            epochs={"epochs": self.epochs, "long_epochs": self.long_epochs},
+            rates={"lr": self.lr},
             integers={
                 k: getattr(self, k)
                 for k in (
-                    "epochs",
-                    "long_epochs",
                     "batch_size",
+                    "d_model",
+                    "n_heads",
+                    "d_ff",
+                    "n_layers",
                     "snapshot_every",
                     "snapshot_every_late",
                     "late_after",
@@ -144,21 +149,41 @@ class ModularParams:
                     "n_jacobians",
                 )
             },
-            positive={"lr": self.lr},
-            non_negative={"weight_decay": self.weight_decay, "branch_weight_decay": self.branch_weight_decay},
+            non_negative={
+                "weight_decay": self.weight_decay,
+                "branch_weight_decay": self.branch_weight_decay,
+                "dropout": self.dropout,
+                "ridge": self.ridge,
+            },
             fractions={
                 "train_fraction": self.train_fraction,
                 "energy": self.energy,
                 "grok_threshold": self.grok_threshold,
             },
         )
+        check_decay("ModularParams", self.lr, self.weight_decay)
+        check_decay("ModularParams", self.lr, self.branch_weight_decay, "branch_weight_decay")
+        if not self.dropout < 1:
+            raise ValueError(f"ModularParams: dropout must be below 1 (1 drops everything), got {self.dropout!r}.")
+        if not _is_number(self.holdout_fraction) or not 0 < self.holdout_fraction < 1:
+            raise ValueError(
+                "ModularParams: holdout_fraction is the share of the classes left out of the operator fit, in "
+                f"(0, 1); got {self.holdout_fraction!r} (the book: 0.075)."
+            )
         if int(self.branch_anneal_epochs) != self.branch_anneal_epochs or self.branch_anneal_epochs < 0:
             raise ValueError(
                 f"ModularParams: branch_anneal_epochs must be a whole number >= 0 (0: switch at once), "
                 f"got {self.branch_anneal_epochs!r}."
             )
-        if self.p < 3:
-            raise ValueError(f"ModularParams: p must be at least 3 (a modulus with a sum to learn), got {self.p}.")
+        if not _is_whole(self.p) or self.p < 3:
+            raise ValueError(f"ModularParams: p must be a whole number of at least 3 (a modulus with a sum to learn), "
+                             f"got {self.p!r}.")  # fmt: skip
+        check_memory("ModularParams", "p", self.p, 24.0 * self.p**2, "the p² input pairs")
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"ModularParams: d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads}); "
+                "each head gets d_model / n_heads dimensions."
+            )
         if not 0 < self.branch_epoch <= self.long_epochs:
             raise ValueError(f"branch_epoch ({self.branch_epoch}) must lie in (0, long_epochs={self.long_epochs}].")
         if not self.stack_config("wd", self.long_epochs).is_snapshot(self.branch_epoch):
@@ -661,6 +686,37 @@ def compact_epoch(epochs, values, tolerance: float = 0.1) -> int | None:
     return int(epochs[np.flatnonzero(values <= floor + tolerance * abs(floor))[0]])
 
 
+def growth_epoch(epochs, values, share: float) -> int | None:
+    """The first epoch at which ``values`` have covered ``share`` of their change from the first
+    value to the last (a rise or a fall).
+
+    With the mean core dimension after the branch this dates the growth of core inflation: with
+    ``share=0.5`` when half of it is there, with ``share=0.9`` when most of it is. A noisy series
+    may cross the level and fall back; the first crossing counts. Without change, the first epoch;
+    ``None`` when the first or the last value is not finite.
+    """
+    epochs, values = np.asarray(epochs), np.asarray(values, dtype=float)
+    if epochs.shape != values.shape or epochs.ndim != 1 or not len(epochs):
+        raise ValueError(
+            f"epochs and values must be equal-length 1-d sequences, got {epochs.shape} and {values.shape}."
+        )
+    if not 0 < share <= 1:
+        raise ValueError(f"share must lie in (0, 1], got {share}.")
+    first, last = values[0], values[-1]
+    if not (np.isfinite(first) and np.isfinite(last)):
+        return None
+    level = first + share * (last - first)
+    # a fall is a rise of the negated series; NaN compares false and is passed over
+    reached = values >= level if last >= first else values <= level
+    return int(epochs[np.flatnonzero(reached)[0]])
+
+
+def _mean_growth_epoch(records: list[dict], start: int, end: int, share: float) -> int | None:
+    """:func:`growth_epoch` of the mean core dimension over the models, from ``start`` to ``end``."""
+    kept = [r for r in records if start <= r["epoch"] <= end]
+    return growth_epoch(epochs_of(kept), [np.mean([m["core_dim"] for m in r["models"]]) for r in kept], share)
+
+
 def _mean_at(records: list[dict], epoch: int, key: str, min_acc: float = 0.0) -> float:
     """Mean of ``key`` over the models at ``epoch`` whose test accuracy is at least ``min_acc``."""
     r = next(r for r in records if r["epoch"] == epoch)
@@ -793,6 +849,16 @@ def emergence_glue_values(
         "first_refined": NOT_AVAILABLE if summary["first_refined_epoch"] is None else summary["first_refined_epoch"],
         "suff_final": _listed(summary["final"]["sufficient_rank"]),
         "energy_final": _listed(summary["final"]["energy_rank"]),
+        # settings the prose names (a rerun with -p changes them)
+        "n_layers": params.n_layers,
+        "d_model": params.d_model,
+        "n_heads": params.n_heads,
+        "d_ff": params.d_ff,
+        "weight_decay": params.weight_decay,
+        "dropout": params.dropout,
+        "n_jacobians": params.n_jacobians,
+        "grok_pct": round(100 * params.grok_threshold),
+        "holdout_pct": round(100 * params.holdout_fraction, 6),
     }
     for phase in ("before", "at", "after"):
         values[f"epoch_{phase}"] = _listed(summary["phases"][phase])
@@ -806,20 +872,33 @@ def _recorded_emergence_values(recorded: dict | None, agreement: dict | None) ->
     """The recorded paper-scale run's first epochs, as the modular chapter quotes them (``rec_*``):
     its name, settings that differ from the paper's, horizon, grokking epochs and core dimensions,
     and how this build's snapshots compare with it; ``n/a`` throughout when none is recorded."""
+    names = ("source", "settings", "epochs", "grok_epoch", "model_groks", "dim_at", "dim_after", "modes_at")
+    names += ("core_compact", "core_settles", "first_refined", "dim_mean_init", "dim_mean_compact", "energy_pct")
     if recorded is None:
-        names = ("source", "settings", "epochs", "model_groks", "dim_at", "dim_after")
         return {f"rec_{k}": NOT_AVAILABLE for k in names} | agreement_values(None)
     params = recorded["params"]  # the recorded run's first epochs are the paper's Figure 2
     records = [r for r in recorded["arms"]["wd"] if r["epoch"] <= min(params.epochs, params.long_epochs)]
     em = emergence_summary(params, records)
-    return {
+    grok, compact = em["grok_epoch"], em["core_dim_compact"]
+    mean_dim = {r["epoch"]: float(np.mean([m["core_dim"] for m in r["models"]])) for r in records}
+    values = {
         "rec_source": recorded["source"],
         "rec_settings": settings_list(params, LONG_RUN_SETTINGS),
         "rec_epochs": records[-1]["epoch"],
+        "rec_grok_epoch": NOT_AVAILABLE if grok is None else grok,
         "rec_model_groks": _listed(em["model_grok_epochs"]),
         "rec_dim_at": _listed(em["core_dim"]["at"]),
         "rec_dim_after": _listed(em["core_dim"]["after"]),
-    } | agreement_values(agreement)
+        "rec_modes_at": _listed(em["modes"]["at"]),
+        # when the mean core dimension has condensed (first within 10 % of its least value), and from what
+        "rec_core_compact": NOT_AVAILABLE if compact is None else compact,
+        "rec_core_settles": NOT_AVAILABLE if None in (compact, grok) else compact - grok,
+        "rec_first_refined": NOT_AVAILABLE if em["first_refined_epoch"] is None else em["first_refined_epoch"],
+        "rec_dim_mean_init": mean_dim[records[0]["epoch"]],
+        "rec_dim_mean_compact": NOT_AVAILABLE if compact is None else mean_dim[compact],
+        "rec_energy_pct": round(100 * params.energy),
+    }
+    return values | agreement_values(agreement)
 
 
 def agreement_values(agreement: dict | None) -> dict[str, object]:
@@ -896,9 +975,10 @@ def inflation_glue_values(params: ModularParams, chapter: dict) -> dict[str, obj
     numbers and short status words (no sentences).
 
     ``chapter`` holds ``summary`` (:func:`inflation_summary`), ``arms``, ``histories``, ``curves``
-    and ``spectra`` (per arm), and the chapter's ``collapse_threshold``, ``loose_level`` and
-    ``frequency_share``; and ``recorded`` (:func:`corelib.experiments.paper_scale.recorded_inflation`,
-    None when no paper-scale run is recorded) with ``agreement``
+    and ``spectra`` (per arm), and the chapter's ``collapse_threshold``, ``middle_level`` and
+    ``loose_level`` (thresholds of the necessary rank besides 2/p) and ``frequency_share``; and
+    ``recorded`` (:func:`corelib.experiments.paper_scale.recorded_inflation`, None when no
+    paper-scale run is recorded) with ``agreement``
     (:func:`corelib.experiments.paper_scale.inflation_agreement`).
     """
     summary, curves = chapter["summary"], chapter["curves"]
@@ -911,10 +991,13 @@ def inflation_glue_values(params: ModularParams, chapter: dict) -> dict[str, obj
         "span": end - start,
         "grok_threshold": params.grok_threshold,
         "branch_epoch": params.branch_epoch,
+        "branch_weight_decay": params.branch_weight_decay,
+        "dropout": params.dropout,
         "long_epochs": params.long_epochs,
         "paper_long_epochs": ModularParams().long_epochs,
         "n_models": len(params.seeds),
         "collapse_threshold": chapter["collapse_threshold"],
+        "middle_level": chapter["middle_level"],
         "loose_level": loose,
         "chance_level": params.chance_level,
         "frequency_share": chapter["frequency_share"],
@@ -942,14 +1025,21 @@ def _recorded_values(
     recorded: dict | None, agreement: dict | None, collapse_threshold: float = 0.9
 ) -> dict[str, object]:
     """The recorded paper-scale run as the core-inflation chapter quotes it (``rec_*``): the means
-    of each arm at the branch and at the end, growth factors, necessary-minus-sufficient gaps and
-    training collapses per model after the branch (:func:`collapse_summary`; NaN without a
-    record), the run's name, settings, size and training time, and how this build's snapshots
-    compare with it (``n/a`` without one)."""
+    of each arm at the branch and at the end, growth factors, how far the weight-decay arm's core
+    dimension lies below the paper's at both ends (percent of the paper's value), when the mean
+    core dimension has grown halfway and nine tenths of the way (:func:`growth_epoch`; for the
+    arm without weight decay, in epochs after the branch), necessary-minus-sufficient gaps,
+    training collapses per model after the branch (:func:`collapse_summary`), the most rotational
+    modes there can be, the dropout and the number of test pairs (NaN without a record); the
+    run's name, settings, size and training time, and how this build's snapshots compare with it
+    (``n/a`` without one)."""
     nan = float("nan")
     names = [f"rec_{arm}_{k}_{when}" for arm in ("wd", "no") for k in _RECORDED_KEYS for when in ("start", "end")]
     names += ["rec_wd_growth", "rec_no_growth", "rec_wd_gap_start", "rec_wd_gap_end", "rec_no_gap_end"]
     names += ["rec_wd_collapses", "rec_no_collapses"]
+    names += ["rec_wd_start_below_paper_pct", "rec_wd_end_below_paper_pct"]
+    names += ["rec_wd_growth_half_epoch", "rec_wd_growth_90_epoch", "rec_no_growth_90_after"]
+    names += ["rec_modes_max", "rec_dropout", "rec_n_test"]
     about = ("source", "settings", "seeds", "hours", "threads", "cpu", "start", "end")
     if recorded is None:
         return {name: nan for name in names} | {f"rec_{k}": NOT_AVAILABLE for k in about} | agreement_values(None)
@@ -972,6 +1062,22 @@ def _recorded_values(
         hist = history_until(recorded["histories"][arm], summary["end"])
         stats = collapse_summary(hist, summary["start"], summary["end"], collapse_threshold)
         values[f"rec_{short}_collapses"] = stats["per_model"]
+    start, end, params = summary["start"], summary["end"], recorded["params"]
+
+    def grown(arm: str, share: float) -> int | None:
+        return _mean_growth_epoch(recorded["arms"][arm], start, end, share)
+
+    no_90 = grown("no_wd", 0.9)
+    values |= {
+        "rec_wd_start_below_paper_pct": 100 * (1 - wd["core_dim_start"] / claim("inflation.core_dim_grok").value),
+        "rec_wd_end_below_paper_pct": 100 * (1 - wd["core_dim_end"] / claim("inflation.core_dim_end").value),
+        "rec_wd_growth_half_epoch": _or_nan(grown("wd", 0.5)),
+        "rec_wd_growth_90_epoch": _or_nan(grown("wd", 0.9)),
+        "rec_no_growth_90_after": nan if no_90 is None else no_90 - start,
+        "rec_modes_max": params.p // 2,
+        "rec_dropout": params.dropout,
+        "rec_n_test": len(make_data(params)["test"][1]),
+    }
     machine = prov.get("machine", {})
     values |= {
         "rec_source": recorded["source"],
@@ -980,7 +1086,12 @@ def _recorded_values(
         "rec_hours": sum(t for t in (prov.get("training_seconds") or {}).values() if t) / 3600,
         "rec_threads": machine.get("logical_cpus", NOT_AVAILABLE),
         "rec_cpu": machine.get("cpu", NOT_AVAILABLE),
-        "rec_start": summary["start"],
-        "rec_end": summary["end"],
+        "rec_start": start,
+        "rec_end": end,
     }
     return values | agreement_values(agreement)
+
+
+def _or_nan(value: int | None) -> float | int:
+    """``value``, NaN for None (a number to glue either way)."""
+    return float("nan") if value is None else value

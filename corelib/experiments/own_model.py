@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from scipy.special import expit
 
-from .._checks import check_settings
+from .._checks import check_seed, check_settings
 from ..ace import Core, MomentAccumulator, extract_from_model
 from ..compare import principal_angles
 from ..interventions import MODES
@@ -105,7 +105,10 @@ class OwnModelParams:
         if int(self.layer_stride) != self.layer_stride or self.layer_stride < 1:
             raise ValueError(f"layer_stride must be a positive integer, got {self.layer_stride}")
         if min(self.probe_l2, *self.probe_l2_grid) <= 0:
-            raise ValueError("probe penalties must be positive: without one a separable training set has no optimum")
+            raise ValueError(
+                "OwnModelParams: probe_l2 and probe_l2_grid must be positive penalties: without one a separable "
+                f"training set has no optimum; got {self.probe_l2!r} and {list(self.probe_l2_grid)}."
+            )
         if self.batch_size < 1 or self.n_examples < 1:
             raise ValueError(f"batch_size and n_examples must be positive, got {self.batch_size}, {self.n_examples}")
         # two prompts per phrase or number at least, so that both halves of each split hold some
@@ -121,6 +124,14 @@ class OwnModelParams:
             )
         if self.agreement_layer is not None and int(self.agreement_layer) != self.agreement_layer:
             raise ValueError(f"agreement_layer must be None or a layer index, got {self.agreement_layer!r}.")
+
+        for name in ("tense_seed", "dataset_seed"):
+            check_seed("OwnModelParams", name, getattr(self, name))
+        if not all(isinstance(m, str) and m for m in (self.tense_model, *self.models)):
+            raise ValueError(
+                f"OwnModelParams: tense_model and models must be model names (strings), got {self.tense_model!r} "
+                f"and {list(self.models)}."
+            )
 
     @classmethod
     def from_namespace(cls, namespace: dict) -> OwnModelParams:

@@ -30,6 +30,7 @@ import torch
 from scipy import stats
 from tqdm.auto import tqdm
 
+from .._checks import check_seed, check_settings
 from ..ace import Core, MomentAccumulator
 from ..interventions import MODES, intervention_hook
 from ..lm import Batch, LanguageModel, load_model
@@ -51,6 +52,7 @@ __all__ = [
     "claim_values",
     "flip_demo",
     "flip_demo_table",
+    "model_facts",
     "sampling_table",
     "number_word_counterparts",
     "paper_deviations",
@@ -148,6 +150,22 @@ class SVAParams:
         object.__setattr__(self, "gate_grid", tuple(sorted({float(g) for g in self.gate_grid})))
         for g in (self.gate, *self.gate_grid):
             SteeringConfig(gate=g)  # a clear error for a gate outside [0, 1]
+
+        check_settings(
+            "SVAParams",
+            integers={
+                k: getattr(self, k)
+                for k in ("n_per_number", "batch_size", "max_new_tokens", "control_new_tokens", "n_display", "top_k")
+            },
+            positive={"temperature": self.temperature, "probe": self.probe, "eps": self.eps},
+            non_negative={"epsilon": self.epsilon, "n_samples": self.n_samples},
+        )
+        if self.cap is not None:
+            check_settings("SVAParams", positive={"cap": self.cap})
+        for name in ("dataset_seed", "generation_seed"):
+            check_seed("SVAParams", name, getattr(self, name))
+        if not all(isinstance(m, str) and m for m in self.models):
+            raise ValueError(f"SVAParams: models must be model names (strings), got {list(self.models)}.")
 
     @classmethod
     def from_namespace(cls, namespace: dict) -> SVAParams:
@@ -459,6 +477,12 @@ def analyse_model(lm: LanguageModel, ds: SVADataset, params: SVAParams, *, progr
     }
 
 
+def model_facts(lm: LanguageModel) -> dict[str, int]:
+    """What the chapter says of a model beyond the sweep's layers and width: its vocabulary size
+    (the rows of its input embedding)."""
+    return {"vocab_size": int(lm.hf.get_input_embeddings().num_embeddings)}
+
+
 def core_of(analysis: dict) -> Core:
     """The chosen layer's core of a saved analysis."""
     c = analysis["core"]
@@ -678,6 +702,8 @@ def run(params: SVAParams | None = None, *, progress: bool = True) -> dict:
             return loaded[0]
 
         analysis = compute_once(analysis_path, lambda: analyse_model(lm(), ds, params, progress=progress))
+        # stored beside the sweep (not in it), so sweeps stored before it was recorded stay valid
+        analysis.update(compute_once(sweep_dir / "model.json", lambda: model_facts(lm())))
         analysis["steering"] = compute_once(
             steering_path, lambda analysis=analysis: steering_run(lm(), analysis, params, progress=progress)
         )
@@ -935,6 +961,7 @@ def _steering_values(params: SVAParams, summary: dict) -> dict[str, object]:
         "grid_inv_max": _nan_max(r["inversion rate"] for m in models for r in gate_table(m["steering"])),
         "gate_grid_text": ", ".join(f"{g:g}" for g in params.gates),
         "inv_min": _nan_min(m["steering"]["inversion"]["rate"] for m in models),
+        "inv_max": _nan_max(m["steering"]["inversion"]["rate"] for m in models),
         "decisions_total": int(sum(m["steering"]["inversion"]["decisions"] for m in models)),
         "strict_min": _nan_min(m["steering"]["inversion"]["rate_clean_verbs"] for m in models),
         "free_total": sum(c["decision_free"] for c in controls),
@@ -958,6 +985,35 @@ def _example_values(summary: dict, ds: SVADataset) -> dict[str, object]:
         "ex_model": first["model"],
         "ex_base": first["margins"]["baseline"][example],
         "ex_flip": first["margins"]["flip"][example],
+    }
+
+
+def _thousands(n: int) -> str:
+    """``49152`` -> ``"49 152"``: digits grouped by three, as the book writes large counts."""
+    return f"{n:,}".replace(",", " ")
+
+
+def _model_values(summary: dict) -> dict[str, object]:
+    """The models' sizes, each a list in the order of ``model_list``."""
+    models = summary["models"]
+    return {
+        "vocab_sizes": ", ".join(_thousands(m["vocab_size"]) for m in models),
+        "layer_counts": ", ".join(str(m["n_layers"]) for m in models),
+        "widths": ", ".join(str(m["d_model"]) for m in models),
+        "params_millions": ", ".join(f"{m['n_params'] / 1e6:.0f}" for m in models),
+    }
+
+
+def _flip_demo_values(summary: dict) -> dict[str, float]:
+    """The paper's single prompt flipped in our models: the least factor by which P(is) falls, and
+    the range of P(are) after the flip."""
+    demo = [
+        next(r for r in m["steering"]["flip_demo"] if r["prompt"] == FLIP_DEMO_PROMPTS[0]) for m in summary["models"]
+    ]
+    return {
+        "key_is_fall_min": min(d["baseline"]["is"] / d["flip"]["is"] if d["flip"]["is"] else np.inf for d in demo),
+        "key_are_flip_min": min(d["flip"]["are"] for d in demo),
+        "key_are_flip_max": max(d["flip"]["are"] for d in demo),
     }
 
 
@@ -987,6 +1043,8 @@ def glue_values(params: SVAParams, summary: dict, ds: SVADataset) -> dict[str, o
             f"paper_{key}": f"{claim(f'sva.key_{key}').value:g}"
             for key in ("is_base", "is_flip", "are_base", "are_flip")
         },
+        **_model_values(summary),
+        **_flip_demo_values(summary),
         **_example_values(summary, ds),
         **_steering_values(params, summary),
     }
