@@ -30,10 +30,12 @@ from typing import Any
 
 import torch
 
+from corelib import agreement
+from corelib.agreement import Agreement
 from corelib.engine import snapshot_epochs, training_seconds
 from corelib.experiments import clock, modular, paper_scale
 from corelib.experiments.grokking_sweeps import SweepsParams
-from corelib.recorded import compare_values, provenance, recorded_path
+from corelib.recorded import provenance, recorded_path
 from corelib.results import fresh_results_root, save_json
 from corelib.sweeps import condition_dir, load_record, run_condition
 
@@ -133,12 +135,17 @@ def _verify_core_inflation(record: dict, epochs: int, tolerance: float) -> list[
     if epochs not in snapshots:  # a horizon between snapshots would add one the record does not have
         raise SystemExit(f"--epochs must be a recorded snapshot after the branch, e.g. {snapshots[:5]}; got {epochs}.")
     sample = modular.ModularParams(**{**asdict(params), "epochs": min(params.epochs, epochs), "long_epochs": epochs})
-    problems = []
+    kept, fresh = {}, {}
     for arm in modular.ARMS:
-        fresh = modular.without_operators(modular.analyse_arm(sample, arm, epochs))
-        kept = modular.without_operators([r for r in record["arms"][arm] if r["epoch"] <= epochs])
-        problems += compare_values(kept, fresh, tolerance, f"{arm}")
-    return problems
+        fresh[arm] = modular.without_operators(modular.analyse_arm(sample, arm, epochs))
+        kept[arm] = modular.without_operators([r for r in record["arms"][arm] if r["epoch"] <= epochs])
+    return agreement.compare(
+        kept,
+        fresh,
+        {k: v for arm in kept for k, v in agreement.snapshot_groups(kept[arm], arm).items()},
+        {k: v for arm in fresh for k, v in agreement.snapshot_groups(fresh[arm], arm).items()},
+        tolerance=tolerance,
+    )
 
 
 # ---------------------------------------------------------------- grokking sweeps
@@ -264,7 +271,14 @@ def _verify_grokking_sweeps(record: dict, label: str, n_seeds: int | None, toler
     fresh = run_condition(cond, seeds, params.config(cap), progress=True)
     # A condition shared by both sweeps is recorded twice, with the same records.
     kept = {r["seed"]: r for r in record["records"] if r["condition"] == fresh[0]["condition"] and r["seed"] in seeds}
-    return compare_values([kept.get(s) for s in seeds], fresh, tolerance, cond.label())
+    kept = [kept.get(s) for s in seeds]
+    return agreement.compare(
+        {cond.label(): kept},
+        {cond.label(): fresh},
+        agreement.seed_record_groups(kept, SEED_TIMES, cond.label()),
+        agreement.seed_record_groups(fresh, SEED_TIMES, cond.label()),
+        tolerance=tolerance,
+    )
 
 
 # ---------------------------------------------------------------- the clock of core inflation
@@ -323,7 +337,7 @@ def _verify_inflation_clock(record: dict, epochs: int, tolerance: float) -> list
             f"--epochs must be a recorded snapshot of the kept run up to the branch or of the removed arm after it, "
             f"e.g. {snapshots[:3]} ... {snapshots[-3:]}; got {epochs}."
         )
-    return clock.record_agreement(params, record, epochs, tolerance=tolerance)["differences"]
+    return clock.record_agreement(params, record, epochs, tolerance=tolerance)["agreement"]
 
 
 # ---------------------------------------------------------------- shared
@@ -362,6 +376,9 @@ def export(name: str, profile: str = "paper", root: Path | str | None = None, lo
     return folder
 
 
+SEED_TIMES = ("t_mem", "t_gen", "delay")  # a sweep seed's record: the quantities the claims rest on
+
+
 def verify(
     name: str,
     profile: str = "paper",
@@ -371,8 +388,9 @@ def verify(
     seeds: int | None = None,
     tolerance: float = 1e-6,
     root: Path | str | None = None,
-) -> list[str]:
-    """Re-derive a sample of a record from scratch; returns the differences (empty: it matches)."""
+) -> Agreement:
+    """Re-derive a sample of a record from scratch and compare it with the record, exactly and at
+    the level of the claims (:mod:`corelib.agreement`)."""
     from corelib.recorded import load_recorded
 
     record = load_recorded(name, profile, root)
@@ -500,10 +518,35 @@ def main(argv: list[str] | None = None) -> int:
     took = time.perf_counter() - t0
     info = provenance(args.name, args.profile)
     print(f"re-derived a sample of {args.name} ({args.profile}, recorded at {info['code']}) in {took:.0f} s")
-    for p in problems[:50]:
-        print("  differs:", p)
-    print("matches the record" if not problems else f"{len(problems)} differences")
-    return 0 if not problems else 1
+    _report(problems, info.get("machine", {}).get("cpu", "?"), machine().get("cpu", "?"))
+    return 0 if problems.agrees else 1
+
+
+def _report(result: Agreement, recorded_on: str, here: str) -> None:
+    """What ``verify`` prints: the exact comparison, then the comparison at the level of the claims."""
+    if result.identical:
+        print(f"bit-identical: all {result.n_values} values equal the record's (this machine rounds as the record's)")
+    else:
+        print(
+            f"not bit-identical: {len(result.differences)} of {result.n_values} values moved (recorded on "
+            f"{recorded_on}, re-derived on {here}); the first: {result.differences[0]}"
+        )
+    n = len(result.quantities)
+    print(
+        f"per seed, {result.n_moved} of {n} quantities moved; the largest change of a mean is "
+        f"{result.largest_z:.2f} seed standard errors"
+    )
+    for q in result.quantities if len(result.quantities) <= 12 else result.beyond:
+        print(
+            f"  {q.name}: mean {q.recorded.mean():.6g} recorded, {q.rederived.mean():.6g} re-derived "
+            f"(seed s.e. {q.seed_error:.3g}, allowed {q.allowed:.3g}; Welch t = {q.t:.2f}, p = {q.p:.2g})"
+            + ("" if q.agrees else "  <- beyond the envelope")
+        )
+    print(
+        "agrees with the record: every quantity within its envelope"
+        if result.agrees
+        else f"differs from the record: {len(result.beyond)} quantities moved beyond their envelope"
+    )
 
 
 if __name__ == "__main__":

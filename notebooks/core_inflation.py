@@ -46,12 +46,13 @@
 # **Time**: about 40 minutes to read, 100 with the exercises. {glue:text}`cost`
 # ```
 #
-# The previous chapter stopped shortly after grokking, when the cores were compact. What happens
-# if training simply continues? The paper trained the same three models for 20 000 epochs and
-# reports that under weight decay the cores keep **growing**, from about 15 to about 60
-# dimensions, while the number of dimensions the models actually *need* stays put: the growth is
-# redundancy. At the same time the shift operator collects rotational modes, up to nearly all
-# $\lfloor p/2 \rfloor = 26$. The experiment (the paper's Figure 3) has two arms:
+# The previous chapter stopped shortly after grokking, when the {term}`cores <core>` were compact.
+# What happens if training simply continues? The paper trained the same three models for 20 000
+# epochs and reports that under {term}`weight decay` the cores keep **growing**, from about 15 to
+# about 60 dimensions, while the number of dimensions the models actually *need* stays put: the
+# growth is redundancy. At the same time the {term}`shift operator` collects
+# {term}`rotational modes <rotational mode>`, up to nearly all $\lfloor p/2 \rfloor = 26$. The
+# experiment (the paper's Figure 3) has two {term}`arms <arm>`:
 #
 # - **weight decay kept** continues the run of the previous chapter;
 # - **weight decay removed** is a copy of the same models at epoch {glue:text}`branch_epoch`,
@@ -61,8 +62,8 @@
 # steps move every weight by about the learning rate. The chapter {doc}`inflation_clock` adds
 # the missing control, an arm that restarts the optimizer and keeps the decay.
 #
-# Training that long takes hours on a CPU, so this chapter first shows a recorded run at the
-# paper's settings, then trains the same models over a short stretch after the branch and
+# Training that long takes hours on a CPU, so this chapter first shows a {term}`recorded run` at the
+# paper's settings, then trains the same models over a short stretch after the {term}`branch` and
 # uses the trained weights to look at how the ranks are read: removal curves, loss spikes and
 # the Fourier content of the representation.
 
@@ -111,11 +112,11 @@ params = modular.ModularParams.from_namespace(globals())
 # %% [markdown]
 # ## At the paper's horizon: a recorded run
 #
-# The `paper` profile trains both arms for the paper's {glue:text}`paper_long_epochs` epochs.
+# The `paper` {term}`profile` trains both arms for the paper's {glue:text}`paper_long_epochs` epochs.
 # It was run once ({glue:text}`rec_hours:.1f` hours on {glue:text}`rec_threads` threads of an
-# {glue:text}`rec_cpu`), and its analysed snapshots are kept in the repository. The figure below
-# is the {glue:text}`rec_source`, with {glue:text}`rec_seeds` seeds; its settings differ from
-# the paper's in: {glue:text}`rec_settings`.
+# {glue:text}`rec_cpu`), and its analysed {term}`snapshots <snapshot>` are kept in the repository.
+# The figure below is the {glue:text}`rec_source`, with {glue:text}`rec_seeds` seeds; its settings
+# differ from the paper's in: {glue:text}`rec_settings`.
 
 # %%
 recorded = paper_scale.recorded_inflation()
@@ -155,17 +156,17 @@ plt.close(fig)
 # of the growth is there {glue:text}`rec_no_growth_90_after` epochs after the branch, where the
 # optimizer restarted.
 #
-# **(B) Mostly redundancy, not only redundancy.** The paper finds that the sufficient dimension,
-# what a model needs to keep its accuracy, stays stable while the necessary dimension, what must
-# be removed before accuracy falls to chance, grows. Here, with weight decay, the sufficient
-# dimension goes from {glue:text}`rec_wd_sufficient_rank_start:.1f` to
-# {glue:text}`rec_wd_sufficient_rank_end:.1f` instead of staying stable
-# ({claim}`inflation.sufficient_stable <differs>`). The necessary dimension grows far more, so
-# the gap between the two, directions the model does not need but whose removal still matters,
-# grows from {glue:text}`rec_wd_gap_start:.1f` to {glue:text}`rec_wd_gap_end:.1f`: redundancy
-# is most of the inflation, as the paper says, but the models also come to need more
-# directions. Without weight decay the sufficient dimension stays near its start
-# ({glue:text}`rec_no_sufficient_rank_end:.1f` at the end).
+# **(B) Mostly redundancy, not only redundancy.** The paper finds that the
+# {term}`sufficient dimension <sufficient rank>`, what a model needs to keep its accuracy, stays
+# stable while the {term}`necessary dimension <necessary rank>`, what must be removed before
+# accuracy falls to chance, grows. Here, with weight decay, the sufficient dimension goes from
+# {glue:text}`rec_wd_sufficient_rank_start:.1f` to {glue:text}`rec_wd_sufficient_rank_end:.1f`
+# instead of staying stable ({claim}`inflation.sufficient_stable <differs>`). The necessary
+# dimension grows far more, so the gap between the two, directions the model does not need but whose
+# removal still matters, grows from {glue:text}`rec_wd_gap_start:.1f` to
+# {glue:text}`rec_wd_gap_end:.1f`: redundancy is most of the {term}`inflation <core inflation>`, as
+# the paper says, but the models also come to need more directions. Without weight decay the
+# sufficient dimension stays near its start ({glue:text}`rec_no_sufficient_rank_end:.1f` at the end).
 #
 # **(C) More rotations.** With weight decay the shift operators gain rotational modes, from
 # {glue:text}`rec_wd_modes_start:.1f` to {glue:text}`rec_wd_modes_end:.1f` of the
@@ -180,8 +181,8 @@ plt.close(fig)
 # doing the task.
 #
 # The chapter {doc}`grokking_theory` explains the trend with weight decay: with many equivalent
-# Fourier modes available, weight decay lowers the weight norm by spreading the same margin over
-# as many of them as it can, and without weight decay nothing rewards the spreading.
+# Fourier modes available, weight decay lowers the weight norm by spreading the same {term}`margin`
+# over as many of them as it can, and without weight decay nothing rewards the spreading.
 #
 # ## This build: the same models over a short stretch
 #
@@ -218,8 +219,15 @@ plt.close(fig)
 # {glue:text}`rec_same_models`). At the {glue:text}`rec_n_compared` snapshots both have, the
 # number of analysed values that differ from the record is {glue:text}`rec_n_differences`, of
 # which {glue:text}`rec_n_rank_differences` are ranks, core dimensions or mode lists (the first
-# difference: {glue:text}`rec_first_difference`). The previous chapter says why a build on
-# another machine or thread count drifts away from the record; the longer the run, the further.
+# difference: {glue:text}`rec_first_difference`).
+# Compared as the claims are, over the models rather than value by value: of the
+# {glue:text}`rec_n_quantities` quantities measured per model at those snapshots (a rank, an
+# accuracy, a mode count at one epoch), {glue:text}`rec_n_moved` moved in at least one model, and
+# {glue:text}`rec_n_beyond` moved in their mean over the models by more than the larger of
+# {glue:text}`seed_errors` seed standard errors and, for a whole number, one unit; the largest
+# move of a mean is {glue:text}`rec_largest_z` standard errors.
+# The previous chapter says why a build on another machine or thread count drifts away from the
+# record value by value; the longer the run, the further.
 #
 # At the branch the cores have {glue:text}`wd_core_dim_start:.1f` dimensions on average. At
 # epoch {glue:text}`end` those trained with weight decay have {glue:text}`wd_core_dim_end:.1f`

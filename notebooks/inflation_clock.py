@@ -40,25 +40,26 @@
 # ```
 #
 # The paper ends with two ideas that it does not test. This chapter tests both with the
-# machinery of the previous ones: the same modular-addition models, seeds and snapshot
-# analysis as the chapter on core inflation.
+# machinery of the previous ones: the same modular-addition models, seeds and {term}`snapshot`
+# analysis as the chapter on {term}`core inflation`.
 #
 # 1. **The clock.** The grokking theory of the paper says that its relaxation time scales as
-#    $\Omega \propto (\eta\omega)^{-1}$, learning rate times weight decay. The reason is
+#    $\Omega \propto (\eta\omega)^{-1}$, learning rate times {term}`weight decay`. The reason is
 #    mechanical: AdamW multiplies every weight by $1 - \eta\omega$ at each step, so after $n$
-#    steps the decay has acted for a rescaled time $\tau = \eta\omega n$. If core inflation runs
-#    on the same clock, runs at different $(\eta, \omega)$ fall on one curve when plotted
+#    steps the decay has acted for a {term}`rescaled time` $\tau = \eta\omega n$. If core inflation
+#    runs on the same clock, runs at different $(\eta, \omega)$ fall on one curve when plotted
 #    against $\tau$, and a run at six times the paper's $\eta\omega$ reaches the paper's
 #    20 000-epoch state ($\tau = 60$) in a sixth of the epochs.
-# 2. **The interpretability window.** The paper proposes to anneal weight decay toward zero
-#    shortly after the models grok, to keep the compact core that forms there. It only ran an
-#    abrupt switch at epoch 900. Here the run branches at grokking into weight decay kept,
-#    removed at once, annealed linearly to zero over two spans, and removed late, after the core
-#    has grown: does a late removal deflate it again?
+# 2. **The {term}`interpretability window`.** The paper proposes to anneal weight decay toward zero
+#    shortly after the models {term}`grok <grokking>`, to keep the compact {term}`core` that forms
+#    there. It only ran an abrupt switch at epoch 900. Here the run {term}`branches <branch>` at
+#    grokking into weight decay kept, removed at once, annealed linearly to zero over two spans, and
+#    removed late, after the core has grown: does a late removal deflate it again?
 #
-# These are findings of this book, not claims of the paper: the claims page lists them in a
-# section of their own. With {glue:text}`n_seeds` seeds per setting the chapter can show a large
-# effect and its direction, not pin down a small one, and it says so where it matters.
+# These are {term}`findings <finding>` of this book, not {term}`claims <claim>` of the paper: the
+# claims page lists them in a section of their own. With {glue:text}`n_seeds` seeds per setting the
+# chapter can show a large effect and its direction, not pin down a small one, and it says so where
+# it matters.
 
 # %% tags=["parameters"]
 p = 53
@@ -111,10 +112,11 @@ params = clock.ClockParams.from_namespace(globals())
 # decay throughout, and analyses its snapshots as the core-inflation chapter does. A pair's
 # snapshots follow the paper's schedule scaled to its clock (every {glue:text}`snapshot_unit`
 # epochs at the paper's $\eta\omega$, $k$ times as often at $k$ times it), so every run is looked
-# at the same number of times per unit of $\tau$. The recorded paper-scale run of the
-# core-inflation chapter joins the comparison with its full {glue:text}`recorded_epochs` epochs
-# (to $\tau =$ {glue:text}`recorded_tau_end`) and stands for the paper's $(\eta, \omega)$. This
-# build's settings have {glue:text}`n_pairs` pairs, each run to $\tau =$ {glue:text}`horizon`.
+# at the same number of times per unit of $\tau$. The
+# {term}`recorded paper-scale run <recorded run>` of the core-inflation chapter joins the comparison
+# with its full {glue:text}`recorded_epochs` epochs (to $\tau =$ {glue:text}`recorded_tau_end`) and
+# stands for the paper's $(\eta, \omega)$. This build's settings have {glue:text}`n_pairs` pairs,
+# each run to $\tau =$ {glue:text}`horizon`.
 
 # %%
 recorded = paper_scale.recorded_inflation()
@@ -167,7 +169,7 @@ display(clock.runs_table(summary["clock"]))
 display(clock.collapse_table(summary["clock"]))
 
 # %% [markdown]
-# For the core dimension the ratio is {glue:text}`ratio_core_dim` (seed noise
+# For the {term}`core dimension` the ratio is {glue:text}`ratio_core_dim` (seed noise
 # {glue:text}`noise_core_dim`): rescaling to $\tau$ does not bring the runs onto one curve
 # ({claim}`clock.tau_collapse <does not hold>`); it moves them further apart
 # ({claim}`clock.tau_separates <holds>`). The next table says why, by setting each faster run
@@ -197,7 +199,7 @@ display(clock.same_product_table(summary["clock"]))
 # %% [markdown]
 # ## The interpretability window
 #
-# The window's arms run on the clock of {glue:text}`window_pair`. They branch at epoch
+# The window's {term}`arms <arm>` run on the clock of {glue:text}`window_pair`. They branch at epoch
 # {glue:text}`window_grok` ($\tau =$ {glue:text}`window_tau_grok`), the first snapshot at
 # which every model has grokked (test accuracy at least the threshold), with a fresh
 # optimizer as in the paper's arm; the late removal branches from the kept run where $\tau$
@@ -256,8 +258,8 @@ display(clock.window_table(summary["window"]))
 # stops and the learning rate alone drives the weights, {glue:text}`window_lr_ratio:g` times the
 # paper's here; and the fast clock's kept run barely inflates by $\tau =$
 # {glue:text}`window_horizon:g`, so there is little inflation for the window to prevent. Whether
-# the window works on the paper's own clock is the question the `paper` profile of this chapter
-# answers (the same arms on the paper's clock, over the paper's full run); that run is in
+# the window works on the paper's own clock is the question the `paper` {term}`profile` of this
+# chapter answers (the same arms on the paper's clock, over the paper's full run); that run is in
 # progress, and this section will say what it shows when it is recorded.
 
 # %% [markdown]
@@ -293,8 +295,13 @@ display(clock.window_table(summary["window"]))
 # ({glue:text}`checked_snapshots` snapshots), and {glue:text}`differences` of the numbers
 # compared differ from the record by more than $10^{-6}$. The re-derivation can match the record
 # exactly only on a CPU whose kernels round as the record's did; on another, they round the last
-# bits differently and training amplifies them, so per-seed numbers move while the statistics
-# above stay (a comparison at the level of the findings is the next step for this check). Any
+# bits differently and training amplifies them, so per-seed numbers move. The check that matters
+# is therefore made at the level of the findings, over the seeds (`corelib.agreement`): of the
+# {glue:text}`checked_quantities` quantities measured per seed at those snapshots,
+# {glue:text}`quantities_moved` moved in at least one seed and {glue:text}`quantities_beyond`
+# moved in their mean over the seeds by more than the larger of {glue:text}`seed_errors` seed
+# standard errors and, for a whole number, one unit; the largest move of a mean was
+# {glue:text}`largest_z` standard errors. Any
 # other settings are trained and analysed here. The paper profile is advanced in pieces and
 # carried between machines with `python -m acebook.paper_runs advance inflation_clock --window`
 # and `pack` / `unpack`.

@@ -40,14 +40,15 @@
 # **Time**: about 35 minutes to read, 80 with the exercises. {glue:text}`cost`
 # ```
 #
-# Transformers trained on $a + b \equiv c \pmod p$ famously **grok** {cite:p}`power2022grokking`:
-# they fit the training pairs early, sit at chance on the held-out pairs for hundreds of epochs,
-# and then suddenly generalise. Earlier work found, by hypothesising it and then probing for it,
-# that the generalising solution is a Fourier "clock" {cite:p}`nanda2023progress`: the model
-# represents residues as rotations. The paper lets ACE find the computation without saying what
-# to look for. This chapter reproduces its Figure 2 and checks three claims:
+# Transformers trained on $a + b \equiv c \pmod p$ famously **{term}`grok <grokking>`**
+# {cite:p}`power2022grokking`: they fit the training pairs early, sit at chance on the held-out
+# pairs for hundreds of epochs, and then suddenly generalise. Earlier work found, by hypothesising
+# it and then probing for it, that the generalising solution is a Fourier "clock"
+# {cite:p}`nanda2023progress`: the model represents residues as rotations. The paper lets
+# {term}`ACE` find the computation without saying what to look for. This chapter reproduces its
+# Figure 2 and checks three {term}`claims <claim>`:
 #
-# 1. a low-dimensional core **forms at grokking**, together with the jump in test accuracy;
+# 1. a low-dimensional {term}`core` **forms at grokking**, together with the jump in test accuracy;
 # 2. after grokking that core is **necessary and sufficient**: keeping only it preserves accuracy,
 #    removing it drops accuracy to chance;
 # 3. a linear operator fitted to the "add one" shift in core coordinates has eigenvalues that
@@ -55,7 +56,7 @@
 #
 # Three two-block transformers are trained with the paper's settings, for
 # {glue:text}`epochs_run` of the paper's {glue:text}`paper_epochs` epochs: the models grok long
-# before that. The paper's full horizon is a recorded run of the next chapter, and the claims
+# before that. The paper's full horizon is a {term}`recorded run` of the next chapter, and the claims
 # are judged on it. One setting the paper does not state matters more than its silence
 # suggests: the models follow the reference implementation's layer, PyTorch's post-norm encoder
 # layer, which by default applies dropout 0.1 in training (this build: {glue:text}`dropout:g`).
@@ -113,9 +114,9 @@ UNUSED_HERE = (*modular.LONG_RUN_SETTINGS, "eval_every")
 # half by computing the sum. Chance accuracy is $1/p$.
 #
 # Each model has {glue:text}`n_layers` transformer blocks (width {glue:text}`d_model`,
-# {glue:text}`n_heads` heads, MLP width {glue:text}`d_ff`) and is trained with AdamW and weight
-# decay {glue:text}`weight_decay:g`. The three seeds share nothing but the data: each has its own
-# initialisation, data order and optimizer state.
+# {glue:text}`n_heads` heads, MLP width {glue:text}`d_ff`) and is trained with AdamW and
+# {term}`weight decay` {glue:text}`weight_decay:g`. The three seeds share nothing but the data: each
+# has its own initialisation, data order and optimizer state.
 
 # %%
 data = modular.make_data(params)
@@ -130,15 +131,15 @@ print(f"p = {p}: {n_train} training pairs, {n_test} test pairs, "
 # {glue:text}`snapshot_every` epochs on the test set:
 #
 # - **ACE** on the last-position output $\mathbf h$ of the last block, with the logits as
-#   target, and the **energy rank** that keeps {glue:text}`energy_pct` % of the activity ×
+#   target, and the **{term}`energy rank`** that keeps {glue:text}`energy_pct` % of the activity ×
 #   relevance energy;
-# - **causal ranks**: the *necessary* rank is the smallest rank, at least the energy rank, whose
-#   removal $\mathbf h - \mathbf P\mathbf h$ drops test accuracy to $2/p$; the *sufficient* rank
-#   is the smallest whose core-only model $\mathbf P\mathbf h$ keeps the model's accuracy (within
-#   0.001). The **core dimension** is the necessary rank. Both are found by trying ranks in
-#   increasing order;
-# - a **shift operator**: the mean core coordinate $\bar{\mathbf r}_c$ of the test examples with
-#   answer $c$, and the least-squares operator with
+# - **causal ranks**: the *{term}`necessary rank`* is the smallest rank, at least the energy rank,
+#   whose removal $\mathbf h - \mathbf P\mathbf h$ drops test accuracy to $2/p$; the
+#   *{term}`sufficient rank`* is the smallest whose core-only model $\mathbf P\mathbf h$ keeps the
+#   model's accuracy (within 0.001). The **{term}`core dimension`** is the necessary rank. Both are
+#   found by trying ranks in increasing order;
+# - a **{term}`shift operator`**: the mean core coordinate $\bar{\mathbf r}_c$ of the test examples
+#   with answer $c$, and the least-squares operator with
 #   $\bar{\mathbf r}_{(c+1) \bmod p} \approx \mathbf A \bar{\mathbf r}_c$. If the core adds by
 #   rotating, $\mathbf A$ is a rotation and its eigenvalues lie on the unit circle.
 #
@@ -194,8 +195,8 @@ for name, value in values.items():
 # {glue:text}`grok_epoch` (the paper: about 800); at the last epoch the lowest test accuracy is
 # {glue:text}`final_acc_min:.3f`. For most of the time before that they had fitted the
 # training half while scoring near chance on the test half. The models grok at different times, so panel C
-# and the numbers below take each model at its own epochs: before grokking (the snapshot
-# nearest half its grokking epoch: {glue:text}`epoch_before`), at grokking
+# and the numbers below take each model at its own epochs: before grokking (the {term}`snapshot`
+# nearest half its {term}`grokking epoch`: {glue:text}`epoch_before`), at grokking
 # ({glue:text}`epoch_at`) and at the end ({glue:text}`epoch_after`). The cores have
 # {glue:text}`dim_before` dimensions before, {glue:text}`dim_at` at grokking and
 # {glue:text}`dim_after` at the end. Before epoch {glue:text}`first_refined` every core
@@ -226,7 +227,7 @@ for name, value in values.items():
 # per added unit. For the operator to return to its start after $p$ steps, $\theta$ must be a
 # multiple of $2\pi/p$: $\theta = 2\pi k/p$ for a **frequency** $k$. Conjugate pairs
 # $e^{\pm i\theta}$ are one rotation, so frequencies $k$ and $p-k$ count once; there are
-# $\lfloor p/2 \rfloor$ possible non-zero frequencies. The **mode count** is the number of
+# $\lfloor p/2 \rfloor$ possible non-zero frequencies. The **{term}`mode count`** is the number of
 # distinct frequencies present. One frequency suffices to add mod $p$; the models use
 # {glue:text}`modes_before` before grokking, {glue:text}`modes_at` at grokking and {glue:text}`modes_after` at epoch
 # {glue:text}`epoch_after`, and they need not agree on which:
@@ -249,9 +250,15 @@ display(modular.phase_table(records, summary))
 # settings, longer horizon: {glue:text}`rec_same_models`). At the {glue:text}`rec_n_compared`
 # snapshots both have, the number of analysed values that differ from the record is
 # {glue:text}`rec_n_differences`, of which {glue:text}`rec_n_rank_differences` are ranks, core
-# dimensions or mode lists (the first difference: {glue:text}`rec_first_difference`). A run
-# that adds up its floating-point sums in the same order as the record's (same code, machine
-# and thread count) reproduces it exactly. Elsewhere the last bits differ, training amplifies
+# dimensions or mode lists (the first difference: {glue:text}`rec_first_difference`).
+# Compared as the claims are, over the models rather than value by value: of the
+# {glue:text}`rec_n_quantities` quantities measured per model at those snapshots (a rank, an
+# accuracy, a mode count at one epoch), {glue:text}`rec_n_moved` moved in at least one model, and
+# {glue:text}`rec_n_beyond` moved in their mean over the models by more than the larger of
+# {glue:text}`seed_errors` seed standard errors and, for a whole number, one unit; the largest
+# move of a mean is {glue:text}`rec_largest_z` standard errors.
+# A run that adds up its floating-point sums in the same order as the record's (same code,
+# machine and thread count) reproduces it exactly. Elsewhere the last bits differ, training amplifies
 # them, and the snapshots drift apart: the grokking epochs and most ranks stay, eigenvalues and
 # $R^2$ do not. The column "this build" of the table gives what this
 # chapter measured over its shorter horizon.

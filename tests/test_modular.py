@@ -350,13 +350,27 @@ def test_an_annealed_branch_ramps_the_decay_down_in_a_folder_of_its_own(tmp_path
 def test_the_chapters_glue_numbers_and_status_words_not_sentences():
     """What the chapters quote about the recorded run and the comparison with it: numbers, lists
     of numbers and short status words; the same names whether or not a run is recorded."""
-    agree = modular.agreement_values({"comparable": True, "n_snapshots": {"wd": 4, "no_wd": 3}, "differences": []})
+    from corelib import agreement
+
+    snapshots = [{"epoch": 100, "models": [{"core_dim": d, "test_acc": 0.9} for d in (13, 14, 15)]}]
+    moved = [{"epoch": 100, "models": [{"core_dim": d, "test_acc": 0.9} for d in (13, 14, 16)]}]
+    stats = agreement.compare(
+        snapshots, moved, agreement.snapshot_groups(snapshots, "wd"), agreement.snapshot_groups(moved, "wd")
+    )
+    agree = modular.agreement_values(
+        {"comparable": True, "n_snapshots": {"wd": 4, "no_wd": 3}, "differences": [], "agreement": stats}
+    )
     assert agree == {
         "rec_same_models": "yes",
         "rec_n_compared": 7,
         "rec_n_differences": 0,
         "rec_n_rank_differences": 0,
         "rec_first_difference": "none",
+        "rec_n_quantities": 2,  # core_dim and test_acc at epoch 100
+        "rec_n_moved": 1,
+        "rec_n_beyond": 0,  # a mean moved by a third of a unit: within one unit
+        "rec_largest_z": round((1 / 3) / (1 / 3**0.5), 2),  # sd 1 over three models
+        "seed_errors": agreement.SEED_ERRORS,
     }
     other = modular.agreement_values({"comparable": False, "n_snapshots": {"wd": 0}, "differences": []})
     assert other["rec_same_models"] == "no" and other["rec_n_compared"] == 0
@@ -370,13 +384,14 @@ def test_the_chapters_glue_numbers_and_status_words_not_sentences():
     differ = modular.agreement_values({"comparable": True, "n_snapshots": {"wd": 2}, "differences": differences})
     assert (differ["rec_n_differences"], differ["rec_n_rank_differences"]) == (5, 3)
     assert differ["rec_first_difference"].startswith("wd epoch 0.models[0].r2_heldout")
-    assert set(modular.agreement_values(None).values()) == {"n/a"}
+    assert set(modular.agreement_values(None).values()) == {"n/a", agreement.SEED_ERRORS}
     assert modular.settings_list(modular.ModularParams()) == "none"
     assert modular.settings_list(modular.ModularParams(long_epochs=1200)) == "long_epochs: 1200 (paper: 20000)"
     assert modular.settings_list(modular.ModularParams(long_epochs=1200), ignore=["long_epochs"]) == "none"
     empty = modular._recorded_values(None, None)
-    assert all(isinstance(v, float) and np.isnan(v) or v == "n/a" for v in empty.values())
-    assert set(modular._recorded_emergence_values(None, None).values()) == {"n/a"}
+    assert all(isinstance(v, float) and np.isnan(v) or v == "n/a" for k, v in empty.items() if k != "seed_errors")
+    emergence = modular._recorded_emergence_values(None, None)
+    assert {v for k, v in emergence.items() if k != "seed_errors"} == {"n/a"}
     assert modular._overlap([12, 27, 23], [12, 44, 14]) == "overlap"
     assert modular._overlap([40, 50, 45], [30, 35, 33]) == "do not overlap"
     assert modular._overlap([], [1]) == "overlap"

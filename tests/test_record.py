@@ -69,23 +69,27 @@ def test_core_inflation_is_exported_read_back_and_re_derived(results):
         == modular.inflation_summary(params, arms["wd"], arms["no_wd"])["wd"]["core_dim_end"]
     )
     agree = paper_scale.inflation_agreement(params, arms, shown)
-    assert agree == {
+    assert {k: agree[k] for k in ("comparable", "n_snapshots", "differences")} == {
         "comparable": True,
         "n_snapshots": {arm: len(arms[arm]) for arm in modular.ARMS},
         "differences": [],
     }
+    assert agree["agreement"].agrees and agree["agreement"].n_moved == 0
     other = modular.ModularParams.from_namespace({**chapter_parameters("core_inflation", "smoke"), "seeds": [7, 8]})
     assert paper_scale.inflation_agreement(other, arms, shown)["comparable"] is False
     assert paper_scale.recorded_inflation(results / "nothing", "smoke") is None
     # without a record the chapter glues the same names (its prose must resolve either way)
     assert set(modular._recorded_values(shown, agree)) == set(modular._recorded_values(None, None))
     # Re-derived from scratch (another results root): identical on this machine and code.
-    assert record.verify("core_inflation", "smoke", epochs=6, root=rec_root) == []
-    # A record that differs from what the code computes is reported ...
+    assert record.verify("core_inflation", "smoke", epochs=6, root=rec_root).identical
+    # A record that differs from what the code computes is reported: a rank one off in one model is
+    # within rounding's reach (not identical, still in agreement) ...
     changed = got["arms"]
     changed["wd"][1]["models"][0]["core_dim"] += 1
     save_json(folder / "arms.json", changed)
-    problems = record.verify("core_inflation", "smoke", epochs=6, root=rec_root)
+    result = record.verify("core_inflation", "smoke", epochs=6, root=rec_root)
+    assert result.agrees and not result.identical
+    problems = list(result.differences)
     assert problems == [
         f"wd[1].models[0].core_dim: recorded {changed['wd'][1]['models'][0]['core_dim']}, "
         f"re-derived {changed['wd'][1]['models'][0]['core_dim'] - 1}"
@@ -127,8 +131,8 @@ def test_grokking_sweeps_are_exported_and_a_condition_re_derived(results):
     assert paper_scale.recorded_sweeps(results / "nothing", "smoke") is None
     assert set(grokking_sweeps.recorded_glue_values(shown)) == set(grokking_sweeps.recorded_glue_values(None))
     label = params.p_conditions()[0].label()
-    assert record.verify("grokking_sweeps", "smoke", condition=label, seeds=1, root=rec_root) == []
-    assert record.verify("grokking_sweeps", "smoke", condition=label, root=rec_root) == []  # every seed
+    assert record.verify("grokking_sweeps", "smoke", condition=label, seeds=1, root=rec_root).identical
+    assert record.verify("grokking_sweeps", "smoke", condition=label, root=rec_root).identical  # every seed
     assert "--seeds" not in got["provenance"]["rederive"]  # the command re-derives the recorded stack
     with pytest.raises(SystemExit, match="--seeds must be at least 1"):
         record.verify("grokking_sweeps", "smoke", condition=label, seeds=0, root=rec_root)
@@ -235,12 +239,13 @@ def test_the_clock_experiment_is_exported_shown_from_the_record_and_re_derived(r
     agreement = from_record["record"]["agreement"]
     n_kept = sum(r["epoch"] <= grok for r in shown["window"]["arms"]["kept"]["records"])
     n_removed = sum(r["epoch"] <= after for r in shown["window"]["arms"]["removed"]["records"])
-    assert agreement == {
+    assert {k: agreement[k] for k in ("epochs", "arms", "n_snapshots", "differences")} == {
         "epochs": after,
         "arms": ["kept", "removed"],
         "n_snapshots": n_kept + n_removed,
         "differences": [],
     }
+    assert agreement["agreement"].agrees and agreement["agreement"].identical
     assert not (results / "results").exists()  # the re-derivation left nothing behind
     for key in ("clock", "curves", "window", "window_curves"):
         np.testing.assert_equal(from_record[key], computed[key], err_msg=key)  # NaN equals NaN here
@@ -254,11 +259,17 @@ def test_the_clock_experiment_is_exported_shown_from_the_record_and_re_derived(r
         n_kept + n_removed,
         0,
     )
+    assert numbers["quantities_beyond"] == 0 == numbers["quantities_moved"] < numbers["checked_quantities"]
     assert clock.record_numbers(None) == {
         "record_minutes": 0,
         "checked_epochs": 0,
         "checked_snapshots": 0,
         "differences": 0,
+        "checked_quantities": 0,
+        "quantities_moved": 0,
+        "quantities_beyond": 0,
+        "largest_z": 0.0,
+        "seed_errors": 2.0,
     }
     early = clock.run(params, record=shown, check_epochs=1, progress=False)["record"]["agreement"]
     assert early["arms"] == ["kept"] and early["epochs"] == 0 == early["n_snapshots"] - 1  # epoch 0 alone
@@ -268,24 +279,27 @@ def test_the_clock_experiment_is_exported_shown_from_the_record_and_re_derived(r
     assert clock.record_numbers(unchecked)["checked_snapshots"] == 0
     with pytest.raises(ValueError, match="made with other settings than params"):
         clock.run(other, record=shown, progress=False)
-    assert record.verify("inflation_clock", "smoke", epochs=after, root=rec_root) == []
+    assert record.verify("inflation_clock", "smoke", epochs=after, root=rec_root).identical
     with pytest.raises(SystemExit, match="--epochs must be a recorded snapshot"):
         record.verify("inflation_clock", "smoke", epochs=after + 1, root=rec_root)
     # A record that differs from what the code computes is reported, and the chapter warns.
+    # Every model's core at epoch 0 moved far beyond the seeds' spread: refused, naming it.
     window = load_recorded("inflation_clock", "smoke", rec_root)["window"]
     window["arms"]["removed"]["records"][-1]["models"][1]["core_dim"] += 2
-    window["arms"]["kept"]["records"][0]["models"][1]["core_dim"] += 2
+    first = window["arms"]["kept"]["records"][0]["models"]
+    dims = [m["core_dim"] for m in first]
+    shift = 10 + 3 * (max(dims) - min(dims))
+    for m in first:
+        m["core_dim"] += shift
     save_json(folder / "window.json", window)
-    problems = record.verify("inflation_clock", "smoke", epochs=after, root=rec_root)
-    assert problems[0] == (
-        f"kept[0].models[1].core_dim: recorded {window['arms']['kept']['records'][0]['models'][1]['core_dim']}, "
-        f"re-derived {window['arms']['kept']['records'][0]['models'][1]['core_dim'] - 2}"
-    )
-    assert len(problems) == 1  # the removed arm's last snapshot lies beyond the sample
+    result = record.verify("inflation_clock", "smoke", epochs=after, root=rec_root)
+    assert result.differences[0] == f"kept[0].models[0].core_dim: recorded {dims[0] + shift}, re-derived {dims[0]}"
+    assert len(result.differences) == len(first)  # the removed arm's last snapshot lies beyond the sample
+    assert [q.name for q in result.beyond] == ["kept · epoch 0 · core_dim"]
     changed = paper_scale.recorded_clock(params, rec_root, ("smoke",))
-    with pytest.warns(UserWarning, match="differs from what this build re-derived in 1 numbers"):
+    with pytest.warns(UserWarning, match=r"1 quantities moved beyond .* \(the first: kept · epoch 0 · core_dim\)"):
         again = clock.run(params, record=changed, check_epochs=after, progress=False)
-    assert clock.record_numbers(again["record"])["differences"] == 1
+    assert clock.record_numbers(again["record"])["quantities_beyond"] == 1
 
 
 def test_the_committed_clock_record_is_the_book_settings_of_its_chapter():

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import pandas
 
+from .. import agreement
 from .._checks import MAX_EPOCHS, check_decay, check_seeds, check_settings
-from ..recorded import compare_values
 from ..results import fresh_results_root
 from . import modular
 
@@ -674,16 +674,29 @@ def glue_values(params: ClockParams, clock: dict[str, Any], window: dict[str, An
 
 def record_numbers(record: dict[str, Any] | None) -> dict[str, float | int]:
     """What a record cost and how much of it this build re-derived: ``record_minutes`` (its runs'
-    training, summed), ``checked_epochs``, ``checked_snapshots`` and ``differences`` (numbers
-    that differ from the record beyond the comparison's tolerance); all 0 without a record."""
+    training, summed), ``checked_epochs``, ``checked_snapshots``, ``differences`` (numbers that
+    differ from the record beyond the exact comparison's tolerance), and the comparison at the
+    level of the findings (:mod:`corelib.agreement`): ``checked_quantities`` (quantities measured
+    per seed), ``quantities_moved`` (those whose per-seed values moved), ``quantities_beyond``
+    (those whose mean moved beyond its envelope) and ``largest_z`` (the largest change of a mean,
+    in seed standard errors); all 0 without a record; and ``seed_errors``, how many seed standard
+    errors a mean may move (:data:`corelib.agreement.SEED_ERRORS`)."""
     if record is None:
-        return {"record_minutes": 0, "checked_epochs": 0, "checked_snapshots": 0, "differences": 0}
+        return {"record_minutes": 0, "checked_epochs": 0, "checked_snapshots": 0, "differences": 0,
+                "checked_quantities": 0, "quantities_moved": 0, "quantities_beyond": 0, "largest_z": 0.0,
+                "seed_errors": agreement.SEED_ERRORS}  # fmt: skip
     agree = record["agreement"]
+    result = agree["agreement"]
     return {
         "record_minutes": round(sum((record.get("training_seconds") or {}).values()) / 60),
         "checked_epochs": agree["epochs"],
         "checked_snapshots": agree["n_snapshots"],
         "differences": len(agree["differences"]),
+        "checked_quantities": len(result.quantities),
+        "quantities_moved": result.n_moved,
+        "quantities_beyond": len(result.beyond),
+        "largest_z": round(result.largest_z, 2),
+        "seed_errors": agreement.SEED_ERRORS,
     }
 
 
@@ -739,9 +752,11 @@ def record_agreement(
     scratch, in a fresh results root, and compare them with the record: the kept run up to the
     window's branch, then the removed arm after it; their snapshot analyses and training histories.
 
-    Returns ``epochs`` (the last epoch re-derived), ``arms`` (those re-derived), ``n_snapshots``
-    and ``differences`` (as :func:`corelib.recorded.compare_values` words them: integers exactly,
-    floats within ``tolerance``). ``epochs`` 0 checks nothing.
+    Returns ``epochs`` (the last epoch re-derived), ``arms`` (those re-derived), ``n_snapshots``,
+    ``differences`` (as :func:`corelib.recorded.compare_values` words them: integers exactly,
+    floats within ``tolerance``) and ``agreement``, the :class:`corelib.agreement.Agreement` that
+    also compares every per-seed quantity of the snapshots at the level of the findings (seed
+    means within their envelope). ``epochs`` 0 checks nothing.
     """
     if epochs < 0:
         raise ValueError(f"check_epochs must be 0 (check nothing) or a number of epochs; got {epochs}.")
@@ -751,7 +766,8 @@ def record_agreement(
     pieces = [("kept", window_base(params), "wd", min(epochs, grok))]
     if epochs > grok:
         pieces.append(("removed", removed_params, "no_wd", epochs))
-    done, n, problems, arms = 0, 0, [], []
+    done, n, arms = 0, 0, []
+    recorded_tree, fresh_tree, recorded_groups, fresh_groups = {}, {}, {}, {}
     with fresh_results_root():
         for name, mp, arm, limit in pieces:
             shown = [r for r in window["arms"][name]["records"] if r["epoch"] <= limit] if epochs else []
@@ -759,13 +775,21 @@ def record_agreement(
                 continue
             until = shown[-1]["epoch"]
             fresh = modular.without_operators(modular.analyse_arm(mp, arm, until, progress=progress))
-            problems += compare_values(shown, fresh, tolerance, name)
-            if until > 0:  # nothing trained, no history
-                shown_hist = modular.history_until(window["arms"][name]["history"], until)
-                fresh_hist = modular.history(mp, arm, until=until)
-                problems += compare_values(shown_hist, fresh_hist, tolerance, f"{name} history")
+            recorded_tree[name], fresh_tree[name] = shown, fresh
+            recorded_groups.update(agreement.snapshot_groups(shown, name))
+            fresh_groups.update(agreement.snapshot_groups(fresh, name))
+            if until > 0:  # nothing trained, no history; compared exactly only (the claims read snapshots)
+                recorded_tree[f"{name} history"] = modular.history_until(window["arms"][name]["history"], until)
+                fresh_tree[f"{name} history"] = modular.history(mp, arm, until=until)
             done, n, arms = until, n + len(shown), [*arms, name]
-    return {"epochs": done, "arms": arms, "n_snapshots": n, "differences": problems}
+    result = agreement.compare(recorded_tree, fresh_tree, recorded_groups, fresh_groups, tolerance=tolerance)
+    return {
+        "epochs": done,
+        "arms": arms,
+        "n_snapshots": n,
+        "differences": list(result.differences),
+        "agreement": result,
+    }
 
 
 def summarise(
@@ -826,11 +850,12 @@ def run(
             "the record passed to clock.run was made with other settings than params; pass the record "
             "paper_scale.recorded_clock(params) finds for these settings (None when there is none)."
         )
-    agreement = record_agreement(params, record, check_epochs, progress=progress)
-    if agreement["differences"]:
+    checked = record_agreement(params, record, check_epochs, progress=progress)
+    if not checked["agreement"].agrees:
+        beyond = checked["agreement"].beyond
         warnings.warn(
-            f"the recorded clock run differs from what this build re-derived in {len(agreement['differences'])} "
-            f"numbers (the first: {agreement['differences'][0]}); the chapter shows the record.",
+            f"the recorded clock run differs from what this build re-derived: {len(beyond)} quantities moved beyond "
+            f"their seed-noise envelope (the first: {beyond[0].name}); the chapter shows the record.",
             stacklevel=2,
         )
     return {
@@ -838,6 +863,6 @@ def run(
         "record": {
             "source": record["source"],
             "training_seconds": record["provenance"].get("training_seconds"),
-            "agreement": agreement,
+            "agreement": checked,
         },
     }

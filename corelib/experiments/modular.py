@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 
 from .. import ace, operators
 from .._checks import _is_number, _is_whole, check_decay, check_memory, check_seed, check_seeds, check_settings
+from ..agreement import SEED_ERRORS
 from ..claims import claim, deviations
 from ..engine import PrefixData, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
 from ..interventions import ReadoutAccuracy, ablation_curve, accuracy, refine_rank
@@ -909,20 +910,35 @@ def agreement_values(agreement: dict | None) -> dict[str, object]:
     record), ``rec_n_compared`` (snapshots both have), ``rec_n_differences`` (analysed values that
     differ; the first is ``rec_first_difference``, "none" when there is none) and
     ``rec_n_rank_differences`` (those that are ranks, core dimensions or mode lists: the integers
-    the chapters' claims rest on, as against eigenvalues, accuracies and R²).
+    the chapters' claims rest on, as against eigenvalues, accuracies and R²); and the comparison
+    at the level of the claims (:mod:`corelib.agreement`): ``rec_n_quantities`` (quantities
+    measured per seed at the shared snapshots), ``rec_n_moved`` (those whose per-seed values
+    moved), ``rec_n_beyond`` (those whose seed mean moved beyond its envelope) and
+    ``rec_largest_z`` (the largest change of a mean, in seed standard errors); ``seed_errors``
+    is the number of seed standard errors a mean may move (:data:`corelib.agreement.SEED_ERRORS`).
     """
     counts = ("rec_same_models", "rec_n_compared", "rec_n_differences", "rec_n_rank_differences")
+    statistics = ("rec_n_quantities", "rec_n_moved", "rec_n_beyond", "rec_largest_z")
     if agreement is None:
-        return {k: NOT_AVAILABLE for k in counts} | {"rec_first_difference": NOT_AVAILABLE}
+        return {k: NOT_AVAILABLE for k in (*counts, *statistics)} | {
+            "rec_first_difference": NOT_AVAILABLE,
+            "seed_errors": SEED_ERRORS,
+        }
     differences = agreement["differences"]
     fields = [re.search(r"\.models\[\d+\]\.(\w+)", d) for d in differences]
     ranks = [m for m in fields if m and (m[1].endswith("_rank") or m[1] in ("core_dim", "modes"))]
+    result = agreement.get("agreement")
     return {
         "rec_same_models": "yes" if agreement["comparable"] else "no",
         "rec_n_compared": sum(agreement["n_snapshots"].values()),
         "rec_n_differences": len(differences),
         "rec_n_rank_differences": len(ranks),
         "rec_first_difference": differences[0] if differences else "none",
+        "rec_n_quantities": NOT_AVAILABLE if result is None else len(result.quantities),
+        "rec_n_moved": NOT_AVAILABLE if result is None else result.n_moved,
+        "rec_n_beyond": NOT_AVAILABLE if result is None else len(result.beyond),
+        "rec_largest_z": NOT_AVAILABLE if result is None else round(result.largest_z, 2),
+        "seed_errors": SEED_ERRORS,
     }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from .. import claims
+from .. import agreement, claims
 from ..recorded import compare_values, is_recorded, load_recorded, provenance
 from ..results import StoreError
 from ..sweeps import RECORD_FIELDS, condition_key
@@ -108,23 +108,28 @@ def inflation_agreement(
     Returns ``comparable`` (the two trained the same models; if not, nothing is compared),
     ``n_snapshots`` (per arm, the snapshots compared), ``differences`` (as
     :func:`corelib.recorded.compare_values` words them: integers exactly, floats within
-    ``tolerance``). On the record's machine and code the shared snapshots are identical; elsewhere
-    float rounding can move an accuracy at a threshold.
+    ``tolerance``) and ``agreement`` (:class:`corelib.agreement.Agreement`: every per-seed
+    quantity of the shared snapshots, its seed mean within its envelope of the record's). On the
+    record's machine and code the shared snapshots are identical; elsewhere rounding moves per-seed
+    values, and the comparison that matters is the statistical one.
     """
     if recorded is None:
         return None
     if not _same_models(params, recorded["params"], arms):
-        return {"comparable": False, "n_snapshots": {arm: 0 for arm in arms}, "differences": []}
-    counts, problems = {}, []
+        return {"comparable": False, "n_snapshots": {arm: 0 for arm in arms}, "differences": [], "agreement": None}
+    counts, problems, groups = {}, [], ({}, {})
     for arm, records in arms.items():
         kept = {r["epoch"]: r for r in recorded["arms"][arm]}
         shared = [r for r in records if r["epoch"] in kept]
         counts[arm] = len(shared)
-        for r in shared:
-            problems += compare_values(
-                *modular.without_operators([kept[r["epoch"]], r]), tolerance, f"{arm} epoch {r['epoch']}"
-            )
-    return {"comparable": True, "n_snapshots": counts, "differences": problems}
+        pairs = [modular.without_operators([kept[r["epoch"]], r]) for r in shared]
+        for (was, now), r in zip(pairs, shared):
+            problems += compare_values(was, now, tolerance, f"{arm} epoch {r['epoch']}")
+        groups[0].update(agreement.snapshot_groups([was for was, _ in pairs], arm))
+        groups[1].update(agreement.snapshot_groups([now for _, now in pairs], arm))
+    # the exact differences are worded above, per epoch; the statistical comparison is the groups'
+    result = agreement.compare(None, None, *groups, tolerance=tolerance)
+    return {"comparable": True, "n_snapshots": counts, "differences": problems, "agreement": result}
 
 
 def recorded_sweeps(
