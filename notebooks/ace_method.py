@@ -36,7 +36,7 @@
 # **Time**: about 40 minutes to read, 2 hours with the exercises. {glue:text}`cost`
 # ```
 #
-# Algorithmic Core Extraction (ACE) looks for the few directions of a layer's activation space
+# {term}`Algorithmic Core Extraction` (ACE) looks for the few directions of a layer's activation space
 # that carry a computation. A direction qualifies when it is **active**, because the activations
 # actually move along it, and **relevant**, because the output of interest actually responds to
 # it. Neither property is enough alone: a direction with huge variance that the read-out ignores
@@ -46,11 +46,11 @@
 # This chapter builds ACE from these two ingredients and tests it where the answer is known in
 # closed form. We will see three things:
 #
-# 1. on a **linear dynamical system**, activity and relevance are the two Gramians of control
-#    theory, and ACE returns the Hankel singular values and the subspace kept by balanced
+# 1. on a **linear dynamical system**, {term}`activity` and {term}`relevance` are the two Gramians
+#    of control theory, and ACE returns the Hankel singular values and the subspace kept by balanced
 #    truncation, the standard method of model reduction, to rounding error;
-# 2. computed from **simulated data** instead of the exact moments, the same core is found, with
-#    the error of a sample covariance: it shrinks like $N^{-1/2}$ in the number of samples;
+# 2. computed from **simulated data** instead of the exact moments, the same {term}`core` is found,
+#    with the error of a sample covariance: it shrinks like $N^{-1/2}$ in the number of samples;
 # 3. on a small example in which the read-out listens to the quietest direction, **ACE and PCA
 #    disagree**, and PCA is wrong about what matters.
 #
@@ -126,8 +126,9 @@ plots.use_book_style()
 # $$
 #
 # The singular values $\sigma_1 \ge \sigma_2 \ge \dots$ rank directions by *joint* activity and
-# relevance, and the rank $r$ is the smallest one whose leading squared singular values hold a
-# chosen share of the energy, $\sum_{i \le r} \sigma_i^2 \big/ \sum_i \sigma_i^2 \ge \tau$.
+# relevance, and the {term}`rank <energy rank>` $r$ is the smallest one whose leading squared
+# singular values hold a chosen share of the energy,
+# $\sum_{i \le r} \sigma_i^2 \big/ \sum_i \sigma_i^2 \ge \tau$.
 # {ref}`ace-ex-dxd` derives the equivalence with the paper's route; {ref}`ace-ex-energy` and
 # {ref}`ace-ex-core` ask you to write the rank rule and the extraction yourself.
 
@@ -176,12 +177,13 @@ print(f"largest principal angle, scipy / corelib:  "
 # singular values agree with the Hankel singular values to a maximum relative error of
 # {glue:text}`hankel_rel_err:.1e` (the book's tests accept at most
 # {glue:text}`hankel_rel_tol:.0e`), and the rank-{glue:text}`rank` core and the
-# balanced-truncation subspace are the same subspace: their largest principal angle is
-# {glue:text}`angle_scipy:.1e` rad according to `scipy.linalg.subspace_angles` and
-# {glue:text}`angle_corelib:.1e` rad according to `corelib.compare.principal_angles` (threshold
-# {glue:text}`angle_tol_rad:.0e` rad). The two computations share only the Gramians: the
-# reference uses Cholesky factors, ACE uses symmetric `eigh` factors. An energy threshold of
-# {glue:text}`energy:.0%` would keep {glue:text}`lti_energy_rank` states of this system.
+# balanced-truncation subspace are the same subspace: their largest
+# {term}`principal angle <principal angles>` is {glue:text}`angle_scipy:.1e` rad according to
+# `scipy.linalg.subspace_angles` and {glue:text}`angle_corelib:.1e` rad according to
+# `corelib.compare.principal_angles` (threshold {glue:text}`angle_tol_rad:.0e` rad). The two
+# computations share only the Gramians: the reference uses Cholesky factors, ACE uses symmetric
+# `eigh` factors. An energy threshold of {glue:text}`energy:.0%` would keep
+# {glue:text}`lti_energy_rank` states of this system.
 
 # %% tags=["hide-input"]
 fig = plots.figure_spectra(lti, tolerance=ace_method.HANKEL_REL_TOL)
@@ -307,8 +309,9 @@ print("angle to the read-out direction: "
       f"PCA {decoy['angle_pca']:.2f} deg")
 
 # %% [markdown]
-# To see what each subspace is worth, keep only the top-$k$ directions with the centred core-only
-# intervention $\tilde{\mathbf{h}} = \bar{\mathbf{h}} + \mathbf{P}_k(\mathbf{h} - \bar{\mathbf{h}})$
+# To see what each subspace is worth, {term}`keep` only the top-$k$ directions with the centred
+# core-only {term}`intervention`
+# $\tilde{\mathbf{h}} = \bar{\mathbf{h}} + \mathbf{P}_k(\mathbf{h} - \bar{\mathbf{h}})$
 # (`Core.keep(h, centered=True)`; for PCA we wrap its basis in a `Core`), and score how much of
 # the read-out survives by $R^2 = 1 - \sum_i (f(\mathbf{h}_i) - f(\tilde{\mathbf{h}}_i))^2 / \sum_i
 # (f(\mathbf{h}_i) - \overline{f})^2$.

@@ -42,14 +42,14 @@
 #
 # A transformer trained on half of the pairs $(a, b)$ of modular addition first **memorises** its
 # training pairs and only much later **generalises** to the held-out ones. The previous chapter
-# modelled that *grokking delay* $\tau = \tau_{\rm gen} - \tau_{\rm mem}$ as the time the
-# logit margin of the Fourier solution takes to grow past a threshold under weight decay
-# $\omega$, and predicted two laws:
+# modelled that *{term}`grokking delay`* $\tau = \tau_{\rm gen} - \tau_{\rm mem}$ as the time the
+# logit {term}`margin` of the Fourier solution takes to grow past a threshold under
+# {term}`weight decay` $\omega$, and predicted two laws:
 #
 # 1. at a fixed modulus $p$, $\tau \propto 1/\omega$: weight decay sets the time scale;
 # 2. at a fixed $\omega$, $\tau(p) = -\Omega\log(1 - p_{\rm crit}/p)$: the delay falls with the
 #    modulus, because more equivalent Fourier modes share the work of building the margin, and
-#    grows without bound as $p$ comes down to a critical modulus $p_{\rm crit}$.
+#    grows without bound as $p$ comes down to a {term}`critical modulus` $p_{\rm crit}$.
 #
 # The paper tests both on trained transformers (its Figure 4). A **weight-decay sweep** at
 # $p = 53$ gives a power law with exponent $\beta \approx -1.02$; a **modulus sweep** at
@@ -61,8 +61,8 @@
 # 30 000 epochs each, many CPU hours. This chapter runs a reduced sweep (the parameters below:
 # fewer seeds and conditions, the modulus sweep at a larger weight decay, where the predicted
 # delays are shorter) and also shows the paper-scale sweep, which was run once and is kept in
-# the repository (`recorded/grokking_sweeps_paper`). The paper's claims are judged on that
-# recorded sweep. Rerun the reduced one with your own settings, e.g.
+# the repository (`recorded/grokking_sweeps_paper`). The paper's {term}`claims <claim>` are judged
+# on that {term}`recorded sweep <recorded run>`. Rerun the reduced one with your own settings, e.g.
 # `ace-book run grokking_sweeps -p omegas "[0.5, 1, 2, 3]" -p n_seeds 4`.
 
 # %% tags=["parameters"]
@@ -113,7 +113,7 @@ plots.use_book_style()
 # ## Two times and a delay
 #
 # Every model is the paper's: one post-norm transformer block (width {glue:text}`d_model`, MLP
-# {glue:text}`d_ff`) trained with AdamW (learning rate {glue:text}`lr`, dropout
+# {glue:text}`d_ff`) trained with AdamW ({term}`learning rate` {glue:text}`lr`, dropout
 # {glue:text}`dropout` during training) on half of the $p^2$ pairs, scored on $(a + b) \bmod p$
 # at the last position. For each seed,
 #
@@ -265,8 +265,9 @@ display(chapter_frame("grokking_sweeps"))
 #   interval also covers the theory's $-1$.
 # - **The modulus law.** The solution of the margin ODE fits the delays across moduli closely
 #   ({claim}`sweeps.r2_p <reproduced>`), with a critical modulus within 10 % of the paper's
-#   ({claim}`sweeps.p_crit <reproduced>`). Its time constant $\Omega$ comes out above the
-#   paper's, by more than the 10 % the claims page allows ({claim}`sweeps.Omega <differs>`).
+#   ({claim}`sweeps.p_crit <reproduced>`). Its {term}`time constant <optimizer constant>` $\Omega$
+#   comes out above the paper's, by more than the 10 % the claims page allows
+#   ({claim}`sweeps.Omega <differs>`).
 #
 # What differs, and the likeliest reason: $\Omega$ alone ({claim}`sweeps.Omega <differs>`). The
 # moduli of the sweep lie well above $p_{\rm crit}$, where the delays pin down the product
@@ -274,8 +275,8 @@ display(chapter_frame("grokking_sweeps"))
 # product agrees with the paper's to within its spread, and the paper's $\Omega$ lies inside our
 # bootstrap interval. So the split of a well-measured product between two correlated constants
 # differs, within what these moduli can resolve. A sweep at reduced settings, such as the book
-# profile's (fewer seeds and conditions, the modulus sweep at a larger weight decay), is
-# "measured at reduced settings" whatever its numbers: they are given above with their
+# {term}`profile's <profile>` (fewer seeds and conditions, the modulus sweep at a larger weight
+# decay), is "measured at reduced settings" whatever its numbers: they are given above with their
 # bootstrap spread, and the claims are not judged on them. What is open: pinning $\Omega$ and
 # $p_{\rm crit}$ down separately needs moduli close to $p_{\rm crit}$ (the third exercise),
 # where delays are long and vary from seed to seed; and the recorded sweep tests

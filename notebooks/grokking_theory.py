@@ -41,13 +41,14 @@
 # **Time**: about 35 minutes to read, 2 hours with the exercises. {glue:text}`cost`
 # ```
 #
-# After a transformer has memorised modular addition, weight decay keeps pulling on its weights.
-# The paper observes two consequences: the algorithmic core *grows* (more and more Fourier modes
-# become active, up to all $\lfloor p/2 \rfloor$ of them), and the network eventually
-# *generalises* (it groks), after a delay that shrinks with both the weight decay $\omega$ and the
-# modulus $p$. It explains both with one small model, which this chapter derives step by step:
+# After a transformer has memorised modular addition, {term}`weight decay` keeps pulling on its
+# weights. The paper observes two consequences: the {term}`algorithmic core` *grows* (more and more
+# Fourier modes become active, up to all $\lfloor p/2 \rfloor$ of them), and the network eventually
+# *generalises* (it {term}`groks <grokking>`), after a {term}`delay <grokking delay>` that shrinks
+# with both the weight decay $\omega$ and the modulus $p$. It explains both with one small model,
+# which this chapter derives step by step:
 #
-# 1. the $\lfloor p/2 \rfloor$ modes and their contributions $\psi_k$ to the margin, and the
+# 1. the $\lfloor p/2 \rfloor$ modes and their contributions $\psi_k$ to the {term}`margin`, and the
 #    identity $\|\boldsymbol\psi\|^2 = 3p/4$ for odd $p$;
 # 2. **minimum norm requires maximum redundancy**: the smallest weights that achieve a given
 #    margin use every mode;
@@ -232,7 +233,7 @@ plt.close(fig)
 # together only {glue:text}`star_cost:.3g`: {glue:text}`cost_ratio:.3g` times less (the large-$p$
 # estimate $3p/16$ gives {glue:text}`cost_ratio_approx:.3g`). The participation ratio of
 # $\boldsymbol\alpha^\ast$ is {glue:text}`pr_star:.4g`, equal to $p/3 =$ {glue:text}`p_over_3:.4g`.
-# This is the paper's explanation of core inflation: weight decay does not prune modes, it
+# This is the paper's explanation of {term}`core inflation`: weight decay does not prune modes, it
 # spreads the weight over all of them, and a core that counts active modes grows towards
 # $\lfloor p/2 \rfloor$.
 
@@ -300,9 +301,10 @@ plt.close(fig)
 # \Omega = \frac{1}{\omega}, \quad p_{\rm crit} = \frac{\delta}{\kappa} = \frac{4\delta}{3c}.
 # $$
 #
-# The architectural constant $p_{\rm crit}$ decides whether grokking can happen at all (it needs
-# $m^\ast = \kappa p > \delta$); the optimizer constant $\Omega$ sets its time scale. For
-# $p \gg p_{\rm crit}$, $-\log(1-x) = x + x^2/2 + \dots$ with $x = p_{\rm crit}/p$ gives
+# The {term}`architectural constant <critical modulus>` $p_{\rm crit}$ decides whether grokking can
+# happen at all (it needs $m^\ast = \kappa p > \delta$); the {term}`optimizer constant` $\Omega$
+# sets its time scale. For $p \gg p_{\rm crit}$, $-\log(1-x) = x + x^2/2 + \dots$ with
+# $x = p_{\rm crit}/p$ gives
 #
 # $$
 # \tau(p) \approx \frac{\Omega\, p_{\rm crit}}{p} = \frac{\delta}{\omega\,\kappa\, p}
@@ -311,9 +313,9 @@ plt.close(fig)
 # $$
 #
 # **From ODE time to optimizer steps.** AdamW's decoupled weight decay multiplies the weights by
-# $1 - \eta\omega$ at every step ($\eta$ the learning rate), i.e. by $\approx e^{-\eta\omega n}$
-# after $n$ steps, so ODE time is $t = \eta n$ and pure weight decay would give
-# $\Omega = 1/(\eta\omega)$ steps. With $\eta =$ {glue:text}`lr:.0e` and
+# $1 - \eta\omega$ at every step ($\eta$ the {term}`learning rate`), i.e. by
+# $\approx e^{-\eta\omega n}$ after $n$ steps, so ODE time is $t = \eta n$ and pure weight decay
+# would give $\Omega = 1/(\eta\omega)$ steps. With $\eta =$ {glue:text}`lr:.0e` and
 # $\omega =$ {glue:text}`omega:.3g` that is {glue:text}`Omega_steps:.4g` steps. The paper treats
 # $\Omega$ as an empirical constant that also absorbs the optimizer's preconditioning and momentum,
 # and fits $\hat\Omega \approx$ {glue:text}`paper_Omega:.4g` steps and

@@ -41,12 +41,13 @@
 #
 # This chapter reproduces the paper's first experiment (its Figure 1 and Tables A1–A3). Three
 # one-block transformers are trained from different random seeds to predict the next state of a
-# four-state Markov chain. They end up with very different weights. We then ask ACE, for each
-# model separately, which directions of the 64-dimensional block output are both *active* and
-# *relevant* to the logits, and check three things:
+# four-state Markov chain. They end up with very different weights. We then ask {term}`ACE`, for each
+# model separately, which directions of the 64-dimensional block output are both
+# *{term}`active <activity>`* and *{term}`relevant <relevance>`* to the logits, and check three
+# things:
 #
-# 1. the core is **necessary and sufficient**: keeping only it preserves accuracy, removing it
-#    drops accuracy to chance;
+# 1. the {term}`core` is **necessary and sufficient**: {term}`keeping <keep>` only it preserves
+#    accuracy, {term}`removing <remove>` it drops accuracy to chance;
 # 2. the three cores are **geometrically different but statistically equivalent**: they sit in
 #    nearly orthogonal subspaces of their models, yet their coordinates are linear images of each
 #    other;
@@ -172,9 +173,10 @@ plt.close(fig)  # shown once, with its caption, below
 # tables start at unit variance: those tables carry most of the weight vector's norm, so two
 # independent models start with a cosine close to zero and, here, stay there.
 #
-# **(B) A necessary and sufficient core.** ACE chose rank {glue:text}`ranks` for the
-# {glue:text}`n_models` models. Keeping only the core leaves accuracy at least {glue:text}`keep_min:.3f`; removing it
-# leaves at most {glue:text}`remove_max:.3f`, close to chance ({glue:text}`chance:.2f`).
+# **(B) A necessary and sufficient core.** ACE chose {term}`rank <energy rank>` {glue:text}`ranks`
+# for the {glue:text}`n_models` models. Keeping only the core leaves accuracy at least
+# {glue:text}`keep_min:.3f`; removing it leaves at most {glue:text}`remove_max:.3f`, close to chance
+# ({glue:text}`chance:.2f`).
 
 # %%
 tables = markov.tables(summary)
@@ -183,12 +185,12 @@ display(tables["A1"])
 # %% [markdown]
 # ## Different geometry, same information
 #
-# For each pair of models we compare the cores two ways. **Geometrically**, by the principal
-# angles between the two subspaces and the normalised projector overlap
+# For each pair of models we compare the cores two ways. **Geometrically**, by the
+# {term}`principal angles` between the two subspaces and the normalised {term}`projector overlap`
 # $\lVert \mathbf Q_1^\top \mathbf Q_2\rVert_F^2/\sqrt{r_1 r_2}$ (1 for the same subspace, 0 for
 # orthogonal ones). Comparing subspaces of two different models' activation spaces is only
 # meaningful as a test of "did both models put the computation in the same coordinates"; here the
-# answer is no. **Statistically**, by canonical correlation analysis (CCA)
+# answer is no. **Statistically**, by {term}`canonical correlation` analysis (CCA)
 # {cite:p}`morcos2018insights` of the core coordinates of the same test inputs: CCA finds the
 # linear maps under which two sets of coordinates agree best, so canonical correlations near 1
 # mean each core is a linear re-coding of the other.
@@ -224,8 +226,8 @@ display(tables["A3"])
 # ## The paper's claims
 #
 # This chapter's rows of the [claims page](claims.ipynb): the paper's value, ours, and the
-# tolerance with where it comes from. At settings other than the paper's (another profile or
-# your own parameters) a claim is "measured at reduced settings", never "reproduced".
+# tolerance with where it comes from. At settings other than the paper's (another {term}`profile` or
+# your own parameters) a {term}`claim` is "measured at reduced settings", never "reproduced".
 
 # %%
 display(chapter_frame("markov_chain"))

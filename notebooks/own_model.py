@@ -41,18 +41,18 @@
 # **Time**: about 35 minutes to read, 100 with the exercises. {glue:text}`cost`
 # ```
 #
-# The previous chapters ran ACE on the paper's models and tasks. This one is about using it on
+# The previous chapters ran {term}`ACE` on the paper's models and tasks. This one is about using it on
 # yours, and about what it tells you that the tools interpretability practitioners already
 # reach for do not. We will see three things.
 #
-# 1. **A new task in ten lines.** In SmolLM2-135M, ACE finds a one-dimensional core of the
-#    *tense* a sentence calls for, a task the paper does not study. Flipping that direction
-#    inverts the model's preference between past and present verbs. Unlike the agreement core,
-#    though, it is not the whole of the behaviour: kept alone it loses part of the separation
-#    between past and present cues, and removed it leaves part of it.
+# 1. **A new task in ten lines.** In SmolLM2-135M, ACE finds a one-dimensional {term}`core` of the
+#    *tense* a sentence calls for, a task the paper does not study. {term}`Flipping <flip>` that
+#    direction inverts the model's preference between past and present verbs. Unlike the agreement
+#    core, though, it is not the whole of the behaviour: {term}`kept <keep>` alone it loses part of
+#    the separation between past and present cues, and {term}`removed <remove>` it leaves part of it.
 # 2. **Reading a label is not using it.** On the agreement task, in both offline models, we fit
 #    the directions practitioners use (the difference of the class means, i.e. a steering
-#    vector; a logistic-regression probe; the top principal component) and test each as we
+#    vector; a logistic-regression {term}`probe`; the top principal component) and test each as we
 #    test a core. A probe reads the subject's number best, and at every layer; but the model
 #    depends on the probe's direction less than on the core, and at early layers on neither.
 # 3. **Your own network.** The same call on a plain Hugging Face model, named by the path of
@@ -62,9 +62,9 @@
 # directions along which the activations *vary on the data you give it* and to which the
 # read-out is *sensitive* there (through its Jacobians). That makes its core the natural
 # candidate for a direction the model uses, at that layer and position, on those prompts. It is
-# a candidate that the interventions then test: nothing in the construction promises that
-# keeping the core alone preserves the behaviour, that the model has no other route to it, or
-# that the core carries over to other prompts. The tense core shows the first two can fail.
+# a candidate that the {term}`interventions <intervention>` then test: nothing in the construction
+# promises that keeping the core alone preserves the behaviour, that the model has no other route to
+# it, or that the core carries over to other prompts. The tense core shows the first two can fail.
 
 # %% tags=["parameters"]
 # 1. tense: an offline name (corelib.lm.available_models()) or a hub name
@@ -152,9 +152,9 @@ display(own_model.tense_prompt_frame(ds))
 # range(lm.n_layers))` is the whole extraction: ten lines. The rest of the chapter's machinery
 # is the test: on the {glue:text}`tense_n_test` held-out prompts, each layer's core is kept,
 # removed or flipped at the last token, centred on the training mean as in the agreement
-# chapter, and the AUC of the margin tells how well it still separates past from present cues
-# (1: perfectly, 0.5: not at all, 0: inverted). The chosen layer is the one whose flip lowers
-# the AUC most.
+# chapter, and the {term}`AUC` of the {term}`margin` tells how well it still separates past from
+# present cues (1: perfectly, 0.5: not at all, 0: inverted). The chosen layer is the one whose
+# flip lowers the AUC most.
 
 # %%
 summary = own_model.run(params)
@@ -192,11 +192,11 @@ plt.close(fig)
 # {glue:text}`tense_n_layers` layers, with cores fitted on {glue:text}`tense_n_train` prompts.
 # Panel A shows where along the depth the cores matter; the chosen layer is
 # {glue:text}`tense_layer`. The core is taken with rank 1, as for agreement; the spectrum (B)
-# says what that leaves out. Its gap $(\sigma_1/\sigma_2)^2$ is {glue:text}`tense_gap:.1f`,
-# and the first direction holds {glue:text}`tense_share:.0%` of the activity × relevance
-# energy $\sum_k \sigma_k^2$. At that layer, keeping only the core gives AUC
-# {glue:text}`tense_keep:.3f`, removing it {glue:text}`tense_remove:.3f`, and flipping it
-# {glue:text}`tense_flip:.3f`.
+# says what that leaves out. Its {term}`gap <spectral gap>` $(\sigma_1/\sigma_2)^2$ is
+# {glue:text}`tense_gap:.1f`, and the first direction holds {glue:text}`tense_share:.0%` of the
+# {term}`activity` × {term}`relevance` energy $\sum_k \sigma_k^2$. At that layer, keeping only the
+# core gives AUC {glue:text}`tense_keep:.3f`, removing it {glue:text}`tense_remove:.3f`, and
+# flipping it {glue:text}`tense_flip:.3f`.
 #
 # Flipping the one direction inverts the preferred tense
 # ({claim}`own.tense_flip_inverts <holds>`): after a past cue the model now tends to prefer the

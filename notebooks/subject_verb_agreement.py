@@ -41,16 +41,17 @@
 # ```
 #
 # The toy models of the previous chapters were trained by us on tasks we designed. This chapter
-# asks whether ACE finds cores in **pretrained language models**, on a piece of grammar they
-# learned from text: *subject–verb number agreement*. After "The keys to the cabinet" a model
-# should prefer *are* to *is*, although the noun right before the verb, the *attractor*
-# "cabinet", is singular. The paper (its Section "Scaling ACE to LLMs", Figures 5 and 6 and
-# Tables A5–A7) claims that
+# asks whether {term}`ACE` finds {term}`cores <core>` in **pretrained language models**, on a piece
+# of grammar they learned from text: *subject–verb number agreement*. After "The keys to the
+# cabinet" a model should prefer *are* to *is*, although the noun right before the verb, the
+# *attractor* "cabinet", is singular. The paper (its Section "Scaling ACE to LLMs", Figures 5 and 6
+# and Tables A5–A7) claims that
 #
-# 1. at every layer, ACE extracts a **rank-1 core** of the number margin, and a layer sweep finds
-#    where the core is causally strongest;
-# 2. at that layer the core is **sufficient, necessary and controllable**: keeping only it
-#    preserves agreement, removing it destroys it, reflecting it inverts it;
+# 1. at every layer, ACE extracts a **rank-1 core** of the number {term}`margin`, and a layer sweep
+#    finds where the core is causally strongest;
+# 2. at that layer the core is **sufficient, necessary and controllable**: {term}`keeping <keep>`
+#    only it preserves agreement, {term}`removing <remove>` it destroys it,
+#    {term}`reflecting <flip>` it inverts it;
 # 3. the cores of **different models align**: the same prompts get nearly the same core
 #    coordinate;
 # 4. **steering** the core during generation makes the model write agreement errors, while
@@ -134,8 +135,8 @@ print("offline models:", available_models())
 # $$ f(\mathbf h) = (\ell_{\it are} + \ell_{\it were}) - (\ell_{\it is} + \ell_{\it was}), $$
 #
 # the plural minus the singular verb logits (only these four rows of the unembedding are
-# needed). Agreement is scored by the **AUC**: the probability that a random plural prompt gets
-# a larger margin than a random singular one (1: perfect, 0.5: chance, 0: inverted).
+# needed). Agreement is scored by the **{term}`AUC`**: the probability that a random plural prompt
+# gets a larger margin than a random singular one (1: perfect, 0.5: chance, 0: inverted).
 #
 # ## A core at every layer
 #
@@ -144,11 +145,12 @@ print("offline models:", available_models())
 # backward pass gives them all: a zero vector $\boldsymbol\delta_l$ is added to the last token at
 # every hook `blocks.{l}.hook_resid_post`, and the gradient of the summed margin with respect to
 # the $\boldsymbol\delta_l$ is every prompt's Jacobian at every layer. With a scalar target the
-# relevance matrix is dominated by one direction, and the core is taken with rank 1.
+# {term}`relevance matrix` is dominated by one direction, and the core is taken with rank 1.
 #
-# Each core is then tested on the held-out prompts by three interventions at the last token,
-# centred on the mean activation $\boldsymbol\mu$ of the training prompts ($\mathbf P$ projects
-# onto the core): **keep** $\boldsymbol\mu + \mathbf P(\mathbf h - \boldsymbol\mu)$, **remove**
+# Each core is then tested on the held-out prompts by three {term}`interventions <intervention>` at
+# the last token, centred on the mean activation $\boldsymbol\mu$ of the training prompts
+# ($\mathbf P$ projects onto the core): **keep**
+# $\boldsymbol\mu + \mathbf P(\mathbf h - \boldsymbol\mu)$, **remove**
 # $\mathbf h - \mathbf P(\mathbf h - \boldsymbol\mu)$, and **flip**
 # $\mathbf h - 2\mathbf P(\mathbf h - \boldsymbol\mu)$. The chosen layer is the one whose flip
 # lowers the AUC most.
@@ -191,7 +193,7 @@ plt.close(fig)
 # {glue:text}`sweep_modes_text` at each; at the chosen layer every intervention is measured.)
 #
 # **Sufficient, necessary, controllable.** At the chosen layer the core is one direction
-# separated from the rest by a spectral gap $(\sigma_1/\sigma_2)^2$ of at least
+# separated from the rest by a {term}`spectral gap` $(\sigma_1/\sigma_2)^2$ of at least
 # {glue:text}`gap_min:.1f` (the paper's Table A6 reports $(\sigma_1/\sigma_2)^4$: its code squares
 # the singular values before taking the ratio squared, so the table below gives both). Keeping
 # only that direction leaves the AUC at least
@@ -221,7 +223,7 @@ display(tables["A7"])
 #
 # ## Different models, the same coordinate
 #
-# Because each core is one-dimensional, comparing two models needs no canonical correlation
+# Because each core is one-dimensional, comparing two models needs no {term}`canonical correlation`
 # analysis: fix the sign and correlate the coordinates the two models give the same held-out
 # prompts.
 
@@ -250,8 +252,8 @@ display(tables["A5"])
 # $-\operatorname{sign}(m_0)\,\varepsilon$, capped at $|s| \le$ {glue:text}`cap_value`. The
 # paper gives none of these values; the probe strength {glue:text}`probe_value`, the buffer
 # $\varepsilon =$ {glue:text}`epsilon_value` and the cap are the reference code's. The reference
-# code does not gate at all ($\gamma = 0$), which the paper's description contradicts; the gate
-# here is this book's, and the table below shows every threshold including the smallest.
+# code does not gate at all ($\gamma = 0$), which the paper's description contradicts; the
+# {term}`gate` here is this book's, and the table below shows every threshold including the smallest.
 #
 # We count, over greedy continuations of {glue:text}`n_steer` fixed prompts, the *agreement
 # decisions*: steps at which the unmodified model would have written one of the four verbs, or
@@ -278,7 +280,7 @@ display(sva.gate_frame(summary))
 
 # %% [markdown]
 # Thresholds of the grid ({glue:text}`gate_grid_text`) at which every model meets both steering
-# criteria (its inversion rate passes the tolerance of the claim `sva.steering_rate`, and its
+# criteria (its inversion rate passes the tolerance of the {term}`claim` `sva.steering_rate`, and its
 # share of unchanged decision-free controls that of `sva.steering_untouched`):
 # {glue:text}`gates_passing`. The largest inversion rate anywhere in the table is
 # {glue:text}`grid_inv_max:.0%`. The chapter uses $\gamma =$ {glue:text}`gate_value`, the
