@@ -50,7 +50,7 @@ from corelib.results import (
 )
 from corelib.sweeps import condition_dir, condition_path, load_record, run_condition
 
-from .record import _inflation_params, _sweeps_params
+from .record import inflation_params, sweeps_params
 from .runner import chapter_parameters
 
 __all__ = ["IN_PROGRESS", "advance_inflation", "advance_clock", "advance_sweeps", "pack", "unpack", "main"]
@@ -133,7 +133,7 @@ def _check_limits(chunk: int, minutes: float, pieces: int | None) -> float:
 
 
 def _inflation_jobs(profile: str) -> list[_Arm]:
-    params = _inflation_params(profile)
+    params = inflation_params(profile)
     return [_Arm(params, arm, params.long_epochs, f"core_inflation {arm}") for arm in modular.ARMS]
 
 
@@ -149,7 +149,7 @@ def advance_inflation(
     return {job.arm: _trained(job.params, job.arm) for job in jobs}
 
 
-def _clock_params(profile: str) -> clock.ClockParams:
+def clock_params(profile: str) -> clock.ClockParams:
     return clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", profile))
 
 
@@ -208,7 +208,7 @@ def advance_clock(
     does (the branches start once the kept run has grokked); returns the chunks run.
     ``window_only``: the window's arms alone (see :func:`_clock_jobs`)."""
     deadline = _check_limits(chunk, minutes, pieces)
-    params, started = _clock_params(profile), 0
+    params, started = clock_params(profile), 0
     while True:
         jobs, _ = _clock_jobs(params, window_only)
         before = started
@@ -218,7 +218,7 @@ def advance_clock(
 
 
 def _sweep_plans(profile: str):
-    params = _sweeps_params(profile)
+    params = sweeps_params(profile)
     plans = [(c, params.config(params.omega_max_epochs)) for c in params.omega_conditions()]
     plans += [(c, params.config(params.p_max_epochs)) for c in params.p_conditions()]
     return params, plans
@@ -313,10 +313,10 @@ def pack(name: str, profile: str = "paper", dest: Path | None = None, window_onl
         shutil.rmtree(fresh)
     if name in ("core_inflation", "inflation_clock"):
         if name == "core_inflation":
-            params = _inflation_params(profile)
+            params = inflation_params(profile)
             jobs, branches = _inflation_jobs(profile), [params.branch_epoch]
         else:
-            jobs, branches = _clock_jobs(_clock_params(profile), window_only)
+            jobs, branches = _clock_jobs(clock_params(profile), window_only)
         # A branch snapshot is needed only until every arm starting from it has a state of its own.
         waiting = {j.params.branch_epoch for j in jobs if j.arm == "no_wd" and not _has_state(j)}
         for job in jobs:

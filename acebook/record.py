@@ -74,7 +74,7 @@ def _code() -> dict[str, Any]:
 # ---------------------------------------------------------------- core inflation
 
 
-def _inflation_params(profile: str) -> modular.ModularParams:
+def inflation_params(profile: str) -> modular.ModularParams:
     return modular.ModularParams.from_namespace(chapter_parameters("core_inflation", profile))
 
 
@@ -95,7 +95,7 @@ def _profile_flag(profile: str) -> str:
 
 
 def _export_core_inflation(profile: str, folder: Path) -> dict:
-    params = _inflation_params(profile)
+    params = inflation_params(profile)
     for arm in modular.ARMS:
         done = snapshot_epochs(modular._arm_dir(params, arm))
         if not done or max(done) < params.long_epochs:
@@ -151,7 +151,7 @@ def _verify_core_inflation(record: dict, epochs: int, tolerance: float) -> list[
 # ---------------------------------------------------------------- grokking sweeps
 
 
-def _sweeps_params(profile: str) -> SweepsParams:
+def sweeps_params(profile: str) -> SweepsParams:
     return SweepsParams.from_namespace(chapter_parameters("grokking_sweeps", profile))
 
 
@@ -213,7 +213,7 @@ def sweep_wall_seconds(logs: list[Path]) -> dict[str, int]:
 
 
 def _export_grokking_sweeps(profile: str, folder: Path, logs: list[Path] | None = None) -> dict:
-    params = _sweeps_params(profile)
+    params = sweeps_params(profile)
     records, missing = [], []
     for conds, cap in (
         (params.omega_conditions(), params.omega_max_epochs),
@@ -284,7 +284,7 @@ def _verify_grokking_sweeps(record: dict, label: str, n_seeds: int | None, toler
 # ---------------------------------------------------------------- the clock of core inflation
 
 
-def _clock_params(profile: str) -> clock.ClockParams:
+def clock_params(profile: str) -> clock.ClockParams:
     return clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", profile))
 
 
@@ -295,7 +295,7 @@ def _unfinished(mp: modular.ModularParams, arm: str) -> int | None:
 
 
 def _export_inflation_clock(profile: str, folder: Path) -> dict:
-    params = _clock_params(profile)
+    params = clock_params(profile)
     finish = f"finish it with `python -m acebook.runner run inflation_clock --profile {profile}`."
     runs = [(clock.pair_label(lr, wd), clock.pair_params(params, lr, wd), "wd") for lr, wd in params.pairs]
     for label, mp, arm in [*runs, ("the window's kept run", clock.window_base(params), "wd")]:

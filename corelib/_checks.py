@@ -43,28 +43,28 @@ MAX_SEED = 2**32  # numpy's and torch's seeds are below it
 
 def check_energy(energy: float) -> float:
     """Energy thresholds are fractions in (0, 1]."""
-    if not _is_number(energy) or not (0.0 < float(energy) <= 1.0):
+    if not is_number(energy) or not (0.0 < float(energy) <= 1.0):
         raise ValueError(f"energy must be a number in (0, 1] (a share of the spectrum's energy), got {energy!r}.")
     return float(energy)
 
 
 def check_rank(rank: int, upper: int, what: str = "dimension D") -> int:
     """A core rank is an integer in [1, upper] (not a bool, not a fraction)."""
-    if not _is_number(rank) or int(rank) != rank or not (1 <= rank <= upper):
+    if not is_number(rank) or int(rank) != rank or not (1 <= rank <= upper):
         raise ValueError(f"rank must be a whole number in [1, {upper}] (the {what}), got {rank!r}.")
     return int(rank)
 
 
-def _is_number(v) -> bool:
+def is_number(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
 
 
-def _is_finite(v) -> bool:
+def is_finite(v) -> bool:
     return isinstance(v, (int, np.integer)) or bool(np.isfinite(v))  # a Python int may exceed a float
 
 
-def _is_whole(v) -> bool:
-    return _is_number(v) and _is_finite(v) and int(v) == v
+def is_whole(v) -> bool:
+    return is_number(v) and is_finite(v) and int(v) == v
 
 
 def check_seeds(owner: str, seeds, *, at_least: int = 1, name: str = "seeds") -> tuple[int, ...]:
@@ -73,7 +73,7 @@ def check_seeds(owner: str, seeds, *, at_least: int = 1, name: str = "seeds") ->
     if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
         raise ValueError(f"{owner}: {name} must be a list of seeds, got {seeds!r}; {fix}.")
     seeds = list(seeds)
-    bad = [s for s in seeds if not _is_whole(s) or not 0 <= s < MAX_SEED]
+    bad = [s for s in seeds if not is_whole(s) or not 0 <= s < MAX_SEED]
     if bad:
         raise ValueError(f"{owner}: {name} must be whole numbers in [0, 2**32), got {bad[0]!r} in {seeds!r}; {fix}.")
     seeds = [int(s) for s in seeds]
@@ -93,7 +93,7 @@ def check_seeds(owner: str, seeds, *, at_least: int = 1, name: str = "seeds") ->
 
 def check_seed(owner: str, name: str, value) -> int:
     """One seed: a whole number in [0, 2**32)."""
-    if not _is_whole(value) or not 0 <= value < MAX_SEED:
+    if not is_whole(value) or not 0 <= value < MAX_SEED:
         raise ValueError(f"{owner}: {name} must be a whole number in [0, 2**32), got {value!r}; e.g. {name}=0.")
     return int(value)
 
@@ -136,22 +136,22 @@ def check_settings(
     """
     problems = []
     for name, v in (positive or {}).items():
-        if not _is_number(v) or not _is_finite(v) or not v > 0:
+        if not is_number(v) or not is_finite(v) or not v > 0:
             problems.append(f"{name} must be a finite positive number, got {v!r}")
     for name, v in (non_negative or {}).items():
-        if not _is_number(v) or not _is_finite(v) or not v >= 0:
+        if not is_number(v) or not is_finite(v) or not v >= 0:
             problems.append(f"{name} must be a finite number >= 0, got {v!r}")
     for name, v in (integers or {}).items():
-        if not _is_whole(v) or v < 1:
+        if not is_whole(v) or v < 1:
             problems.append(f"{name} must be a whole number of at least 1, got {v!r}")
     for name, v in (fractions or {}).items():
-        if not _is_number(v) or not 0 < v <= 1:
+        if not is_number(v) or not 0 < v <= 1:
             problems.append(f"{name} must lie in (0, 1], got {v!r}")
     for name, v in (epochs or {}).items():
-        if not _is_whole(v) or not 1 <= v <= MAX_EPOCHS:
+        if not is_whole(v) or not 1 <= v <= MAX_EPOCHS:
             problems.append(f"{name} must be a whole number of epochs in [1, {MAX_EPOCHS:,}], got {v!r}")
     for name, v in (rates or {}).items():
-        if not _is_number(v) or not 0 < v <= 1:
+        if not is_number(v) or not 0 < v <= 1:
             problems.append(f"{name} must be a learning rate in (0, 1] (the paper: 1e-3), got {v!r}")
     if problems:
         raise ValueError(f"{owner}: " + "; ".join(problems) + ". Change these settings and run again.")
@@ -160,7 +160,7 @@ def check_settings(
 def check_decay(owner: str, lr: float, weight_decay: float, name: str = "weight_decay") -> None:
     """AdamW multiplies every weight by 1 - lr * weight_decay each step: at 1 or more it zeroes or
     flips the weights, so that product must stay below 1."""
-    if _is_number(lr) and _is_number(weight_decay) and lr * weight_decay >= 1:
+    if is_number(lr) and is_number(weight_decay) and lr * weight_decay >= 1:
         raise ValueError(
             f"{owner}: lr * {name} = {lr} * {weight_decay} = {lr * weight_decay:g} >= 1; AdamW would zero or flip "
             f"every weight at each step. Choose a smaller lr or {name} (the paper: lr 1e-3, {name} 1)."

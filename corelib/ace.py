@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._checks import _is_whole, as_matrix, check_energy, check_rank
+from ._checks import as_matrix, check_energy, check_rank, is_whole
 
 __all__ = [
     "Core",
@@ -515,7 +515,7 @@ def extract_from_model(
     tensors = {k: torch.from_numpy(t) if isinstance(t, np.ndarray) else t for k, t in tensors.items()}
     if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
         raise TypeError("inputs must be a tensor or a mapping of tensors (one row per example).")
-    if not _is_whole(batch_size) or batch_size < 1:
+    if not is_whole(batch_size) or batch_size < 1:
         raise ValueError(f"batch_size must be a whole number of at least 1 (examples per pass), got {batch_size!r}.")
     _check_token_ids(model, tensors)
     n = {t.shape[0] for t in tensors.values()}

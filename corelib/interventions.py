@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
 
-from .ace import Core
+if TYPE_CHECKING:  # annotations only: ace builds its hooks on this module, not the reverse
+    from .ace import Core
 
 __all__ = [
     "MODES",

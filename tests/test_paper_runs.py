@@ -37,7 +37,7 @@ def _analyses(root, params):
 
 
 def test_pieces_packed_and_unpacked_give_the_uninterrupted_run(tmp_path, monkeypatch):
-    params = paper_runs._inflation_params("smoke")
+    params = paper_runs.inflation_params("smoke")
     whole, first, second = tmp_path / "whole", tmp_path / "first", tmp_path / "second"
     monkeypatch.setenv("ACE_RESULTS_DIR", str(whole))
     for arm in modular.ARMS:
@@ -62,7 +62,7 @@ def _state_epoch(params, arm) -> int:
 
 
 def test_unpack_merges_keeping_the_state_that_is_further_on(tmp_path, monkeypatch):
-    params = paper_runs._inflation_params("smoke")
+    params = paper_runs.inflation_params("smoke")
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "run"))
     paper_runs.advance_inflation("smoke", chunk=2, pieces=1)
     early = paper_runs.pack("core_inflation", "smoke", dest=tmp_path / "early")
@@ -85,7 +85,7 @@ def test_unpack_merges_keeping_the_state_that_is_further_on(tmp_path, monkeypatc
 
 
 def test_a_piece_killed_between_training_and_analysis_is_carried_and_finished(tmp_path, monkeypatch):
-    params = paper_runs._inflation_params("smoke")
+    params = paper_runs.inflation_params("smoke")
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "whole"))
     expected = {arm: modular.analyse_arm(params, arm, params.long_epochs, progress=False) for arm in modular.ARMS}
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "killed"))
@@ -127,7 +127,7 @@ def test_a_run_carried_in_pieces_exports_the_record_of_an_uninterrupted_one(tmp_
     from corelib.recorded import load_recorded
 
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "whole"))
-    params = paper_runs._inflation_params("smoke")
+    params = paper_runs.inflation_params("smoke")
     for arm in modular.ARMS:  # uninterrupted
         modular.analyse_arm(params, arm, params.long_epochs, progress=False)
     whole = load_recorded("core_inflation", "smoke", record.export("core_inflation", "smoke", tmp_path / "rec1").parent)
@@ -147,7 +147,7 @@ def test_a_run_carried_in_pieces_exports_the_record_of_an_uninterrupted_one(tmp_
 def test_the_clock_chapters_runs_carried_in_pieces_give_its_uninterrupted_summary(tmp_path, monkeypatch):
     from corelib.experiments import clock
 
-    params = paper_runs._clock_params("smoke")
+    params = paper_runs.clock_params("smoke")
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "whole"))
     whole = clock.run(params, progress=False)
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "first"))
@@ -167,7 +167,7 @@ def test_the_window_alone_trains_no_pair_and_the_kept_run_only_to_its_last_branc
     from corelib.engine import snapshot_epochs
     from corelib.experiments import clock, modular
 
-    params = paper_runs._clock_params("smoke")
+    params = paper_runs.clock_params("smoke")
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "whole"))
     whole = clock.run_window(params, progress=False)
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "window"))
@@ -238,7 +238,7 @@ def test_a_clock_run_another_driver_advances_is_left_to_it(tmp_path, monkeypatch
     from corelib.results import claimed
 
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
-    params = paper_runs._clock_params("smoke")
+    params = paper_runs.clock_params("smoke")
     first, second = (clock.pair_params(params, lr, wd) for lr, wd in params.pairs[:2])
     jobs = [paper_runs._Arm(mp, "wd", mp.long_epochs, f"run {i}") for i, mp in enumerate((first, second))]
     with _held_elsewhere(lambda: claimed(modular._arm_dir(first, "wd"))):

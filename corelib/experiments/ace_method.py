@@ -14,7 +14,7 @@ import numpy as np
 import scipy.linalg
 import torch
 
-from .._checks import _is_number, check_seed, check_settings
+from .._checks import check_seed, check_settings, is_number
 from ..ace import Core, energy_rank, extract, from_moments, jacobians
 from ..compare import principal_angles
 from ..linear import (
@@ -26,7 +26,6 @@ from ..linear import (
     random_stable_system,
     simulate_states,
 )
-from ..plots.ace_method import ARROW_SD
 
 __all__ = [
     "AceMethodParams",
@@ -47,6 +46,9 @@ ANGLE_TOL_RAD = 1e-6
 """Largest principal angle (rad) between the ACE core and balanced truncation the tests accept."""
 ENERGY = 0.99
 """Energy threshold quoted for the linear system."""
+
+
+ARROW_SD = 2.5  # the figure draws each direction as an arrow this many standard deviations long
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ class AceMethodParams:
             raise ValueError(f"AceMethodParams: rank ({self.rank}) cannot exceed n_states ({self.n_states}).")
 
         check_seed("AceMethodParams", "seed", self.seed)
-        if not _is_number(self.spectral_radius) or not self.spectral_radius < 1:
+        if not is_number(self.spectral_radius) or not self.spectral_radius < 1:
             raise ValueError(
                 f"AceMethodParams: spectral_radius must be below 1 (a stable system, whose Gramians exist), "
                 f"got {self.spectral_radius!r}."

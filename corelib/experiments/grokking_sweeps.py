@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from corelib import claims
-from corelib._checks import _is_whole, check_decay, check_memory, check_seed, check_settings
+from corelib._checks import check_decay, check_memory, check_seed, check_settings, is_whole
 from corelib.sweeps import (
     PAPER_SWEEPS,
     Condition,
@@ -98,7 +98,7 @@ class SweepsParams:
         check_seed("SweepsParams", "split_seed", self.split_seed)
         for w in (*self.omegas, self.p_weight_decay):
             check_decay("SweepsParams", self.lr, w, "the weight decay")
-        not_moduli = [q for q in (self.omega_p, *self.moduli) if not _is_whole(q) or q < 3]
+        not_moduli = [q for q in (self.omega_p, *self.moduli) if not is_whole(q) or q < 3]
         if not_moduli:
             raise ValueError(f"SweepsParams: moduli must be whole numbers of at least 3, got {not_moduli}.")
         object.__setattr__(self, "omegas", tuple(float(w) for w in self.omegas))

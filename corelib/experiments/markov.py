@@ -20,7 +20,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import ace, compare, operators
-from .._checks import _is_whole, check_memory, check_seed, check_seeds, check_settings
+from .._checks import check_memory, check_seed, check_seeds, check_settings, is_whole
 from ..engine import SequenceData, StackConfig, train_stack
 from ..interventions import accuracy, intervention_accuracy
 from ..masks import MASK_GENERATOR
@@ -79,7 +79,7 @@ class MarkovParams:
             fractions={"energy": self.energy},
             non_negative={"alpha": self.alpha, "beta": self.beta, "dropout": self.dropout},
         )
-        if not _is_whole(self.n_states) or self.n_states < 2:
+        if not is_whole(self.n_states) or self.n_states < 2:
             raise ValueError(f"MarkovParams: n_states must be a whole number of at least 2 (a chain with somewhere "
                              f"to go), got {self.n_states!r}.")  # fmt: skip
         check_memory("MarkovParams", "n_states", self.n_states, 8.0 * self.n_states**2, "its transition matrix")

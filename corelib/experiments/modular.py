@@ -28,7 +28,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import ace, operators
-from .._checks import _is_number, _is_whole, check_decay, check_memory, check_seed, check_seeds, check_settings
+from .._checks import check_decay, check_memory, check_seed, check_seeds, check_settings, is_number, is_whole
 from ..agreement import SEED_ERRORS
 from ..claims import claim, deviations
 from ..engine import PrefixData, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
@@ -166,7 +166,7 @@ class ModularParams:
         check_decay("ModularParams", self.lr, self.branch_weight_decay, "branch_weight_decay")
         if not self.dropout < 1:
             raise ValueError(f"ModularParams: dropout must be below 1 (1 drops everything), got {self.dropout!r}.")
-        if not _is_number(self.holdout_fraction) or not 0 < self.holdout_fraction < 1:
+        if not is_number(self.holdout_fraction) or not 0 < self.holdout_fraction < 1:
             raise ValueError(
                 "ModularParams: holdout_fraction is the share of the classes left out of the operator fit, in "
                 f"(0, 1); got {self.holdout_fraction!r} (the book: 0.075)."
@@ -176,7 +176,7 @@ class ModularParams:
                 f"ModularParams: branch_anneal_epochs must be a whole number >= 0 (0: switch at once), "
                 f"got {self.branch_anneal_epochs!r}."
             )
-        if not _is_whole(self.p) or self.p < 3:
+        if not is_whole(self.p) or self.p < 3:
             raise ValueError(f"ModularParams: p must be a whole number of at least 3 (a modulus with a sum to learn), "
                              f"got {self.p!r}.")  # fmt: skip
         check_memory("ModularParams", "p", self.p, 24.0 * self.p**2, "the p² input pairs")

@@ -8,7 +8,7 @@ import numpy as np
 
 __all__ = ["figure_spectra", "figure_from_data", "figure_pca", "panel_decoy_plane", "panel_kept_r2"]
 
-ARROW_SD = 2.5  # arrow length in standard deviations along its direction
+from corelib.experiments.ace_method import ARROW_SD  # the chapter quotes it
 
 
 def figure_spectra(lti: dict, *, tolerance: float) -> plt.Figure:

@@ -1,0 +1,121 @@
+"""The layers point one way (README, "Design"): the general layers know no task, experiment, claim
+or plot; experiments draw no plots; corelib knows nothing of acebook; no import cycle; no module
+imports another's private names. Read from the source with ``ast``; imports under
+``if TYPE_CHECKING:`` are annotations, not dependencies."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+GENERAL = ("ace", "interventions", "models", "engine", "results", "lm", "steering", "compare", "operators", "linear",
+           "masks", "fastpath", "targets", "agreement", "recorded")  # fmt: skip
+SPECIFIC = ("corelib.tasks", "corelib.experiments", "corelib.claims", "corelib.plots", "corelib.exercises")
+# Known and open: the language-model layer still takes the agreement task's words (the tiny test
+# model's vocabulary, steering's four verbs) from corelib.tasks.sva. No new entry may be added.
+OPEN = {("corelib.lm", "corelib.tasks.sva"), ("corelib.steering", "corelib.tasks.sva")}
+
+
+def _modules(package: str) -> dict[str, Path]:
+    out = {}
+    for path in (ROOT / package).rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+MODULES = {**_modules("corelib"), **_modules("acebook")}
+
+
+def _type_checking_nodes(tree: ast.Module) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            ids |= {id(n) for child in node.body for n in ast.walk(child)}
+    return ids
+
+
+def imports(name: str) -> list[tuple[str, str]]:
+    """(imported module, imported name or "") of module ``name``, at run time."""
+    path = MODULES[name]
+    tree = ast.parse(path.read_text())
+    skip = _type_checking_nodes(tree)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out += [(a.name, "") for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join([*base, node.module] if node.module else base)
+            for a in node.names:
+                full = f"{module}.{a.name}"
+                out.append((full, "") if full in MODULES else (module, a.name))
+    return [(m, n) for m, n in out if m.split(".")[0] in ("corelib", "acebook")]
+
+
+def _edges() -> dict[str, set[str]]:
+    return {name: {m for m, _ in imports(name) if m in MODULES and m != name} for name in MODULES}
+
+
+def test_the_general_layers_import_no_task_experiment_claim_or_plot():
+    found = {
+        (f"corelib.{g}", m)
+        for g in GENERAL
+        for m, _ in imports(f"corelib.{g}")
+        if any(m == s or m.startswith(s + ".") for s in SPECIFIC)
+    }
+    assert found - OPEN == set(), f"general layers import specific ones: {sorted(found - OPEN)}"
+    assert found == OPEN, f"fixed, so remove from OPEN: {sorted(OPEN - found)}"
+
+
+def test_experiments_draw_no_plots_and_corelib_knows_no_acebook():
+    for name in MODULES:
+        targets = {m for m, _ in imports(name)}
+        if name.startswith("corelib.experiments"):
+            assert not {m for m in targets if m.startswith("corelib.plots")}, name
+        if name.startswith("corelib"):
+            assert not {m for m in targets if m.startswith("acebook")}, name
+
+
+def test_no_module_imports_another_modules_private_names():
+    private = [
+        (name, m, n)
+        for name in MODULES
+        for m, n in imports(name)
+        if n.startswith("_") and not n.startswith("__") and m != name
+    ]
+    assert not private, private
+
+
+def test_there_is_no_import_cycle():
+    edges = _edges()
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == 1:
+                return [*path, nxt]
+            if nxt not in state and (cycle := visit(nxt, [*path, nxt])):
+                return cycle
+        state[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if start not in state and (cycle := visit(start, [start])):
+            pytest.fail(f"import cycle: {' -> '.join(cycle)}")
+
+
+def test_the_reader_of_imports_sees_them_as_python_does():
+    """Relative imports resolve to their modules, imports inside functions count, those under
+    TYPE_CHECKING do not, and a name imported from a module is kept with it."""
+    assert all(m != "corelib.ace" for m, _ in imports("corelib.interventions"))  # under TYPE_CHECKING only
+    assert ("corelib.interventions", "intervention_hook") in imports("corelib.ace")  # inside Core.hooks
+    assert ("corelib.tasks.sva", "AGREEMENT_VERBS") in imports("corelib.steering")
+    assert ("corelib.results", "fresh_results_root") in imports("corelib.experiments.clock")
