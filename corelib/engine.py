@@ -574,6 +574,23 @@ def _progress(run: Path) -> dict:
     return load_json(path) if path.exists() else {"epoch": 0, "state": None, "snapshots": []}
 
 
+def _remove_uncommitted(run: Path, done: dict) -> None:
+    """Delete what a process killed between writing a checkpoint and committing it left behind: a
+    state or a weight snapshot that ``progress.json`` does not name. Such files are never read
+    (only committed ones are); removing them keeps the folder to what it says it holds."""
+    for path in run.glob("state_*.json"):
+        if path.stem != done["state"]:
+            for suffix in (".safetensors", ".json"):
+                results.remove(run / f"{path.stem}{suffix}")
+    for path in run.glob("state_*.safetensors"):
+        if path.stem != done["state"]:
+            results.remove(path)
+    committed = {_snapshot_path(run, e).name for e in done["snapshots"]}
+    for path in (run / "snapshots").glob("epoch_*.safetensors"):
+        if path.name not in committed:
+            results.remove(path)
+
+
 def _check_identity(run: Path, meta: dict) -> None:
     path = run / "run.json"
     if path.exists():
@@ -702,6 +719,7 @@ def _train_locked(model_cfg, cfg, seeds, train_data, test_data, run, start, devi
     train_data = train_data.to(device)
     test_data = None if test_data is None else test_data.to(device)
     done = _progress(run)
+    _remove_uncommitted(run, done)
     streams = (
         DropoutStreams(model_cfg.dropout, seeds, 0 if start is None else int(start[1])) if model_cfg.dropout else None
     )

@@ -228,12 +228,20 @@ def test_a_run_killed_at_its_last_epoch_resumes_to_the_uninterrupted_result(tmp_
     # Both final files are complete on disk, but nothing commits them: the run is not finished.
     assert (run / "snapshots" / f"epoch_{epochs:06d}.safetensors").exists()
     assert max(snapshot_epochs(run)) == 4 and len(load_history(run)["epoch"]) == 4
+    # and what a kill between writing and committing another checkpoint would leave: never read, removed
+    results.save_json(run / "state_000099.json", {"epoch": 99})
+    results.save_tensors(run / "snapshots" / "epoch_000099.safetensors", {"w": torch.zeros(1)})
     cfg = StackConfig(epochs=epochs, batch_size=8, snapshot_every=2, checkpoint_every=4)
     resumed, hist_r = train_stack(CFG, cfg, (1, 2), *_data(), run, progress=False)
     whole, hist_w = train_stack(CFG, cfg, (1, 2), *_data(), tmp_path / "whole", progress=False)
     assert hist_r == hist_w and hist_r["epoch"] == list(range(1, epochs + 1))
     assert all(torch.equal(resumed.params[k], whole.params[k]) for k in whole.params)
     assert snapshot_epochs(run) == snapshot_epochs(tmp_path / "whole")
+
+    def files(folder):
+        return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and ".lock" not in p.name)
+
+    assert files(run) == files(tmp_path / "whole")  # the orphans are gone, nothing else differs
 
 
 def test_an_existing_run_folder_is_found_while_another_process_holds_its_lock(tmp_path):
