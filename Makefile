@@ -10,7 +10,7 @@ TORCH_PIP_ARGS ?=
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: book test test-fast chromium
+.PHONY: book test test-fast test-gpu chromium
 
 book: $(STAMP)
 	$(VENV)/bin/python -m acebook.runner build --profile $(PROFILE)
@@ -20,6 +20,10 @@ test: $(STAMP) chromium
 
 test-fast: $(STAMP)
 	$(VENV)/bin/python -m pytest -m "not slow"
+
+# On a machine with a CUDA GPU (and a CUDA build of torch): the GPU against the CPU.
+test-gpu: $(STAMP)
+	$(VENV)/bin/python -m pytest -m gpu -rs
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
