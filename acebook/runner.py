@@ -702,10 +702,39 @@ def _parser() -> argparse.ArgumentParser:
         description="Execute the book's chapters with a profile's parameters and render the book.",
         epilog="e.g.  ace-book run markov_chain -p epochs 5   |   ace-book build --profile smoke",
     )
+    where, how = _where_options(), _how_options()
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    build = sub.add_parser(
+        "build",
+        parents=[how, where],
+        help="execute the chapters of _toc.yml and render the book",
+        description="Execute the chapters of _toc.yml (cached ones are reused) and render _build/html.",
+    )
+    build.add_argument("--only", nargs="+", metavar="NAME", help="execute only these chapters")
+    build.add_argument("--no-render", action="store_true", help="do not run jupyter-book")
+    run = sub.add_parser(
+        "run",
+        parents=[how, where],
+        help="execute one chapter",
+        description="Execute one chapter with the profile's parameters and the overrides.",
+    )
+    run.add_argument("name", help="the chapter (see `ace-book list`)")
+    run.add_argument("-o", "--output", type=Path, help="also write the executed notebook here")
+    _add_listing_commands(sub, where)
+    return parser
+
+
+def _where_options() -> argparse.ArgumentParser:
+    """The option every command takes: which checkout."""
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument(
         "--root", type=Path, default=None, help="project directory (default: the checkout containing acebook)"
     )
+    return where
+
+
+def _how_options() -> argparse.ArgumentParser:
+    """The options of the commands that execute chapters: profile, overrides, device, cache."""
     how = argparse.ArgumentParser(add_help=False)
     how.add_argument("--profile", default="book", help="profile of profiles.yml (default: book)")
     how.add_argument(
@@ -730,23 +759,11 @@ def _parser() -> argparse.ArgumentParser:
         help="where the chapters compute: cpu, cuda, cuda:1, mps (default: a GPU when present, else the CPU)",
     )
     how.add_argument("--force", action="store_true", help="re-run even if cached")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    build = sub.add_parser(
-        "build",
-        parents=[how, where],
-        help="execute the chapters of _toc.yml and render the book",
-        description="Execute the chapters of _toc.yml (cached ones are reused) and render _build/html.",
-    )
-    build.add_argument("--only", nargs="+", metavar="NAME", help="execute only these chapters")
-    build.add_argument("--no-render", action="store_true", help="do not run jupyter-book")
-    run = sub.add_parser(
-        "run",
-        parents=[how, where],
-        help="execute one chapter",
-        description="Execute one chapter with the profile's parameters and the overrides.",
-    )
-    run.add_argument("name", help="the chapter (see `ace-book list`)")
-    run.add_argument("-o", "--output", type=Path, help="also write the executed notebook here")
+    return how
+
+
+def _add_listing_commands(sub: argparse._SubParsersAction, where: argparse.ArgumentParser) -> None:
+    """The commands that only read: a chapter's parameters, the list of chapters."""
     params = sub.add_parser(
         "params",
         parents=[where],
@@ -761,7 +778,6 @@ def _parser() -> argparse.ArgumentParser:
         description="List the chapters of _toc.yml in reading order, with the time of their last execution.",
     )
     listing.add_argument("--profile", default=None, help="show only run times of this profile")
-    return parser
 
 
 def _file_overrides(path: Path | None) -> dict[str, Any]:

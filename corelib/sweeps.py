@@ -25,7 +25,7 @@ import hashlib
 import math
 import os
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -377,18 +377,56 @@ def train_condition(
     seeds = _check_seeds(seeds)
     device = torch.device(device) if device is not None else default_device()
     train, test = (d.to(device) for d in (data if data is not None else condition_data(cond, cfg)))
-    n = len(train)
-    plan = batch_plan(n, cond.batch_size, cfg.keep_partial_batch)
-    batch, per_epoch = plan["batch"], plan["steps_per_epoch"]  # epochs: the unit of caps and patience
-    full_batch = batch == n
-    cap = cfg.max_epochs * per_epoch if max_steps is None else int(max_steps)
-    if cap < 1:
-        raise ValueError(f"max_steps must be >= 1, got {max_steps}.")
-    patience = cfg.patience_epochs * per_epoch
-    model_cfg = cfg.model_config(cond.p)
+    steps = _StepPlan.of(len(train), cond, cfg, max_steps)
     stats = stats if stats is not None else SweepStats()
-
     saved = _load_checkpoint(checkpoint, seeds, device)
+    trainer = _condition_trainer(cond, cfg, seeds, train, steps.batch, saved, device)
+    monitor = _SeedMonitor(cond, cfg, steps, (train, test), trainer.stack.seeds, stats, condition_key, on_record)
+    if saved:
+        monitor.restore(saved["meta"])
+    with monitor.progress_bar(trainer, len(seeds), progress):
+        epoch = saved["meta"]["epoch"] if saved else 0
+        while trainer.epoch(epoch, monitor.after_step) is not None:
+            epoch += 1
+            if checkpoint is not None and epoch % checkpoint_every == 0:
+                _save_checkpoint(checkpoint, trainer, epoch, seeds, monitor.t_mem, monitor.t_gen, monitor.records)
+        if checkpoint is not None:  # done: the records replace it
+            remove_checkpoint(checkpoint)
+    stats.eval_rows += monitor.rows_evaluated()
+    return [monitor.records[s] for s in seeds]
+
+
+@dataclass(frozen=True)
+class _StepPlan:
+    """A condition's steps: minibatch size, steps per epoch (the unit of caps and patience), cap, patience."""
+
+    batch: int
+    per_epoch: int
+    cap: int
+    patience: int
+    full_batch: bool
+
+    @classmethod
+    def of(cls, n: int, cond: Condition, cfg: SweepConfig, max_steps: int | None) -> _StepPlan:
+        plan = batch_plan(n, cond.batch_size, cfg.keep_partial_batch)
+        batch, per_epoch = plan["batch"], plan["steps_per_epoch"]
+        cap = cfg.max_epochs * per_epoch if max_steps is None else int(max_steps)
+        if cap < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps}.")
+        return cls(batch, per_epoch, cap, cfg.patience_epochs * per_epoch, batch == n)
+
+
+def _condition_trainer(
+    cond: Condition,
+    cfg: SweepConfig,
+    seeds: tuple[int, ...],
+    train: PrefixData,
+    batch: int,
+    saved: dict | None,
+    device: torch.device,
+) -> Trainer:
+    """A trainer of the condition's seed stack: fresh, or in the state a checkpoint saved."""
+    model_cfg = cfg.model_config(cond.p)
     running = tuple(saved["running"]) if saved else seeds
     streams = DropoutStreams(model_cfg.dropout, running) if model_cfg.dropout else None
     stack = (
@@ -409,105 +447,151 @@ def train_condition(
         if streams is not None:
             streams.load_state(saved["dropout"])
         trainer.step_count = saved["meta"]["step"]
-    # A full batch's training forward gives the training accuracy of the weights before the
-    # step for free, but only without dropout: with it, that forward is a noisy model's.
-    free_train_acc = full_batch and streams is None and cfg.precision == "fp32"  # accuracies in fp32
-    fn = stacked_last_logits(model_cfg, shared_rows=True)
-    train_test, test_test = _ThresholdTest(train, cfg.threshold, fn), _ThresholdTest(test, cfg.threshold, fn)
-    t_mem: dict[int, int | None] = dict.fromkeys(running)
-    t_gen: dict[int, int | None] = dict.fromkeys(running)
-    records: dict[int, dict] = {}
-    if saved:
-        for name, times in (("t_mem", t_mem), ("t_gen", t_gen)):
-            times.update({int(s): v for s, v in saved["meta"][name].items()})
-        records.update({int(s): r for s, r in saved["meta"]["records"].items()})
+    return trainer
 
-    def finish(positions: list[int], step: int, reason: str) -> None:
-        stack = trainer.stack
-        which = torch.tensor(positions, device=device)
-        params = {k: v.detach() for k, v in stack.params.items()}
-        if free_train_acc:  # the training forward of the next step would have given this for free
-            _mark_first_pass(t_mem, train_test, params, stack.seeds, step, positions)
-        acc_train = _accuracy(params, which, train, fn)
-        acc_test = _accuracy(params, which, test, fn)
-        for j, a_tr, a_te in zip(positions, acc_train, acc_test):
-            s = stack.seeds[j]
-            rec = {
-                "seed": s,
-                "condition": condition_key,
-                "p": cond.p,
-                "weight_decay": cond.weight_decay,
-                "batch_size": batch,
-                "steps_per_epoch": per_epoch,
-                "t_mem": t_mem[s],
-                "t_gen": t_gen[s],
-                "delay": None if t_mem[s] is None or t_gen[s] is None else t_gen[s] - t_mem[s],
-                "stopped_at": step,
-                "reason": reason,
-                "final_train_acc": a_tr,
-                "final_test_acc": a_te,
-            }
-            records[s] = rec
-            if on_record is not None:
-                on_record(rec)
 
-    bar = tqdm(
-        total=cap,
-        desc=f"{cond.label()}, {len(seeds)} seeds",
-        disable=not progress,
-        leave=False,
-        mininterval=1.0,
-        initial=trainer.step_count,
-    )
+class _SeedMonitor:
+    """Watches a condition's seeds after every step: first memorisation and generalisation steps,
+    and each seed's record once it has generalised for ``patience`` steps (or the cap is reached).
 
-    def after_step(trainer: Trainer, step: int, idx: torch.Tensor, logits: torch.Tensor) -> bool:
+    ``after_step`` is the trainer's per-step callback; ``t_mem``, ``t_gen`` (seed → step or None)
+    and ``records`` (seed → record) are what a checkpoint saves.
+    """
+
+    def __init__(
+        self,
+        cond: Condition,
+        cfg: SweepConfig,
+        steps: _StepPlan,
+        data: tuple[PrefixData, PrefixData],
+        running: Sequence[int],
+        stats: SweepStats,
+        condition_key: str,
+        on_record: Callable[[dict], None] | None,
+    ):
+        self.cond, self.steps, (self.train, self.test) = cond, steps, data
+        self.stats, self.condition_key, self.on_record = stats, condition_key, on_record
+        # A full batch's training forward gives the training accuracy of the weights before the
+        # step for free, but only without dropout: with it, that forward is a noisy model's.
+        self.free_train_acc = steps.full_batch and not cfg.model_config(cond.p).dropout and cfg.precision == "fp32"
+        self.fn = stacked_last_logits(cfg.model_config(cond.p), shared_rows=True)
+        self.train_test = _ThresholdTest(self.train, cfg.threshold, self.fn)
+        self.test_test = _ThresholdTest(self.test, cfg.threshold, self.fn)
+        self.t_mem: dict[int, int | None] = dict.fromkeys(running)
+        self.t_gen: dict[int, int | None] = dict.fromkeys(running)
+        self.records: dict[int, dict] = {}
+        self.bar: tqdm | None = None
+
+    def restore(self, meta: dict) -> None:
+        """Take up the times and records a checkpoint saved."""
+        for times, name in ((self.t_mem, "t_mem"), (self.t_gen, "t_gen")):
+            times.update({int(s): v for s, v in meta[name].items()})
+        self.records.update({int(s): r for s, r in meta["records"].items()})
+
+    @contextmanager
+    def progress_bar(self, trainer: Trainer, n_seeds: int, show: bool) -> Iterator[None]:
+        """Show the condition's steps while training inside the ``with`` block."""
+        self.bar = tqdm(
+            total=self.steps.cap,
+            desc=f"{self.cond.label()}, {n_seeds} seeds",
+            disable=not show,
+            leave=False,
+            mininterval=1.0,
+            initial=trainer.step_count,
+        )
+        yield
+        self.bar.update(trainer.step_count - self.bar.n)
+        self.bar.close()
+
+    def rows_evaluated(self) -> int:
+        """Rows x seeds the threshold tests evaluated (throughput accounting)."""
+        return self.train_test.rows_evaluated + self.test_test.rows_evaluated
+
+    def after_step(self, trainer: Trainer, step: int, idx: torch.Tensor, logits: torch.Tensor) -> bool:
         """Measure the times of the weights after ``step``, stop seeds; True ends the condition."""
-        stack = trainer.stack
-        stats.steps += 1
-        stats.seed_steps += len(stack)
-        stats.train_rows += idx.numel()
-        params = {k: v.detach() for k, v in stack.params.items()}
-        if free_train_acc and step > 1:  # logits of the weights after step - 1, on every training row
-            correct = (logits.argmax(-1) == train.targets[idx]).sum(dim=1).tolist()
-            for j, s in enumerate(stack.seeds):
-                if t_mem[s] is None and correct[j] >= train_test.need:
-                    t_mem[s] = step - 1
-        if not free_train_acc:
-            _mark_first_pass(t_mem, train_test, params, stack.seeds, step)
-        _mark_first_pass(t_gen, test_test, params, stack.seeds, step)
-        done = [j for j, s in enumerate(stack.seeds) if t_gen[s] is not None and step - t_gen[s] >= patience]
-        if step >= cap:
-            rest = [j for j in range(len(stack)) if j not in done]
+        self._count(trainer, idx)
+        self._mark_times(trainer.stack, step, idx, logits)
+        seeds = trainer.stack.seeds
+        done = [
+            j for j, s in enumerate(seeds) if self.t_gen[s] is not None and step - self.t_gen[s] >= self.steps.patience
+        ]
+        if step >= self.steps.cap:
+            rest = [j for j in range(len(seeds)) if j not in done]
             if done:
-                finish(done, step, "patience")
+                self._finish(trainer.stack, done, step, "patience")
             if rest:
-                finish(rest, step, "max_steps")
+                self._finish(trainer.stack, rest, step, "max_steps")
             return True
         if done:
-            finish(done, step, "patience")
-            if len(done) == len(stack):
+            self._finish(trainer.stack, done, step, "patience")
+            if len(done) == len(seeds):
                 return True
             trainer.drop(done)
-        if progress and step % 50 == 0:
-            bar.update(step - bar.n)
-            bar.set_postfix(
-                running=len(trainer.stack),
-                memorised=sum(v is not None for v in t_mem.values()),
-                generalised=sum(v is not None for v in t_gen.values()),
-            )
+        self._show(trainer, step)
         return False
 
-    epoch = saved["meta"]["epoch"] if saved else 0
-    while trainer.epoch(epoch, after_step) is not None:
-        epoch += 1
-        if checkpoint is not None and epoch % checkpoint_every == 0:
-            _save_checkpoint(checkpoint, trainer, epoch, seeds, t_mem, t_gen, records)
-    if checkpoint is not None:  # done: the records replace it
-        remove_checkpoint(checkpoint)
-    bar.update(trainer.step_count - bar.n)
-    bar.close()
-    stats.eval_rows += train_test.rows_evaluated + test_test.rows_evaluated
-    return [records[s] for s in seeds]
+    def _count(self, trainer: Trainer, idx: torch.Tensor) -> None:
+        self.stats.steps += 1
+        self.stats.seed_steps += len(trainer.stack)
+        self.stats.train_rows += idx.numel()
+
+    def _mark_times(self, stack: SeedStack, step: int, idx: torch.Tensor, logits: torch.Tensor) -> None:
+        """First memorisation and generalisation steps reached by the weights after ``step``."""
+        params = _detached(stack)
+        if self.free_train_acc and step > 1:  # logits of the weights after step - 1, on every training row
+            correct = (logits.argmax(-1) == self.train.targets[idx]).sum(dim=1).tolist()
+            for j, s in enumerate(stack.seeds):
+                if self.t_mem[s] is None and correct[j] >= self.train_test.need:
+                    self.t_mem[s] = step - 1
+        if not self.free_train_acc:
+            _mark_first_pass(self.t_mem, self.train_test, params, stack.seeds, step)
+        _mark_first_pass(self.t_gen, self.test_test, params, stack.seeds, step)
+
+    def _finish(self, stack: SeedStack, positions: list[int], step: int, reason: str) -> None:
+        """Measure the final accuracies of the seeds at ``positions`` and hand on their records."""
+        which = torch.tensor(positions, device=next(iter(stack.params.values())).device)
+        params = _detached(stack)
+        if self.free_train_acc:  # the training forward of the next step would have given this for free
+            _mark_first_pass(self.t_mem, self.train_test, params, stack.seeds, step, positions)
+        acc_train = _accuracy(params, which, self.train, self.fn)
+        acc_test = _accuracy(params, which, self.test, self.fn)
+        for j, a_tr, a_te in zip(positions, acc_train, acc_test):
+            rec = self._record(stack.seeds[j], step, reason, a_tr, a_te)
+            self.records[rec["seed"]] = rec
+            if self.on_record is not None:
+                self.on_record(rec)
+
+    def _record(self, seed: int, step: int, reason: str, acc_train: float, acc_test: float) -> dict:
+        t_mem, t_gen = self.t_mem[seed], self.t_gen[seed]
+        return {
+            "seed": seed,
+            "condition": self.condition_key,
+            "p": self.cond.p,
+            "weight_decay": self.cond.weight_decay,
+            "batch_size": self.steps.batch,
+            "steps_per_epoch": self.steps.per_epoch,
+            "t_mem": t_mem,
+            "t_gen": t_gen,
+            "delay": None if t_mem is None or t_gen is None else t_gen - t_mem,
+            "stopped_at": step,
+            "reason": reason,
+            "final_train_acc": acc_train,
+            "final_test_acc": acc_test,
+        }
+
+    def _show(self, trainer: Trainer, step: int) -> None:
+        if self.bar is None or self.bar.disable or step % 50:
+            return
+        self.bar.update(step - self.bar.n)
+        self.bar.set_postfix(
+            running=len(trainer.stack),
+            memorised=sum(v is not None for v in self.t_mem.values()),
+            generalised=sum(v is not None for v in self.t_gen.values()),
+        )
+
+
+def _detached(stack: SeedStack) -> dict[str, torch.Tensor]:
+    return {k: v.detach() for k, v in stack.params.items()}
 
 
 def _save_checkpoint(path: Path, trainer: Trainer, epoch: int, seeds, t_mem, t_gen, records) -> None:

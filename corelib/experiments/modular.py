@@ -128,6 +128,13 @@ class ModularParams:
     grok_threshold: float = 0.99
 
     def __post_init__(self):
+        self._check_settings()
+        self._check_values()
+        self._check_model()
+        self._check_branch()
+
+    def _check_settings(self) -> None:
+        """Seeds, epochs, rates, whole numbers, non-negative values and fractions, by kind."""
         object.__setattr__(self, "seeds", check_seeds("ModularParams", self.seeds))
         for name in ("split_seed", "jacobian_seed", "holdout_seed"):
             check_seed("ModularParams", name, getattr(self, name))
@@ -162,6 +169,9 @@ class ModularParams:
                 "grok_threshold": self.grok_threshold,
             },
         )
+
+    def _check_values(self) -> None:
+        """Values with limits of their own: decays against the rate, dropout, the holdout share, the anneal."""
         check_decay("ModularParams", self.lr, self.weight_decay)
         check_decay("ModularParams", self.lr, self.branch_weight_decay, "branch_weight_decay")
         if not self.dropout < 1:
@@ -176,6 +186,9 @@ class ModularParams:
                 f"ModularParams: branch_anneal_epochs must be a whole number >= 0 (0: switch at once), "
                 f"got {self.branch_anneal_epochs!r}."
             )
+
+    def _check_model(self) -> None:
+        """The modulus and the model's shape."""
         if not is_whole(self.p) or self.p < 3:
             raise ValueError(f"ModularParams: p must be a whole number of at least 3 (a modulus with a sum to learn), "
                              f"got {self.p!r}.")  # fmt: skip
@@ -185,6 +198,9 @@ class ModularParams:
                 f"ModularParams: d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads}); "
                 "each head gets d_model / n_heads dimensions."
             )
+
+    def _check_branch(self) -> None:
+        """The branch epoch: inside the long run, and one of its snapshots."""
         if not 0 < self.branch_epoch <= self.long_epochs:
             raise ValueError(f"branch_epoch ({self.branch_epoch}) must lie in (0, long_epochs={self.long_epochs}].")
         if not self.stack_config("wd", self.long_epochs).is_snapshot(self.branch_epoch):

@@ -414,6 +414,26 @@ def analyse_model(lm: LanguageModel, ds: SVADataset, params: SVAParams, *, progr
     """Layer sweep, chosen layer, coordinates, prompt-level scores and steering of one model."""
     train_prompts, _ = ds.split("train")
     test_prompts, plural = ds.split("test")
+    sweep = _layer_sweep(lm, train_prompts, test_prompts, plural, params, progress)
+    margins = _chosen_layer_margins(lm, test_prompts, sweep, params, progress)
+    return _analysis(lm, sweep, margins, plural)
+
+
+@dataclass(frozen=True)
+class _LayerSweep:
+    """The sweep over layers: each layer's core, the test margins under each sweep mode, the AUCs
+    (``auc[mode][i]`` at ``layers[i]``), and the layer where flipping moves the AUC most."""
+
+    layers: list[int]
+    cores: dict[int, Core]
+    batches: list
+    margins: dict
+    baseline: float
+    auc: dict[str, list[float]]
+    chosen: int
+
+
+def _layer_sweep(lm, train_prompts, test_prompts, plural, params: SVAParams, progress: bool) -> _LayerSweep:
     layers = sweep_layers(lm.n_layers, params.layer_stride)
     cores = layer_cores(lm, train_prompts, layers, batch_size=params.batch_size, eps=params.eps, progress=progress)
     test_batches = prefix_batches(lm, test_prompts, batch_size=params.batch_size, progress=progress)
@@ -430,23 +450,34 @@ def analyse_model(lm: LanguageModel, ds: SVADataset, params: SVAParams, *, progr
     sweep = {mode: [auc(m[(layer, mode)], plural) for layer in layers] for mode in params.sweep_modes}
     effect = [baseline - a for a in sweep["flip"]]
     chosen = layers[int(np.argmax(effect))]
+    return _LayerSweep(layers, cores, test_batches, m, baseline, sweep, chosen)
+
+
+def _chosen_layer_margins(lm, test_prompts, sweep: _LayerSweep, params: SVAParams, progress: bool) -> dict:
+    """The baseline margins and those under every mode at the chosen layer (modes the sweep left
+    out are computed here)."""
+    m, chosen = dict(sweep.margins), sweep.chosen
     missing = tuple(mode for mode in MODES if mode not in params.sweep_modes)
     if missing:
         m.update(
             intervened_margins(
                 lm,
                 test_prompts,
-                {chosen: cores[chosen]},
+                {chosen: sweep.cores[chosen]},
                 {chosen: missing},
                 batch_size=params.batch_size,
-                batches=test_batches,
+                batches=sweep.batches,
                 progress=progress,
             )
         )
-    core = cores[chosen]
-    coords = core.coords(m["acts"][chosen])[:, 0]
-    sign = 1.0 if np.corrcoef(coords, m["baseline"])[0, 1] >= 0 else -1.0
-    margins = {"baseline": m["baseline"], **{mode: m[(chosen, mode)] for mode in MODES}}
+    return {"acts": m["acts"][chosen], "baseline": m["baseline"], **{mode: m[(chosen, mode)] for mode in MODES}}
+
+
+def _analysis(lm: LanguageModel, sweep: _LayerSweep, margins: dict, plural: np.ndarray) -> dict:
+    core, layers = sweep.cores[sweep.chosen], sweep.layers
+    acts = margins.pop("acts")
+    coords = core.coords(acts)[:, 0]
+    sign = 1.0 if np.corrcoef(coords, margins["baseline"])[0, 1] >= 0 else -1.0
     scores = {k: agreement_scores(v, plural) for k, v in margins.items()}
     wilcoxon = {mode: float(stats.wilcoxon(scores["baseline"], scores[mode]).pvalue) for mode in ("remove", "flip")}
     return {
@@ -456,14 +487,14 @@ def analyse_model(lm: LanguageModel, ds: SVADataset, params: SVAParams, *, progr
         "n_params": int(sum(t.numel() for t in lm.hf.parameters())),
         "layers": layers,
         "depth": [(layer + 1) / lm.n_layers for layer in layers],
-        "baseline_auc": baseline,
-        "sweep_auc": sweep,
-        "spectral_gap_by_layer": [cores[layer].spectral_gap for layer in layers],
-        "chosen_layer": chosen,
+        "baseline_auc": sweep.baseline,
+        "sweep_auc": sweep.auc,
+        "spectral_gap_by_layer": [sweep.cores[layer].spectral_gap for layer in layers],
+        "chosen_layer": sweep.chosen,
         "rank": core.rank,
         "spectral_gap": core.spectral_gap,
         "singular_values": core.singular_values[:10].tolist(),
-        "auc": {"baseline": baseline, **{mode: auc(margins[mode], plural) for mode in MODES}},
+        "auc": {"baseline": sweep.baseline, **{mode: auc(margins[mode], plural) for mode in MODES}},
         "coords": (sign * coords).tolist(),
         "margins": {k: v.tolist() for k, v in margins.items()},
         "scores": {k: v.tolist() for k, v in scores.items()},
