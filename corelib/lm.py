@@ -626,27 +626,7 @@ class LanguageModel(HookedRootModule):
             )
         swapped = {}
         if start_at_layer is not None:
-            start = int(start_at_layer)
-            if not 1 <= start <= self.n_layers:
-                raise ValueError(
-                    f"start_at_layer must be in [1, {self.n_layers}] (the residual entering "
-                    f"layer l is the output of layer l - 1), got {start_at_layer}"
-                )
-            n = batch.input_ids.shape[0]
-            if tuple(resid.shape) != (n, 1, self.d_model):
-                raise ValueError(
-                    f"resid must have shape ({n}, 1, {self.d_model}) (the last position "
-                    f"of every prompt), got {tuple(resid.shape)}"
-                )
-            earlier = [name for name, _ in fwd_hooks if name in {resid_hook(layer) for layer in range(start - 1)}]
-            if earlier:
-                raise ValueError(f"hooks {earlier} are on layers that do not run with start_at_layer={start}")
-            swapped = {i: self.layers[i] for i in range(start)}
-            for i, layer in swapped.items():
-                last = i == start - 1
-                self.layers[i] = _NotRun(
-                    layer, resid if last else None, self.blocks[i].hook_resid_post if last else None
-                )
+            swapped = self._skip_layers(start_at_layer, resid, fwd_hooks, batch.input_ids.shape[0])
         before = _cache_lengths(cache)
         try:
             return self.run_with_hooks(
@@ -661,6 +641,29 @@ class LanguageModel(HookedRootModule):
             for i, layer in swapped.items():
                 self.layers[i] = layer
             _crop_new_positions(cache, before)
+
+    def _skip_layers(self, start_at_layer, resid: torch.Tensor, fwd_hooks, n: int) -> dict[int, nn.Module]:
+        """Put :class:`_NotRun` in place of the decoder layers before ``start_at_layer``, the last
+        of them returning ``resid`` (checked against ``n`` prompts); returns the layers replaced."""
+        start = int(start_at_layer)
+        if not 1 <= start <= self.n_layers:
+            raise ValueError(
+                f"start_at_layer must be in [1, {self.n_layers}] (the residual entering "
+                f"layer l is the output of layer l - 1), got {start_at_layer}"
+            )
+        if tuple(resid.shape) != (n, 1, self.d_model):
+            raise ValueError(
+                f"resid must have shape ({n}, 1, {self.d_model}) (the last position "
+                f"of every prompt), got {tuple(resid.shape)}"
+            )
+        earlier = [name for name, _ in fwd_hooks if name in {resid_hook(layer) for layer in range(start - 1)}]
+        if earlier:
+            raise ValueError(f"hooks {earlier} are on layers that do not run with start_at_layer={start}")
+        swapped = {i: self.layers[i] for i in range(start)}
+        for i, layer in swapped.items():
+            last = i == start - 1
+            self.layers[i] = _NotRun(layer, resid if last else None, self.blocks[i].hook_resid_post if last else None)
+        return swapped
 
     # ---- TransformerLens bridge on the same weights
     def bridge(self):

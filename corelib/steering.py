@@ -300,17 +300,63 @@ def generate_batch(
     list): requests with different seeds never share a row, which draws several samples of one
     prompt. ``progress`` shows a bar over steps.
     """
+    requests = _requests(
+        lm, prompts, configs, max_new_tokens, greedy, seed, core=core, layer=layer, temperature=temperature
+    )
+    outs = [Generation(p) for p in prompts]
+    keys, members = requests.rows()
+    if not keys:
+        return outs
+    state = _Generation(lm, requests, keys, members, outs, core=core, layer=layer, temperature=temperature, top_k=top_k)
+    bar = tqdm(total=max(requests.budget), desc=f"{lm.name}: generation", disable=not progress, leave=False)
+    with _OneThreadForSmallBatches(lm.device, len(keys)), bar:
+        while state.members:
+            bar.update()
+            state.step()
+    return outs
+
+
+@dataclass(frozen=True)
+class _Requests:
+    """The requests of :func:`generate_batch`, one entry per prompt."""
+
+    prompts: list[str]
+    configs: list[SteeringConfig | None]
+    budget: list[int]
+    greedy: list[bool]
+    seeds: list[int]
+
+    @property
+    def steering(self) -> bool:
+        return any(c is not None for c in self.configs)
+
+    def rows(self) -> tuple[list[tuple[str, bool, int]], list[list[int]]]:
+        """One batch row per prompt and decoding (its key) and the requests it serves (its members)."""
+        prompts, greedy, seeds, budget = self.prompts, self.greedy, self.seeds, self.budget
+        keys = list(dict.fromkeys((p, g, v) for p, g, v, n in zip(prompts, greedy, seeds, budget) if n > 0))
+        members = [
+            [i for i in range(len(prompts)) if (prompts[i], greedy[i], seeds[i]) == k and budget[i] > 0] for k in keys
+        ]
+        return keys, members
+
+
+def _requests(
+    lm: LanguageModel, prompts, configs, max_new_tokens, greedy, seed, *, core, layer, temperature
+) -> _Requests:
+    """The arguments of :func:`generate_batch` checked and spread to one value per prompt."""
     n_req = len(prompts)
     if isinstance(prompts, str) or n_req == 0:
         raise ValueError("prompts must be a non-empty list of strings")
-    configs = _per_row(configs, n_req, "configs")
-    budget = [int(n) for n in _per_row(max_new_tokens, n_req, "max_new_tokens")]
-    greedy = [bool(g) for g in _per_row(greedy, n_req, "greedy")]
-    seeds = [int(v) for v in _per_row(seed, n_req, "seed")]
-    steering = any(c is not None for c in configs)
-    if steering and (core is None or layer is None):
+    requests = _Requests(
+        prompts,
+        _per_row(configs, n_req, "configs"),
+        [int(n) for n in _per_row(max_new_tokens, n_req, "max_new_tokens")],
+        [bool(g) for g in _per_row(greedy, n_req, "greedy")],
+        [int(v) for v in _per_row(seed, n_req, "seed")],
+    )
+    if requests.steering and (core is None or layer is None):
         raise ValueError("steered rows need the core and its layer (core=..., layer=...)")
-    if steering and not 0 <= layer < lm.n_layers:
+    if requests.steering and not 0 <= layer < lm.n_layers:
         raise ValueError(f"layer must be in [0, {lm.n_layers - 1}] for {lm.name}, got {layer}")
     if temperature <= 0:
         raise ValueError(f"temperature must be positive, got {temperature}")
@@ -320,135 +366,205 @@ def generate_batch(
             raise ValueError(
                 f"prompt {prompt!r} is {n} token(s) long; generation needs at least two (the prefix is cached)"
             )
-    outs = [Generation(p) for p in prompts]
-    # one row per prompt and decoding; its members are the requests it serves
-    keys = list(dict.fromkeys((p, g, v) for p, g, v, n in zip(prompts, greedy, seeds, budget) if n > 0))
-    if not keys:
-        return outs
-    members = [[i for i in range(n_req) if (prompts[i], greedy[i], seeds[i]) == k and budget[i] > 0] for k in keys]
-    batch = lm.tokenize([k[0] for k in keys])
-    cache = lm.prefix_cache(batch)
-    mask = batch.attention_mask.clone()
-    x = batch.input_ids[:, -1:].clone()
-    gens = [torch.Generator().manual_seed(k[2]) for k in keys]
-    row_greedy = [k[1] for k in keys]
-    vid = {verb: lm.single_token(verb) for verbs in AGREEMENT_VERBS.values() for verb in verbs}
-    verb_tensor = torch.tensor(list(vid.values()))
-    name = resid_hook(layer) if steering else None
-    eos = lm.tokenizer.eos_token_id
+    return requests
 
-    bar = tqdm(total=max(budget), desc=f"{lm.name}: generation", disable=not progress, leave=False)
-    with _OneThreadForSmallBatches(lm.device, len(keys)), bar:
-        while members:
-            bar.update()
-            clean = (
-                lm.run_with_hooks(x, mask, past_key_values=cache, use_cache=True, return_type="logits")[:, -1]
-                .float()
-                .cpu()
-            )
-            m0 = generation_margin(clean, vid).double()
-            mass = torch.softmax(clean, -1)[:, verb_tensor].sum(-1)
-            # each row's members by what this step does to them: None (clean) or the steering
-            # settings of an open gate; the clean group keeps the row, other groups fork
-            source, action, groups = [], [], []
-            forks = []
-            for r, ms in enumerate(members):
-                by = {}
-                for m in ms:
-                    c = configs[m]
-                    gated = c is not None and float(mass[r]) >= c.gate
-                    by.setdefault((c.probe, c.epsilon, c.cap) if gated else None, []).append(m)
-                acts = sorted(by, key=lambda a: a is not None)  # the clean group first
-                for k, act in enumerate(acts):
-                    if k == 0:
-                        source.append(r), action.append(act), groups.append(by[act])
-                    else:
-                        forks.append((r, act, by[act]))
-            rows = len(source)
-            for r, act, ms in forks:
-                source.append(r), action.append(act), groups.append(ms)
-            src = torch.tensor(source)
-            logits = clean[src].clone()
-            strength = torch.zeros(len(source), dtype=torch.float64)
-            steered = [j for j, act in enumerate(action) if act is not None]
-            if steered:
-                sel = torch.tensor(steered)
-                rows_of = src[sel]
-                sub = _rows_without_last(cache, rows_of.to(lm.device))
-                probe = torch.tensor([action[j][0] for j in steered], dtype=torch.float64)
-                epsilon = torch.tensor([action[j][1] for j in steered], dtype=torch.float64)
-                cap = torch.tensor(
-                    [action[j][2] if action[j][2] is not None else float("inf") for j in steered], dtype=torch.float64
-                )
 
-                def sub_step(s, return_type, x=x[rows_of], mask=mask[rows_of], sub=sub):
-                    """The steered rows' last position at strength ``s``, on their own cache."""
-                    return lm.run_with_hooks(
-                        x,
-                        mask,
-                        past_key_values=sub,
-                        use_cache=True,
-                        return_type=return_type,
-                        fwd_hooks=[(name, steer_hook(core, s.float()))],
-                    )[:, -1]
+@dataclass
+class _Step:
+    """One decoding step.
 
-                m1 = _verb_margin(lm.token_logits(sub_step(probe, "hidden"), list(vid))).cpu().double()
-                base = m0[rows_of]
-                gain = (m1 - base) / probe
-                target = torch.where(base > 0, -epsilon, epsilon)
-                s = torch.where(gain != 0, (target - base) / torch.where(gain != 0, gain, 1.0), 0.0)
-                s = torch.minimum(torch.maximum(s, -cap), cap)
-                sub.crop(-1)
-                logits[sel] = sub_step(s, "logits").float().cpu()
-                strength[sel] = s
-                kept = [k for k, j in enumerate(steered) if j < rows]
-                if kept:  # rows whose members were all steered: replace their last position
-                    part = _rows_without_last(sub, torch.tensor(kept, device=lm.device), crop=False)
-                    _replace_last(cache, part, rows_of[kept].to(lm.device))
-                new = [k for k, j in enumerate(steered) if j >= rows]
-                if new:  # forks: new rows
-                    _append_rows(cache, _rows_without_last(sub, torch.tensor(new, device=lm.device), crop=False))
-            # forks were appended in the order of ``steered`` beyond ``rows``: the same order
-            gens = gens + [_clone(gens[source[j]]) for j in range(rows, len(source))]
-            row_greedy = row_greedy + [row_greedy[source[j]] for j in range(rows, len(source))]
-            mask = torch.cat([mask, mask[src[rows:]]], dim=0)
-            margin = generation_margin(logits, vid)
-            tokens = torch.empty(len(source), dtype=torch.long)
-            for j, ms in enumerate(groups):
-                r = source[j]
-                token = _choose(logits[j], row_greedy[j], temperature, top_k, gens[j])
-                tokens[j] = token
-                clean_token = int(clean[r].argmax())
-                piece = lm.tokenizer.decode([token])
-                for m in ms:
-                    g = outs[m]
-                    g.tokens.append(token)
-                    g.pieces.append(piece)
-                    g.gated.append(action[j] is not None)
-                    g.strength.append(float(strength[j]))
-                    g.clean_margin.append(float(m0[r]))
-                    g.margin.append(float(margin[j]))
-                    g.clean_token.append(clean_token)
-                    g.verb.append(_number(token, vid))
-                    g.clean_verb.append(_number(clean_token, vid))
-                    g.verb_mass.append(float(mass[r]))
-            groups = [
-                [
-                    m
-                    for m in ms
-                    if len(outs[m].tokens) < budget[m] and not (eos is not None and outs[m].tokens[-1] == eos)
-                ]
-                for ms in groups
-            ]
-            keep = [j for j, ms in enumerate(groups) if ms]
-            x = tokens[:, None]
-            mask = torch.cat([mask, torch.ones((len(source), 1), dtype=mask.dtype)], dim=1)
-            if len(keep) < len(groups) and keep:
-                cache.batch_select_indices(torch.tensor(keep, device=lm.device))
-                x, mask = x[keep], mask[keep]
-                gens, row_greedy = [gens[j] for j in keep], [row_greedy[j] for j in keep]
-            members = [groups[j] for j in keep]
-    return outs
+    The clean pass gives, per batch row, the logits ``clean``, the generation margin ``m0`` and
+    the verb mass ``mass``. The step's output row ``j`` continues batch row ``source[j]`` for the
+    requests ``groups[j]``, clean (``action[j]`` None) or steered with ``action[j] = (probe,
+    epsilon, cap)``; the first ``kept`` output rows keep their batch row, the others fork.
+    """
+
+    clean: torch.Tensor
+    m0: torch.Tensor
+    mass: torch.Tensor
+    source: list[int]
+    action: list[tuple | None]
+    groups: list[list[int]]
+    kept: int
+
+    @property
+    def src(self) -> torch.Tensor:
+        return torch.tensor(self.source)
+
+
+def _by_action(configs: list, members: list[int], mass: float) -> dict:
+    """The requests ``members`` of a row by what this step does to them: None (clean) or the
+    steering settings of an open gate."""
+    by = {}
+    for m in members:
+        c = configs[m]
+        gated = c is not None and mass >= c.gate
+        by.setdefault((c.probe, c.epsilon, c.cap) if gated else None, []).append(m)
+    return by
+
+
+def _strength(m0: torch.Tensor, m1: torch.Tensor, probe, epsilon, cap) -> torch.Tensor:
+    """``s* = (m_target - m0) / g`` with the gain ``g = (m1 - m0) / probe`` (0 where ``g = 0``),
+    ``m_target = -sign(m0) * epsilon``, capped at ``|s*| <= cap``."""
+    gain = (m1 - m0) / probe
+    target = torch.where(m0 > 0, -epsilon, epsilon)
+    s = torch.where(gain != 0, (target - m0) / torch.where(gain != 0, gain, 1.0), 0.0)
+    return torch.minimum(torch.maximum(s, -cap), cap)
+
+
+def _record(g: Generation, step: dict) -> None:
+    """Append one step's values to the per-step lists of ``g``."""
+    for name, value in step.items():
+        getattr(g, name).append(value)
+
+
+class _Generation:
+    """The state of :func:`generate_batch` between steps.
+
+    One batch row per group of requests that still produce the same text, with its key/value
+    cache row, attention mask, last token ``x``, random generator and decoding (``greedy``).
+    """
+
+    def __init__(self, lm: LanguageModel, requests: _Requests, keys, members, outs, *, core, layer, temperature, top_k):
+        self.lm, self.requests, self.members, self.outs = lm, requests, members, outs
+        self.core, self.temperature, self.top_k = core, temperature, top_k
+        batch = lm.tokenize([k[0] for k in keys])
+        self.cache = lm.prefix_cache(batch)
+        self.mask = batch.attention_mask.clone()
+        self.x = batch.input_ids[:, -1:].clone()
+        self.gens = [torch.Generator().manual_seed(k[2]) for k in keys]
+        self.greedy = [k[1] for k in keys]
+        self.vid = {verb: lm.single_token(verb) for verbs in AGREEMENT_VERBS.values() for verb in verbs}
+        self.verb_tensor = torch.tensor(list(self.vid.values()))
+        self.hook = resid_hook(layer) if requests.steering else None
+        self.eos = lm.tokenizer.eos_token_id
+
+    def step(self) -> None:
+        """One token for every request still generating."""
+        step = self.plan(self.clean_pass())
+        logits = step.clean[step.src].clone()
+        strength = torch.zeros(len(step.source), dtype=torch.float64)
+        steered = [j for j, act in enumerate(step.action) if act is not None]
+        if steered:
+            sel = torch.tensor(steered)
+            logits[sel], strength[sel] = self.steer(step, steered)
+        self.fork(step)
+        tokens = self.emit(step, logits, strength)
+        self.finish(step, tokens)
+
+    def clean_pass(self) -> torch.Tensor:
+        """Next-token logits of every row without steering (their keys and values join the cache)."""
+        out = self.lm.run_with_hooks(
+            self.x, self.mask, past_key_values=self.cache, use_cache=True, return_type="logits"
+        )
+        return out[:, -1].float().cpu()
+
+    def plan(self, clean: torch.Tensor) -> _Step:
+        """Split each row's requests by their gates: the clean group keeps the row, other groups fork."""
+        m0 = generation_margin(clean, self.vid).double()
+        mass = torch.softmax(clean, -1)[:, self.verb_tensor].sum(-1)
+        source, action, groups, forks = [], [], [], []
+        for r, ms in enumerate(self.members):
+            by = _by_action(self.requests.configs, ms, float(mass[r]))
+            acts = sorted(by, key=lambda a: a is not None)  # the clean group first
+            source.append(r), action.append(acts[0]), groups.append(by[acts[0]])
+            forks += [(r, act, by[act]) for act in acts[1:]]
+        kept = len(source)
+        for r, act, ms in forks:
+            source.append(r), action.append(act), groups.append(ms)
+        return _Step(clean, m0, mass, source, action, groups, kept)
+
+    def steer(self, step: _Step, steered: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Probe and steer the output rows ``steered`` on a copy of their cache rows without the
+        clean pass's position; returns their logits and strengths."""
+        rows_of = step.src[torch.tensor(steered)]
+        sub = _rows_without_last(self.cache, rows_of.to(self.lm.device))
+        x, mask = self.x[rows_of], self.mask[rows_of]
+        probe = torch.tensor([step.action[j][0] for j in steered], dtype=torch.float64)
+        epsilon = torch.tensor([step.action[j][1] for j in steered], dtype=torch.float64)
+        cap = torch.tensor(
+            [step.action[j][2] if step.action[j][2] is not None else float("inf") for j in steered], dtype=torch.float64
+        )
+        hidden = self.sub_step(x, mask, sub, probe, "hidden")
+        m1 = _verb_margin(self.lm.token_logits(hidden, list(self.vid))).cpu().double()
+        s = _strength(step.m0[rows_of], m1, probe, epsilon, cap)
+        sub.crop(-1)
+        logits = self.sub_step(x, mask, sub, s, "logits").float().cpu()
+        self.keep_steered(step, steered, sub, rows_of)
+        return logits, s
+
+    def sub_step(self, x, mask, sub, s: torch.Tensor, return_type: str) -> torch.Tensor:
+        """The steered rows' last position at strengths ``s``, on their own cache ``sub``."""
+        return self.lm.run_with_hooks(
+            x,
+            mask,
+            past_key_values=sub,
+            use_cache=True,
+            return_type=return_type,
+            fwd_hooks=[(self.hook, steer_hook(self.core, s.float()))],
+        )[:, -1]
+
+    def keep_steered(self, step: _Step, steered: list[int], sub, rows_of: torch.Tensor) -> None:
+        """Put the steered keys and values of ``sub`` in the cache: in place of the clean pass's
+        position for rows whose members were all steered, as new rows for the forks."""
+        device = self.lm.device
+        kept = [k for k, j in enumerate(steered) if j < step.kept]
+        if kept:
+            part = _rows_without_last(sub, torch.tensor(kept, device=device), crop=False)
+            _replace_last(self.cache, part, rows_of[kept].to(device))
+        new = [k for k, j in enumerate(steered) if j >= step.kept]
+        if new:
+            _append_rows(self.cache, _rows_without_last(sub, torch.tensor(new, device=device), crop=False))
+
+    def fork(self, step: _Step) -> None:
+        """Generators, decoding and mask rows of the forks, appended in the order of their cache rows."""
+        forks = range(step.kept, len(step.source))
+        self.gens = self.gens + [_clone(self.gens[step.source[j]]) for j in forks]
+        self.greedy = self.greedy + [self.greedy[step.source[j]] for j in forks]
+        self.mask = torch.cat([self.mask, self.mask[step.src[step.kept :]]], dim=0)
+
+    def emit(self, step: _Step, logits: torch.Tensor, strength: torch.Tensor) -> torch.Tensor:
+        """Choose each output row's token and record the step in the requests it serves."""
+        margin = generation_margin(logits, self.vid)
+        tokens = torch.empty(len(step.source), dtype=torch.long)
+        for j, ms in enumerate(step.groups):
+            r = step.source[j]
+            token = _choose(logits[j], self.greedy[j], self.temperature, self.top_k, self.gens[j])
+            tokens[j] = token
+            clean_token = int(step.clean[r].argmax())
+            values = {
+                "tokens": token,
+                "pieces": self.lm.tokenizer.decode([token]),
+                "gated": step.action[j] is not None,
+                "strength": float(strength[j]),
+                "clean_margin": float(step.m0[r]),
+                "margin": float(margin[j]),
+                "clean_token": clean_token,
+                "verb": _number(token, self.vid),
+                "clean_verb": _number(clean_token, self.vid),
+                "verb_mass": float(step.mass[r]),
+            }
+            for m in ms:
+                _record(self.outs[m], values)
+        return tokens
+
+    def finish(self, step: _Step, tokens: torch.Tensor) -> None:
+        """The drawn tokens become the next inputs; requests at their budget or at the
+        end-of-text token stop, and rows left without requests leave the batch."""
+        groups = [[m for m in ms if not self.done(m)] for ms in step.groups]
+        keep = [j for j, ms in enumerate(groups) if ms]
+        self.x = tokens[:, None]
+        self.mask = torch.cat([self.mask, torch.ones((len(step.source), 1), dtype=self.mask.dtype)], dim=1)
+        if len(keep) < len(groups) and keep:
+            self.cache.batch_select_indices(torch.tensor(keep, device=self.lm.device))
+            self.x, self.mask = self.x[keep], self.mask[keep]
+            self.gens, self.greedy = [self.gens[j] for j in keep], [self.greedy[j] for j in keep]
+        self.members = [groups[j] for j in keep]
+
+    def done(self, m: int) -> bool:
+        """Whether request ``m`` has all its tokens or has written the end-of-text token."""
+        g = self.outs[m]
+        return len(g.tokens) >= self.requests.budget[m] or (self.eos is not None and g.tokens[-1] == self.eos)
 
 
 def inversion_stats(generations: list[Generation]) -> dict:
