@@ -508,98 +508,162 @@ def extract_from_model(
     a batch (no batch norm), since each example's Jacobian is read off the gradient of the
     batch's sum.
     """
+    hooks = _hook_names(hook_name)
+    tensors = _input_tensors(inputs)
+    n = _check_request(model, tensors, batch_size, positions, n_jacobians)
+    run = _hooked_runner(model, hooks)
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    sampled = _jacobian_rows(n, n_jacobians, seed)
+    accs: dict[str, MomentAccumulator] = {}
+    for start in range(0, n, batch_size):
+        rows = slice(start, min(start + batch_size, n))
+        batch = {k: t[rows].to(device) for k, t in tensors.items()}
+        _accumulate_batch(accs, run, batch, target, hooks, positions, rows, sampled[rows])
+    cores = {}
+    for h in hooks:
+        core = _hook_core(accs[h], h, rank=rank, energy=energy, eps=eps)
+        meta = _core_metadata(model, h, tensors, positions, sampled, seed)
+        cores[h] = replace(core, metadata={**meta, "energy": energy if rank is None else None, "rank": core.rank})
+    return cores[hook_name] if isinstance(hook_name, str) else cores
+
+
+def _hook_names(hook_name: str | Sequence[str]) -> list[str]:
+    """The requested hooks as a list of distinct names."""
     hooks = [hook_name] if isinstance(hook_name, str) else list(hook_name)
     if not hooks or not all(isinstance(h, str) for h in hooks) or len(set(hooks)) != len(hooks):
         raise ValueError(f"hook_name must be a hook name or a list of distinct ones, got {hook_name!r}.")
+    return hooks
+
+
+def _input_tensors(inputs) -> dict[str, torch.Tensor]:
+    """The inputs as named tensors (``""`` for a single positional tensor); numpy arrays converted."""
     tensors = {"": inputs} if isinstance(inputs, (torch.Tensor, np.ndarray)) else dict(inputs)
     tensors = {k: torch.from_numpy(t) if isinstance(t, np.ndarray) else t for k, t in tensors.items()}
     if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
         raise TypeError("inputs must be a tensor or a mapping of tensors (one row per example).")
+    return tensors
+
+
+def _check_request(
+    model: torch.nn.Module, tensors: dict[str, torch.Tensor], batch_size, positions, n_jacobians: int | None
+) -> int:
+    """Check the settings of :func:`extract_from_model` against its inputs; returns the number of examples."""
     if not is_whole(batch_size) or batch_size < 1:
         raise ValueError(f"batch_size must be a whole number of at least 1 (examples per pass), got {batch_size!r}.")
     _check_token_ids(model, tensors)
-    n = {t.shape[0] for t in tensors.values()}
-    if len(n) != 1:
-        raise ValueError(f"the input tensors have different numbers of examples: {sorted(n)}.")
-    n = n.pop()
+    sizes = {t.shape[0] for t in tensors.values()}
+    if len(sizes) != 1:
+        raise ValueError(f"the input tensors have different numbers of examples: {sorted(sizes)}.")
+    n = sizes.pop()
     if n < 2:
         raise ValueError(f"need at least 2 examples for the activity covariance, got {n}.")
+    _check_positions(positions, n)
+    if n_jacobians is not None and not 1 <= int(n_jacobians) <= n:
+        raise ValueError(f"n_jacobians must lie in [1, {n}] (the examples given), got {n_jacobians}.")
+    return n
+
+
+def _check_positions(positions, n: int) -> None:
+    """``positions`` is ``"last"`` or an integer tensor with one position per example."""
     if isinstance(positions, torch.Tensor) and positions.shape != (n,):
         raise ValueError(f"positions must have shape ({n},), one per example, got {tuple(positions.shape)}.")
     if isinstance(positions, torch.Tensor) and (positions.is_floating_point() or positions.is_complex()):
         raise ValueError(f"positions must be whole token positions (an integer tensor), got dtype {positions.dtype}.")
     if not isinstance(positions, torch.Tensor) and positions != "last":
         raise ValueError(f"positions must be 'last' or a tensor of one position per example, got {positions!r}.")
-    if n_jacobians is not None and not 1 <= int(n_jacobians) <= n:
-        raise ValueError(f"n_jacobians must lie in [1, {n}] (the examples given), got {n_jacobians}.")
-    run = _hooked_runner(model, hooks)
-    device = torch.device(device) if device is not None else next(model.parameters()).device
+
+
+def _jacobian_rows(n: int, n_jacobians: int | None, seed: int) -> torch.Tensor:
+    """(n,) bool: the examples whose Jacobians are taken, drawn as :func:`jacobians` draws them."""
     if n_jacobians is None:
-        sampled = torch.ones(n, dtype=torch.bool)
-    else:
-        sampled = torch.zeros(n, dtype=torch.bool)
-        sampled[torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))[: int(n_jacobians)]] = True
-    accs: dict[str, MomentAccumulator] = {}
-    for start in range(0, n, batch_size):
-        rows = slice(start, min(start + batch_size, n))
-        batch = {k: t[rows].to(device) for k, t in tensors.items()}
-        probes: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-        with torch.enable_grad():
-            y = target(run(batch, [(h, _probe(h, positions, rows, probes)) for h in hooks]))
-            missing = [h for h in hooks if h not in probes]
-            if missing:
-                raise ValueError(f"the forward pass never reached {missing}.")
-            if not isinstance(y, torch.Tensor) or not y.requires_grad:
-                raise ValueError(
-                    "the target does not depend on the model's output (it returned "
-                    f"{'a constant tensor' if isinstance(y, torch.Tensor) else type(y).__name__}): "
-                    "compute it from the output passed to it, e.g. lambda out: out[:, -1]."
-                )
-            for h in hooks:
-                act = probes[h][0]
-                # on a GPU the moments stay there: large-D Jacobians never cross to the host
-                if h not in accs:
-                    accs[h] = MomentAccumulator(act.shape[-1], device=act.device if act.device.type == "cuda" else None)
-                accs[h].update(h_batch=act)
-            keep = sampled[rows]
-            if keep.any():
-                y = y[:, None] if y.ndim == 1 else y.reshape(y.shape[0], -1)
-                if y.shape[0] != rows.stop - rows.start:
-                    raise ValueError(
-                        f"target returned {y.shape[0]} rows for a batch of {rows.stop - rows.start} examples."
-                    )
-                deltas = [probes[h][1] for h in hooks]
-                per_output = [
-                    torch.autograd.grad(y[:, k].sum(), deltas, retain_graph=k + 1 < y.shape[1], allow_unused=True)
-                    for k in range(y.shape[1])
-                ]
-                for i, h in enumerate(hooks):
-                    grads = [g[i] if g[i] is not None else torch.zeros_like(deltas[i]) for g in per_output]
-                    jac = torch.stack(grads, dim=1)[keep.to(deltas[i].device)]
-                    accs[h].update(j_batch=jac)
-    cores = {}
-    for h in hooks:
-        if not accs[h].has_relevance:
-            raise ValueError(
-                f"the target does not depend on the activation at {h!r} (every Jacobian is zero): "
-                "choose a hook before the read-out, or a target computed from the model's output."
-            )
-        core = accs[h].core(rank=rank, energy=energy, eps=eps)
-        meta = {
-            "model": _model_name(model),
-            "data": _inputs_fingerprint(
-                {**tensors, **({"positions": positions} if isinstance(positions, torch.Tensor) else {})}
-            ),
-            "hook": h,
-            "positions": positions if isinstance(positions, str) else "per example",
-            "n_examples": n,
-            "n_jacobians": int(sampled.sum()),
-            "jacobian_seed": seed,
-            "energy": energy if rank is None else None,
-            "rank": core.rank,
-        }
-        cores[h] = replace(core, metadata=meta)
-    return cores[hook_name] if isinstance(hook_name, str) else cores
+        return torch.ones(n, dtype=torch.bool)
+    sampled = torch.zeros(n, dtype=torch.bool)
+    sampled[torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))[: int(n_jacobians)]] = True
+    return sampled
+
+
+def _accumulate_batch(
+    accs: dict[str, MomentAccumulator],
+    run: Callable,
+    batch: dict[str, torch.Tensor],
+    target: Callable[[Any], torch.Tensor],
+    hooks: list[str],
+    positions,
+    rows: slice,
+    keep: torch.Tensor,
+) -> None:
+    """One forward pass of ``batch``: adds its activations at every hook to ``accs`` (created at
+    the first batch), and the Jacobians of the rows ``keep`` of the read-out."""
+    probes: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+    with torch.enable_grad():
+        y = target(run(batch, [(h, _probe(h, positions, rows, probes)) for h in hooks]))
+        _check_pass(hooks, probes, y)
+        for h in hooks:
+            act = probes[h][0]
+            # on a GPU the moments stay there: large-D Jacobians never cross to the host
+            if h not in accs:
+                accs[h] = MomentAccumulator(act.shape[-1], device=act.device if act.device.type == "cuda" else None)
+            accs[h].update(h_batch=act)
+        if keep.any():
+            deltas = [probes[h][1] for h in hooks]
+            for h, jac in zip(hooks, _batch_jacobians(y, deltas, rows, keep)):
+                accs[h].update(j_batch=jac)
+
+
+def _check_pass(hooks: list[str], probes: dict, y) -> None:
+    """The forward pass reached every hook and the read-out ``y`` depends on it."""
+    missing = [h for h in hooks if h not in probes]
+    if missing:
+        raise ValueError(f"the forward pass never reached {missing}.")
+    if not isinstance(y, torch.Tensor) or not y.requires_grad:
+        raise ValueError(
+            "the target does not depend on the model's output (it returned "
+            f"{'a constant tensor' if isinstance(y, torch.Tensor) else type(y).__name__}): "
+            "compute it from the output passed to it, e.g. lambda out: out[:, -1]."
+        )
+
+
+def _batch_jacobians(
+    y: torch.Tensor, deltas: list[torch.Tensor], rows: slice, keep: torch.Tensor
+) -> Iterator[torch.Tensor]:
+    """The Jacobians (B_keep, K, D) of the read-out ``y`` with respect to each probe in ``deltas``,
+    at the rows ``keep``, one hook at a time (each example's is read off the gradient of the sum)."""
+    y = y[:, None] if y.ndim == 1 else y.reshape(y.shape[0], -1)
+    if y.shape[0] != rows.stop - rows.start:
+        raise ValueError(f"target returned {y.shape[0]} rows for a batch of {rows.stop - rows.start} examples.")
+    per_output = [
+        torch.autograd.grad(y[:, k].sum(), deltas, retain_graph=k + 1 < y.shape[1], allow_unused=True)
+        for k in range(y.shape[1])
+    ]
+    for i, delta in enumerate(deltas):
+        grads = [g[i] if g[i] is not None else torch.zeros_like(delta) for g in per_output]
+        yield torch.stack(grads, dim=1)[keep.to(delta.device)]
+
+
+def _hook_core(acc: MomentAccumulator, hook: str, *, rank: int | None, energy: float, eps: float) -> Core:
+    """The core of one hook's moments, refused when the read-out never depends on that hook."""
+    if not acc.has_relevance:
+        raise ValueError(
+            f"the target does not depend on the activation at {hook!r} (every Jacobian is zero): "
+            "choose a hook before the read-out, or a target computed from the model's output."
+        )
+    return acc.core(rank=rank, energy=energy, eps=eps)
+
+
+def _core_metadata(
+    model: torch.nn.Module, hook: str, tensors: dict[str, torch.Tensor], positions, sampled: torch.Tensor, seed: int
+) -> dict[str, Any]:
+    """Where a core of :func:`extract_from_model` comes from (before its energy and rank)."""
+    per_example = {"positions": positions} if isinstance(positions, torch.Tensor) else {}
+    return {
+        "model": _model_name(model),
+        "data": _inputs_fingerprint({**tensors, **per_example}),
+        "hook": hook,
+        "positions": positions if isinstance(positions, str) else "per example",
+        "n_examples": len(sampled),
+        "n_jacobians": int(sampled.sum()),
+        "jacobian_seed": seed,
+    }
 
 
 def _model_name(model: torch.nn.Module) -> str:

@@ -693,14 +693,33 @@ def train_stack(
             tuple(int(s) for s in seeds),
             train_data,
             test_data,
-            run,
-            start,
-            device or default_device(),
-            progress,
+            run=run,
+            start=start,
+            device=device or default_device(),
+            progress=progress,
         )
 
 
-def _train_locked(model_cfg, cfg, seeds, train_data, test_data, run, start, device, progress):
+@dataclass(frozen=True)
+class _Start:
+    """Where the epochs of a run begin: the weights, the epoch, the history so far and, when
+    resuming, the optimizer's saved state (its tensors and JSON)."""
+
+    stack: SeedStack
+    epoch: int
+    history: dict
+    optimizer: tuple[dict[str, torch.Tensor], dict] | None = None
+
+
+def _run_meta(
+    model_cfg: TransformerConfig,
+    cfg: StackConfig,
+    seeds: tuple[int, ...],
+    train_data: Data,
+    test_data: Data | None,
+    start: tuple[Path, int] | None,
+) -> dict:
+    """The identity of a run, kept in ``run.json``: what defines its trained weights."""
     origin = None
     if start is not None:
         origin = {"run": params_key(load_json(Path(start[0]) / "run.json")), "epoch": int(start[1])}
@@ -714,99 +733,182 @@ def _train_locked(model_cfg, cfg, seeds, train_data, test_data, run, start, devi
     }
     if model_cfg.dropout:
         meta["masks"] = MASK_GENERATOR
+    return meta
+
+
+def _dropout_streams(
+    model_cfg: TransformerConfig, seeds: tuple[int, ...], start: tuple[Path, int] | None
+) -> DropoutStreams | None:
+    """The seeds' dropout streams from the run's first epoch (None without dropout)."""
+    if not model_cfg.dropout:
+        return None
+    return DropoutStreams(model_cfg.dropout, seeds, 0 if start is None else int(start[1]))
+
+
+def _load_committed(run: Path, name: str, key: str, device: torch.device) -> tuple[dict[str, torch.Tensor], dict]:
+    """The committed state ``name`` of the run with identity ``key`` (tensors and JSON)."""
+    tensors, state = _load_state(run, name, device)
+    if state["run_key"] != key:
+        raise StoreError(f"{run / name} was written by a different run; delete {run}.")
+    return tensors, state
+
+
+def _history_until(state: dict, epochs: int) -> dict:
+    """The history of a state saved after ``state["epoch"]`` epochs, cut after ``epochs``."""
+    return {k: v[: epochs - (state["epoch"] - len(v))] for k, v in state["history"].items()}
+
+
+def _resumed(
+    model_cfg: TransformerConfig,
+    seeds: tuple[int, ...],
+    tensors: dict[str, torch.Tensor],
+    state: dict,
+    streams: DropoutStreams | None,
+) -> _Start:
+    """Continue from a committed state: its weights, history, dropout streams and optimizer."""
+    stack = SeedStack(model_cfg, seeds, _split(tensors, "params"))
+    if streams is not None:
+        streams.load_state(tensors["rng.dropout"])
+    return _Start(stack, state["epoch"], state["history"], (_split(tensors, "optimizer"), state["optimizer"]))
+
+
+def _fresh(
+    model_cfg: TransformerConfig, seeds: tuple[int, ...], start: tuple[Path, int] | None, device: torch.device
+) -> _Start:
+    """Begin a run: fresh initialisation at epoch 0, or a branch from the snapshot ``start``."""
+    if start is None:
+        stack, epoch = SeedStack.initialise(model_cfg, seeds, device), 0
+    else:
+        stack, epoch = load_snapshot(start[0], start[1], device), int(start[1])
+        if stack.seeds != seeds or stack.cfg != model_cfg:
+            raise StoreError(f"snapshot {start} has other seeds or architecture than requested.")
+    return _Start(stack, epoch, {"epoch": [], "loss": [], "train_acc": [], "test_acc": []})
+
+
+def _trainer(begin: _Start, data: Data, cfg: StackConfig, streams: DropoutStreams | None) -> Trainer:
+    """The :class:`Trainer` of a run's epochs, with the optimizer's saved state when resuming."""
+    stack = begin.stack
+    stack.params = {k: v.detach() for k, v in stack.params.items()}
+    trainer = Trainer(
+        stack,
+        data,
+        lr=cfg.lr,
+        weight_decay=cfg.decay_at(begin.epoch, len(stack)),
+        batch_size=cfg.batch_size,
+        keep_partial_batch=cfg.keep_partial_batch,
+        streams=streams,
+        precision=cfg.precision,
+    )
+    if begin.optimizer is not None:
+        trainer.opt.load_tensors(*begin.optimizer)
+    return trainer
+
+
+class _RunLoop:
+    """The epochs of a run in its folder: history, snapshots and resumable states, each made
+    visible by committing ``progress.json`` once its files are complete."""
+
+    def __init__(
+        self, run: Path, key: str, done: dict, cfg: StackConfig, trainer: Trainer, test_data: Data | None
+    ) -> None:
+        self.run, self.key, self.done, self.cfg = run, key, done, cfg
+        self.trainer, self.test_data = trainer, test_data
+        self.snapshots = set(done["snapshots"])
+        # Wall time of the training up to the committed state, summed over the processes that ran it.
+        self.started, self.seconds_before = time.perf_counter(), float(done.get("seconds", 0.0))
+
+    def fit(self, begin: _Start, progress: bool) -> tuple[SeedStack, dict]:
+        """Train from ``begin`` to ``cfg.epochs``; returns the weights and the history."""
+        cfg, stack, history = self.cfg, self.trainer.stack, begin.history
+        if begin.epoch not in self.snapshots and cfg.is_snapshot(begin.epoch):
+            self.checkpoint(begin.epoch, history, snapshot=True, state=False)
+        bar = tqdm(
+            range(begin.epoch, cfg.epochs),
+            desc=f"train {len(stack)} seeds",
+            disable=not progress,
+            initial=begin.epoch,
+            total=cfg.epochs,
+            leave=False,
+        )
+        for e in bar:
+            if self.fit_epoch(e, history) and progress:
+                bar.set_postfix(loss=f"{max(history['loss'][-1]):.3g}", test=f"{min(history['test_acc'][-1]):.3f}")
+            # The state is saved with every snapshot too, so the snapshots never run ahead of it.
+            snap = cfg.is_snapshot(e + 1)
+            save = snap or (e + 1) % cfg.checkpoint_every == 0 or e + 1 == cfg.epochs
+            self.checkpoint(e + 1, history, snapshot=snap, state=save)
+        for p in stack.params.values():
+            p.requires_grad_(False)
+        return stack, history
+
+    def fit_epoch(self, e: int, history: dict) -> bool:
+        """Train epoch ``e`` and append it to ``history``; returns whether the test set was measured."""
+        cfg, trainer = self.cfg, self.trainer
+        if cfg.decay_knots:
+            trainer.opt.set_decay(trainer.stack, cfg.decay_at(e, len(trainer.stack)))
+        total, correct = trainer.epoch(e)
+        used = trainer.end
+        positions = 1 if isinstance(trainer.data, PrefixData) else trainer.data.length
+        history["epoch"].append(e + 1)
+        history["loss"].append((total / used).tolist())
+        history["train_acc"].append((correct / (used * positions)).tolist())
+        evaluate = self.test_data is not None and ((e + 1) % cfg.eval_every == 0 or cfg.is_snapshot(e + 1))
+        history["test_acc"].append(trainer.stack.accuracy(self.test_data).tolist() if evaluate else None)
+        return evaluate
+
+    def checkpoint(self, epoch: int, history: dict, *, snapshot: bool, state: bool) -> None:
+        """Write the weight snapshot and/or the resumable state after ``epoch`` epochs, then commit."""
+        if snapshot:
+            results.save_tensors(_snapshot_path(self.run, epoch), self.trainer.stack.params)
+            self.snapshots.add(epoch)
+        name = f"state_{epoch:06d}" if state else None
+        if name:
+            _save_state(self.run, name, self.trainer, epoch, history, self.key)
+        if snapshot or state:
+            self.commit(epoch, name)
+
+    def commit(self, epoch: int, state_name: str | None) -> None:
+        """The one point at which a checkpoint becomes visible: after all its files are complete."""
+        done = self.done
+        old = done["state"]
+        done.update(
+            epoch=epoch if state_name else done["epoch"], state=state_name or old, snapshots=sorted(self.snapshots)
+        )
+        if state_name:
+            done["seconds"] = round(self.seconds_before + time.perf_counter() - self.started, 1)
+        save_json(self.run / "progress.json", done)
+        if state_name and old and old != state_name:
+            for suffix in (".safetensors", ".json"):
+                results.remove(self.run / f"{old}{suffix}")
+
+
+def _train_locked(
+    model_cfg: TransformerConfig,
+    cfg: StackConfig,
+    seeds: tuple[int, ...],
+    train_data: Data,
+    test_data: Data | None,
+    *,
+    run: Path,
+    start: tuple[Path, int] | None,
+    device: torch.device,
+    progress: bool,
+) -> tuple[SeedStack, dict]:
+    """:func:`train_stack` holding the run's lock: check the run, restore or begin, train the epochs."""
+    meta = _run_meta(model_cfg, cfg, seeds, train_data, test_data, start)
     _check_identity(run, meta)
     key = params_key(meta)
     train_data = train_data.to(device)
     test_data = None if test_data is None else test_data.to(device)
     done = _progress(run)
     _remove_uncommitted(run, done)
-    streams = (
-        DropoutStreams(model_cfg.dropout, seeds, 0 if start is None else int(start[1])) if model_cfg.dropout else None
-    )
-    state = None
-    if done["state"] is not None:
-        tensors, state = _load_state(run, done["state"], device)
-        if state["run_key"] != key:
-            raise StoreError(f"{run / done['state']} was written by a different run; delete {run}.")
-        if state["epoch"] > cfg.epochs:  # already trained further: hand back the earlier snapshot
-            hist = {k: v[: cfg.epochs - (state["epoch"] - len(v))] for k, v in state["history"].items()}
-            return load_snapshot(run, cfg.epochs, device), hist
-        stack = SeedStack(model_cfg, seeds, _split(tensors, "params"))
-        epoch, history = state["epoch"], state["history"]
-        if streams is not None:
-            streams.load_state(tensors["rng.dropout"])
-    elif start is None:
-        stack, epoch = SeedStack.initialise(model_cfg, seeds, device), 0
+    streams = _dropout_streams(model_cfg, seeds, start)
+    if done["state"] is None:
+        begin = _fresh(model_cfg, seeds, start, device)
     else:
-        stack, epoch = load_snapshot(start[0], start[1], device), int(start[1])
-        if stack.seeds != seeds or stack.cfg != model_cfg:
-            raise StoreError(f"snapshot {start} has other seeds or architecture than requested.")
-    if state is None:
-        history = {"epoch": [], "loss": [], "train_acc": [], "test_acc": []}
-    stack.params = {k: v.detach() for k, v in stack.params.items()}
-    trainer = Trainer(
-        stack,
-        train_data,
-        lr=cfg.lr,
-        weight_decay=cfg.decay_at(epoch, len(seeds)),
-        batch_size=cfg.batch_size,
-        keep_partial_batch=cfg.keep_partial_batch,
-        streams=streams,
-        precision=cfg.precision,
-    )
-    if state is not None:
-        trainer.opt.load_tensors(_split(tensors, "optimizer"), state["optimizer"])
-
-    snapshots = set(done["snapshots"])
-    # Wall time of the training up to the committed state, summed over the processes that ran it.
-    started, seconds_before = time.perf_counter(), float(done.get("seconds", 0.0))
-
-    def commit(e: int, state_name: str | None) -> None:
-        # The one point at which a checkpoint becomes visible: after all its files are complete.
-        old = done["state"]
-        done.update(epoch=e if state_name else done["epoch"], state=state_name or old, snapshots=sorted(snapshots))
-        if state_name:
-            done["seconds"] = round(seconds_before + time.perf_counter() - started, 1)
-        save_json(run / "progress.json", done)
-        if state_name and old and old != state_name:
-            for suffix in (".safetensors", ".json"):
-                results.remove(run / f"{old}{suffix}")
-
-    if epoch not in snapshots and cfg.is_snapshot(epoch):
-        results.save_tensors(_snapshot_path(run, epoch), stack.params)
-        snapshots.add(epoch)
-        commit(epoch, None)
-    positions = 1 if isinstance(train_data, PrefixData) else train_data.length
-    bar = tqdm(
-        range(epoch, cfg.epochs),
-        desc=f"train {len(seeds)} seeds",
-        disable=not progress,
-        initial=epoch,
-        total=cfg.epochs,
-        leave=False,
-    )
-    for e in bar:
-        if cfg.decay_knots:
-            trainer.opt.set_decay(trainer.stack, cfg.decay_at(e, len(seeds)))
-        total, correct = trainer.epoch(e)
-        used = trainer.end
-        history["epoch"].append(e + 1)
-        history["loss"].append((total / used).tolist())
-        history["train_acc"].append((correct / (used * positions)).tolist())
-        evaluate = test_data is not None and ((e + 1) % cfg.eval_every == 0 or cfg.is_snapshot(e + 1))
-        history["test_acc"].append(stack.accuracy(test_data).tolist() if evaluate else None)
-        if progress and evaluate:
-            bar.set_postfix(loss=f"{max(history['loss'][-1]):.3g}", test=f"{min(history['test_acc'][-1]):.3f}")
-        # The state is saved with every snapshot too, so the snapshots never run ahead of it.
-        snap = cfg.is_snapshot(e + 1)
-        save = snap or (e + 1) % cfg.checkpoint_every == 0 or e + 1 == cfg.epochs
-        if snap:
-            results.save_tensors(_snapshot_path(run, e + 1), stack.params)
-            snapshots.add(e + 1)
-        if save:
-            _save_state(run, f"state_{e + 1:06d}", trainer, e + 1, history, key)
-        if snap or save:
-            commit(e + 1, f"state_{e + 1:06d}" if save else None)
-    for p in stack.params.values():
-        p.requires_grad_(False)
-    return stack, history
+        tensors, state = _load_committed(run, done["state"], key, device)
+        if state["epoch"] > cfg.epochs:  # already trained further: hand back the earlier snapshot
+            return load_snapshot(run, cfg.epochs, device), _history_until(state, cfg.epochs)
+        begin = _resumed(model_cfg, seeds, tensors, state, streams)
+    trainer = _trainer(begin, train_data, cfg, streams)
+    return _RunLoop(run, key, done, cfg, trainer, test_data).fit(begin, progress)
