@@ -688,6 +688,21 @@ def record_problems(rec, cond: Condition, cfg: SweepConfig, seed: int) -> list[s
     """What is wrong with a stored record (empty list: usable)."""
     if not isinstance(rec, dict):
         return [f"not a JSON object but {type(rec).__name__}"]
+    problems = _field_problems(rec)
+    if problems:
+        return problems
+    expected = {
+        "seed": seed,
+        "condition": condition_key(cond, cfg),
+        "p": cond.p,
+        "weight_decay": cond.weight_decay,
+    }
+    problems += [f"{k} is {rec[k]!r}, expected {v!r}" for k, v in expected.items() if rec[k] != v]
+    return problems + _value_problems(rec)
+
+
+def _field_problems(rec: dict) -> list[str]:
+    """Missing or unexpected fields, and fields of the wrong type."""
     problems = []
     missing, extra = set(RECORD_FIELDS) - set(rec), set(rec) - set(RECORD_FIELDS)
     if missing:
@@ -702,15 +717,12 @@ def record_problems(rec, cond: Condition, cfg: SweepConfig, seed: int) -> list[s
                 ok = isinstance(value, (int, float)) and not isinstance(value, bool)
             if not ok:
                 problems.append(f"field {name!r} has type {type(value).__name__}")
-    if problems:
-        return problems
-    expected = {
-        "seed": seed,
-        "condition": condition_key(cond, cfg),
-        "p": cond.p,
-        "weight_decay": cond.weight_decay,
-    }
-    problems += [f"{k} is {rec[k]!r}, expected {v!r}" for k, v in expected.items() if rec[k] != v]
+    return problems
+
+
+def _value_problems(rec: dict) -> list[str]:
+    """Times, delay, stopping reason and accuracies that contradict each other or their ranges."""
+    problems = []
     for name in ("t_mem", "t_gen"):
         if rec[name] is not None and not 1 <= rec[name] <= rec["stopped_at"]:
             problems.append(f"{name} = {rec[name]} outside [1, stopped_at = {rec['stopped_at']}]")
