@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from corelib.experiments import clock, modular
+from corelib.experiments import inflation_clock, modular_runs
 from corelib.results import (
     MANIFEST,
     PROJECT_ROOT,
@@ -63,7 +63,7 @@ EXPERIMENTS = ("core_inflation", "inflation_clock", "grokking_sweeps")
 class _Arm:
     """One arm of a modular-addition experiment to advance: its settings, arm name and horizon."""
 
-    params: modular.ModularParams
+    params: modular_runs.ModularParams
     arm: str
     horizon: int
     label: str
@@ -84,13 +84,13 @@ def _horizons(job: _Arm, start: int, chunk: int) -> list[int]:
     return sorted(ends) + ([job.horizon] if job.horizon > start else [])
 
 
-def _trained(params: modular.ModularParams, arm: str) -> int:
+def _trained(params: modular_runs.ModularParams, arm: str) -> int:
     from corelib.engine import snapshot_epochs
 
-    return max(snapshot_epochs(modular._arm_dir(params, arm)), default=0)
+    return max(snapshot_epochs(modular_runs._arm_dir(params, arm)), default=0)
 
 
-def _piece(params: modular.ModularParams, epochs: int) -> modular.ModularParams:
+def _piece(params: modular_runs.ModularParams, epochs: int) -> modular_runs.ModularParams:
     """The same models and folders as the whole run, with the horizon ``epochs``."""
     horizon = max(epochs, params.branch_epoch)
     return replace(params, epochs=min(params.epochs, horizon), long_epochs=horizon)
@@ -103,7 +103,7 @@ def _advance(jobs: list[_Arm], chunk: int, deadline: float, pieces: int | None, 
     for job in jobs:
         if time.monotonic() > deadline or started == pieces:
             return started
-        with claimed(modular._arm_dir(job.params, job.arm)) as mine:
+        with claimed(modular_runs._arm_dir(job.params, job.arm)) as mine:
             if not mine:
                 print(f"{job.label}: advanced by another process; left to it", flush=True)
                 continue
@@ -112,16 +112,16 @@ def _advance(jobs: list[_Arm], chunk: int, deadline: float, pieces: int | None, 
 
 
 def _advance_job(job: _Arm, chunk: int, deadline: float, pieces: int | None, started: int) -> int:
-    step = max(1, round(chunk * clock.REFERENCE_RATE / (job.params.lr * job.params.weight_decay)))
+    step = max(1, round(chunk * inflation_clock.REFERENCE_RATE / (job.params.lr * job.params.weight_decay)))
     first = job.params.branch_epoch if job.arm == "no_wd" else 0
     trained = _trained(job.params, job.arm)
     if trained > first:  # a piece killed between training and analysing: finish its analyses
-        modular.analyse_arm(_piece(job.params, trained), job.arm, trained)
+        modular_runs.analyse_arm(_piece(job.params, trained), job.arm, trained)
     for h in _horizons(job, max(first, trained), step):
         if time.monotonic() > deadline or started == pieces:
             break
         started += 1
-        modular.analyse_arm(_piece(job.params, h), job.arm, h)
+        modular_runs.analyse_arm(_piece(job.params, h), job.arm, h)
         print(f"{job.label}: trained and analysed to epoch {h} of {job.horizon}", flush=True)
     return started
 
@@ -134,7 +134,7 @@ def _check_limits(chunk: int, minutes: float, pieces: int | None) -> float:
 
 def _inflation_jobs(profile: str) -> list[_Arm]:
     params = inflation_params(profile)
-    return [_Arm(params, arm, params.long_epochs, f"core_inflation {arm}") for arm in modular.ARMS]
+    return [_Arm(params, arm, params.long_epochs, f"core_inflation {arm}") for arm in modular_runs.ARMS]
 
 
 def advance_inflation(
@@ -149,19 +149,19 @@ def advance_inflation(
     return {job.arm: _trained(job.params, job.arm) for job in jobs}
 
 
-def clock_params(profile: str) -> clock.ClockParams:
-    return clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", profile))
+def clock_params(profile: str) -> inflation_clock.ClockParams:
+    return inflation_clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", profile))
 
 
-def _late_branch(params: clock.ClockParams) -> int:
+def _late_branch(params: inflation_clock.ClockParams) -> int:
     """The kept run's snapshot nearest the late removal: the last epoch any window arm branches at."""
-    base = clock.window_base(params)
+    base = inflation_clock.window_base(params)
     cfg = base.stack_config("wd", base.long_epochs)
-    wanted = clock.epochs_for(params, *params.window_pair, params.late_removal)
+    wanted = inflation_clock.epochs_for(params, *params.window_pair, params.late_removal)
     return min((e for e in range(1, base.long_epochs) if cfg.is_snapshot(e)), key=lambda e: abs(e - wanted))
 
 
-def _clock_jobs(params: clock.ClockParams, window_only: bool = False) -> tuple[list[_Arm], list[int]]:
+def _clock_jobs(params: inflation_clock.ClockParams, window_only: bool = False) -> tuple[list[_Arm], list[int]]:
     """The clock's runs and the window's arms known so far (the branches once the kept run has
     grokked), and the kept run's snapshots the branches start from.
 
@@ -173,22 +173,22 @@ def _clock_jobs(params: clock.ClockParams, window_only: bool = False) -> tuple[l
         else [
             _Arm(mp, "wd", mp.long_epochs, f"inflation_clock {lr:g} x {wd:g}")
             for lr, wd in params.pairs
-            for mp in [clock.pair_params(params, lr, wd)]
+            for mp in [inflation_clock.pair_params(params, lr, wd)]
         ]
     )
-    base = clock.window_base(params)
+    base = inflation_clock.window_base(params)
     kept_horizon = _late_branch(params) if window_only else base.long_epochs
     jobs.append(_Arm(base, "wd", kept_horizon, "inflation_clock window kept"))
     trained = _trained(base, "wd")
     kept = (
-        modular.analyse_arm(replace(base, epochs=max(trained, 1), long_epochs=max(trained, 1)), "wd", trained)
+        modular_runs.analyse_arm(replace(base, epochs=max(trained, 1), long_epochs=max(trained, 1)), "wd", trained)
         if trained
         else []
     )
-    grok = clock.window_branch_epoch(params, kept)
+    grok = inflation_clock.window_branch_epoch(params, kept)
     if grok is None:
         return jobs, []
-    arms = clock.window_arms(params, grok)
+    arms = inflation_clock.window_arms(params, grok)
     jobs += [
         _Arm(mp, arm, mp.long_epochs, f"inflation_clock window {name}")
         for name, (mp, arm) in arms.items()
@@ -257,11 +257,11 @@ def _copy(src: Path, dst: Path, names: list[str]) -> None:
 
 def _unanalysed(job: _Arm, snapshots: list[int]) -> list[int]:
     """Snapshots without their analysis (a piece killed between training and analysing)."""
-    return [e for e in snapshots if not modular._analysis_path(job.params, job.arm, e).exists()]
+    return [e for e in snapshots if not modular_runs._analysis_path(job.params, job.arm, e).exists()]
 
 
 def _pack_arm(job: _Arm, dest: Path, keep_snapshots: list[int]) -> None:
-    folder = modular._arm_dir(job.params, job.arm)
+    folder = modular_runs._arm_dir(job.params, job.arm)
     for attempt in range(3):  # a training process may commit a new state while we copy
         progress = load_json(folder / "progress.json")
         state = progress["state"]
@@ -283,7 +283,7 @@ def _pack_arm(job: _Arm, dest: Path, keep_snapshots: list[int]) -> None:
 
 
 def _has_state(job: _Arm) -> bool:
-    path = modular._arm_dir(job.params, job.arm) / "progress.json"
+    path = modular_runs._arm_dir(job.params, job.arm) / "progress.json"
     return path.exists() and load_json(path)["state"] is not None
 
 
@@ -320,7 +320,7 @@ def pack(name: str, profile: str = "paper", dest: Path | None = None, window_onl
         # A branch snapshot is needed only until every arm starting from it has a state of its own.
         waiting = {j.params.branch_epoch for j in jobs if j.arm == "no_wd" and not _has_state(j)}
         for job in jobs:
-            folder = modular._arm_dir(job.params, job.arm)
+            folder = modular_runs._arm_dir(job.params, job.arm)
             if (folder / "progress.json").exists():
                 keep = [e for e in branches if e in waiting] if job.arm == "wd" else []
                 _pack_arm(job, fresh / _relative(folder), keep)

@@ -41,16 +41,16 @@ CHAPTER_DIR = "book/chapters"
 
 # The parameter object each chapter builds from its parameters cell (``X.from_namespace(globals())``):
 # the runner builds it too, from the same values, so a value it refuses is refused before a kernel
-# starts. ``tests/test_runner.py`` checks that each chapter uses the class named here.
+# starts. ``tests/test_runner.py`` checks that each chapter builds the class named here.
 PARAMETER_CLASSES: dict[str, str] = {
     "ace_method": "corelib.experiments.ace_method:AceMethodParams",
-    "markov_chain": "corelib.experiments.markov:MarkovParams",
-    "modular_addition": "corelib.experiments.modular:ModularParams",
-    "core_inflation": "corelib.experiments.modular:ModularParams",
+    "markov_chain": "corelib.experiments.markov_chain:MarkovParams",
+    "modular_addition": "corelib.experiments.modular_runs:ModularParams",
+    "core_inflation": "corelib.experiments.modular_runs:ModularParams",
     "grokking_theory": "corelib.experiments.grokking_theory:TheoryParams",
     "grokking_sweeps": "corelib.experiments.grokking_sweeps:SweepsParams",
-    "inflation_clock": "corelib.experiments.clock:ClockParams",
-    "subject_verb_agreement": "corelib.experiments.sva:SVAParams",
+    "inflation_clock": "corelib.experiments.inflation_clock:ClockParams",
+    "subject_verb_agreement": "corelib.experiments.subject_verb_agreement:SVAParams",
     "own_model": "corelib.experiments.own_model:OwnModelParams",
 }
 

@@ -33,7 +33,7 @@ import torch
 from corelib import agreement
 from corelib.agreement import Agreement
 from corelib.engine import snapshot_epochs, training_seconds
-from corelib.experiments import clock, modular, paper_scale
+from corelib.experiments import inflation_clock, modular_runs, paper_scale
 from corelib.experiments.grokking_sweeps import SweepsParams
 from corelib.recorded import provenance, recorded_path
 from corelib.results import fresh_results_root, save_json
@@ -74,8 +74,8 @@ def _code() -> dict[str, Any]:
 # ---------------------------------------------------------------- core inflation
 
 
-def inflation_params(profile: str) -> modular.ModularParams:
-    return modular.ModularParams.from_namespace(chapter_parameters("core_inflation", profile))
+def inflation_params(profile: str) -> modular_runs.ModularParams:
+    return modular_runs.ModularParams.from_namespace(chapter_parameters("core_inflation", profile))
 
 
 def _compact(records: list[dict]) -> list[dict]:
@@ -96,25 +96,25 @@ def _profile_flag(profile: str) -> str:
 
 def _export_core_inflation(profile: str, folder: Path) -> dict:
     params = inflation_params(profile)
-    for arm in modular.ARMS:
-        done = snapshot_epochs(modular._arm_dir(params, arm))
+    for arm in modular_runs.ARMS:
+        done = snapshot_epochs(modular_runs._arm_dir(params, arm))
         if not done or max(done) < params.long_epochs:
             raise SystemExit(
                 f"the {arm} arm of the {profile}-profile run is at epoch {max(done, default=0)} of "
                 f"{params.long_epochs}; finish it with "
                 f"`python -m acebook.runner run core_inflation --profile {profile}`."
             )
-    arms = {arm: _compact(modular.analyse_arm(params, arm, params.long_epochs)) for arm in modular.ARMS}
+    arms = {arm: _compact(modular_runs.analyse_arm(params, arm, params.long_epochs)) for arm in modular_runs.ARMS}
     # the sample re-derived by the command below: the first snapshot after the branch at or past 1000
     after = [r["epoch"] for r in arms["wd"] if r["epoch"] > params.branch_epoch]
     sample = next((e for e in after if e >= 1000), after[-1])
-    history = {arm: _rounded(modular.history(params, arm, until=params.long_epochs)) for arm in modular.ARMS}
+    history = {arm: _rounded(modular_runs.history(params, arm, until=params.long_epochs)) for arm in modular_runs.ARMS}
     save_json(folder / "arms.json", arms, compact=True)
     save_json(folder / "history.json", history, compact=True)
     return {
         "params": asdict(params),
         "precision": params.precision,
-        "training_seconds": {arm: training_seconds(modular._arm_dir(params, arm)) for arm in modular.ARMS},
+        "training_seconds": {arm: training_seconds(modular_runs._arm_dir(params, arm)) for arm in modular_runs.ARMS},
         "rederive": f"python -m acebook.record verify core_inflation{_profile_flag(profile)} --epochs {sample}",
     }
 
@@ -130,15 +130,17 @@ def _rounded(value: Any, digits: int = 6) -> Any:
 
 
 def _verify_core_inflation(record: dict, epochs: int, tolerance: float) -> list[str]:
-    params = modular.ModularParams(**record["provenance"]["params"])
+    params = modular_runs.ModularParams(**record["provenance"]["params"])
     snapshots = [r["epoch"] for r in record["arms"]["wd"] if r["epoch"] > params.branch_epoch]
     if epochs not in snapshots:  # a horizon between snapshots would add one the record does not have
         raise SystemExit(f"--epochs must be a recorded snapshot after the branch, e.g. {snapshots[:5]}; got {epochs}.")
-    sample = modular.ModularParams(**{**asdict(params), "epochs": min(params.epochs, epochs), "long_epochs": epochs})
+    sample = modular_runs.ModularParams(
+        **{**asdict(params), "epochs": min(params.epochs, epochs), "long_epochs": epochs}
+    )
     kept, fresh = {}, {}
-    for arm in modular.ARMS:
-        fresh[arm] = modular.without_operators(modular.analyse_arm(sample, arm, epochs))
-        kept[arm] = modular.without_operators([r for r in record["arms"][arm] if r["epoch"] <= epochs])
+    for arm in modular_runs.ARMS:
+        fresh[arm] = modular_runs.without_operators(modular_runs.analyse_arm(sample, arm, epochs))
+        kept[arm] = modular_runs.without_operators([r for r in record["arms"][arm] if r["epoch"] <= epochs])
     return agreement.compare(
         kept,
         fresh,
@@ -284,37 +286,40 @@ def _verify_grokking_sweeps(record: dict, label: str, n_seeds: int | None, toler
 # ---------------------------------------------------------------- the clock of core inflation
 
 
-def clock_params(profile: str) -> clock.ClockParams:
-    return clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", profile))
+def clock_params(profile: str) -> inflation_clock.ClockParams:
+    return inflation_clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", profile))
 
 
-def _unfinished(mp: modular.ModularParams, arm: str) -> int | None:
+def _unfinished(mp: modular_runs.ModularParams, arm: str) -> int | None:
     """The epoch an arm stands at when it has not reached its horizon (None when it has)."""
-    done = snapshot_epochs(modular._arm_dir(mp, arm))
+    done = snapshot_epochs(modular_runs._arm_dir(mp, arm))
     return None if done and max(done) >= mp.long_epochs else max(done, default=0)
 
 
 def _export_inflation_clock(profile: str, folder: Path) -> dict:
     params = clock_params(profile)
     finish = f"finish it with `python -m acebook.runner run inflation_clock --profile {profile}`."
-    runs = [(clock.pair_label(lr, wd), clock.pair_params(params, lr, wd), "wd") for lr, wd in params.pairs]
-    for label, mp, arm in [*runs, ("the window's kept run", clock.window_base(params), "wd")]:
+    runs = [
+        (inflation_clock.pair_label(lr, wd), inflation_clock.pair_params(params, lr, wd), "wd")
+        for lr, wd in params.pairs
+    ]
+    for label, mp, arm in [*runs, ("the window's kept run", inflation_clock.window_base(params), "wd")]:
         at = _unfinished(mp, arm)
         if at is not None:
             raise SystemExit(f"{label} of the {profile}-profile run is at epoch {at} of {mp.long_epochs}; {finish}")
-    base = clock.window_base(params)
-    grok = clock.window_branch_epoch(params, modular.analyse_arm(base, "wd", base.long_epochs))
-    arms = clock.window_arms(params, grok) if grok is not None else {}
+    base = inflation_clock.window_base(params)
+    grok = inflation_clock.window_branch_epoch(params, modular_runs.analyse_arm(base, "wd", base.long_epochs))
+    arms = inflation_clock.window_arms(params, grok) if grok is not None else {}
     for name, (mp, arm) in arms.items():
         at = _unfinished(mp, arm)
         if at is not None:
             raise SystemExit(f"the window's arm {name!r} of the {profile}-profile run is at epoch {at}; {finish}")
-    kept = clock.compact(clock.run_clock(params), clock.run_window(params))
+    kept = inflation_clock.compact(inflation_clock.run_clock(params), inflation_clock.run_window(params))
     save_json(folder / "runs.json", kept["runs"], compact=True)
     save_json(folder / "window.json", kept["window"], compact=True)
     dirs = {}  # the window's kept run is a pair's run when its clock is one of the pairs: count it once
-    for label, folder in [(label, modular._arm_dir(mp, arm)) for label, mp, arm in runs] + [
-        (f"window {name}", modular._arm_dir(mp, arm)) for name, (mp, arm) in arms.items()
+    for label, folder in [(label, modular_runs._arm_dir(mp, arm)) for label, mp, arm in runs] + [
+        (f"window {name}", modular_runs._arm_dir(mp, arm)) for name, (mp, arm) in arms.items()
     ]:
         if folder not in dirs.values():
             dirs[label] = folder
@@ -327,7 +332,7 @@ def _export_inflation_clock(profile: str, folder: Path) -> dict:
 
 
 def _verify_inflation_clock(record: dict, epochs: int, tolerance: float) -> list[str]:
-    params = paper_scale.parameters_of(clock.ClockParams, record["provenance"]["params"], "inflation_clock")
+    params = paper_scale.parameters_of(inflation_clock.ClockParams, record["provenance"]["params"], "inflation_clock")
     kept = [
         r["epoch"] for r in record["window"]["arms"]["kept"]["records"] if r["epoch"] <= record["window"]["grok_epoch"]
     ]
@@ -337,7 +342,7 @@ def _verify_inflation_clock(record: dict, epochs: int, tolerance: float) -> list
             f"--epochs must be a recorded snapshot of the kept run up to the branch or of the removed arm after it, "
             f"e.g. {snapshots[:3]} ... {snapshots[-3:]}; got {epochs}."
         )
-    return clock.record_agreement(params, record, epochs, tolerance=tolerance)["agreement"]
+    return inflation_clock.record_agreement(params, record, epochs, tolerance=tolerance)["agreement"]
 
 
 # ---------------------------------------------------------------- shared

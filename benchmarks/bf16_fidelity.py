@@ -30,9 +30,9 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from corelib.experiments import modular  # noqa: E402
+from corelib.experiments import modular_runs as modular  # noqa: E402
 from corelib.experiments.grokking_sweeps import SweepsParams  # noqa: E402
-from corelib.experiments.modular import ModularParams  # noqa: E402
+from corelib.experiments.modular_runs import ModularParams  # noqa: E402
 from corelib.sweeps import Condition, run_condition  # noqa: E402
 
 QUANTITIES = ("t_mem", "t_gen", "delay")

@@ -1,6 +1,6 @@
 """Seconds per model of the modular analysis' rank scans: batched over ranks vs one hooked run per rank.
 
-``corelib.experiments.modular.analyse_model`` scans core ranks (the necessary and the sufficient
+``corelib.experiments.modular_runs.analyse_model`` scans core ranks (the necessary and the sufficient
 rank) and ``removal_curves`` computes the accuracy at every rank. The intervention is at the last
 block's output, at the last position, the only one scored, so everything before it is the same
 for every rank: ``corelib.interventions.ReadoutAccuracy`` takes those outputs once and runs only
@@ -34,12 +34,12 @@ from safetensors.torch import load_file
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from corelib.engine import SeedStack  # noqa: E402
-from corelib.experiments import modular  # noqa: E402
+from corelib.experiments import modular_runs  # noqa: E402
 from corelib.interventions import ablation_curve, intervention_accuracy  # noqa: E402
 from corelib.models import Transformer, TransformerConfig, resid_hook  # noqa: E402
 
 
-def load_model(snapshot: Path | None, index: int, params: modular.ModularParams, seed: int) -> Transformer:
+def load_model(snapshot: Path | None, index: int, params: modular_runs.ModularParams, seed: int) -> Transformer:
     """Model ``index`` of a snapshot (its run's ``run.json`` two folders up), or a fresh one."""
     if snapshot is None:
         torch.manual_seed(seed)
@@ -50,7 +50,7 @@ def load_model(snapshot: Path | None, index: int, params: modular.ModularParams,
 
 
 def one_run_per_rank(model_core: Callable) -> Callable:
-    """``modular._model_core`` with the accuracy of one hooked whole-model run per core (the old route)."""
+    """``modular_runs._model_core`` with the accuracy of one hooked whole-model run per core (the old route)."""
 
     def core(model, data, params):
         h, full, r_energy, _ = model_core(model, data, params)
@@ -85,10 +85,13 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    params = modular.ModularParams()
+    params = modular_runs.ModularParams()
     model = load_model(args.snapshot, args.model, params, args.seed)
-    test = modular.make_data(params)["test"]
-    sides = {"one run per rank": one_run_per_rank(modular._model_core), "batched over ranks": modular._model_core}
+    test = modular_runs.make_data(params)["test"]
+    sides = {
+        "one run per rank": one_run_per_rank(modular_runs._model_core),
+        "batched over ranks": modular_runs._model_core,
+    }
     print(f"model: {args.snapshot or f'fresh (seed {args.seed})'}, model {args.model}")
     print(
         f"{model.cfg.n_layers} blocks, d_model {model.cfg.d_model}, p = {params.p}, {len(test[0])} test examples, "
@@ -98,11 +101,11 @@ def main() -> int:
 
     def analysis(model_core: Callable) -> dict:
         # analyse_model looks _model_core up in its module: swap in the route being timed.
-        batched, modular._model_core = modular._model_core, model_core
+        batched, modular_runs._model_core = modular_runs._model_core, model_core
         try:
-            return modular.analyse_model(model, test, params)
+            return modular_runs.analyse_model(model, test, params)
         finally:
-            modular._model_core = batched
+            modular_runs._model_core = batched
 
     def curves(model_core: Callable) -> dict:
         _, full, _, accuracy = model_core(model, test, params)

@@ -24,7 +24,7 @@ import time
 import numpy as np
 import torch
 
-from corelib.experiments import sva
+from corelib.experiments import subject_verb_agreement
 from corelib.lm import load_model
 from corelib.tasks.sva import AGREEMENT_READOUT, make_dataset
 
@@ -88,18 +88,18 @@ def main() -> None:
     ds = make_dataset(args.n_per_number)
     train, _ = ds.split("train")
     test, plural = ds.split("test")
-    layers = sva.sweep_layers(lm.n_layers, args.stride)
+    layers = subject_verb_agreement.sweep_layers(lm.n_layers, args.stride)
 
     with PeakRSS() as mem:
         t0 = time.perf_counter()
-        cores = sva.layer_cores(lm, train, layers, batch_size=args.batch_size)
+        cores = subject_verb_agreement.layer_cores(lm, train, layers, batch_size=args.batch_size)
         t1 = time.perf_counter()
-        margins = sva.intervened_margins(
+        margins = subject_verb_agreement.intervened_margins(
             lm, test, cores, {layer: tuple(args.modes) for layer in layers}, batch_size=args.batch_size
         )
         t2 = time.perf_counter()
-    base = sva.auc(margins["baseline"], plural)
-    flip = [sva.auc(margins[(layer, "flip")], plural) for layer in layers]
+    base = subject_verb_agreement.auc(margins["baseline"], plural)
+    flip = [subject_verb_agreement.auc(margins[(layer, "flip")], plural) for layer in layers]
     best = layers[int(np.argmax([base - f for f in flip]))]
     print(f"\nlayer sweep: {len(layers)} layers x {len(args.modes)} interventions, {len(train)} + {len(test)} prompts")
     print(f"  cores (prefix + all-layer Jacobians + ACE): {t1 - t0:8.1f} s")
@@ -120,7 +120,8 @@ def main() -> None:
     timings, results = {}, {}
     for one_pass in (True, False):
         t = time.perf_counter()
-        results[one_pass] = sva.all_layer_jacobians(lm, batch, all_layers, cache, one_pass=one_pass)[1]
+        jacobians = subject_verb_agreement.all_layer_jacobians(lm, batch, all_layers, cache, one_pass=one_pass)
+        results[one_pass] = jacobians[1]
         timings[one_pass] = time.perf_counter() - t
     diff = max(float((results[True][l] - results[False][l]).abs().max()) for l in all_layers)
     print(f"\nJacobians at all {lm.n_layers} layers, {len(sub)} prompts (prefix cached):")

@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _machine import counted_flops, mask_seconds, matmul_gflops, print_sides, reference_model  # noqa: E402
 from acebook.project import profile_parameters  # noqa: E402
 from corelib.engine import PrefixData, StackConfig, train_stack  # noqa: E402
-from corelib.experiments.modular import ModularParams  # noqa: E402
+from corelib.experiments.modular_runs import ModularParams  # noqa: E402
 from corelib.models import Transformer  # noqa: E402
 from corelib.tasks.modular import modular_addition_split  # noqa: E402
 

@@ -105,9 +105,9 @@ from myst_nb import glue
 
 from acebook.claims_page import chapter_frame
 from corelib import claims, plots
-from corelib.experiments import modular, paper_scale
+from corelib.experiments import core_inflation, modular_runs, paper_scale
 
-params = modular.ModularParams.from_namespace(globals())
+params = modular_runs.ModularParams.from_namespace(globals())
 
 # %% [markdown]
 # ## At the paper's horizon: a recorded run
@@ -186,8 +186,8 @@ plt.close(fig)
 #
 # ## This build: the same models over a short stretch
 #
-# `modular.analyse_arm(params, arm, long_epochs)` extends the weight-decay run of the previous
-# chapter to epoch {glue:text}`end`, branches the second arm from the snapshot at epoch
+# `modular_runs.analyse_arm(params, arm, long_epochs)` extends the weight-decay run of the
+# previous chapter to epoch {glue:text}`end`, branches the second arm from the snapshot at epoch
 # {glue:text}`branch_epoch`, and analyses every snapshot of both arms as before. That is
 # {glue:text}`span` epochs after the branch, too short to show the trend of the recorded run,
 # whose cores have covered half of their growth only at epoch
@@ -196,9 +196,10 @@ plt.close(fig)
 # at how the ranks are read.
 
 # %%
-arms = {arm: modular.analyse_arm(params, arm, long_epochs)
-        for arm in modular.ARMS}
-summary = modular.inflation_summary(params, arms["wd"], arms["no_wd"])
+arms = {arm: modular_runs.analyse_arm(params, arm, long_epochs)
+        for arm in modular_runs.ARMS}
+summary = core_inflation.inflation_summary(params, arms["wd"],
+                                           arms["no_wd"])
 agreement = paper_scale.inflation_agreement(params, arms, recorded)
 
 # %% tags=["hide-input"]
@@ -248,14 +249,14 @@ plt.close(fig)
 # model that fits its training set perfectly off it within a few steps once its training loss is
 # tiny: the loss jumps to about chance level and the model learns the set again, the *slingshot
 # mechanism* {cite:p}`thilak2022slingshot`. A snapshot that falls inside such a spike analyses a
-# model that, for the moment, does not do the task. `modular.training_collapses` lists the
+# model that, for the moment, does not do the task. `modular_runs.training_collapses` lists the
 # episodes in which a model's training accuracy fell below {glue:text}`collapse_threshold` after
-# it had first reached it; `modular.collapse_summary` counts them.
+# it had first reached it; `modular_runs.collapse_summary` counts them.
 
 # %%
 collapse_threshold = 0.9
-histories = {arm: modular.history(params, arm, until=summary["end"])
-             for arm in modular.ARMS}
+histories = {arm: modular_runs.history(params, arm, until=summary["end"])
+             for arm in modular_runs.ARMS}
 
 # %% tags=["hide-input"]
 fig = plots.figure_spikes(histories, branch_epoch=branch_epoch)
@@ -300,21 +301,22 @@ plt.close(fig)
 #
 # The core dimension is the necessary rank: the smallest rank $r$, at least the energy rank,
 # whose removal drops test accuracy to $2/p$. That is a threshold on a curve, and the curve is
-# worth seeing. `modular.removal_curves(params, arm, epoch)` removes the leading $r$ directions
-# of each model's full-rank core, for every $r$, and records the accuracy that is left.
+# worth seeing. `modular_runs.removal_curves(params, arm, epoch)` removes the leading $r$
+# directions of each model's full-rank core, for every $r$, and records the accuracy that is left.
 
 # %%
 middle_level, loose_level = 0.05, 0.1
-curves = {arm: modular.removal_curves(params, arm, summary["end"])
-          for arm in modular.ARMS}
+curves = {arm: modular_runs.removal_curves(params, arm, summary["end"])
+          for arm in modular_runs.ARMS}
 claims.record(  # for the claims page
-    "core_inflation", modular.inflation_claim_values(summary),
-    settings=claims.deviations(params, modular.ModularParams(),
+    "core_inflation", core_inflation.inflation_claim_values(summary),
+    settings=claims.deviations(params, modular_runs.ModularParams(),
                                ignore=["eval_every"]))
 
 # %% tags=["hide-input"]
-necessary = {arm: modular.necessary_ranks(arms[arm], summary["end"])
-             for arm in modular.ARMS}
+necessary = {arm: core_inflation.necessary_ranks(arms[arm],
+                                                 summary["end"])
+             for arm in modular_runs.ARMS}
 fig = plots.figure_removal(curves, necessary, chance=params.chance_level,
                            loose_level=loose_level, epoch=summary["end"])
 glue("fig_removal", fig, display=False)
@@ -346,7 +348,7 @@ plt.close(fig)
 
 # %%
 levels = [params.chance_level, middle_level, loose_level]
-display(modular.threshold_table(curves, levels).round(1))
+display(core_inflation.threshold_table(curves, levels).round(1))
 
 # %% [markdown]
 # ## How many frequencies?
@@ -357,15 +359,16 @@ display(modular.threshold_table(curves, levels).round(1))
 # Fourier-transform them along the cycle $c = 0, \dots, p - 1$: a representation that computes
 # with the frequencies $k$ puts its variance across answers at those $k$
 # (`operators.cycle_spectrum`). `operators.frequency_count` is the fewest frequencies that hold a
-# share {glue:text}`frequency_share` of that variance, and `modular.centroid_spectra` does this for
-# every snapshot of an arm. Each frequency takes two dimensions, a cosine and a sine, so this
-# count also bounds how small a core that keeps the representation can be.
+# share {glue:text}`frequency_share` of that variance, and `modular_runs.centroid_spectra` does
+# this for every snapshot of an arm. Each frequency takes two dimensions, a cosine and a sine, so
+# this count also bounds how small a core that keeps the representation can be.
 
 # %%
 frequency_share = 0.9
-spectra = {arm: modular.centroid_spectra(params, arm, summary["end"],
-                                         share=frequency_share)
-           for arm in modular.ARMS}
+spectra = {arm: modular_runs.centroid_spectra(params, arm,
+                                              summary["end"],
+                                              share=frequency_share)
+           for arm in modular_runs.ARMS}
 
 # %% tags=["hide-input"]
 fig = plots.figure_frequencies(spectra, share=frequency_share,
@@ -412,7 +415,7 @@ chapter = {"summary": summary, "arms": arms, "histories": histories,
            "middle_level": middle_level, "loose_level": loose_level,
            "frequency_share": frequency_share,
            "recorded": recorded, "agreement": agreement}
-values = modular.inflation_glue_values(params, chapter)
+values = core_inflation.inflation_glue_values(params, chapter)
 for name, value in values.items():
     glue(name, value, display=False)
 

@@ -101,9 +101,9 @@ import matplotlib.pyplot as plt
 from IPython.display import display
 
 from corelib import claims, plots
-from corelib.experiments import clock, paper_scale
+from corelib.experiments import inflation_clock, paper_scale
 
-params = clock.ClockParams.from_namespace(globals())
+params = inflation_clock.ClockParams.from_namespace(globals())
 
 # %% [markdown]
 # ## One clock for several runs
@@ -121,18 +121,19 @@ params = clock.ClockParams.from_namespace(globals())
 # %%
 recorded = paper_scale.recorded_inflation()
 record = paper_scale.recorded_clock(params) if use_record else None
-summary = clock.run(
+summary = inflation_clock.run(
     params, recorded, record=record, check_epochs=check_epochs
 )
 claims.record(  # the findings, for the claims page and the citations
     "inflation_clock",
-    clock.finding_values(summary["clock"], summary["window"]),
-    settings=claims.deviations(params, clock.ClockParams()),
+    inflation_clock.finding_values(summary["clock"], summary["window"]),
+    settings=claims.deviations(params, inflation_clock.ClockParams()),
 )
 
 # %% tags=["hide-input"]
-values = clock.glue_values(params, summary["clock"], summary["window"])
-values.update(clock.record_numbers(summary["record"]))
+values = inflation_clock.glue_values(params, summary["clock"],
+                                     summary["window"])
+values.update(inflation_clock.record_numbers(summary["record"]))
 for name, value in values.items():
     glue(name, value, display=False)
 
@@ -154,7 +155,7 @@ plt.close(fig)
 # The runs, with their $\eta\omega$ relative to the paper's and their state at the end:
 
 # %%
-display(clock.runs_table(summary["clock"]))
+display(inflation_clock.runs_table(summary["clock"]))
 
 # %% [markdown]
 # **Does one clock fit?** The spread of a set of curves is the root mean square, over their
@@ -166,7 +167,7 @@ display(clock.runs_table(summary["clock"]))
 # which no spread can be told apart from chance.
 
 # %%
-display(clock.collapse_table(summary["clock"]))
+display(inflation_clock.collapse_table(summary["clock"]))
 
 # %% [markdown]
 # For the {term}`core dimension` the ratio is {glue:text}`ratio_core_dim` (seed noise
@@ -177,7 +178,7 @@ display(clock.collapse_table(summary["clock"]))
 # the same $\tau$, once at the same epoch.
 
 # %%
-display(clock.recorded_table(summary["clock"]))
+display(inflation_clock.recorded_table(summary["clock"]))
 
 # %% [markdown]
 # Every faster run ends with a smaller core than the paper run had at the same $\tau$
@@ -194,7 +195,7 @@ display(clock.recorded_table(summary["clock"]))
 # end (empty when the settings have none).
 
 # %%
-display(clock.same_product_table(summary["clock"]))
+display(inflation_clock.same_product_table(summary["clock"]))
 
 # %% [markdown]
 # ## The interpretability window
@@ -235,7 +236,7 @@ plt.close(fig)
 # 1 000 epochs after its branch:
 
 # %%
-display(clock.window_table(summary["window"]))
+display(inflation_clock.window_table(summary["window"]))
 
 # %% [markdown]
 # **On this fast clock the window fails.** The window the paper proposes would show as annealed
@@ -285,10 +286,10 @@ display(clock.window_table(summary["window"]))
 #
 # ## How this chapter computes
 #
-# `clock.run` returns the curves, the summaries and the measure of collapse for every pair and
-# the window's arms. Its book settings train for longer than this chapter's share of the book's
-# time, so they were run once and recorded (`recorded/inflation_clock_book`): its runs trained
-# for {glue:text}`record_minutes` minutes, summed over runs. When a record of exactly the
+# `inflation_clock.run` returns the curves, the summaries and the measure of collapse for every
+# pair and the window's arms. Its book settings train for longer than this chapter's share of
+# the book's time, so they were run once and recorded (`recorded/inflation_clock_book`): its runs
+# trained for {glue:text}`record_minutes` minutes, summed over runs. When a record of exactly the
 # chapter's settings is present and `use_record` is on, the chapter shows the record and trains
 # only its first `check_epochs` epochs again from scratch (the run the window branches from,
 # then the arm without weight decay): this build re-derived {glue:text}`checked_epochs` epochs

@@ -93,10 +93,10 @@ from myst_nb import glue
 
 from acebook.claims_page import chapter_frame
 from corelib import claims, plots
-from corelib.experiments import markov
+from corelib.experiments import markov_chain
 from corelib.tasks.markov import chain_eigenvalues
 
-params = markov.MarkovParams.from_namespace(globals())
+params = markov_chain.MarkovParams.from_namespace(globals())
 transitions = params.chain
 
 # %% [markdown]
@@ -121,7 +121,7 @@ print("non-trivial eigenvalues:", np.round(eigenvalues, 4))
 # %% [markdown]
 # ## Training and analysis
 #
-# `markov.run` trains the models together, one per seed, on the engine (AdamW,
+# `markov_chain.run` trains the models together, one per seed, on the engine (AdamW,
 # {glue:text}`epochs` epochs, batch {glue:text}`batch_size`, dropout {glue:text}`dropout`, the
 # loss at every position, checkpointed every epoch), then for each model: collects the block
 # output $\mathbf h$ at every position of every test sequence, samples Jacobians of the logits
@@ -131,13 +131,13 @@ print("non-trivial eigenvalues:", np.round(eigenvalues, 4))
 # parameters, so rebuilding the book reuses them.
 
 # %%
-summary = markov.run(params)
+summary = markov_chain.run(params)
 claims.record(  # for the claims page
-    "markov_chain", markov.claim_values(summary),
-    settings=claims.deviations(params, markov.MarkovParams()))
+    "markov_chain", markov_chain.claim_values(summary),
+    settings=claims.deviations(params, markov_chain.MarkovParams()))
 
 # %% tags=["hide-input"]
-for name, value in markov.glue_values(summary).items():
+for name, value in markov_chain.glue_values(summary).items():
     glue(name, value, display=False)
 
 # %% [markdown]
@@ -179,7 +179,7 @@ plt.close(fig)  # shown once, with its caption, below
 # ({glue:text}`chance:.2f`).
 
 # %%
-tables = markov.tables(summary)
+tables = markov_chain.tables(summary)
 display(tables["A1"])
 
 # %% [markdown]
@@ -261,7 +261,7 @@ display(chapter_frame("markov_chain"))
 #
 # ## How this chapter computes
 #
-# `markov.run` trains the three models together on the book's one training engine
+# `markov_chain.run` trains the three models together on the book's one training engine
 # (`corelib.engine.Trainer`: the seeds are stacked and run under `torch.func.vmap`, each with its
 # own AdamW and dropout stream, and receive exactly the updates of three separate loops). Results
 # (trained weights, cores, summaries) are stored in a folder keyed by a hash of the parameters,

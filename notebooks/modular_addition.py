@@ -99,11 +99,15 @@ from myst_nb import glue
 
 from acebook.claims_page import chapter_frame
 from corelib import claims, plots
-from corelib.experiments import modular, paper_scale
+from corelib.experiments import (
+    modular_addition,
+    modular_runs,
+    paper_scale,
+)
 
-params = modular.ModularParams.from_namespace(globals())
+params = modular_runs.ModularParams.from_namespace(globals())
 # The next chapter's longer run: changes nothing this chapter measures.
-UNUSED_HERE = (*modular.LONG_RUN_SETTINGS, "eval_every")
+UNUSED_HERE = (*modular_runs.LONG_RUN_SETTINGS, "eval_every")
 
 # %% [markdown]
 # ## The task and the models
@@ -119,7 +123,7 @@ UNUSED_HERE = (*modular.LONG_RUN_SETTINGS, "eval_every")
 # has its own initialisation, data order and optimizer state.
 
 # %%
-data = modular.make_data(params)
+data = modular_runs.make_data(params)
 n_train, n_test = len(data["train"][0]), len(data["test"][0])
 print(f"p = {p}: {n_train} training pairs, {n_test} test pairs, "
       f"chance accuracy {1 / p:.3f}")
@@ -127,7 +131,7 @@ print(f"p = {p}: {n_train} training pairs, {n_test} test pairs, "
 # %% [markdown]
 # ## What is measured at every snapshot
 #
-# `modular.analyse_arm` trains the models and analyses each one every
+# `modular_runs.analyse_arm` trains the models and analyses each one every
 # {glue:text}`snapshot_every` epochs on the test set:
 #
 # - **ACE** on the last-position output $\mathbf h$ of the last block, with the logits as
@@ -149,15 +153,15 @@ print(f"p = {p}: {n_train} training pairs, {n_test} test pairs, "
 # relevance-weighted activations vary, not about what the model needs.
 
 # %%
-records = modular.analyse_arm(params, "wd", epochs)
-summary = modular.emergence_summary(params, records)
+records = modular_runs.analyse_arm(params, "wd", epochs)
+summary = modular_addition.emergence_summary(params, records)
 claims.record(  # for the claims page
-    "modular_addition", modular.emergence_claim_values(summary),
-    settings=claims.deviations(params, modular.ModularParams(),
+    "modular_addition", modular_addition.emergence_claim_values(summary),
+    settings=claims.deviations(params, modular_runs.ModularParams(),
                                ignore=UNUSED_HERE))
 
 # %% tags=["hide-input"]
-history = modular.history(params, "wd", until=epochs)
+history = modular_runs.history(params, "wd", until=epochs)
 fig = plots.figure_emergence(records, history, summary, p=p)
 glue("fig_modular", fig, display=False)
 plt.close(fig)
@@ -184,8 +188,8 @@ agreement = paper_scale.inflation_agreement(params, {"wd": records},
 paper_scale.record_claims("modular_addition", recorded)
 
 # %% tags=["hide-input"]
-values = modular.emergence_glue_values(params, summary, recorded,
-                                      agreement)
+values = modular_addition.emergence_glue_values(params, summary,
+                                                recorded, agreement)
 for name, value in values.items():
     glue(name, value, display=False)
 
@@ -233,7 +237,7 @@ for name, value in values.items():
 # {glue:text}`epoch_after`, and they need not agree on which:
 
 # %%
-display(modular.phase_table(records, summary))
+display(modular_addition.phase_table(records, summary))
 
 # %% [markdown]
 # The last column, $R^2_h$, checks that the operator describes the shift rather than memorising
@@ -395,7 +399,7 @@ ex.check_rotational_modes(rotational_modes);
 # Write `grokking_epoch(epochs, test_acc, threshold=0.99)`: the first of `epochs` at which
 # every model's test accuracy (a column of `test_acc`, shape (snapshots, models)) reaches
 # `threshold`, or `None`. Apply it to this chapter's run:
-# `grokking_epoch(modular.epochs_of(records), modular.series(records, "test_acc"))`.
+# `grokking_epoch(modular_runs.epochs_of(records), modular_runs.series(records, "test_acc"))`.
 #
 # **Expected result**: the check prints "all 8 cases pass"; on this chapter's run it returns
 # the grokking epoch of panel A.

@@ -103,7 +103,7 @@ from myst_nb import glue
 from corelib import claims, plots
 from corelib.ace import Core, CoreHooks, extract_from_model
 from corelib.experiments import own_model
-from corelib.experiments.sva import auc
+from corelib.experiments.subject_verb_agreement import auc
 from corelib.lm import load_model
 from corelib.targets import logit_difference
 from corelib.tasks import tense
@@ -471,8 +471,9 @@ print(", ".join(f"{k}: AUC {v:.3f}" for k, v in aucs.items()))
 # safetensors, its metadata in JSON, each with its SHA-256, so a changed byte is an error when
 # `Core.load` reads it), and the example table is computed with the core read back from there.
 # The interventions re-run only the last token from the intervened layer on, on top of the
-# key-value cache of the prompt's other tokens (`corelib.experiments.sva.prefix_batches`); the
-# tests check that this gives the margins of whole forward passes. One backward pass per batch
+# key-value cache of the prompt's other tokens
+# (`corelib.experiments.subject_verb_agreement.prefix_batches`); the tests check that this gives
+# the margins of whole forward passes. One backward pass per batch
 # gives the read-out's Jacobians at every swept layer. The probe is fitted by Newton's method in
 # float64 on activations centred and scaled to unit root mean square (`own_model.fit_probe`).
 # The two language models load offline from 4-bit GGUF files, de-quantised once into
@@ -536,7 +537,8 @@ ex.check_logit_margin(logit_margin);
 #
 # Every test in this chapter is an AUC. Write `margin_auc(scores, positive)`: the probability
 # that a randomly chosen positive example scores higher than a randomly chosen negative one,
-# ties counted one half. Compare it with `corelib.experiments.sva.auc`, which the check uses.
+# ties counted one half. Compare it with `corelib.experiments.subject_verb_agreement.auc`, which
+# the check uses.
 # Why does an AUC, unlike an accuracy, need no threshold on the margin?
 #
 # **Expected result**: 1 for perfectly separated scores, 0 for inverted ones, 0.5 when every

@@ -108,11 +108,11 @@ from myst_nb import glue
 
 from acebook.claims_page import chapter_frame
 from corelib import claims, plots
-from corelib.experiments import sva
+from corelib.experiments import subject_verb_agreement
 from corelib.lm import available_models
 from corelib.tasks.sva import make_dataset
 
-params = sva.SVAParams.from_namespace(globals())
+params = subject_verb_agreement.SVAParams.from_namespace(globals())
 dataset = make_dataset(n_per_number, dataset_seed)
 
 # %% [markdown]
@@ -124,7 +124,7 @@ dataset = make_dataset(n_per_number, dataset_seed)
 # (`corelib.tasks.sva`). A few of them:
 
 # %%
-display(sva.example_prompts(dataset))
+display(subject_verb_agreement.example_prompts(dataset))
 print("offline models:", available_models())
 
 # %% [markdown]
@@ -156,13 +156,15 @@ print("offline models:", available_models())
 # lowers the AUC most.
 
 # %%
-summary = sva.run(params)
+summary = subject_verb_agreement.run(params)
 claims.record(  # for the claims page
-    "subject_verb_agreement", sva.claim_values(summary),
-    settings=sva.paper_deviations(params))
+    "subject_verb_agreement",
+    subject_verb_agreement.claim_values(summary),
+    settings=subject_verb_agreement.paper_deviations(params))
 
 # %% tags=["hide-input"]
-for name, value in sva.glue_values(params, summary, dataset).items():
+values = subject_verb_agreement.glue_values(params, summary, dataset)
+for name, value in values.items():
     glue(name, value, display=False)
 
 # %% tags=["hide-input"]
@@ -202,7 +204,7 @@ plt.close(fig)
 # wrong number.
 
 # %%
-tables = sva.tables(summary)
+tables = subject_verb_agreement.tables(summary)
 display(tables["A6"])
 display(tables["A7"])
 
@@ -276,7 +278,7 @@ display(tables["A5"])
 # came out unchanged.
 
 # %%
-display(sva.gate_frame(summary))
+display(subject_verb_agreement.gate_frame(summary))
 
 # %% [markdown]
 # Thresholds of the grid ({glue:text}`gate_grid_text`) at which every model meets both steering
@@ -297,8 +299,8 @@ display(sva.gate_frame(summary))
 # ```
 
 # %%
-display(sva.steering_table(summary))
-display(sva.control_table(summary))
+display(subject_verb_agreement.steering_table(summary))
+display(subject_verb_agreement.control_table(summary))
 
 # %% [markdown]
 # At γ = {glue:text}`gate_value`, over {glue:text}`decisions_total` agreement decisions,
@@ -329,7 +331,7 @@ display(HTML(html))
 # {glue:text}`other_words_text`.
 
 # %%
-display(sva.sampling_table(summary))
+display(subject_verb_agreement.sampling_table(summary))
 
 # %% [markdown]
 # Under sampling, steering inverted {glue:text}`sampled_inv_min:.0%` to
@@ -346,7 +348,7 @@ display(sva.sampling_table(summary))
 # one of its models). The same prompts with our models, probabilities over the whole vocabulary:
 
 # %%
-display(sva.flip_demo_table(summary))
+display(subject_verb_agreement.flip_demo_table(summary))
 
 # %% [markdown]
 # On "The key next to the cabinets", flipping the core divides $\mathbb P(\textit{is})$ by
@@ -546,8 +548,8 @@ ex.check_steering_strength(steering_strength);
 #
 # 🔴🔴🔴⚪⚪ · 🔵🔵⚪⚪⚪ · about 20 minutes
 #
-# `corelib.experiments.sva.all_layer_jacobians` gets every layer's Jacobian from one backward
-# pass. Using the tiny random model (`corelib.lm.load_model("tiny-random-llama")`), check that
+# `corelib.experiments.subject_verb_agreement.all_layer_jacobians` gets every layer's Jacobian
+# from one backward pass. Using the tiny random model (`corelib.lm.load_model("tiny-random-llama")`), check that
 # it agrees with `one_pass=False` (one pass per layer) and with a central finite difference of
 # the margin (step $10^{-3}$) along a random unit direction at layer 0. Why is the gradient of
 # the summed margin each prompt's own Jacobian?

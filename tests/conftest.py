@@ -48,11 +48,11 @@ def _record_smoke_runs(folder: Path) -> None:
     """
     from acebook import record
     from acebook.runner import chapter_parameters
-    from corelib.experiments import grokking_sweeps, modular
+    from corelib.experiments import grokking_sweeps, modular_runs
 
-    params = modular.ModularParams.from_namespace(chapter_parameters("core_inflation", "smoke"))
-    for arm in modular.ARMS:
-        modular.analyse_arm(params, arm, params.long_epochs, progress=False)
+    params = modular_runs.ModularParams.from_namespace(chapter_parameters("core_inflation", "smoke"))
+    for arm in modular_runs.ARMS:
+        modular_runs.analyse_arm(params, arm, params.long_epochs, progress=False)
     grokking_sweeps.run(grokking_sweeps.SweepsParams.from_namespace(chapter_parameters("grokking_sweeps", "smoke")))
     for name in ("core_inflation", "grokking_sweeps"):
         record.export(name, "smoke", folder).rename(folder / f"{name}_paper")

@@ -13,13 +13,13 @@ import torch
 from acebook import runner
 from corelib import ace
 from corelib.experiments.ace_method import AceMethodParams
-from corelib.experiments.clock import ClockParams
 from corelib.experiments.grokking_sweeps import SweepsParams
 from corelib.experiments.grokking_theory import TheoryParams
-from corelib.experiments.markov import MarkovParams
-from corelib.experiments.modular import ModularParams
+from corelib.experiments.inflation_clock import ClockParams
+from corelib.experiments.markov_chain import MarkovParams
+from corelib.experiments.modular_runs import ModularParams
 from corelib.experiments.own_model import OwnModelParams
-from corelib.experiments.sva import SVAParams
+from corelib.experiments.subject_verb_agreement import SVAParams
 from corelib.models import Transformer, TransformerConfig
 
 # Values that no whole-number count accepts, and none that a rate or a decay accepts.

@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import _machine  # noqa: E402
 from _machine import ReferenceModel, counted_flops, mask_seconds, reference_model  # noqa: E402
-from corelib.experiments.modular import ModularParams  # noqa: E402
+from corelib.experiments.modular_runs import ModularParams  # noqa: E402
 from corelib.models import Transformer, TransformerConfig  # noqa: E402
 from corelib.sweeps import SweepConfig  # noqa: E402
 

@@ -123,7 +123,7 @@ def test_claims_measured_on_a_recorded_run_are_judged_on_it_with_the_builds_valu
 
 
 def test_deviations_name_every_setting_that_differs_from_the_papers():
-    from corelib.experiments.modular import ModularParams
+    from corelib.experiments.modular_runs import ModularParams
 
     assert claims.deviations(ModularParams(), ModularParams()) == {}
     got = claims.deviations(

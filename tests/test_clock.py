@@ -6,20 +6,20 @@ import numpy as np
 import pytest
 
 from corelib import claims
-from corelib.experiments import clock, modular
+from corelib.experiments import inflation_clock, modular_runs
 
 
-def _smoke() -> clock.ClockParams:
+def _smoke() -> inflation_clock.ClockParams:
     """The chapter's smoke settings: a tiny model on two fast clocks."""
     from acebook.runner import chapter_parameters
 
-    return clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "smoke"))
+    return inflation_clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "smoke"))
 
 
 def test_the_papers_pair_is_the_papers_run_on_its_schedule():
-    params = clock.ClockParams()
-    assert clock.steps_per_epoch(params) == 3  # 1404 training pairs in batches of 512
-    paper = clock.pair_params(params, 1e-3, 1.0)
+    params = inflation_clock.ClockParams()
+    assert inflation_clock.steps_per_epoch(params) == 3  # 1404 training pairs in batches of 512
+    paper = inflation_clock.pair_params(params, 1e-3, 1.0)
     assert (paper.long_epochs, paper.snapshot_every, paper.late_after, paper.snapshot_every_late) == (
         20000,
         100,
@@ -27,27 +27,27 @@ def test_the_papers_pair_is_the_papers_run_on_its_schedule():
         500,
     )
     # The same folder as the core-inflation chapter's run: nothing trained twice.
-    assert paper.training_identity() == modular.ModularParams().training_identity()
-    assert clock.tau_of(params, 1e-3, 1.0, 20000) == pytest.approx(60.0)
+    assert paper.training_identity() == modular_runs.ModularParams().training_identity()
+    assert inflation_clock.tau_of(params, 1e-3, 1.0, 20000) == pytest.approx(60.0)
 
 
 def test_a_faster_clock_reaches_the_same_tau_in_proportionally_fewer_epochs():
-    params = clock.ClockParams()
-    fast = clock.pair_params(params, 3e-3, 2.0)  # six times the paper's lr * wd
+    params = inflation_clock.ClockParams()
+    fast = inflation_clock.pair_params(params, 3e-3, 2.0)  # six times the paper's lr * wd
     assert fast.snapshot_every == 17 and fast.late_after == 340 and fast.snapshot_every_late == 85
     assert fast.long_epochs >= 20000 / 6 and fast.long_epochs - 20000 / 6 < 85  # rounded up to a snapshot
     assert fast.stack_config("wd", fast.long_epochs).is_snapshot(fast.long_epochs)
     assert (fast.lr, fast.weight_decay) == (3e-3, 2.0)
-    assert clock.tau_of(params, 3e-3, 2.0, fast.long_epochs) == pytest.approx(60.0, rel=0.03)
+    assert inflation_clock.tau_of(params, 3e-3, 2.0, fast.long_epochs) == pytest.approx(60.0, rel=0.03)
 
 
 def test_spread_has_known_answers():
     x = np.linspace(0, 1, 11)
-    assert clock.spread([x, x], [x, x]) == 0.0
-    assert clock.spread([x, x], [0 * x, 0 * x + 2]) == pytest.approx(np.sqrt(2.0))  # sd of (0, 2)
+    assert inflation_clock.spread([x, x], [x, x]) == 0.0
+    assert inflation_clock.spread([x, x], [0 * x, 0 * x + 2]) == pytest.approx(np.sqrt(2.0))  # sd of (0, 2)
     # Only the overlap of the x ranges counts: y = x on [0, 1] and on [0, 2] agree there.
-    assert clock.spread([x, 2 * x], [x, 2 * x]) == pytest.approx(0.0, abs=1e-12)
-    assert np.isnan(clock.spread([x], [x])) and np.isnan(clock.spread([x, x + 5], [x, x]))
+    assert inflation_clock.spread([x, 2 * x], [x, 2 * x]) == pytest.approx(0.0, abs=1e-12)
+    assert np.isnan(inflation_clock.spread([x], [x])) and np.isnan(inflation_clock.spread([x, x + 5], [x, x]))
 
 
 def _fake_run(lr: float, wd: float, epochs: np.ndarray, f, seeds: int = 3, noise: float = 0.0, seed: int = 0):
@@ -85,10 +85,10 @@ def _on_one_clock() -> dict:
 
 
 def test_curves_on_one_clock_collapse_and_curves_on_another_do_not():
-    params = clock.ClockParams()
+    params = inflation_clock.ClockParams()
     grow = _grow
     on_clock = _on_one_clock()
-    c = clock.collapse(params, on_clock)["core_dim"]
+    c = inflation_clock.collapse(params, on_clock)["core_dim"]
     assert c["spread_tau"] < 0.05 * c["spread_epochs"] and c["ratio"] < 0.05
     # The same growth per epoch, whatever lr * wd: rescaling pulls the curves apart.
     per_epoch = lambda tau, rate: grow(tau / rate * 1e-3)  # noqa: E731
@@ -96,20 +96,20 @@ def test_curves_on_one_clock_collapse_and_curves_on_another_do_not():
         "slow": _fake_run(1e-3, 1.0, np.arange(0, 3401, 85), lambda t: per_epoch(t, 1e-3)),
         "fast": _fake_run(3e-3, 2.0, np.arange(0, 3401, 85), lambda t: per_epoch(t, 6e-3)),
     }
-    c = clock.collapse(params, off_clock)["core_dim"]
+    c = inflation_clock.collapse(params, off_clock)["core_dim"]
     assert c["spread_epochs"] == pytest.approx(0.0, abs=1e-9) and c["spread_tau"] > 1.0
     noisy = {
         k: _fake_run(v["lr"], v["wd"], np.arange(0, 3401, 85), grow, noise=2.0, seed=i)
         for i, (k, v) in enumerate(on_clock.items())
     }
-    c = clock.collapse(params, noisy)["core_dim"]
+    c = inflation_clock.collapse(params, noisy)["core_dim"]
     assert 0.5 < c["noise"] < 2.0  # the standard error of a 3-seed mean of sd 2 is 1.15
 
 
 def test_window_arms_branch_where_asked_and_ramp_on_the_windows_clock():
-    params = clock.ClockParams(window_pair=(3e-3, 2.0), window_horizon=30.0)
-    arms = clock.window_arms(params, grok_epoch=153)
-    assert set(arms) == set(clock.WINDOW_ARMS)
+    params = inflation_clock.ClockParams(window_pair=(3e-3, 2.0), window_horizon=30.0)
+    arms = inflation_clock.window_arms(params, grok_epoch=153)
+    assert set(arms) == set(inflation_clock.WINDOW_ARMS)
     assert arms["kept"][1] == "wd" and all(arm == "no_wd" for _, arm in list(arms.values())[1:])
     removed, _ = arms["removed"]
     assert (removed.branch_epoch, removed.branch_weight_decay, removed.branch_anneal_epochs) == (153, 0.0, 0)
@@ -120,28 +120,28 @@ def test_window_arms_branch_where_asked_and_ramp_on_the_windows_clock():
     late = arms["removed_late"][0].branch_epoch
     # tau 18 is epoch 1000 here; the snapshots there are 935 and 1020 (every 85 after 340)
     assert late == 1020 and removed.stack_config("wd", removed.long_epochs).is_snapshot(late)
-    assert len({clock.modular._arm_dir(mp, arm) for mp, arm in arms.values()}) == len(arms)  # a folder each
+    assert len({modular_runs._arm_dir(mp, arm) for mp, arm in arms.values()}) == len(arms)  # a folder each
 
 
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="late_removal .* must come before window_horizon"):
-        clock.ClockParams(late_removal=70.0)
+        inflation_clock.ClockParams(late_removal=70.0)
     with pytest.raises(ValueError, match=r"pairs\[1\] must be a finite positive number"):
-        clock.ClockParams(pairs=((1e-3, 1.0), (1e-3, 0.0)))
+        inflation_clock.ClockParams(pairs=((1e-3, 1.0), (1e-3, 0.0)))
     with pytest.raises(ValueError, match="distinct"):
-        clock.ClockParams(pairs=((1e-3, 1.0), (1e-3, 1.0)))
+        inflation_clock.ClockParams(pairs=((1e-3, 1.0), (1e-3, 1.0)))
 
 
 @pytest.mark.slow
 def test_the_smoke_settings_run_end_to_end_and_resume_to_the_same_summary(tmp_path, monkeypatch):
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
     params = _smoke()
-    runs = clock.run_clock(params, progress=False)
-    window = clock.window_summary(params, clock.run_window(params, progress=False))
-    summary = clock.clock_summary(params, runs)
-    values = clock.glue_values(params, summary, window)
+    runs = inflation_clock.run_clock(params, progress=False)
+    window = inflation_clock.window_summary(params, inflation_clock.run_window(params, progress=False))
+    summary = inflation_clock.clock_summary(params, runs)
+    values = inflation_clock.glue_values(params, summary, window)
     assert values["n_pairs"] == 2 and values["window_grok"] == window["grok_epoch"]
-    found = clock.finding_values(summary, window)
+    found = inflation_clock.finding_values(summary, window)
     assert set(found) == {
         "window.restart_grows",
         "clock.tau_separates",
@@ -152,9 +152,9 @@ def test_the_smoke_settings_run_end_to_end_and_resume_to_the_same_summary(tmp_pa
         "clock.tau_collapse",
     }
     claims.record("inflation_clock", found, settings={})  # every value is one a finding accepts
-    assert list(clock.window_table(window).index) == list(clock.WINDOW_ARMS)
+    assert list(inflation_clock.window_table(window).index) == list(inflation_clock.WINDOW_ARMS)
     # A second run reads everything back: the same numbers.
-    again = clock.clock_summary(params, clock.run_clock(params, progress=False))
+    again = inflation_clock.clock_summary(params, inflation_clock.run_clock(params, progress=False))
     assert again["pairs"] == summary["pairs"]
 
 
@@ -167,68 +167,68 @@ def test_every_glued_name_of_the_chapter_is_glued(tmp_path, monkeypatch):
     text = (Path(__file__).resolve().parent.parent / "notebooks" / "inflation_clock.py").read_text()
     used = set(re.findall(r"\{glue:text\}`([A-Za-z_0-9]+)", text)) | set(re.findall(r"```\{glue:figure\} (\w+)", text))
     params = _smoke()
-    summary = clock.run(params, progress=False)
-    values = clock.glue_values(params, summary["clock"], summary["window"])
-    values.update(clock.record_numbers(summary["record"]))
+    summary = inflation_clock.run(params, progress=False)
+    values = inflation_clock.glue_values(params, summary["clock"], summary["window"])
+    values.update(inflation_clock.record_numbers(summary["record"]))
     assert used - {"cost", "fig_clock", "fig_window"} <= set(values), sorted(used - set(values))
     assert {"cost", "fig_clock", "fig_window"} <= set(re.findall(r'glue\("(\w+)"', text))
     assert all(isinstance(v, (int, float)) or len(str(v).split()) <= 4 for v in values.values())  # no sentences
 
 
 def test_spreads_within_the_seed_noise_are_called_indistinguishable():
-    params = clock.ClockParams()
+    params = inflation_clock.ClockParams()
     flat = {
         "a": _fake_run(1e-3, 1.0, np.arange(0, 3401, 85), lambda t: 20.0 + 0 * t, noise=2.0, seed=1),
         "b": _fake_run(3e-3, 2.0, np.arange(0, 3401, 85), lambda t: 20.0 + 0 * t, noise=2.0, seed=2),
     }
-    c = clock.collapse(params, flat)["core_dim"]
+    c = inflation_clock.collapse(params, flat)["core_dim"]
     assert max(c["spread_tau"], c["spread_epochs"]) <= 2 * c["noise"]
 
 
 def test_the_collapse_starts_at_each_runs_grokking():
-    params = clock.ClockParams()
+    params = inflation_clock.ClockParams()
     runs = _on_one_clock()
     for r in runs.values():  # memorising: far from the curve, and below the accuracy threshold
         for m in r["records"][0]["models"]:
             m.update(core_dim=128.0, test_acc=0.1)
-    c = clock.collapse(params, runs)["core_dim"]
+    c = inflation_clock.collapse(params, runs)["core_dim"]
     assert c["n_runs"] == 2 and c["ratio"] < 0.05
 
 
 def test_the_recorded_run_is_compared_at_the_same_tau_on_its_own_clock(recwarn):
-    params = clock.ClockParams(pairs=((3e-3, 2.0),))
+    params = inflation_clock.ClockParams(pairs=((3e-3, 2.0),))
     fast = _fake_run(3e-3, 2.0, np.arange(0, 1021, 85), _grow)
     paper = _fake_run(1e-3, 1.0, np.arange(0, 20001, 500), _grow)
     paper["records"][3]["models"][0]["necessary_rank"] = np.nan  # a seed without a rank: no warning
-    recorded = {"params": modular.ModularParams(), "arms": {"wd": paper["records"]}, "source": "recorded run"}
-    runs = {"lr 0.003, wd 2": fast, clock.RECORDED_LABEL: clock._recorded_run(params, recorded)}
-    summary = clock.clock_summary(params, runs, recorded)
+    recorded = {"params": modular_runs.ModularParams(), "arms": {"wd": paper["records"]}, "source": "recorded run"}
+    runs = {"lr 0.003, wd 2": fast, inflation_clock.RECORDED_LABEL: inflation_clock._recorded_run(params, recorded)}
+    summary = inflation_clock.clock_summary(params, runs, recorded)
     at = summary["recorded"]["at_pair_ends"]
     assert list(at) == ["lr 0.003, wd 2"] and at["lr 0.003, wd 2"]["epoch"] == 6000  # tau 18.4 ~ epoch 6000
     assert summary["recorded"]["at_pair_epochs"]["lr 0.003, wd 2"]["epoch"] == 1000  # nearest to its epoch 1020
     # on one clock: far larger than the paper run at equal epochs, the same at equal tau
-    table = clock.recorded_table(summary)
+    table = inflation_clock.recorded_table(summary)
     assert table.loc["lr 0.003, wd 2", "paper run, same τ: epoch"] == 6000
     assert table.loc["lr 0.003, wd 2", "vs same epoch"] == "larger"
-    found = clock.finding_values(summary, _fake_window())
+    found = inflation_clock.finding_values(summary, _fake_window())
     assert found["clock.smaller_at_equal_epochs"] < 0
     held = {**runs, "lr 0.003, wd 2": _fake_run(3e-3, 2.0, np.arange(0, 1021, 85), lambda tau: 15 + 0 * tau)}
-    held_summary = clock.clock_summary(params, held, recorded)
-    table = clock.recorded_table(held_summary)
+    held_summary = inflation_clock.clock_summary(params, held, recorded)
+    table = inflation_clock.recorded_table(held_summary)
     assert table.loc["lr 0.003, wd 2", "vs same epoch"] == table.loc["lr 0.003, wd 2", "vs same τ"] == "smaller"
-    found = clock.finding_values(held_summary, _fake_window())
+    found = inflation_clock.finding_values(held_summary, _fake_window())
     assert found["clock.smaller_at_equal_tau"] > 0 and found["clock.smaller_at_equal_epochs"] > 0
     assert summary["collapse"]["core_dim"]["ratio"] < 0.05
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
     # A record of another model does not join
-    other = {**recorded, "params": modular.ModularParams(d_model=64)}
-    assert clock._recorded_run(params, other) is None
+    other = {**recorded, "params": modular_runs.ModularParams(d_model=64)}
+    assert inflation_clock._recorded_run(params, other) is None
 
 
 def _fake_window() -> dict:
     """A window summary with every arm alike (enough for the clock's glue values)."""
     row = {**_arm(13, 15), "modes": 5.0, "test_acc": 1.0, "spikes_per_1000": 0.0, "end": 680, "branch": 204}
-    arms = {name: dict(row) for name in clock.WINDOW_ARMS}
+    arms = {name: dict(row) for name in inflation_clock.WINDOW_ARMS}
     arms["removed_late"]["at_branch"] = dict(row)
     return {"arms": arms, "grok_epoch": 204, "tau_grok": 3.67}
 
@@ -252,25 +252,30 @@ def test_the_window_findings_tell_arms_apart_only_when_their_seed_ranges_do_not_
     def status(found):
         return {k: claims.status(claims.claim(k), {"values": found, "settings": {}})[0] for k in found}
 
-    got = status(clock.finding_values(clock_part, window))
+    got = status(inflation_clock.finding_values(clock_part, window))
     assert got["window.restart_grows"] == got["window.anneal_larger"] == "holds"
     assert got["window.anneal_smaller"] == got["window.removed_smaller"] == "does not hold"
     assert got["window.late_removal_deflates"] == "does not hold"  # 12.5 -> 44
     assert got["clock.tau_collapse"] == got["clock.tau_separates"] == "does not hold"  # ratio 0.8
     arms["anneal_short"] = _arm(20, 40)  # touches the control's 20: no longer told apart
-    assert status(clock.finding_values(clock_part, window))["window.anneal_larger"] == "does not hold"
+    assert status(inflation_clock.finding_values(clock_part, window))["window.anneal_larger"] == "does not hold"
 
 
 def test_runs_with_the_same_product_are_paired_and_told_apart_only_without_overlap():
     def row(lr, wd, lo, hi, epochs=3400):
-        return {"rate_ratio": clock._rate_ratio(lr, wd), "epochs": epochs, "core_dim_min": lo, "core_dim_max": hi}
+        return {
+            "rate_ratio": inflation_clock._rate_ratio(lr, wd),
+            "epochs": epochs,
+            "core_dim_min": lo,
+            "core_dim_max": hi,
+        }
 
     pairs = {"a": row(2e-3, 3.0, 15, 18), "b": row(3e-3, 2.0, 20, 25), "c": row(1e-3, 3.0, 15, 18)}
-    assert clock.same_product(pairs) == [{"runs": ("a", "b"), "epochs": 3400, "apart": -1}]
+    assert inflation_clock.same_product(pairs) == [{"runs": ("a", "b"), "epochs": 3400, "apart": -1}]
     pairs["b"] = row(3e-3, 2.0, 18, 25)  # ranges touch: not told apart
-    assert clock.same_product(pairs)[0]["apart"] == 0
+    assert inflation_clock.same_product(pairs)[0]["apart"] == 0
     pairs["b"] = row(3e-3, 2.0, 20, 25, epochs=1700)  # another horizon: not compared
-    assert clock.same_product(pairs) == []
+    assert inflation_clock.same_product(pairs) == []
 
 
 def test_the_recorded_book_run_glues_the_numbers_its_prose_was_written_for():
@@ -280,12 +285,12 @@ def test_the_recorded_book_run_glues_the_numbers_its_prose_was_written_for():
     from acebook.runner import chapter_parameters
     from corelib.experiments import paper_scale
 
-    params = clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "book"))
+    params = inflation_clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "book"))
     record = paper_scale.recorded_clock(params)
     if record is None:
         pytest.skip("no recorded book-profile clock run in this checkout")
-    summary = clock.run(params, paper_scale.recorded_inflation(), record=record, progress=False)
-    values = clock.glue_values(params, summary["clock"], summary["window"])
+    summary = inflation_clock.run(params, paper_scale.recorded_inflation(), record=record, progress=False)
+    values = inflation_clock.glue_values(params, summary["clock"], summary["window"])
     assert (values["snapshot_unit"], values["n_seeds"], values["window_lr_ratio"]) == (100, 3, 3.0)
     assert (values["anneal_short"], values["anneal_long"]) == (1.5, 6.0)
     assert (values["anneal_short_paper_epochs"], values["anneal_long_paper_epochs"]) == (500, 2000)

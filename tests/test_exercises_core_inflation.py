@@ -20,7 +20,7 @@ def _solution():
 
 
 def test_the_necessary_rank_solution_passes_and_matches_the_library(capsys):
-    from corelib.experiments import modular
+    from corelib.experiments import modular_runs
 
     ns = _solution()
     assert _ex().check_necessary_rank(ns["necessary_rank"]) is True
@@ -28,10 +28,10 @@ def test_the_necessary_rank_solution_passes_and_matches_the_library(capsys):
     rng = np.random.default_rng(0)
     curves = {"rank": np.arange(1, 65), "energy_rank": np.array([3, 10, 40]), "remove": rng.uniform(0, 0.2, (3, 64))}
     for level in (0.01, 2 / 53, 0.1):
-        want = modular.first_rank_at_or_below(curves, level)
+        want = modular_runs.first_rank_at_or_below(curves, level)
         got = [ns["necessary_rank"](r, e, level) for r, e in zip(curves["remove"], curves["energy_rank"])]
         assert got == want
-        assert ns["mean_necessary_rank"](curves, level) == pytest.approx(modular.mean_rank(want), nan_ok=True)
+        assert ns["mean_necessary_rank"](curves, level) == pytest.approx(modular_runs.mean_rank(want), nan_ok=True)
 
 
 def _stays_below_from(remove, energy_rank, level):

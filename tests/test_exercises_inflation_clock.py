@@ -7,7 +7,7 @@ import math
 import pytest
 
 from corelib.exercises import inflation_clock as ex
-from corelib.experiments import clock
+from corelib.experiments import inflation_clock
 from exercise_support import run_solution
 
 
@@ -15,9 +15,9 @@ def test_the_epochs_solution_passes_and_agrees_with_the_chapters_clock(capsys):
     ns = run_solution("inflation_clock", "ex-clock-epochs")
     assert ex.check_epochs_to_tau(ns["epochs_to_tau"]) is True
     assert "all 5 cases pass" in capsys.readouterr().out
-    params = clock.ClockParams()
-    assert ns["fast"] == pytest.approx(clock.epochs_for(params, 3e-3, 2.0, 60.0), rel=1e-12)
-    assert ns["slow"] == pytest.approx(clock.epochs_for(params, 1e-3, 3.0, 60.0), rel=1e-12)
+    params = inflation_clock.ClockParams()
+    assert ns["fast"] == pytest.approx(inflation_clock.epochs_for(params, 3e-3, 2.0, 60.0), rel=1e-12)
+    assert ns["slow"] == pytest.approx(inflation_clock.epochs_for(params, 1e-3, 3.0, 60.0), rel=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -39,7 +39,7 @@ def test_the_told_apart_solution_passes_and_matches_the_chapters_rule(capsys):
     assert "all 6 cases pass" in capsys.readouterr().out
     for a, b in (([13, 15], [16, 20]), ([20, 30], [16, 20]), ([5, 9], [1, 2])):
         rows = [{"core_dim_min": min(x), "core_dim_max": max(x)} for x in (a, b)]
-        assert told_apart(a, b) == clock._apart(*rows)
+        assert told_apart(a, b) == inflation_clock._apart(*rows)
 
 
 @pytest.mark.parametrize(

@@ -68,7 +68,7 @@ def test_the_rotational_modes_check_rejects_typical_mistakes(wrong, says):
 
 
 def test_the_grokking_epoch_solution_passes_and_matches_the_library(capsys):
-    from corelib.experiments import modular
+    from corelib.experiments import modular_runs
 
     fn = run_solution("modular_addition", "ex-modular-grok")["grokking_epoch"]
     assert _ex().check_grokking_epoch(fn) is True
@@ -76,7 +76,7 @@ def test_the_grokking_epoch_solution_passes_and_matches_the_library(capsys):
     acc = np.random.default_rng(1).uniform(0.95, 1.0, size=(12, 3))
     epochs = np.arange(0, 1200, 100)
     records = [{"epoch": int(e), "models": [{"test_acc": a} for a in row]} for e, row in zip(epochs, acc)]
-    assert fn(epochs, acc) == modular.grokking_epoch(records)
+    assert fn(epochs, acc) == modular_runs.grokking_epoch(records)
 
 
 def _first(epochs, ok):

@@ -12,7 +12,7 @@ from exercise_support import run_solution
 
 def test_the_auc_solution_passes_its_check_and_matches_the_library(capsys):
     from corelib.exercises import subject_verb_agreement as ex
-    from corelib.experiments.sva import auc
+    from corelib.experiments.subject_verb_agreement import auc
 
     fn = run_solution("subject_verb_agreement", "sva-ex-auc")["my_auc"]
     assert ex.check_auc(fn) is True

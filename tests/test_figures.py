@@ -300,8 +300,8 @@ def _inputs(name: str) -> tuple[tuple, dict]:
 
 
 def _clock_inputs() -> dict:
-    """A clock summary of two runs on one curve of tau, and five window arms, as clock.run gives them."""
-    from corelib.experiments import clock
+    """A clock summary of two runs on one curve of tau, and five window arms, as inflation_clock.run gives them."""
+    from corelib.experiments import inflation_clock
 
     rng = np.random.default_rng(0)
 
@@ -322,7 +322,7 @@ def _clock_inputs() -> dict:
             records.append({"epoch": int(e), "models": models})
         return {"lr": lr, "wd": wd, "steps": 3, "records": records}
 
-    params = clock.ClockParams()
+    params = inflation_clock.ClockParams()
     runs = {
         "recorded paper run": run(1e-3, 1.0, np.arange(0, 20001, 500)),
         "lr 0.003, wd 2": run(3e-3, 2.0, np.arange(0, 3401, 85)),
@@ -336,11 +336,11 @@ def _clock_inputs() -> dict:
             "modes": 5 + k + rng.normal(size=(len(epochs), 3)),
             "test_acc": np.clip(1 - rng.random((len(epochs), 3)) / 50, 0, 1),
         }
-        for k, arm in enumerate(clock.WINDOW_ARMS)
+        for k, arm in enumerate(inflation_clock.WINDOW_ARMS)
     }
     return {
-        "curves": {m: clock.curves(params, runs, m) for m in clock.METRICS},
-        "clock": clock.clock_summary(params, runs),
+        "curves": {m: inflation_clock.curves(params, runs, m) for m in inflation_clock.METRICS},
+        "clock": inflation_clock.clock_summary(params, runs),
         "window_curves": window,
     }
 

@@ -112,10 +112,31 @@ def test_there_is_no_import_cycle():
             pytest.fail(f"import cycle: {' -> '.join(cycle)}")
 
 
+# Experiment modules that compute no chapter of their own: what several chapters share.
+SHARED_EXPERIMENTS = {"modular_runs", "paper_scale"}
+
+
+def _stems(folder: str) -> list[str]:
+    return sorted(p.stem for p in (ROOT / "corelib" / folder).glob("*.py") if p.stem != "__init__")
+
+
+def test_modules_are_named_for_their_chapter_or_concept():
+    """experiments/<chapter>.py computes a chapter, plots/<chapter>_figures.py draws it, and no
+    module name repeats across tasks/, experiments/ and plots/."""
+    chapters = {p.stem for p in (ROOT / "notebooks").glob("*.py")}
+    experiments = set(_stems("experiments"))
+    assert experiments - chapters == SHARED_EXPERIMENTS
+    figures = {s.removesuffix("_figures") for s in _stems("plots") if s != "style"}
+    assert all(s.endswith("_figures") for s in _stems("plots") if s != "style")
+    assert figures <= experiments
+    names = [*_stems("tasks"), *experiments, *_stems("plots")]
+    assert len(names) == len(set(names)), sorted(n for n in set(names) if names.count(n) > 1)
+
+
 def test_the_reader_of_imports_sees_them_as_python_does():
     """Relative imports resolve to their modules, imports inside functions count, those under
     TYPE_CHECKING do not, and a name imported from a module is kept with it."""
     assert all(m != "corelib.ace" for m, _ in imports("corelib.interventions"))  # under TYPE_CHECKING only
     assert ("corelib.interventions", "intervention_hook") in imports("corelib.ace")  # inside Core.hooks
     assert ("corelib.tasks.sva", "AGREEMENT_VERBS") in imports("corelib.steering")
-    assert ("corelib.results", "fresh_results_root") in imports("corelib.experiments.clock")
+    assert ("corelib.results", "fresh_results_root") in imports("corelib.experiments.inflation_clock")

@@ -8,7 +8,7 @@ import torch
 
 from corelib import operators
 from corelib.engine import load_snapshot
-from corelib.experiments import modular
+from corelib.experiments import core_inflation, modular_addition, modular_runs
 from corelib.interventions import intervention_accuracy
 from corelib.models import Transformer, resid_hook
 from corelib.tasks.modular import all_pairs, modular_addition_split
@@ -59,13 +59,13 @@ def _records(test_accs, modes=None):
 
 def test_grokking_epoch_needs_every_model():
     recs = _records([[0.1, 0.2], [0.995, 0.5], [0.99, 0.999], [1.0, 1.0]])
-    assert modular.grokking_epoch(recs) == 300
-    assert modular.grokking_epoch(recs, threshold=1.0) == 400
-    assert modular.grokking_epoch(recs[:2]) is None
-    assert modular.model_grokking_epochs(recs) == [200, 300]
-    phases = modular.phase_epochs(recs, [200, 300])
+    assert modular_runs.grokking_epoch(recs) == 300
+    assert modular_runs.grokking_epoch(recs, threshold=1.0) == 400
+    assert modular_runs.grokking_epoch(recs[:2]) is None
+    assert modular_runs.model_grokking_epochs(recs) == [200, 300]
+    phases = modular_addition.phase_epochs(recs, [200, 300])
     assert phases == {"before": [100, 100], "at": [200, 300], "after": [400, 400]}
-    assert modular.phase_epochs(recs, [None, 400])["at"] == [300, 400]
+    assert modular_addition.phase_epochs(recs, [None, 400])["at"] == [300, 400]
 
 
 TINY = dict(
@@ -87,20 +87,20 @@ TINY = dict(
 
 
 def test_branch_epoch_must_be_a_snapshot_of_the_first_arm():
-    paper = modular.ModularParams()  # snapshots every 100 epochs up to 2000, then every 500
+    paper = modular_runs.ModularParams()  # snapshots every 100 epochs up to 2000, then every 500
     assert paper.branch_epoch == 900
-    modular.ModularParams(branch_epoch=2000)
-    modular.ModularParams(branch_epoch=2500)
+    modular_runs.ModularParams(branch_epoch=2000)
+    modular_runs.ModularParams(branch_epoch=2500)
     for bad in (2100, 950):
         with pytest.raises(ValueError, match=rf"branch_epoch \({bad}\) is not a snapshot.*every 500"):
-            modular.ModularParams(branch_epoch=bad)
+            modular_runs.ModularParams(branch_epoch=bad)
 
 
 @pytest.mark.slow  # trains and analyses both arms end to end
 def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
-    p = modular.ModularParams(**TINY)
-    recs = modular.analyse_arm(p, "wd", p.epochs, progress=False)
+    p = modular_runs.ModularParams(**TINY)
+    recs = modular_runs.analyse_arm(p, "wd", p.epochs, progress=False)
     assert [r["epoch"] for r in recs] == [0, 2, 4, 6]
     for r in recs:
         for m in r["models"]:
@@ -116,65 +116,67 @@ def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
             assert all(1 <= k <= p.p // 2 for k in m["modes"])
             assert len(m["eigenvalues"]) == len(m["operator"])
     # Analysis is cached per snapshot: a second call reads the same records without recomputing.
-    monkeypatch.setattr(modular, "analyse_model", lambda *a, **k: pytest.fail("recomputed"))
-    assert modular.analyse_arm(p, "wd", p.epochs, progress=False) == recs
+    monkeypatch.setattr(modular_runs, "analyse_model", lambda *a, **k: pytest.fail("recomputed"))
+    assert modular_runs.analyse_arm(p, "wd", p.epochs, progress=False) == recs
     monkeypatch.undo()
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
-    branch = modular.analyse_arm(p, "no_wd", p.long_epochs, progress=False)
+    branch = modular_runs.analyse_arm(p, "no_wd", p.long_epochs, progress=False)
     assert [r["epoch"] for r in branch] == [4, 6, 8]
     assert branch[0] == next(r for r in recs if r["epoch"] == 4)  # same weights at the branch point
-    wd = modular.analyse_arm(p, "wd", p.long_epochs, progress=False)
+    wd = modular_runs.analyse_arm(p, "wd", p.long_epochs, progress=False)
     assert wd[: len(recs)] == recs  # extending the run kept the earlier snapshots
-    full, cut = modular.history(p, "wd"), modular.history(p, "wd", until=p.epochs)
+    full, cut = modular_runs.history(p, "wd"), modular_runs.history(p, "wd", until=p.epochs)
     assert full["epoch"][-1] == p.long_epochs and cut["epoch"][-1] == p.epochs  # a chapter keeps its horizon
     assert all(cut[k] == full[k][: len(cut["epoch"])] for k in full)
-    spectra = modular.centroid_spectra(p, "wd", p.epochs, share=0.5, progress=False)
+    spectra = modular_runs.centroid_spectra(p, "wd", p.epochs, share=0.5, progress=False)
     assert spectra["epoch"].tolist() == [0, 2, 4, 6]
     assert spectra["shares"].shape == (4, len(p.seeds), p.p // 2)
     np.testing.assert_allclose(spectra["shares"].sum(axis=-1), 1.0, atol=1e-12)
-    assert np.all(spectra["count"] <= modular.centroid_spectra(p, "wd", p.epochs, progress=False)["count"])
-    model = load_snapshot(modular._arm_dir(p, "wd"), 4, "cpu").model(1)  # by hand: model 2 at epoch 4
-    x, y = modular.make_data(p)["test"]
+    assert np.all(spectra["count"] <= modular_runs.centroid_spectra(p, "wd", p.epochs, progress=False)["count"])
+    model = load_snapshot(modular_runs._arm_dir(p, "wd"), 4, "cpu").model(1)  # by hand: model 2 at epoch 4
+    x, y = modular_runs.make_data(p)["test"]
     _, cache = model.run_with_cache(x, names_filter=resid_hook(p.n_layers - 1))
     h = cache[resid_hook(p.n_layers - 1)][:, -1].double()
     means = torch.zeros(p.p, h.shape[1], dtype=torch.float64).index_add_(0, y[:, -1], h)
     means /= torch.bincount(y[:, -1], minlength=p.p)[:, None]
     np.testing.assert_allclose(spectra["shares"][2, 1], operators.cycle_spectrum(means.numpy()), atol=1e-9)
-    s = modular.inflation_summary(p, wd, branch)
+    s = core_inflation.inflation_summary(p, wd, branch)
     assert s["start"] == 4 and s["end"] == 8
-    values = modular.inflation_claim_values(s)
+    values = core_inflation.inflation_claim_values(s)
     assert values["inflation.core_dim_grok"] == np.mean([m["core_dim"] for m in branch[0]["models"]])
     assert values["inflation.arm_dim_gap"] == s["wd"]["core_dim_end"] - s["no_wd"]["core_dim_end"]
-    e = modular.emergence_summary(p, recs)
+    e = modular_addition.emergence_summary(p, recs)
     dims = [np.mean([m["core_dim"] for m in r["models"]]) for r in recs]
-    assert e["core_dim_compact"] == modular.compact_epoch([r["epoch"] for r in recs], dims)
-    curves = modular.removal_curves(p, "wd", 6, progress=False)
+    assert e["core_dim_compact"] == modular_addition.compact_epoch([r["epoch"] for r in recs], dims)
+    curves = modular_runs.removal_curves(p, "wd", 6, progress=False)
     assert curves["remove"].shape == curves["keep"].shape == (len(p.seeds), p.d_model)
     assert curves["rank"].tolist() == list(range(1, p.d_model + 1))
     # At the chance level the first crossing read off the curves is the analysis' necessary rank.
-    assert modular.first_rank_at_or_below(curves, p.chance_level) == [m["necessary_rank"] for m in recs[-1]["models"]]
+    assert modular_runs.first_rank_at_or_below(curves, p.chance_level) == [
+        m["necessary_rank"] for m in recs[-1]["models"]
+    ]
     for i, m in enumerate(recs[-1]["models"]):  # epoch 6: the analysis' ranks are the curves' first crossings
         assert curves["energy_rank"][i] == m["energy_rank"]
         up = curves["rank"][curves["keep"][i] >= m["test_acc"] - 0.001]
         assert m["sufficient_rank"] == (int(up[0]) if up.size else None)
-    monkeypatch.setattr(modular, "ablation_curve", lambda *a, **k: pytest.fail("recomputed"))
-    again = modular.removal_curves(p, "wd", 6, progress=False)
+    monkeypatch.setattr(modular_runs, "ablation_curve", lambda *a, **k: pytest.fail("recomputed"))
+    again = modular_runs.removal_curves(p, "wd", 6, progress=False)
     assert all(np.array_equal(again[k], curves[k]) for k in curves)
     monkeypatch.undo()
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
     with pytest.raises(ValueError, match=r"epoch 5 is not a snapshot \(every 2 epochs up to epoch 4, then every 2\)"):
-        modular.removal_curves(p, "wd", 5, progress=False)
+        modular_runs.removal_curves(p, "wd", 5, progress=False)
     with pytest.raises(ValueError, match="unknown arm"):
-        modular.analyse_arm(p, "sgd", 4, progress=False)
+        modular_runs.analyse_arm(p, "sgd", 4, progress=False)
 
 
 def test_analysis_batched_over_ranks_is_that_of_one_hooked_run_per_rank(monkeypatch):
     """The rank scans read the unembedding of the last block's outputs, many ranks at once; one
     hooked run of the whole model per rank (as the analysis ran them before) gives the same record."""
-    p = modular.ModularParams(**TINY)
+    p = modular_runs.ModularParams(**TINY)
     torch.manual_seed(0)
     model = Transformer(p.model_config())
-    x, y = modular.make_data(p)["train"]  # fitted in a few steps, so the ranks lie inside the scans
+    x, y = modular_runs.make_data(p)["train"]  # fitted in a few steps, so the ranks lie inside the scans
     opt = torch.optim.AdamW(model.parameters(), lr=3e-2)
     for _ in range(60):
         loss = torch.nn.functional.cross_entropy(model(x)[:, -1], y[:, -1])
@@ -182,10 +184,10 @@ def test_analysis_batched_over_ranks_is_that_of_one_hooked_run_per_rank(monkeypa
         loss.backward()
         opt.step()
     model.eval()
-    batched = modular.analyse_model(model, (x, y), p)
+    batched = modular_runs.analyse_model(model, (x, y), p)
     assert batched["test_acc"] > 0.9 and batched["necessary_rank"] > batched["energy_rank"] > 1
     assert 1 < batched["sufficient_rank"] < p.d_model
-    whole_model_core = modular._model_core
+    whole_model_core = modular_runs._model_core
 
     def one_run_per_rank(model, data, params):
         h, full, r_energy, _ = whole_model_core(model, data, params)
@@ -196,8 +198,8 @@ def test_analysis_batched_over_ranks_is_that_of_one_hooked_run_per_rank(monkeypa
 
         return h, full, r_energy, hooked
 
-    monkeypatch.setattr(modular, "_model_core", one_run_per_rank)
-    assert modular.analyse_model(model, (x, y), p) == batched
+    monkeypatch.setattr(modular_runs, "_model_core", one_run_per_rank)
+    assert modular_runs.analyse_model(model, (x, y), p) == batched
 
 
 def test_first_rank_at_or_below_reads_the_first_crossing_above_the_energy_rank():
@@ -212,14 +214,14 @@ def test_first_rank_at_or_below_reads_the_first_crossing_above_the_energy_rank()
             ]
         ),
     }
-    assert modular.first_rank_at_or_below(curves, 0.05) == [3, 4, None]
-    assert modular.first_rank_at_or_below(curves, 0.5) == [2, 2, 5]
-    assert modular.first_rank_at_or_below(curves, 1.0) == [2, 1, 1]
-    assert modular.mean_rank([3, 4, 5]) == 4.0
-    assert np.isnan(modular.mean_rank([3, 4, None]))
+    assert modular_runs.first_rank_at_or_below(curves, 0.05) == [3, 4, None]
+    assert modular_runs.first_rank_at_or_below(curves, 0.5) == [2, 2, 5]
+    assert modular_runs.first_rank_at_or_below(curves, 1.0) == [2, 1, 1]
+    assert modular_runs.mean_rank([3, 4, 5]) == 4.0
+    assert np.isnan(modular_runs.mean_rank([3, 4, None]))
     for bad in (-0.1, 1.5, float("nan")):
         with pytest.raises(ValueError, match="level is an accuracy and must lie in"):
-            modular.first_rank_at_or_below(curves, bad)
+            modular_runs.first_rank_at_or_below(curves, bad)
 
 
 def test_training_collapses_are_episodes_after_the_fit():
@@ -227,21 +229,25 @@ def test_training_collapses_are_episodes_after_the_fit():
     hist = {"epoch": list(range(11, 17)), "train_acc": acc.tolist()}
     # Seed 0 is fitted at 12, collapses during 13-14; seed 1 is fitted at 13 and collapses at 15.
     # Low accuracy before the first fit (seed 0 at 11, seed 1 at 11-12) is learning, not a collapse.
-    assert modular.training_collapses(hist) == [[(13, 14)], [(15, 15)]]
-    assert modular.training_collapses(hist, threshold=0.99) == [[], []]  # seed 1 never reaches 0.99
-    assert modular.training_collapses({"epoch": [1, 2], "train_acc": [[0.1], [0.2]]}) == [[]]
+    assert modular_runs.training_collapses(hist) == [[(13, 14)], [(15, 15)]]
+    assert modular_runs.training_collapses(hist, threshold=0.99) == [[], []]  # seed 1 never reaches 0.99
+    assert modular_runs.training_collapses({"epoch": [1, 2], "train_acc": [[0.1], [0.2]]}) == [[]]
     acc[-1] = 0.0  # a collapse still going on at the last epoch ends there
-    assert modular.training_collapses({"epoch": list(range(6)), "train_acc": acc.tolist()})[0] == [(2, 3), (5, 5)]
+    assert modular_runs.training_collapses({"epoch": list(range(6)), "train_acc": acc.tolist()})[0] == [(2, 3), (5, 5)]
     # After epoch 12 (window 13..16, 2 seeds x 4 epochs): episodes (13, 14) and (15, 15); after 13
     # (window 14..16) only (15, 15) begins inside it.
-    assert modular.collapse_summary(hist, 12, 16) == {"per_model": 1.0, "percent": 37.5, "longest": 2}
-    assert modular.collapse_summary(hist, 13, 16) == {"per_model": 0.5, "percent": pytest.approx(100 / 6), "longest": 1}
+    assert modular_runs.collapse_summary(hist, 12, 16) == {"per_model": 1.0, "percent": 37.5, "longest": 2}
+    assert modular_runs.collapse_summary(hist, 13, 16) == {
+        "per_model": 0.5,
+        "percent": pytest.approx(100 / 6),
+        "longest": 1,
+    }
     with pytest.raises(ValueError, match="must come after"):
-        modular.collapse_summary(hist, 16, 16)
+        modular_runs.collapse_summary(hist, 16, 16)
     with pytest.raises(ValueError, match="threshold"):
-        modular.training_collapses(hist, threshold=0.0)
+        modular_runs.training_collapses(hist, threshold=0.0)
     with pytest.raises(ValueError, match="train_acc must be"):
-        modular.training_collapses({"epoch": [1, 2, 3], "train_acc": [[1.0], [1.0]]})
+        modular_runs.training_collapses({"epoch": [1, 2, 3], "train_acc": [[1.0], [1.0]]})
 
 
 def test_inflation_summary_separates_models_that_lost_the_task():
@@ -254,42 +260,43 @@ def test_inflation_summary_separates_models_that_lost_the_task():
             ],
         }
 
-    p = modular.ModularParams(**TINY)
+    p = modular_runs.ModularParams(**TINY)
     wd = [rec(2, [0.5, 0.5], [4, 4]), rec(4, [1.0, 1.0], [8, 12]), rec(6, [1.0, 0.2], [16, 4])]
     no_wd = [rec(4, [1.0, 1.0], [8, 12]), rec(6, [1.0, 1.0], [8, 8]), rec(8, [1.0, 1.0], [8, 8])]
-    s = modular.inflation_summary(p, wd, no_wd)
+    s = core_inflation.inflation_summary(p, wd, no_wd)
     assert (s["start"], s["end"]) == (4, 6)  # the last epoch both arms have
     assert s["wd"]["core_dim_start"] == 10 and s["wd"]["core_dim_end"] == 10  # mean over both models
     assert s["wd"]["core_dim_end_working"] == 16 and s["wd"]["n_working_end"] == 1  # the collapsed one left out
     assert s["wd"]["modes_end_working"] == 4 and s["wd"]["modes_end"] == 2.5
     assert s["no_wd"]["n_working_end"] == 2 and s["no_wd"]["core_dim_end_working"] == 8
     wd[-1]["models"][0]["test_acc"] = 0.1  # no model does the task: the working mean is undefined
-    assert np.isnan(modular.inflation_summary(p, wd, no_wd)["wd"]["core_dim_end_working"])
+    assert np.isnan(core_inflation.inflation_summary(p, wd, no_wd)["wd"]["core_dim_end_working"])
 
 
 def test_compact_epoch_is_where_a_series_first_nears_its_floor():
     epochs = [0, 100, 200, 300, 400, 500]
-    assert modular.compact_epoch(epochs, [60, 40, 16, 15, 15.5, 30]) == 200  # 16 is within 10 % of 15
-    assert modular.compact_epoch(epochs, [60, 17, 15, 15, 25, 60]) == 200  # later growth does not move it
-    assert modular.compact_epoch(epochs, [15] * 6) == 0
-    assert modular.compact_epoch(epochs, [float("nan")] * 6) is None
+    assert modular_addition.compact_epoch(epochs, [60, 40, 16, 15, 15.5, 30]) == 200  # 16 is within 10 % of 15
+    assert modular_addition.compact_epoch(epochs, [60, 17, 15, 15, 25, 60]) == 200  # later growth does not move it
+    assert modular_addition.compact_epoch(epochs, [15] * 6) == 0
+    assert modular_addition.compact_epoch(epochs, [float("nan")] * 6) is None
     with pytest.raises(ValueError, match="equal-length"):
-        modular.compact_epoch(epochs, [1, 2])
+        modular_addition.compact_epoch(epochs, [1, 2])
 
 
 def test_growth_epoch_is_where_a_series_first_covers_a_share_of_its_change():
     epochs = [900, 1000, 1100, 1200, 1300]
-    assert modular.growth_epoch(epochs, [10, 12, 16, 30, 20], 0.5) == 1100  # level 15: 16 is the first past it
-    assert modular.growth_epoch(epochs, [10, 12, 16, 30, 20], 0.2) == 1000  # level 12, reached exactly
-    assert modular.growth_epoch(epochs, [10, 12, 14, 30, 20], 1.0) == 1200  # overshooting counts; falling back too
-    assert modular.growth_epoch(epochs, [40, 30, 20, 14, 10], 0.9) == 1300  # a fall: level 13
-    assert modular.growth_epoch(epochs, [12] * 5, 0.5) == 900  # no change: covered at once
-    assert modular.growth_epoch(epochs, [10, float("nan"), 16, 30, 20], 0.5) == 1100
-    assert modular.growth_epoch(epochs, [10, 12, 16, 30, float("nan")], 0.5) is None
+    assert core_inflation.growth_epoch(epochs, [10, 12, 16, 30, 20], 0.5) == 1100  # level 15: 16 is the first past it
+    assert core_inflation.growth_epoch(epochs, [10, 12, 16, 30, 20], 0.2) == 1000  # level 12, reached exactly
+    # overshooting counts; falling back too
+    assert core_inflation.growth_epoch(epochs, [10, 12, 14, 30, 20], 1.0) == 1200
+    assert core_inflation.growth_epoch(epochs, [40, 30, 20, 14, 10], 0.9) == 1300  # a fall: level 13
+    assert core_inflation.growth_epoch(epochs, [12] * 5, 0.5) == 900  # no change: covered at once
+    assert core_inflation.growth_epoch(epochs, [10, float("nan"), 16, 30, 20], 0.5) == 1100
+    assert core_inflation.growth_epoch(epochs, [10, 12, 16, 30, float("nan")], 0.5) is None
     with pytest.raises(ValueError, match="share must lie in"):
-        modular.growth_epoch(epochs, [1] * 5, 0)
+        core_inflation.growth_epoch(epochs, [1] * 5, 0)
     with pytest.raises(ValueError, match="equal-length"):
-        modular.growth_epoch(epochs, [1, 2], 0.5)
+        core_inflation.growth_epoch(epochs, [1, 2], 0.5)
 
 
 def test_the_recorded_runs_numbers_the_chapters_glue():
@@ -300,8 +307,8 @@ def test_the_recorded_runs_numbers_the_chapters_glue():
     recorded = paper_scale.recorded_inflation()
     if recorded is None:
         pytest.skip("no recorded paper-profile run in this checkout")
-    inflation = modular._recorded_values(recorded, None)
-    assert set(inflation) == set(modular._recorded_values(None, None))
+    inflation = core_inflation._recorded_values(recorded, None)
+    assert set(inflation) == set(core_inflation._recorded_values(None, None))
     assert (inflation["rec_wd_core_dim_start"], inflation["rec_wd_core_dim_end"]) == (13, 51)
     assert round(inflation["rec_wd_growth"], 1) == 3.9
     assert (round(inflation["rec_wd_start_below_paper_pct"]), round(inflation["rec_wd_end_below_paper_pct"])) == (
@@ -312,8 +319,8 @@ def test_the_recorded_runs_numbers_the_chapters_glue():
     assert inflation["rec_no_growth_90_after"] == 1000
     assert (round(inflation["rec_wd_gap_start"], 1), round(inflation["rec_wd_gap_end"], 1)) == (4.0, 32.7)
     assert (inflation["rec_modes_max"], inflation["rec_dropout"], inflation["rec_n_test"]) == (26, 0.1, 1405)
-    emergence = modular._recorded_emergence_values(recorded, None)
-    assert set(emergence) == set(modular._recorded_emergence_values(None, None))
+    emergence = modular_addition._recorded_emergence_values(recorded, None)
+    assert set(emergence) == set(modular_addition._recorded_emergence_values(None, None))
     assert (emergence["rec_grok_epoch"], emergence["rec_model_groks"], emergence["rec_modes_at"]) == (
         800,
         "600, 800, 800",
@@ -333,18 +340,18 @@ def test_the_recorded_runs_numbers_the_chapters_glue():
 
 def test_an_annealed_branch_ramps_the_decay_down_in_a_folder_of_its_own(tmp_path, monkeypatch):
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
-    abrupt = modular.ModularParams()
-    ramp = modular.ModularParams(branch_anneal_epochs=500)
+    abrupt = modular_runs.ModularParams()
+    ramp = modular_runs.ModularParams(branch_anneal_epochs=500)
     assert abrupt.stack_config("no_wd", 3000).decay_knots == ()
     cfg = ramp.stack_config("no_wd", 3000)
     assert cfg.decay_knots == ((900, 1.0), (1400, 0.0))
     assert [cfg.decay_at(e, 1)[0] for e in (900, 1150, 1400, 2000)] == [1.0, 0.5, 0.0, 0.0]
     assert ramp.stack_config("wd", 3000).decay_knots == ()  # the run it branches from is unchanged
-    assert modular._arm_dir(abrupt, "no_wd").name == "branch_900_wd0"  # the paper's arm keeps its folder
-    assert modular._arm_dir(ramp, "no_wd").name == "branch_900_wd0_anneal500"
-    assert modular._arm_dir(ramp, "wd") == modular._arm_dir(abrupt, "wd")
+    assert modular_runs._arm_dir(abrupt, "no_wd").name == "branch_900_wd0"  # the paper's arm keeps its folder
+    assert modular_runs._arm_dir(ramp, "no_wd").name == "branch_900_wd0_anneal500"
+    assert modular_runs._arm_dir(ramp, "wd") == modular_runs._arm_dir(abrupt, "wd")
     with pytest.raises(ValueError, match="branch_anneal_epochs must be a whole number"):
-        modular.ModularParams(branch_anneal_epochs=-1)
+        modular_runs.ModularParams(branch_anneal_epochs=-1)
 
 
 def test_the_chapters_glue_numbers_and_status_words_not_sentences():
@@ -357,7 +364,7 @@ def test_the_chapters_glue_numbers_and_status_words_not_sentences():
     stats = agreement.compare(
         snapshots, moved, agreement.snapshot_groups(snapshots, "wd"), agreement.snapshot_groups(moved, "wd")
     )
-    agree = modular.agreement_values(
+    agree = modular_runs.agreement_values(
         {"comparable": True, "n_snapshots": {"wd": 4, "no_wd": 3}, "differences": [], "agreement": stats}
     )
     assert agree == {
@@ -372,7 +379,7 @@ def test_the_chapters_glue_numbers_and_status_words_not_sentences():
         "rec_largest_z": round((1 / 3) / (1 / 3**0.5), 2),  # sd 1 over three models
         "seed_errors": agreement.SEED_ERRORS,
     }
-    other = modular.agreement_values({"comparable": False, "n_snapshots": {"wd": 0}, "differences": []})
+    other = modular_runs.agreement_values({"comparable": False, "n_snapshots": {"wd": 0}, "differences": []})
     assert other["rec_same_models"] == "no" and other["rec_n_compared"] == 0
     differences = [
         "wd epoch 0.models[0].r2_heldout: recorded -11.5758, re-derived -11.5759",
@@ -381,20 +388,22 @@ def test_the_chapters_glue_numbers_and_status_words_not_sentences():
         "no_wd epoch 1000.models[1].eigenvalues[40][1]: recorded -0.56, re-derived -0.57",
         "no_wd epoch 1000.models[1].modes: 5 recorded entries, 6 re-derived",
     ]
-    differ = modular.agreement_values({"comparable": True, "n_snapshots": {"wd": 2}, "differences": differences})
+    differ = modular_runs.agreement_values({"comparable": True, "n_snapshots": {"wd": 2}, "differences": differences})
     assert (differ["rec_n_differences"], differ["rec_n_rank_differences"]) == (5, 3)
     assert differ["rec_first_difference"].startswith("wd epoch 0.models[0].r2_heldout")
-    assert set(modular.agreement_values(None).values()) == {"n/a", agreement.SEED_ERRORS}
-    assert modular.settings_list(modular.ModularParams()) == "none"
-    assert modular.settings_list(modular.ModularParams(long_epochs=1200)) == "long_epochs: 1200 (paper: 20000)"
-    assert modular.settings_list(modular.ModularParams(long_epochs=1200), ignore=["long_epochs"]) == "none"
-    empty = modular._recorded_values(None, None)
+    assert set(modular_runs.agreement_values(None).values()) == {"n/a", agreement.SEED_ERRORS}
+    assert modular_runs.settings_list(modular_runs.ModularParams()) == "none"
+    assert (
+        modular_runs.settings_list(modular_runs.ModularParams(long_epochs=1200)) == "long_epochs: 1200 (paper: 20000)"
+    )
+    assert modular_runs.settings_list(modular_runs.ModularParams(long_epochs=1200), ignore=["long_epochs"]) == "none"
+    empty = core_inflation._recorded_values(None, None)
     assert all(isinstance(v, float) and np.isnan(v) or v == "n/a" for k, v in empty.items() if k != "seed_errors")
-    emergence = modular._recorded_emergence_values(None, None)
+    emergence = modular_addition._recorded_emergence_values(None, None)
     assert {v for k, v in emergence.items() if k != "seed_errors"} == {"n/a"}
-    assert modular._overlap([12, 27, 23], [12, 44, 14]) == "overlap"
-    assert modular._overlap([40, 50, 45], [30, 35, 33]) == "do not overlap"
-    assert modular._overlap([], [1]) == "overlap"
+    assert core_inflation._overlap([12, 27, 23], [12, 44, 14]) == "overlap"
+    assert core_inflation._overlap([40, 50, 45], [30, 35, 33]) == "do not overlap"
+    assert core_inflation._overlap([], [1]) == "overlap"
 
 
 def test_the_removal_test_first_adds_dimensions_after_the_energy_rank():
@@ -402,8 +411,8 @@ def test_the_removal_test_first_adds_dimensions_after_the_energy_rank():
         return {"epoch": epoch, "models": [{"energy_rank": e, "necessary_rank": n} for e, n in pairs]}
 
     records = [rec(0, [(40, 40), (42, 42)]), rec(100, [(12, None), (14, 14)]), rec(200, [(12, 12), (14, 16)])]
-    assert modular.first_refined_epoch(records) == 200  # a missing necessary rank adds nothing
-    assert modular.first_refined_epoch(records[:2]) is None
+    assert modular_addition.first_refined_epoch(records) == 200  # a missing necessary rank adds nothing
+    assert modular_addition.first_refined_epoch(records[:2]) is None
 
 
 def test_the_threshold_table_is_the_mean_first_crossing_per_arm():
@@ -419,7 +428,7 @@ def test_the_threshold_table_is_the_mean_first_crossing_per_arm():
             "remove": np.array([[0.5, 0.3, 0.2, 0.1]] * 2),
         },
     }
-    table = modular.threshold_table(curves, [0.05, 0.2])
+    table = core_inflation.threshold_table(curves, [0.05, 0.2])
     assert table.index.tolist() == [0.05, 0.2] and table.columns.tolist() == ["wd", "no_wd"]
     assert table.loc[0.05, "wd"] == 3.0 and np.isnan(table.loc[0.05, "no_wd"])  # no_wd never gets there
     assert table.loc[0.2, "wd"] == 2.0 and table.loc[0.2, "no_wd"] == 3.0

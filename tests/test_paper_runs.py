@@ -9,12 +9,12 @@ import threading
 import pytest
 
 from acebook import paper_runs
-from corelib.experiments import modular
+from corelib.experiments import modular_runs
 from corelib.sweeps import condition_dir
 
 
 def test_pieces_end_on_the_whole_runs_snapshots_and_at_the_horizon():
-    params = modular.ModularParams()  # snapshots every 100 epochs to 2000, then every 500
+    params = modular_runs.ModularParams()  # snapshots every 100 epochs to 2000, then every 500
     job = paper_runs._Arm(params, "wd", 20000, "wd")
     assert paper_runs._horizons(job, 0, 500)[:5] == [500, 1000, 1500, 2000, 2500]
     assert paper_runs._horizons(job, 19000, 500) == [19500, 20000]
@@ -30,8 +30,8 @@ def test_pieces_end_on_the_whole_runs_snapshots_and_at_the_horizon():
 
 def _analyses(root, params):
     out = {}
-    for arm in modular.ARMS:
-        for path in sorted(modular._arm_dir(params, arm).glob("analysis_*/epoch_*.json")):
+    for arm in modular_runs.ARMS:
+        for path in sorted(modular_runs._arm_dir(params, arm).glob("analysis_*/epoch_*.json")):
             out[(arm, path.name)] = json.loads(path.read_text())
     return out
 
@@ -40,8 +40,8 @@ def test_pieces_packed_and_unpacked_give_the_uninterrupted_run(tmp_path, monkeyp
     params = paper_runs.inflation_params("smoke")
     whole, first, second = tmp_path / "whole", tmp_path / "first", tmp_path / "second"
     monkeypatch.setenv("ACE_RESULTS_DIR", str(whole))
-    for arm in modular.ARMS:
-        modular.analyse_arm(params, arm, params.long_epochs, progress=False)
+    for arm in modular_runs.ARMS:
+        modular_runs.analyse_arm(params, arm, params.long_epochs, progress=False)
     expected = _analyses(whole, params)
 
     monkeypatch.setenv("ACE_RESULTS_DIR", str(first))
@@ -58,7 +58,7 @@ def test_pieces_packed_and_unpacked_give_the_uninterrupted_run(tmp_path, monkeyp
 
 
 def _state_epoch(params, arm) -> int:
-    return json.loads((modular._arm_dir(params, arm) / "progress.json").read_text())["epoch"]
+    return json.loads((modular_runs._arm_dir(params, arm) / "progress.json").read_text())["epoch"]
 
 
 def test_unpack_merges_keeping_the_state_that_is_further_on(tmp_path, monkeypatch):
@@ -75,8 +75,8 @@ def test_unpack_merges_keeping_the_state_that_is_further_on(tmp_path, monkeypatc
     assert _state_epoch(params, "wd") == 2
     paper_runs.unpack("core_inflation", late)  # further on: its state replaces the early one
     assert _state_epoch(params, "wd") == params.long_epochs
-    for arm in modular.ARMS:  # and everything reads back verified
-        assert modular.analyse_arm(params, arm, params.long_epochs, progress=False)
+    for arm in modular_runs.ARMS:  # and everything reads back verified
+        assert modular_runs.analyse_arm(params, arm, params.long_epochs, progress=False)
     # a pack never replaces one that got further than the results root
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "other"))
     paper_runs.advance_inflation("smoke", chunk=2, pieces=1)
@@ -87,14 +87,16 @@ def test_unpack_merges_keeping_the_state_that_is_further_on(tmp_path, monkeypatc
 def test_a_piece_killed_between_training_and_analysis_is_carried_and_finished(tmp_path, monkeypatch):
     params = paper_runs.inflation_params("smoke")
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "whole"))
-    expected = {arm: modular.analyse_arm(params, arm, params.long_epochs, progress=False) for arm in modular.ARMS}
+    expected = {
+        arm: modular_runs.analyse_arm(params, arm, params.long_epochs, progress=False) for arm in modular_runs.ARMS
+    }
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "killed"))
-    modular.train_arm(paper_runs._piece(params, 4), "wd", 4, progress=False)  # trained, not analysed
+    modular_runs.train_arm(paper_runs._piece(params, 4), "wd", 4, progress=False)  # trained, not analysed
     packed = paper_runs.pack("core_inflation", "smoke", dest=tmp_path / "packed")
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "resumed"))
     paper_runs.unpack("core_inflation", packed)
     paper_runs.advance_inflation("smoke", chunk=2)
-    got = {arm: modular.analyse_arm(params, arm, params.long_epochs, progress=False) for arm in modular.ARMS}
+    got = {arm: modular_runs.analyse_arm(params, arm, params.long_epochs, progress=False) for arm in modular_runs.ARMS}
     assert got == expected
 
 
@@ -128,8 +130,8 @@ def test_a_run_carried_in_pieces_exports_the_record_of_an_uninterrupted_one(tmp_
 
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "whole"))
     params = paper_runs.inflation_params("smoke")
-    for arm in modular.ARMS:  # uninterrupted
-        modular.analyse_arm(params, arm, params.long_epochs, progress=False)
+    for arm in modular_runs.ARMS:  # uninterrupted
+        modular_runs.analyse_arm(params, arm, params.long_epochs, progress=False)
     whole = load_recorded("core_inflation", "smoke", record.export("core_inflation", "smoke", tmp_path / "rec1").parent)
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "first"))
     paper_runs.advance_inflation("smoke", chunk=3, pieces=2)
@@ -145,11 +147,11 @@ def test_a_run_carried_in_pieces_exports_the_record_of_an_uninterrupted_one(tmp_
 
 @pytest.mark.slow
 def test_the_clock_chapters_runs_carried_in_pieces_give_its_uninterrupted_summary(tmp_path, monkeypatch):
-    from corelib.experiments import clock
+    from corelib.experiments import inflation_clock
 
     params = paper_runs.clock_params("smoke")
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "whole"))
-    whole = clock.run(params, progress=False)
+    whole = inflation_clock.run(params, progress=False)
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "first"))
     assert paper_runs.advance_clock("smoke", chunk=40, pieces=3) == 3
     packed = paper_runs.pack("inflation_clock", "smoke", dest=tmp_path / "packed")
@@ -157,7 +159,7 @@ def test_the_clock_chapters_runs_carried_in_pieces_give_its_uninterrupted_summar
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "second"))
     paper_runs.unpack("inflation_clock", packed)
     paper_runs.advance_clock("smoke", chunk=40)
-    carried = clock.run(params, progress=False)
+    carried = inflation_clock.run(params, progress=False)
     assert carried["clock"]["pairs"] == whole["clock"]["pairs"]
     assert carried["window"] == whole["window"]
 
@@ -165,31 +167,31 @@ def test_the_clock_chapters_runs_carried_in_pieces_give_its_uninterrupted_summar
 @pytest.mark.slow
 def test_the_window_alone_trains_no_pair_and_the_kept_run_only_to_its_last_branch(tmp_path, monkeypatch):
     from corelib.engine import snapshot_epochs
-    from corelib.experiments import clock, modular
+    from corelib.experiments import inflation_clock, modular_runs
 
     params = paper_runs.clock_params("smoke")
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "whole"))
-    whole = clock.run_window(params, progress=False)
+    whole = inflation_clock.run_window(params, progress=False)
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "window"))
     paper_runs.advance_clock("smoke", chunk=40, window_only=True)
-    base, late = clock.window_base(params), paper_runs._late_branch(params)
-    assert max(snapshot_epochs(modular._arm_dir(base, "wd"))) == late < base.long_epochs
+    base, late = inflation_clock.window_base(params), paper_runs._late_branch(params)
+    assert max(snapshot_epochs(modular_runs._arm_dir(base, "wd"))) == late < base.long_epochs
     for lr, wd in params.pairs:
-        mp = clock.pair_params(params, lr, wd)
+        mp = inflation_clock.pair_params(params, lr, wd)
         if (lr, wd) != params.window_pair:
-            assert not modular._arm_dir(mp, "wd").exists(), (lr, wd)
-    for name, (mp, arm) in clock.window_arms(params, whole["grok_epoch"]).items():
+            assert not modular_runs._arm_dir(mp, "wd").exists(), (lr, wd)
+    for name, (mp, arm) in inflation_clock.window_arms(params, whole["grok_epoch"]).items():
         if arm != "wd":
-            assert modular.analyse_arm(mp, arm, mp.long_epochs, progress=False) == whole["arms"][name]["records"]
+            assert modular_runs.analyse_arm(mp, arm, mp.long_epochs, progress=False) == whole["arms"][name]["records"]
 
 
 def test_a_fast_clock_is_advanced_in_many_pieces_too():
-    from corelib.experiments import clock
+    from corelib.experiments import inflation_clock
 
-    params = clock.ClockParams()
+    params = inflation_clock.ClockParams()
     for lr, wd in params.pairs:
-        mp = clock.pair_params(params, lr, wd)
-        step = round(500 * clock.REFERENCE_RATE / (lr * wd))  # as _advance scales the chunk
+        mp = inflation_clock.pair_params(params, lr, wd)
+        step = round(500 * inflation_clock.REFERENCE_RATE / (lr * wd))  # as _advance scales the chunk
         ends = paper_runs._horizons(paper_runs._Arm(mp, "wd", mp.long_epochs, "x"), 0, step)
         assert len(ends) >= 30 and ends[-1] == mp.long_epochs, (lr, wd, ends[:5])
         assert all(mp.stack_config("wd", mp.long_epochs).is_snapshot(e) for e in ends)
@@ -234,15 +236,15 @@ def test_a_sweep_condition_another_process_runs_is_left_to_it(tmp_path, monkeypa
 
 
 def test_a_clock_run_another_driver_advances_is_left_to_it(tmp_path, monkeypatch, capsys):
-    from corelib.experiments import clock
+    from corelib.experiments import inflation_clock
     from corelib.results import claimed
 
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
     params = paper_runs.clock_params("smoke")
-    first, second = (clock.pair_params(params, lr, wd) for lr, wd in params.pairs[:2])
+    first, second = (inflation_clock.pair_params(params, lr, wd) for lr, wd in params.pairs[:2])
     jobs = [paper_runs._Arm(mp, "wd", mp.long_epochs, f"run {i}") for i, mp in enumerate((first, second))]
-    with _held_elsewhere(lambda: claimed(modular._arm_dir(first, "wd"))):
-        with claimed(modular._arm_dir(first, "wd")) as mine:
+    with _held_elsewhere(lambda: claimed(modular_runs._arm_dir(first, "wd"))):
+        with claimed(modular_runs._arm_dir(first, "wd")) as mine:
             assert mine is False
         paper_runs._advance(jobs, chunk=500, deadline=float("inf"), pieces=None)
     assert "run 0: advanced by another process; left to it" in capsys.readouterr().out

@@ -7,8 +7,8 @@ import pytest
 from corelib.experiments.ace_method import AceMethodParams
 from corelib.experiments.grokking_sweeps import SweepsParams
 from corelib.experiments.grokking_theory import TheoryParams
-from corelib.experiments.markov import MarkovParams
-from corelib.experiments.modular import ModularParams
+from corelib.experiments.markov_chain import MarkovParams
+from corelib.experiments.modular_runs import ModularParams
 from corelib.experiments.own_model import OwnModelParams
 from corelib.models import TransformerConfig
 

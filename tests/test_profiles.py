@@ -9,16 +9,16 @@ import pytest
 
 from acebook.project import chapters, profile_parameters
 from acebook.runner import chapter_parameters
-from corelib.experiments import clock, grokking_sweeps, markov, modular, sva
+from corelib.experiments import grokking_sweeps, inflation_clock, markov_chain, modular_runs, subject_verb_agreement
 
 # Chapters whose parameter class states the paper's settings as its defaults.
 PAPER_CLASSES = {
-    "markov_chain": markov.MarkovParams,
-    "modular_addition": modular.ModularParams,
-    "core_inflation": modular.ModularParams,
+    "markov_chain": markov_chain.MarkovParams,
+    "modular_addition": modular_runs.ModularParams,
+    "core_inflation": modular_runs.ModularParams,
     "grokking_sweeps": grokking_sweeps.SweepsParams,
-    "subject_verb_agreement": sva.SVAParams,
-    "inflation_clock": clock.ClockParams,  # not a paper experiment: its defaults are its full settings
+    "subject_verb_agreement": subject_verb_agreement.SVAParams,
+    "inflation_clock": inflation_clock.ClockParams,  # not a paper experiment: its defaults are its full settings
 }
 
 

@@ -9,7 +9,7 @@ from pandas.testing import assert_frame_equal
 
 from acebook import record
 from acebook.runner import chapter_parameters
-from corelib.experiments import grokking_sweeps, modular, paper_scale
+from corelib.experiments import core_inflation, grokking_sweeps, modular_runs, paper_scale
 from corelib.experiments.grokking_sweeps import SweepsParams
 from corelib.recorded import compare_values, is_recorded, load_recorded, recorded_path
 from corelib.results import StoreError, save_json
@@ -22,8 +22,8 @@ def results(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _smoke_inflation() -> modular.ModularParams:
-    return modular.ModularParams.from_namespace(chapter_parameters("core_inflation", "smoke"))
+def _smoke_inflation() -> modular_runs.ModularParams:
+    return modular_runs.ModularParams.from_namespace(chapter_parameters("core_inflation", "smoke"))
 
 
 def test_compare_values_reports_each_difference_with_its_place():
@@ -45,7 +45,7 @@ def test_core_inflation_is_exported_read_back_and_re_derived(results):
     rec_root = results / "recorded"
     with pytest.raises(SystemExit, match="arm of the smoke-profile run is at epoch 0"):
         record.export("core_inflation", "smoke", rec_root)
-    arms = {arm: modular.analyse_arm(params, arm, params.long_epochs, progress=False) for arm in modular.ARMS}
+    arms = {arm: modular_runs.analyse_arm(params, arm, params.long_epochs, progress=False) for arm in modular_runs.ARMS}
     folder = record.export("core_inflation", "smoke", rec_root)
     assert is_recorded("core_inflation", "smoke", rec_root)
     got = load_recorded("core_inflation", "smoke", rec_root)
@@ -57,7 +57,7 @@ def test_core_inflation_is_exported_read_back_and_re_derived(results):
     assert "operator" not in got["arms"]["wd"][0]["models"][0] and "modes" in got["arms"]["wd"][0]["models"][0]
     assert all("operator" in m for m in got["arms"]["wd"][-1]["models"])  # the figure shows the last one
     assert got["history"]["wd"]["epoch"][-1] == params.long_epochs
-    full = modular.history(params, "wd", until=params.long_epochs)
+    full = modular_runs.history(params, "wd", until=params.long_epochs)
     assert got["history"]["wd"]["epoch"] == full["epoch"]  # integers kept exactly
     np.testing.assert_allclose(got["history"]["wd"]["loss"], full["loss"], rtol=1e-5)  # 6 significant digits
     assert b"\n" not in (folder / "history.json").read_bytes()  # stored without indentation
@@ -66,20 +66,22 @@ def test_core_inflation_is_exported_read_back_and_re_derived(results):
     assert shown["source"].startswith("recorded smoke-profile run (commit ")
     assert (
         shown["summary"]["wd"]["core_dim_end"]
-        == modular.inflation_summary(params, arms["wd"], arms["no_wd"])["wd"]["core_dim_end"]
+        == core_inflation.inflation_summary(params, arms["wd"], arms["no_wd"])["wd"]["core_dim_end"]
     )
     agree = paper_scale.inflation_agreement(params, arms, shown)
     assert {k: agree[k] for k in ("comparable", "n_snapshots", "differences")} == {
         "comparable": True,
-        "n_snapshots": {arm: len(arms[arm]) for arm in modular.ARMS},
+        "n_snapshots": {arm: len(arms[arm]) for arm in modular_runs.ARMS},
         "differences": [],
     }
     assert agree["agreement"].agrees and agree["agreement"].n_moved == 0
-    other = modular.ModularParams.from_namespace({**chapter_parameters("core_inflation", "smoke"), "seeds": [7, 8]})
+    other = modular_runs.ModularParams.from_namespace(
+        {**chapter_parameters("core_inflation", "smoke"), "seeds": [7, 8]}
+    )
     assert paper_scale.inflation_agreement(other, arms, shown)["comparable"] is False
     assert paper_scale.recorded_inflation(results / "nothing", "smoke") is None
     # without a record the chapter glues the same names (its prose must resolve either way)
-    assert set(modular._recorded_values(shown, agree)) == set(modular._recorded_values(None, None))
+    assert set(core_inflation._recorded_values(shown, agree)) == set(core_inflation._recorded_values(None, None))
     # Re-derived from scratch (another results root): identical on this machine and code.
     assert record.verify("core_inflation", "smoke", epochs=6, root=rec_root).identical
     # A record that differs from what the code computes is reported: a rank one off in one model is
@@ -211,22 +213,24 @@ def test_chapter_costs_are_recorded_per_profile_and_told_at_the_top_of_a_chapter
 
 @pytest.mark.slow
 def test_the_clock_experiment_is_exported_shown_from_the_record_and_re_derived(results):
-    from corelib.experiments import clock
+    from corelib.experiments import inflation_clock
 
-    params = clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "smoke"))
+    params = inflation_clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "smoke"))
     rec_root = results / "recorded"
     with pytest.raises(SystemExit, match="of the smoke-profile run is at epoch 0"):
         record.export("inflation_clock", "smoke", rec_root)
-    computed = clock.run(params, progress=False)
+    computed = inflation_clock.run(params, progress=False)
     folder = record.export("inflation_clock", "smoke", rec_root)
     prov = load_recorded("inflation_clock", "smoke", rec_root)["provenance"]
     assert prov["params"]["pairs"] == [list(p) for p in params.pairs] and prov["precision"] == "fp32"
-    assert set(prov["training_seconds"]) >= {"window removed", clock.pair_label(*params.pairs[0])}
+    assert set(prov["training_seconds"]) >= {"window removed", inflation_clock.pair_label(*params.pairs[0])}
     # Found only for exactly these settings.
     shown = paper_scale.recorded_clock(params, rec_root, ("paper", "book", "smoke"))
     assert shown["source"].startswith("recorded smoke-profile run (commit ")
     assert paper_scale.recorded_clock(params, rec_root) is None  # no paper or book record here
-    other = clock.ClockParams.from_namespace({**chapter_parameters("inflation_clock", "smoke"), "seeds": [7, 8]})
+    other = inflation_clock.ClockParams.from_namespace(
+        {**chapter_parameters("inflation_clock", "smoke"), "seeds": [7, 8]}
+    )
     assert paper_scale.recorded_clock(other, rec_root, ("smoke",)) is None
     # The chapter shows the record as it shows its own run, after re-deriving a piece of it from
     # scratch (a fresh results root: this one is emptied so nothing can be read back instead).
@@ -235,7 +239,7 @@ def test_the_clock_experiment_is_exported_shown_from_the_record_and_re_derived(r
     shutil.rmtree(results / "results")
     grok = shown["window"]["grok_epoch"]
     after = next(r["epoch"] for r in shown["window"]["arms"]["removed"]["records"] if r["epoch"] > grok)
-    from_record = clock.run(params, record=shown, check_epochs=after, progress=False)
+    from_record = inflation_clock.run(params, record=shown, check_epochs=after, progress=False)
     agreement = from_record["record"]["agreement"]
     n_kept = sum(r["epoch"] <= grok for r in shown["window"]["arms"]["kept"]["records"])
     n_removed = sum(r["epoch"] <= after for r in shown["window"]["arms"]["removed"]["records"])
@@ -250,17 +254,17 @@ def test_the_clock_experiment_is_exported_shown_from_the_record_and_re_derived(r
     for key in ("clock", "curves", "window", "window_curves"):
         np.testing.assert_equal(from_record[key], computed[key], err_msg=key)  # NaN equals NaN here
     np.testing.assert_equal(  # NaN (a core never measured at this profile's horizon) equals NaN here
-        clock.glue_values(params, from_record["clock"], from_record["window"]),
-        clock.glue_values(params, computed["clock"], computed["window"]),
+        inflation_clock.glue_values(params, from_record["clock"], from_record["window"]),
+        inflation_clock.glue_values(params, computed["clock"], computed["window"]),
     )
-    numbers = clock.record_numbers(from_record["record"])
+    numbers = inflation_clock.record_numbers(from_record["record"])
     assert (numbers["checked_epochs"], numbers["checked_snapshots"], numbers["differences"]) == (
         after,
         n_kept + n_removed,
         0,
     )
     assert numbers["quantities_beyond"] == 0 == numbers["quantities_moved"] < numbers["checked_quantities"]
-    assert clock.record_numbers(None) == {
+    assert inflation_clock.record_numbers(None) == {
         "record_minutes": 0,
         "checked_epochs": 0,
         "checked_snapshots": 0,
@@ -271,14 +275,14 @@ def test_the_clock_experiment_is_exported_shown_from_the_record_and_re_derived(r
         "largest_z": 0.0,
         "seed_errors": 2.0,
     }
-    early = clock.run(params, record=shown, check_epochs=1, progress=False)["record"]["agreement"]
+    early = inflation_clock.run(params, record=shown, check_epochs=1, progress=False)["record"]["agreement"]
     assert early["arms"] == ["kept"] and early["epochs"] == 0 == early["n_snapshots"] - 1  # epoch 0 alone
     with pytest.raises(ValueError, match="check_epochs must be 0 .check nothing. or a number of epochs"):
-        clock.run(params, record=shown, check_epochs=-1, progress=False)
-    unchecked = clock.run(params, record=shown, check_epochs=0, progress=False)["record"]
-    assert clock.record_numbers(unchecked)["checked_snapshots"] == 0
+        inflation_clock.run(params, record=shown, check_epochs=-1, progress=False)
+    unchecked = inflation_clock.run(params, record=shown, check_epochs=0, progress=False)["record"]
+    assert inflation_clock.record_numbers(unchecked)["checked_snapshots"] == 0
     with pytest.raises(ValueError, match="made with other settings than params"):
-        clock.run(other, record=shown, progress=False)
+        inflation_clock.run(other, record=shown, progress=False)
     assert record.verify("inflation_clock", "smoke", epochs=after, root=rec_root).identical
     with pytest.raises(SystemExit, match="--epochs must be a recorded snapshot"):
         record.verify("inflation_clock", "smoke", epochs=after + 1, root=rec_root)
@@ -298,14 +302,14 @@ def test_the_clock_experiment_is_exported_shown_from_the_record_and_re_derived(r
     assert [q.name for q in result.beyond] == ["kept · epoch 0 · core_dim"]
     changed = paper_scale.recorded_clock(params, rec_root, ("smoke",))
     with pytest.warns(UserWarning, match=r"1 quantities moved beyond .* \(the first: kept · epoch 0 · core_dim\)"):
-        again = clock.run(params, record=changed, check_epochs=after, progress=False)
-    assert clock.record_numbers(again["record"])["quantities_beyond"] == 1
+        again = inflation_clock.run(params, record=changed, check_epochs=after, progress=False)
+    assert inflation_clock.record_numbers(again["record"])["quantities_beyond"] == 1
 
 
 def test_the_committed_clock_record_is_the_book_settings_of_its_chapter():
-    from corelib.experiments import clock
+    from corelib.experiments import inflation_clock
 
-    params = clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "book"))
+    params = inflation_clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "book"))
     shown = paper_scale.recorded_clock(params)
     assert shown is not None, "recorded/inflation_clock_book does not hold the chapter's book settings: re-export it"
     assert shown["provenance"]["profile"] == "book" and shown["window"]["grok_epoch"] > 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -13,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from acebook import run_times, runner
-from acebook.project import chapters
+from acebook.project import PARAMETER_CLASSES, chapters
 from acebook.runner import ConfigError, NotebookExecutionError
 from corelib.results import save_json
+
+ROOT = Path(__file__).resolve().parent.parent
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -549,3 +552,21 @@ def test_a_chapter_that_stores_no_results_records_each_run_as_computed(
     write(project / "notebooks" / "closed.py", header.format("'no'") + body)
     with pytest.raises(ConfigError, match="corelib_stores_results must be true or false"):
         runner.run_notebook("closed", "smoke", root=project)
+
+
+@pytest.mark.parametrize("chapter", sorted(PARAMETER_CLASSES))
+def test_each_chapter_builds_the_parameter_class_the_runner_checks_with(chapter: str) -> None:
+    """The runner refuses values with the class of ``PARAMETER_CLASSES``: the chapter must build that one."""
+    tree = ast.parse((ROOT / "notebooks" / f"{chapter}.py").read_text())
+    aliases = {a.asname or a.name: f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+               for a in n.names}  # fmt: skip
+    built = [
+        f"{aliases[call.func.value.value.id]}:{call.func.value.attr}"
+        for call in ast.walk(tree)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "from_namespace"
+        and isinstance(call.func.value, ast.Attribute)
+        and isinstance(call.func.value.value, ast.Name)
+    ]
+    assert built == [PARAMETER_CLASSES[chapter]]

@@ -142,21 +142,23 @@ def test_processes_writing_into_one_folder_keep_its_manifest_whole(tmp_path):
 _RACE = textwrap.dedent("""
     import json, sys
     sys.path.insert(0, {root!r})
-    from corelib.experiments import markov
-    p = markov.MarkovParams(n_train=64, n_test=32, seeds=(0, 1), epochs=2, d_model=16, d_ff=32, n_jacobians=8)
-    print(json.dumps(markov.run(p, progress=False)["models"][0]["accuracy"]))
+    from corelib.experiments import markov_chain
+    p = markov_chain.MarkovParams(n_train=64, n_test=32, seeds=(0, 1), epochs=2, d_model=16, d_ff=32, n_jacobians=8)
+    print(json.dumps(markov_chain.run(p, progress=False)["models"][0]["accuracy"]))
 """)
 
 
 @pytest.mark.slow
 def test_two_processes_running_one_experiment_at_once_both_succeed_with_one_result(tmp_path, monkeypatch):
-    from corelib.experiments import markov
+    from corelib.experiments import markov_chain
 
     env = {**os.environ, "ACE_RESULTS_DIR": str(tmp_path), "OMP_NUM_THREADS": "1"}
-    params = markov.MarkovParams(n_train=64, n_test=32, seeds=(0, 1), epochs=2, d_model=16, d_ff=32, n_jacobians=8)
+    params = markov_chain.MarkovParams(
+        n_train=64, n_test=32, seeds=(0, 1), epochs=2, d_model=16, d_ff=32, n_jacobians=8
+    )
     # Hold the experiment's lock until both processes wait for it, so that they really race.
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
-    with results.run_lock(markov.run_folder(params)):
+    with results.run_lock(markov_chain.run_folder(params)):
         procs = [
             subprocess.Popen(
                 [sys.executable, "-c", _RACE.format(root=str(ROOT))],

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from corelib.ace import Core, extract
-from corelib.experiments import sva
+from corelib.experiments import subject_verb_agreement
 from corelib.interventions import intervention_hook
 from corelib.lm import OFFLINE_MODELS, _NotRun, load_model
 from corelib.models import resid_hook
@@ -89,34 +89,34 @@ def test_templates():
 
 def test_auc_known_answers():
     y = np.array([0, 0, 1, 1])
-    assert sva.auc([0, 1, 2, 3], y) == 1.0
-    assert sva.auc([3, 2, 1, 0], y) == 0.0
-    assert sva.auc([1, 1, 1, 1], y) == 0.5
-    assert sva.auc([0, 2, 1, 3], y) == 0.75
+    assert subject_verb_agreement.auc([0, 1, 2, 3], y) == 1.0
+    assert subject_verb_agreement.auc([3, 2, 1, 0], y) == 0.0
+    assert subject_verb_agreement.auc([1, 1, 1, 1], y) == 0.5
+    assert subject_verb_agreement.auc([0, 2, 1, 3], y) == 0.75
 
 
 def test_auc_matches_pairwise_definition_with_ties():
     rng = np.random.default_rng(0)
     s, y = rng.integers(0, 4, 101), rng.integers(0, 2, 101).astype(bool)
     diff = s[y][:, None] - s[~y][None, :]
-    assert sva.auc(s, y) == pytest.approx((diff > 0).mean() + 0.5 * (diff == 0).mean(), abs=1e-12)
-    assert sva.auc(-s, y) == pytest.approx(1 - sva.auc(s, y), abs=1e-12)
+    assert subject_verb_agreement.auc(s, y) == pytest.approx((diff > 0).mean() + 0.5 * (diff == 0).mean(), abs=1e-12)
+    assert subject_verb_agreement.auc(-s, y) == pytest.approx(1 - subject_verb_agreement.auc(s, y), abs=1e-12)
 
 
 def test_auc_needs_both_classes():
     with pytest.raises(ValueError, match="both positive"):
-        sva.auc([1.0, 2.0], [1, 1])
+        subject_verb_agreement.auc([1.0, 2.0], [1, 1])
 
 
 def test_alignment_and_agreement_scores():
     x = np.linspace(-2, 2, 50)
-    assert sva.alignment(x, 3 * x + 1) == pytest.approx({"spearman": 1.0, "pearson": 1.0})
-    nonlinear = sva.alignment(x, np.exp(3 * x))
+    assert subject_verb_agreement.alignment(x, 3 * x + 1) == pytest.approx({"spearman": 1.0, "pearson": 1.0})
+    nonlinear = subject_verb_agreement.alignment(x, np.exp(3 * x))
     assert nonlinear["spearman"] == pytest.approx(1.0) and nonlinear["pearson"] < 0.9
-    assert sva.alignment(x, -x)["pearson"] == pytest.approx(-1.0)
-    assert sva.agreement_scores([2.0, 2.0, -1.0], [1, 0, 0]).tolist() == [2.0, -2.0, 1.0]
+    assert subject_verb_agreement.alignment(x, -x)["pearson"] == pytest.approx(-1.0)
+    assert subject_verb_agreement.agreement_scores([2.0, 2.0, -1.0], [1, 0, 0]).tolist() == [2.0, -2.0, 1.0]
     with pytest.raises(ValueError, match="same prompts"):
-        sva.alignment(x, x[:-1])
+        subject_verb_agreement.alignment(x, x[:-1])
 
 
 # --------------------------------------------------------------------------- the wrapper
@@ -280,8 +280,8 @@ def test_errors_name_the_problem(tiny):
 def test_one_backward_pass_equals_one_pass_per_layer(tiny, prompts):
     batch = tiny.tokenize(prompts)
     cache = tiny.prefix_cache(batch)
-    acts, jac, margin = sva.all_layer_jacobians(tiny, batch, [0, 1], cache)
-    acts2, jac2, margin2 = sva.all_layer_jacobians(tiny, batch, [0, 1], cache, one_pass=False)
+    acts, jac, margin = subject_verb_agreement.all_layer_jacobians(tiny, batch, [0, 1], cache)
+    acts2, jac2, margin2 = subject_verb_agreement.all_layer_jacobians(tiny, batch, [0, 1], cache, one_pass=False)
     for layer in (0, 1):
         assert torch.allclose(jac[layer], jac2[layer], atol=1e-6)
         assert torch.equal(acts[layer], acts2[layer])
@@ -292,7 +292,7 @@ def test_one_backward_pass_equals_one_pass_per_layer(tiny, prompts):
 def test_jacobians_match_finite_differences(tiny, prompts):
     batch = tiny.tokenize(prompts)
     cache = tiny.prefix_cache(batch)
-    _, jac, margin = sva.all_layer_jacobians(tiny, batch, [0, 1], cache)
+    _, jac, margin = subject_verb_agreement.all_layer_jacobians(tiny, batch, [0, 1], cache)
     v = torch.randn(tiny.d_model, generator=torch.Generator().manual_seed(0))
     v /= v.norm()
     for layer in (0, 1):
@@ -311,9 +311,9 @@ def test_jacobians_match_finite_differences(tiny, prompts):
 
 
 def test_layer_cores_are_rank_one_with_the_training_mean(tiny, prompts):
-    cores = sva.layer_cores(tiny, prompts, [0, 1], batch_size=5, progress=False)
+    cores = subject_verb_agreement.layer_cores(tiny, prompts, [0, 1], batch_size=5, progress=False)
     batch = tiny.tokenize(prompts)
-    acts, jacs, _ = sva.all_layer_jacobians(tiny, batch, [0, 1], tiny.prefix_cache(batch))
+    acts, jacs, _ = subject_verb_agreement.all_layer_jacobians(tiny, batch, [0, 1], tiny.prefix_cache(batch))
     for layer, core in cores.items():
         assert core.rank == 1
         assert np.allclose(core.mean, acts[layer].double().mean(0).numpy(), atol=1e-6)
@@ -329,7 +329,7 @@ def test_extract_from_model_gives_the_chapters_cores(tiny, prompts):
     from corelib.ace import extract_from_model
     from corelib.targets import logit_difference
 
-    chapter = sva.layer_cores(tiny, prompts, [0, 1], batch_size=5, progress=False)
+    chapter = subject_verb_agreement.layer_cores(tiny, prompts, [0, 1], batch_size=5, progress=False)
     batch = tiny.tokenize(prompts)
     plural = [t for t, w in AGREEMENT_READOUT.items() if w > 0]
     singular = [t for t, w in AGREEMENT_READOUT.items() if w < 0]
@@ -349,9 +349,9 @@ def test_extract_from_model_gives_the_chapters_cores(tiny, prompts):
 
 
 def test_sweep_layers():
-    assert sva.sweep_layers(30, 3) == [0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 29]
-    assert sva.sweep_layers(18, 1) == list(range(18))
-    assert sva.sweep_layers(4, 10) == [0, 3]
+    assert subject_verb_agreement.sweep_layers(30, 3) == [0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 29]
+    assert subject_verb_agreement.sweep_layers(18, 1) == list(range(18))
+    assert subject_verb_agreement.sweep_layers(4, 10) == [0, 3]
 
 
 # --------------------------------------------------------------------------- interventions
@@ -364,7 +364,9 @@ def _full_rank_core(d: int, mean: np.ndarray) -> Core:
 def test_interventions_with_a_full_rank_core(tiny, prompts):
     mean = np.random.default_rng(0).normal(size=tiny.d_model)
     core = _full_rank_core(tiny.d_model, mean)
-    m = sva.intervened_margins(tiny, prompts, {1: core}, {1: ("keep", "remove", "flip")}, batch_size=5, progress=False)
+    m = subject_verb_agreement.intervened_margins(
+        tiny, prompts, {1: core}, {1: ("keep", "remove", "flip")}, batch_size=5, progress=False
+    )
     assert np.allclose(m[(1, "keep")], m["baseline"], atol=1e-5)  # P = I: mu + (h - mu) = h
     # removal at the last layer replaces every last token by mu: one margin for all prompts
     with torch.no_grad():
@@ -375,17 +377,21 @@ def test_interventions_with_a_full_rank_core(tiny, prompts):
 
 
 def test_reused_prefix_batches_give_the_same_margins(tiny, prompts):
-    core = sva.layer_cores(tiny, prompts, [0], batch_size=6, progress=False)[0]
-    fresh = sva.intervened_margins(tiny, prompts, {0: core}, {0: ("remove", "flip")}, batch_size=6, progress=False)
-    batches = sva.prefix_batches(tiny, prompts, batch_size=6, progress=False)
+    core = subject_verb_agreement.layer_cores(tiny, prompts, [0], batch_size=6, progress=False)[0]
+    fresh = subject_verb_agreement.intervened_margins(
+        tiny, prompts, {0: core}, {0: ("remove", "flip")}, batch_size=6, progress=False
+    )
+    batches = subject_verb_agreement.prefix_batches(tiny, prompts, batch_size=6, progress=False)
     for modes in (("remove", "flip"), ("flip",)):  # the caches survive a first use unchanged
-        reused = sva.intervened_margins(
+        reused = subject_verb_agreement.intervened_margins(
             tiny, prompts, {0: core}, {0: modes}, batch_size=6, batches=batches, progress=False
         )
         for key in ("baseline", *[(0, m) for m in modes]):
             assert np.array_equal(reused[key], fresh[key])
     with pytest.raises(ValueError, match="prefix_batches"):
-        sva.intervened_margins(tiny, prompts[:-1], {0: core}, {0: ("flip",)}, batches=batches, progress=False)
+        subject_verb_agreement.intervened_margins(
+            tiny, prompts[:-1], {0: core}, {0: ("flip",)}, batches=batches, progress=False
+        )
 
 
 def test_steer_hook_is_a_scaled_core_flip():
@@ -424,7 +430,7 @@ def test_plain_generation_matches_transformers_greedy(tiny):
 
 
 def test_gate_decides_what_is_steered(tiny, prompts):
-    core = sva.layer_cores(tiny, prompts, [1], batch_size=6, progress=False)[1]
+    core = subject_verb_agreement.layer_cores(tiny, prompts, [1], batch_size=6, progress=False)[1]
     base = generate(tiny, prompts[0], max_new_tokens=6)
     never = generate(tiny, prompts[0], core=core, layer=1, config=SteeringConfig(gate=1.0), max_new_tokens=6)
     always = generate(
@@ -509,7 +515,7 @@ def _alone(lm, prompt, core, cfg, n, greedy):
 def test_batched_steering_matches_single_rows_and_a_cache_free_pass(tiny, prompts):
     # layer 0: its steered state feeds the keys and values of layer 1 (those of the last layer
     # would reach only the logits, and a wrong cache would go unnoticed)
-    core = sva.layer_cores(tiny, prompts, [0], batch_size=6, progress=False)[0]
+    core = subject_verb_agreement.layer_cores(tiny, prompts, [0], batch_size=6, progress=False)[0]
     rows = ["The keys to the cabinet", "1, 2, 3", "In the past, the man behind the old desks", "The key"]
     configs = [
         None,
@@ -573,19 +579,19 @@ def test_batched_steering_matches_single_rows_and_a_cache_free_pass(tiny, prompt
 
 def test_params_validation():
     with pytest.raises(ValueError, match="include 'flip'"):
-        sva.SVAParams(sweep_modes=("keep", "remove"))
+        subject_verb_agreement.SVAParams(sweep_modes=("keep", "remove"))
     with pytest.raises(ValueError, match="available_models"):
-        sva.SVAParams(models=())
+        subject_verb_agreement.SVAParams(models=())
     with pytest.raises(ValueError, match="layer_stride"):
-        sva.SVAParams(layer_stride=0)
+        subject_verb_agreement.SVAParams(layer_stride=0)
     with pytest.raises(ValueError, match="gate"):
-        sva.SVAParams(gate_grid=(0.1, 1.5))
-    assert sva.SVAParams(gate=0.25, gate_grid=[0.5, 0.1, 0.1]).gates == (0.1, 0.25, 0.5)
+        subject_verb_agreement.SVAParams(gate_grid=(0.1, 1.5))
+    assert subject_verb_agreement.SVAParams(gate=0.25, gate_grid=[0.5, 0.1, 0.1]).gates == (0.1, 0.25, 0.5)
 
 
 def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
-    p = sva.SVAParams(
+    p = subject_verb_agreement.SVAParams(
         models=("tiny-random-llama",),
         n_per_number=15,
         sweep_modes=("flip",),
@@ -598,7 +604,7 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
         gate=0.0,
         gate_grid=(1.0, 0.5),
     )
-    summary = sva.run(p, progress=False)
+    summary = subject_verb_agreement.run(p, progress=False)
     (m,) = summary["models"]
     assert m["layers"] == [0, 1] and m["chosen_layer"] in (0, 1) and m["rank"] == 1
     assert set(m["auc"]) == {"baseline", "keep", "remove", "flip"}
@@ -626,38 +632,40 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
     assert p.gates == (0.0, 0.5, 1.0) and set(s["gate_sweep"]) == {"0.0", "0.5", "1.0"}
     assert [pair["steered"] for pair in s["greedy"]] == s["gate_sweep"]["0.0"]["greedy"]
     assert all(pair["steered"]["gated"] == [True] * 4 for pair in s["greedy"])  # gate 0: every step
-    rows = {r["gate"]: r for r in sva.gate_table(s)}
+    rows = {r["gate"]: r for r in subject_verb_agreement.gate_table(s)}
     assert list(rows) == [0.0, 0.5, 1.0]
     assert rows[0.0]["inversion rate"] == s["inversion"]["rate"]
     # gate 1 never opens: the steered continuations are the base ones
     never = s["gate_sweep"]["1.0"]
     assert [g["tokens"] for g in never["greedy"]] == [pair["base"]["tokens"] for pair in s["greedy"]]
     assert rows[1.0]["steered steps"] == 0 and (rows[1.0]["controls unchanged"], rows[1.0]["controls"]) == (1, 1)
-    tables = sva.tables(summary)
+    tables = subject_verb_agreement.tables(summary)
     assert list(tables["A7"].index) == ["tiny-random-llama"] and tables["A5"].empty
     assert "(σ1/σ2)⁴, the paper's convention" in tables["A6"].columns
-    assert sva.run(p, progress=False)["models"][0]["auc"] == m["auc"]  # reused from disk
+    assert subject_verb_agreement.run(p, progress=False)["models"][0]["auc"] == m["auc"]  # reused from disk
     assert m["vocab_size"] == len(tiny.tokenizer)
 
     def no_model(*args, **kwargs):
         raise AssertionError("the stored results, the model's facts included, should have been reused")
 
-    monkeypatch.setattr(sva, "load_model", no_model)
-    assert sva.run(p, progress=False)["models"][0]["vocab_size"] == m["vocab_size"]
-    values = sva.claim_values(summary)
+    monkeypatch.setattr(subject_verb_agreement, "load_model", no_model)
+    assert subject_verb_agreement.run(p, progress=False)["models"][0]["vocab_size"] == m["vocab_size"]
+    values = subject_verb_agreement.claim_values(summary)
     assert values["sva.auc_flip"] == {"tiny-random-llama": m["auc"]["flip"]}
     assert values["sva.spectral_gap"] == {"tiny-random-llama": pytest.approx(m["spectral_gap"] ** 2)}
     assert values["sva.key_is_flip"] == {"tiny-random-llama": s["flip_demo"][0]["flip"]["is"]}
     assert values["sva.pearson"] == {}
     from corelib import claims
 
-    settings = sva.paper_deviations(p)
+    settings = subject_verb_agreement.paper_deviations(p)
     assert settings["models"].startswith("[tiny-random-llama] (paper: [gpt2,")
     claims.record("subject_verb_agreement", values, settings=settings, root=tmp_path)  # known ids
     # what the chapter glues: numbers and short lists, never a sentence
-    glued = sva.glue_values(p, summary, make_dataset(p.n_per_number, p.dataset_seed))
+    glued = subject_verb_agreement.glue_values(p, summary, make_dataset(p.n_per_number, p.dataset_seed))
     assert glued["free_total"] == 1 and glued["free_unchanged"] == int(rows[0.0]["decision-free unchanged"])
-    assert glued["gates_passing"] == ", ".join(f"{g:g}" for g in sva.passing_gates(summary)) or "none"
+    assert (
+        glued["gates_passing"] == ", ".join(f"{g:g}" for g in subject_verb_agreement.passing_gates(summary)) or "none"
+    )
     rates = [r["inversion rate"] for r in rows.values() if r["inversion rate"] is not None]
     assert glued["grid_inv_max"] == pytest.approx(max(rates, default=float("nan")), nan_ok=True)
     assert not [k for k, v in glued.items() if isinstance(v, str) and ". " in v and k != "ex_prompt"]
@@ -677,7 +685,7 @@ def test_the_models_sizes_are_glued_as_lists_in_the_order_of_the_models():
             {"vocab_size": 262144, "n_layers": 18, "d_model": 640, "n_params": 268_098_176},
         ]
     }
-    assert sva._model_values(summary) == {
+    assert subject_verb_agreement._model_values(summary) == {
         "vocab_sizes": "49 152, 262 144",
         "layer_counts": "30, 18",
         "widths": "576, 640",
@@ -695,7 +703,7 @@ def test_word_inversion_stats_known_answer():
 def test_spectral_gap_in_the_papers_convention():
     """The paper's code squares the singular values, then takes the ratio squared: (s1/s2)^4."""
     core = Core(np.eye(3)[:, :1], np.array([4.0, 2.0, 1.0]), np.zeros(3))
-    assert core.spectral_gap == 4.0 and sva.spectral_gap_paper(core.spectral_gap) == 16.0
+    assert core.spectral_gap == 4.0 and subject_verb_agreement.spectral_gap_paper(core.spectral_gap) == 16.0
 
 
 def test_control_summary_known_answer():
@@ -720,7 +728,7 @@ def test_control_summary_known_answer():
         "steered": gen([3, 8, 5], [None, "plural", None], [False, True, False]),
     }
     broken = {"base": gen([3, 4], [None, None], [False] * 2), "steered": gen([7, 4], [None, None], [True, False])}
-    c = sva.control_summary({"control": [free, verb, broken]})
+    c = subject_verb_agreement.control_summary({"control": [free, verb, broken]})
     assert (c["n"], c["decision_free"], c["decision_free_unchanged"], c["unchanged"]) == (3, 2, 1, 1)
     assert c["rows"][1]["first steered step"] == 1 and c["rows"][1]["base text up to it"] == " 3 9"
     assert c["rows"][0]["first steered step"] is None
@@ -765,15 +773,15 @@ def _gate_sweep_steering() -> dict:
 
 
 def test_gate_table_and_criteria_known_answer():
-    rows = sva.gate_table(_gate_sweep_steering())
+    rows = subject_verb_agreement.gate_table(_gate_sweep_steering())
     assert [r["gate"] for r in rows] == [0.1, 0.3, 0.5]
     assert [r["inversion rate"] for r in rows] == [1.0, 1.0, 0.0]
     assert [(r["decision-free unchanged"], r["decision-free controls"]) for r in rows] == [(0, 1), (1, 1), (1, 1)]
     assert [(r["controls unchanged"], r["controls"]) for r in rows] == [(0, 1), (1, 1), (1, 1)]
     assert [r["decisions not steered"] for r in rows] == [0, 0, 1]
     assert [r["both criteria"] for r in rows] == [False, True, False]
-    assert not sva.meets_criteria({"rate": None}, {"decision_free": 1, "decision_free_unchanged": 1})
-    assert not sva.meets_criteria({"rate": 0.9}, {"decision_free": 0, "decision_free_unchanged": 0})
+    assert not subject_verb_agreement.meets_criteria({"rate": None}, {"decision_free": 1, "decision_free_unchanged": 1})
+    assert not subject_verb_agreement.meets_criteria({"rate": 0.9}, {"decision_free": 0, "decision_free_unchanged": 0})
 
 
 def test_alignment_pairs_are_formed(tmp_path, monkeypatch):
@@ -782,22 +790,22 @@ def test_alignment_pairs_are_formed(tmp_path, monkeypatch):
         for n, c in (("a", [1, 2, 3, 4]), ("b", [2, 4, 6, 9]), ("c", [4, 3, 2, 1]))
     ]
     pairs = [
-        {"pair": [x["model"], y["model"]], **sva.alignment(x["coords"], y["coords"])}
+        {"pair": [x["model"], y["model"]], **subject_verb_agreement.alignment(x["coords"], y["coords"])}
         for x, y in itertools.combinations(models, 2)
     ]
     assert [p["pair"] for p in pairs] == [["a", "b"], ["a", "c"], ["b", "c"]]
     assert pairs[1]["spearman"] == pytest.approx(-1)
-    assert 0 < sva._fisher(models)["remove"] < 0.01
+    assert 0 < subject_verb_agreement._fisher(models)["remove"] < 0.01
 
 
 def test_passing_gates_are_the_thresholds_where_every_model_meets_both_criteria():
     steering = _gate_sweep_steering()
     one = {"models": [{"model": "a", "steering": steering}]}
-    assert sva.passing_gates(one) == [0.3]
+    assert subject_verb_agreement.passing_gates(one) == [0.3]
     # a second model that passes at no threshold: none passes for every model
     failing = {
         **steering,
         "gate_sweep": {g: {**v, "greedy": [steering["greedy"][0]["base"]]} for g, v in steering["gate_sweep"].items()},
     }
     both = {"models": [{"model": "a", "steering": steering}, {"model": "b", "steering": failing}]}
-    assert sva.passing_gates(both) == []
+    assert subject_verb_agreement.passing_gates(both) == []

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from corelib.experiments import sva
+from corelib.experiments import subject_verb_agreement
 from corelib.lm import OFFLINE_MODELS, _fingerprint, load_model, model_cache_dir
 from corelib.models import resid_hook
 from corelib.tasks.sva import AGREEMENT_READOUT, make_dataset
@@ -63,7 +63,7 @@ def test_smollm2_agrees_on_clear_prompts(smollm2):
     batch = smollm2.tokenize(prompts)
     with torch.no_grad():
         m = smollm2.last_token(batch, smollm2.prefix_cache(batch)).numpy()
-    assert sva.auc(m, plural) >= 0.85
+    assert subject_verb_agreement.auc(m, plural) >= 0.85
 
 
 @needs_smollm2

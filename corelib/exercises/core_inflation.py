@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..experiments.modular import first_rank_at_or_below
+from ..experiments.modular_runs import first_rank_at_or_below
 from . import Case, check_function
 
 __all__ = ["check_necessary_rank"]

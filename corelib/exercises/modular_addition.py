@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..experiments.modular import grokking_epoch as _records_grokking_epoch
+from ..experiments.modular_runs import grokking_epoch as _records_grokking_epoch
 from ..operators import rotational_modes as _library_modes
 from . import Case, check_function
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..experiments.sva import auc
+from ..experiments.subject_verb_agreement import auc
 from . import Case, check_function
 
 __all__ = ["check_auc", "check_steering_strength", "steering_strength_reference"]
@@ -38,7 +38,7 @@ def _auc_cases() -> list[Case]:
 def check_auc(my_auc: Callable) -> bool:
     """Check ``my_auc(scores, positive)``: the probability that a random positive (plural) prompt
     scores higher than a random negative (singular) one, ties counting one half
-    (:func:`corelib.experiments.sva.auc`)."""
+    (:func:`corelib.experiments.subject_verb_agreement.auc`)."""
 
     def as_number(scores, positive):
         return my_auc(np.array(scores), np.array(positive))

@@ -1,1 +1,2 @@
-"""End-to-end experiments of the book: one module per chapter's computation."""
+"""End-to-end experiments of the book: ``<chapter>`` computes the chapter of that name; computation
+chapters share is in a module named for its concept (``modular_runs``, ``paper_scale``)."""

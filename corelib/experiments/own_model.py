@@ -37,9 +37,15 @@ from ..interventions import MODES
 from ..lm import LanguageModel, load_model
 from ..results import compute_once, results_root, run_dir
 from ..targets import logit_difference
-from ..tasks import sva as sva_task
-from ..tasks import tense
-from .sva import all_layer_jacobians, auc, flip_demo, intervened_margins, prefix_batches, sweep_layers
+from ..tasks import sva, tense
+from .subject_verb_agreement import (
+    all_layer_jacobians,
+    auc,
+    flip_demo,
+    intervened_margins,
+    prefix_batches,
+    sweep_layers,
+)
 
 if TYPE_CHECKING:
     import pandas
@@ -461,7 +467,7 @@ def layer_sweep(
 def agreement_analysis(lm: LanguageModel, params: OwnModelParams, *, progress: bool = True) -> dict:
     """One model on the agreement task: the ACE core and a probe at every swept layer, the chosen
     layer, and there the four directions and their measures."""
-    ds = sva_task.make_dataset(params.n_per_number, params.dataset_seed)
+    ds = sva.make_dataset(params.n_per_number, params.dataset_seed)
     train, y_train = ds.split("train")
     test, y_test = ds.split("test")
     fixed = params.agreement_layer is not None
@@ -542,7 +548,7 @@ def run(params: OwnModelParams | None = None, *, progress: bool = True) -> dict:
             compute_once(
                 folder / "directions.json",
                 lambda name=name: agreement_analysis(
-                    load_model(name, readout=sva_task.AGREEMENT_READOUT), params, progress=progress
+                    load_model(name, readout=sva.AGREEMENT_READOUT), params, progress=progress
                 ),
             )
         )

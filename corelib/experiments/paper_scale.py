@@ -19,7 +19,7 @@ from .. import agreement, claims
 from ..recorded import compare_values, is_recorded, load_recorded, provenance
 from ..results import StoreError
 from ..sweeps import RECORD_FIELDS, condition_key
-from . import clock, grokking_sweeps, modular
+from . import core_inflation, grokking_sweeps, inflation_clock, modular_addition, modular_runs
 
 __all__ = [
     "source_label",
@@ -57,20 +57,20 @@ def source_label(provenance: dict[str, Any]) -> str:
 def recorded_inflation(root: Path | str | None = None, profile: str = "paper") -> dict[str, Any] | None:
     """The recorded core-inflation run of ``profile``, or None when none is recorded.
 
-    Returns ``params``, ``arms`` (snapshot records per arm, as :func:`modular.analyse_arm` gives
+    Returns ``params``, ``arms`` (snapshot records per arm, as :func:`modular_runs.analyse_arm` gives
     them, without the fitted operators except at the last snapshot), ``histories`` (per arm),
-    ``summary`` (:func:`modular.inflation_summary`), ``provenance`` and ``source``.
+    ``summary`` (:func:`core_inflation.inflation_summary`), ``provenance`` and ``source``.
     """
     if not is_recorded("core_inflation", profile, root):
         return None
     rec = load_recorded("core_inflation", profile, root)
-    params = parameters_of(modular.ModularParams, rec["provenance"]["params"], "core_inflation")
-    arms = {arm: rec["arms"][arm] for arm in modular.ARMS}
+    params = parameters_of(modular_runs.ModularParams, rec["provenance"]["params"], "core_inflation")
+    arms = {arm: rec["arms"][arm] for arm in modular_runs.ARMS}
     return {
         "params": params,
         "arms": arms,
         "histories": rec["history"],
-        "summary": modular.inflation_summary(params, arms["wd"], arms["no_wd"]),
+        "summary": core_inflation.inflation_summary(params, arms["wd"], arms["no_wd"]),
         "provenance": rec["provenance"],
         "source": source_label(rec["provenance"]),
     }
@@ -79,13 +79,13 @@ def recorded_inflation(root: Path | str | None = None, profile: str = "paper") -
 def recorded_emergence(recorded: dict[str, Any]) -> dict[str, Any]:
     """The modular-addition chapter's view of the recorded inflation run: its weight-decay arm up
     to the chapter's horizon (the paper's 2000 epochs), as ``records`` and ``summary``
-    (:func:`modular.emergence_summary`). The inflation run continues those very models."""
+    (:func:`modular_addition.emergence_summary`). The inflation run continues those very models."""
     params = recorded["params"]
     records = [r for r in recorded["arms"]["wd"] if r["epoch"] <= min(params.epochs, params.long_epochs)]
-    return {"records": records, "summary": modular.emergence_summary(params, records)}
+    return {"records": records, "summary": modular_addition.emergence_summary(params, records)}
 
 
-def _same_models(a: modular.ModularParams, b: modular.ModularParams, arms) -> bool:
+def _same_models(a: modular_runs.ModularParams, b: modular_runs.ModularParams, arms) -> bool:
     """Whether two parameter sets train and analyse the same models of ``arms`` (horizons aside)."""
     branch = ("branch_epoch", "branch_weight_decay", "branch_anneal_epochs")
     same_branch = all(getattr(a, k) == getattr(b, k) for k in branch)
@@ -97,7 +97,7 @@ def _same_models(a: modular.ModularParams, b: modular.ModularParams, arms) -> bo
 
 
 def inflation_agreement(
-    params: modular.ModularParams,
+    params: modular_runs.ModularParams,
     arms: dict[str, list[dict]],
     recorded: dict[str, Any] | None,
     tolerance: float = 1e-6,
@@ -122,7 +122,7 @@ def inflation_agreement(
         kept = {r["epoch"]: r for r in recorded["arms"][arm]}
         shared = [r for r in records if r["epoch"] in kept]
         counts[arm] = len(shared)
-        pairs = [modular.without_operators([kept[r["epoch"]], r]) for r in shared]
+        pairs = [modular_runs.without_operators([kept[r["epoch"]], r]) for r in shared]
         for (was, now), r in zip(pairs, shared):
             problems += compare_values(was, now, tolerance, f"{arm} epoch {r['epoch']}")
         groups[0].update(agreement.snapshot_groups([was for was, _ in pairs], arm))
@@ -170,11 +170,11 @@ def recorded_sweeps(
 
 
 def recorded_clock(
-    params: clock.ClockParams, root: Path | str | None = None, profiles: tuple[str, ...] = ("paper", "book")
+    params: inflation_clock.ClockParams, root: Path | str | None = None, profiles: tuple[str, ...] = ("paper", "book")
 ) -> dict[str, Any] | None:
-    """The recorded clock-and-window experiment (:mod:`corelib.experiments.clock`) made with
+    """The recorded clock-and-window experiment (:mod:`corelib.experiments.inflation_clock`) made with
     exactly ``params``, from the first of ``profiles`` whose record has these settings; None when
-    none has. Returns ``params``, ``runs`` and ``window`` (as :func:`clock.compact` keeps them),
+    none has. Returns ``params``, ``runs`` and ``window`` (as :func:`inflation_clock.compact` keeps them),
     ``provenance`` and ``source``. A record this code cannot read is passed over when another
     matches, and its error raised when none does."""
     stale = None
@@ -183,7 +183,7 @@ def recorded_clock(
             continue
         try:
             made = parameters_of(
-                clock.ClockParams, provenance("inflation_clock", profile, root)["params"], "inflation_clock"
+                inflation_clock.ClockParams, provenance("inflation_clock", profile, root)["params"], "inflation_clock"
             )
         except StoreError as exc:
             stale = exc
@@ -214,11 +214,11 @@ def record_claims(chapter: str, recorded: dict[str, Any] | None) -> None:
         settings = grokking_sweeps.claim_settings(recorded["params"])
     elif chapter in ("modular_addition", "core_inflation"):
         if chapter == "modular_addition":
-            values = modular.emergence_claim_values(recorded_emergence(recorded)["summary"])
+            values = modular_addition.emergence_claim_values(recorded_emergence(recorded)["summary"])
         else:
-            values = modular.inflation_claim_values(recorded["summary"])
-        unused = () if chapter == "core_inflation" else modular.LONG_RUN_SETTINGS
-        settings = claims.deviations(recorded["params"], modular.ModularParams(), ignore=["eval_every", *unused])
+            values = core_inflation.inflation_claim_values(recorded["summary"])
+        unused = () if chapter == "core_inflation" else modular_runs.LONG_RUN_SETTINGS
+        settings = claims.deviations(recorded["params"], modular_runs.ModularParams(), ignore=["eval_every", *unused])
     else:
         raise ValueError(f"no recorded run serves chapter {chapter!r}.")
     claims.record(chapter, values, settings=settings, source=recorded["source"])

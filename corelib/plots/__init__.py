@@ -1,33 +1,40 @@
-"""Figures, one module per chapter. ``figure_*`` functions return a whole figure of a chapter;
+"""Figures, one module per chapter (``<chapter>_figures``; ``modular_runs_figures`` holds what the
+two modular-addition chapters and the clock share). ``figure_*`` functions return a whole figure of a chapter;
 ``panel_*`` functions draw one panel on a given Axes. All draw from saved results only."""
 
-from .ace_method import *  # noqa: F401,F403
-from .ace_method import __all__ as _ace_method_all
-from .clock import *  # noqa: F401,F403
-from .clock import __all__ as _clock_all
-from .markov import *  # noqa: F401,F403
-from .markov import __all__ as _markov_all
-from .modular import *  # noqa: F401,F403
-from .modular import __all__ as _modular_all
-from .own_model import *  # noqa: F401,F403
-from .own_model import __all__ as _own_model_all
+from .ace_method_figures import *  # noqa: F401,F403
+from .ace_method_figures import __all__ as _ace_method_all
+from .core_inflation_figures import *  # noqa: F401,F403
+from .core_inflation_figures import __all__ as _core_inflation_all
+from .grokking_sweeps_figures import *  # noqa: F401,F403
+from .grokking_sweeps_figures import __all__ as _grokking_sweeps_all
+from .grokking_theory_figures import *  # noqa: F401,F403
+from .grokking_theory_figures import __all__ as _grokking_theory_all
+from .inflation_clock_figures import *  # noqa: F401,F403
+from .inflation_clock_figures import __all__ as _inflation_clock_all
+from .markov_chain_figures import *  # noqa: F401,F403
+from .markov_chain_figures import __all__ as _markov_chain_all
+from .modular_addition_figures import *  # noqa: F401,F403
+from .modular_addition_figures import __all__ as _modular_addition_all
+from .modular_runs_figures import *  # noqa: F401,F403
+from .modular_runs_figures import __all__ as _modular_runs_all
+from .own_model_figures import *  # noqa: F401,F403
+from .own_model_figures import __all__ as _own_model_all
 from .style import figure_message, use_book_style  # noqa: F401
-from .sva import *  # noqa: F401,F403
-from .sva import __all__ as _sva_all
-from .sweeps import *  # noqa: F401,F403
-from .sweeps import __all__ as _sweeps_all
-from .theory import *  # noqa: F401,F403
-from .theory import __all__ as _theory_all
+from .subject_verb_agreement_figures import *  # noqa: F401,F403
+from .subject_verb_agreement_figures import __all__ as _subject_verb_agreement_all
 
 __all__ = [
     *_ace_method_all,
-    *_clock_all,
-    *_markov_all,
-    *_modular_all,
+    *_core_inflation_all,
+    *_grokking_sweeps_all,
+    *_grokking_theory_all,
+    *_inflation_clock_all,
+    *_markov_chain_all,
+    *_modular_addition_all,
+    *_modular_runs_all,
     *_own_model_all,
-    *_sva_all,
-    *_sweeps_all,
-    *_theory_all,
+    *_subject_verb_agreement_all,
     "use_book_style",
     "figure_message",
 ]

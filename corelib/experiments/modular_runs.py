@@ -1,4 +1,5 @@
-"""The paper's modular-addition experiments (Figures 2 and 3), end to end.
+"""The modular-addition runs of the paper's Figures 2 and 3, trained and analysed: what both
+modular chapters (and the clock of core inflation) build on.
 
 Three two-block transformers learn ``a + b mod p`` under weight decay and grok. At every
 snapshot each model is analysed on the test set: ACE on the last-position output of the last
@@ -11,7 +12,8 @@ Two arms share the first ``branch_epoch`` epochs: ``"wd"`` keeps weight decay fo
 ``"no_wd"`` is branched from the ``"wd"`` snapshot at ``branch_epoch`` and continues without
 weight decay and with a fresh optimizer. Training and analysis are cached on disk per snapshot
 (see :mod:`corelib.engine`), so a longer horizon extends a run instead of redoing it and plots
-never retrain.
+never retrain. The chapters' own numbers are in :mod:`corelib.experiments.modular_addition`
+(Figure 2) and :mod:`corelib.experiments.core_inflation` (Figure 3).
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -30,16 +31,13 @@ from tqdm.auto import tqdm
 from .. import ace, operators
 from .._checks import check_decay, check_memory, check_seed, check_seeds, check_settings, is_number, is_whole
 from ..agreement import SEED_ERRORS
-from ..claims import claim, deviations
+from ..claims import deviations
 from ..engine import PrefixData, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
 from ..interventions import ReadoutAccuracy, ablation_curve, accuracy, refine_rank
 from ..masks import MASK_GENERATOR
 from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
 from ..results import compute_once, params_key, run_dir
 from ..tasks.modular import modular_addition_split
-
-if TYPE_CHECKING:
-    import pandas
 
 __all__ = [
     "ModularParams",
@@ -50,36 +48,28 @@ __all__ = [
     "analyse_arm",
     "grokking_epoch",
     "model_grokking_epochs",
-    "phase_epochs",
-    "emergence_summary",
-    "inflation_summary",
     "series",
     "epochs_of",
     "history",
     "history_until",
     "without_operators",
     "make_data",
-    "emergence_claim_values",
-    "inflation_claim_values",
     "training_collapses",
-    "compact_epoch",
-    "growth_epoch",
-    "first_refined_epoch",
     "collapse_summary",
     "centroid_spectra",
     "removal_curves",
     "first_rank_at_or_below",
     "mean_rank",
-    "necessary_ranks",
-    "phase_table",
-    "threshold_table",
-    "emergence_glue_values",
-    "inflation_glue_values",
     "agreement_values",
     "settings_list",
+    "NOT_AVAILABLE",
+    "listed",
 ]
 
+
 ARMS = ("wd", "no_wd")
+
+
 # Settings of the long run of core inflation: they change nothing the modular chapter measures.
 LONG_RUN_SETTINGS = (
     "long_epochs",
@@ -604,206 +594,6 @@ def model_grokking_epochs(records: list[dict], threshold: float = 0.99) -> list[
     return out
 
 
-def phase_epochs(records: list[dict], groks: list[int | None]) -> dict[str, list[int]]:
-    """Per model, the snapshots shown as "before", "at" and "after" its own grokking.
-
-    The models grok at different times, so each is shown relative to its own grokking epoch:
-    before is the snapshot nearest half of it (memorised, not yet generalising), at is the
-    grokking snapshot, after is the last analysed snapshot. A model that never groks uses the
-    middle snapshot for "at".
-    """
-    epochs = epochs_of(records)
-    out = {"before": [], "at": [], "after": []}
-    for grok in groks:
-        at = grok if grok is not None else int(epochs[len(epochs) // 2])
-        earlier = epochs[(epochs > 0) & (epochs < at)]
-        out["before"].append(int(earlier[np.argmin(np.abs(earlier - at / 2))]) if len(earlier) else int(epochs[0]))
-        out["at"].append(int(at))
-        out["after"].append(int(epochs[-1]))
-    return out
-
-
-def _at_phase(records: list[dict], epochs: list[int]) -> list[dict]:
-    """Model i's analysis at epochs[i]."""
-    by_epoch = {r["epoch"]: r for r in records}
-    return [by_epoch[e]["models"][i] for i, e in enumerate(epochs)]
-
-
-def _pooled_fraction(models: list[dict], p: int) -> float:
-    eig = np.concatenate([np.array(m["eigenvalues"]).reshape(-1, 2) for m in models])
-    return operators.unit_circle_fraction(eig[:, 0] + 1j * eig[:, 1], p) if len(eig) else float("nan")
-
-
-def emergence_summary(params: ModularParams, records: list[dict]) -> dict:
-    """The numbers of Figure 2: grokking epochs, ablations after them, unit-circle snap, modes."""
-    groks = model_grokking_epochs(records, params.grok_threshold)
-    phases = phase_epochs(records, groks)
-    at_phase = {k: _at_phase(records, e) for k, e in phases.items()}
-    after = [r["models"][i] for r in records for i, g in enumerate(groks) if g is not None and r["epoch"] >= g]
-    keep_ratio = [m["keep_acc"] / m["test_acc"] for m in after]
-    return {
-        "grok_epoch": grokking_epoch(records, params.grok_threshold),
-        "model_grok_epochs": groks,
-        "phases": phases,
-        "post_grok_keep_ratio_min": min(keep_ratio) if keep_ratio else None,
-        "post_grok_remove_max": max((m["remove_acc"] for m in after), default=None),
-        "unit_fraction": {k: _pooled_fraction(ms, params.p) for k, ms in at_phase.items()},
-        "modes": {k: [len(m["modes"]) for m in ms] for k, ms in at_phase.items()},
-        "core_dim": {k: [m["core_dim"] for m in ms] for k, ms in at_phase.items()},
-        "eigenvalues": {k: [m["eigenvalues"] for m in ms] for k, ms in at_phase.items()},
-        "core_dim_compact": compact_epoch(
-            epochs_of(records), [np.mean([m["core_dim"] for m in r["models"]]) for r in records]
-        ),
-        "first_refined_epoch": first_refined_epoch(records),
-        "final": {
-            key: [m[key] for m in records[-1]["models"]]
-            for key in (
-                "test_acc",
-                "keep_acc",
-                "remove_acc",
-                "core_dim",
-                "necessary_rank",
-                "sufficient_rank",
-                "energy_rank",
-            )
-        },
-    }
-
-
-def first_refined_epoch(records: list[dict]) -> int | None:
-    """The first snapshot at which some model's necessary rank exceeds its energy rank.
-
-    Until then every core dimension is the energy rank itself: removing the energy-rank core
-    already left at most the chance threshold (before grokking trivially, since there is little
-    accuracy to remove). ``None`` when the removal test never adds a dimension.
-    """
-    for r in records:
-        if any(m["necessary_rank"] is not None and m["necessary_rank"] > m["energy_rank"] for m in r["models"]):
-            return r["epoch"]
-    return None
-
-
-def compact_epoch(epochs, values, tolerance: float = 0.1) -> int | None:
-    """The first epoch at which ``values`` come within ``tolerance`` (relative) of their smallest value.
-
-    With the mean core dimension over models this dates when the cores condense into their
-    compact form: the paper says they crystallise at grokking. (A later growth, the core
-    inflation of the next chapter, does not move it.) ``None`` when no value is finite.
-    """
-    epochs, values = np.asarray(epochs), np.asarray(values, dtype=float)
-    if epochs.shape != values.shape or epochs.ndim != 1 or not len(epochs):
-        raise ValueError(
-            f"epochs and values must be equal-length 1-d sequences, got {epochs.shape} and {values.shape}."
-        )
-    if not 0 < tolerance < 1:
-        raise ValueError(f"tolerance must lie in (0, 1), got {tolerance}.")
-    if not np.isfinite(values).any():
-        return None
-    floor = np.nanmin(values)
-    return int(epochs[np.flatnonzero(values <= floor + tolerance * abs(floor))[0]])
-
-
-def growth_epoch(epochs, values, share: float) -> int | None:
-    """The first epoch at which ``values`` have covered ``share`` of their change from the first
-    value to the last (a rise or a fall).
-
-    With the mean core dimension after the branch this dates the growth of core inflation: with
-    ``share=0.5`` when half of it is there, with ``share=0.9`` when most of it is. A noisy series
-    may cross the level and fall back; the first crossing counts. Without change, the first epoch;
-    ``None`` when the first or the last value is not finite.
-    """
-    epochs, values = np.asarray(epochs), np.asarray(values, dtype=float)
-    if epochs.shape != values.shape or epochs.ndim != 1 or not len(epochs):
-        raise ValueError(
-            f"epochs and values must be equal-length 1-d sequences, got {epochs.shape} and {values.shape}."
-        )
-    if not 0 < share <= 1:
-        raise ValueError(f"share must lie in (0, 1], got {share}.")
-    first, last = values[0], values[-1]
-    if not (np.isfinite(first) and np.isfinite(last)):
-        return None
-    level = first + share * (last - first)
-    # a fall is a rise of the negated series; NaN compares false and is passed over
-    reached = values >= level if last >= first else values <= level
-    return int(epochs[np.flatnonzero(reached)[0]])
-
-
-def _mean_growth_epoch(records: list[dict], start: int, end: int, share: float) -> int | None:
-    """:func:`growth_epoch` of the mean core dimension over the models, from ``start`` to ``end``."""
-    kept = [r for r in records if start <= r["epoch"] <= end]
-    return growth_epoch(epochs_of(kept), [np.mean([m["core_dim"] for m in r["models"]]) for r in kept], share)
-
-
-def _mean_at(records: list[dict], epoch: int, key: str, min_acc: float = 0.0) -> float:
-    """Mean of ``key`` over the models at ``epoch`` whose test accuracy is at least ``min_acc``."""
-    r = next(r for r in records if r["epoch"] == epoch)
-    vals = [len(m[key]) if isinstance(m[key], list) else m[key] for m in r["models"] if m["test_acc"] >= min_acc]
-    return float(np.mean([np.nan if v is None else v for v in vals])) if vals else float("nan")
-
-
-def inflation_summary(params: ModularParams, wd: list[dict], no_wd: list[dict]) -> dict:
-    """The numbers of Figure 3: core dimension and mode counts of both arms, start vs end.
-
-    "Start" is the first snapshot of the no-weight-decay arm (the branch epoch), where the arms
-    are still one model; "end" is the last snapshot both arms have. Means are over all models, as
-    in the paper; ``*_end_working`` are over the models that do the task at the end (test accuracy
-    at least ``params.grok_threshold``; ``n_working_end`` of them), which leaves out a model caught in
-    a loss spike (see :func:`training_collapses`).
-    """
-    start = no_wd[0]["epoch"]
-    end = min(wd[-1]["epoch"], no_wd[-1]["epoch"])
-    out = {"start": start, "end": end, "grok_epoch": grokking_epoch(wd, params.grok_threshold)}
-    for arm, recs in (("wd", wd), ("no_wd", no_wd)):
-        out[arm] = {
-            f"{key}_{when}": _mean_at(recs, e, key)
-            for key in ("core_dim", "necessary_rank", "sufficient_rank", "modes", "test_acc")
-            for when, e in (("start", start), ("end", end))
-        }
-        out[arm].update(
-            {f"{key}_end_working": _mean_at(recs, end, key, params.grok_threshold) for key in ("core_dim", "modes")}
-        )
-        last = next(r for r in recs if r["epoch"] == end)
-        out[arm]["n_working_end"] = sum(m["test_acc"] >= params.grok_threshold for m in last["models"])
-    return out
-
-
-def emergence_claim_values(summary: dict) -> dict:
-    """The measured values of the paper's modular-addition claims (see :mod:`corelib.claims`)."""
-    nan = float("nan")
-    return {
-        "modular.grok_epoch": nan if summary["grok_epoch"] is None else summary["grok_epoch"],
-        "modular.keep_ratio": (
-            nan if summary["post_grok_keep_ratio_min"] is None else summary["post_grok_keep_ratio_min"]
-        ),
-        "modular.remove_accuracy": nan if summary["post_grok_remove_max"] is None else summary["post_grok_remove_max"],
-        "modular.unit_before": summary["unit_fraction"]["before"],
-        "modular.unit_after": summary["unit_fraction"]["after"],
-        "modular.modes_at_grok": summary["modes"]["at"] if None not in summary["model_grok_epochs"] else [nan],
-        "modular.core_settles": nan
-        if None in (summary["core_dim_compact"], summary["grok_epoch"])
-        else summary["core_dim_compact"] - summary["grok_epoch"],
-    }
-
-
-def _ratio(a: float, b: float) -> float:
-    """``a / b``, NaN when ``b`` is 0 or not finite (e.g. no modes at the branch epoch)."""
-    return a / b if b and np.isfinite(b) else float("nan")
-
-
-def inflation_claim_values(summary: dict) -> dict:
-    """The measured values of the paper's core-inflation claims (see :mod:`corelib.claims`)."""
-    wd, no = summary["wd"], summary["no_wd"]
-    return {
-        "inflation.core_dim_grok": wd["core_dim_start"],
-        "inflation.core_dim_end": wd["core_dim_end"],
-        "inflation.sufficient_stable": _ratio(wd["sufficient_rank_end"], wd["sufficient_rank_start"]),
-        "inflation.modes_end": wd["modes_end"],
-        "inflation.modes_sparse": _ratio(no["modes_end"], no["modes_start"]),
-        "inflation.arm_dim_gap": wd["core_dim_end"] - no["core_dim_end"],
-        "inflation.arm_mode_gap": wd["modes_end"] - no["modes_end"],
-    }
-
-
 # --------------------------------------------------------------------------- what the chapters quote
 # Numbers, lists of numbers and short status words for the chapters to glue; every sentence
 # around them is written in the chapters' markdown.
@@ -811,111 +601,9 @@ def inflation_claim_values(summary: dict) -> dict:
 NOT_AVAILABLE = "n/a"  # glued where a value does not exist (e.g. no recorded run in this checkout)
 
 
-def _listed(values: Sequence) -> str:
+def listed(values: Sequence) -> str:
     """Per-model numbers as one glued value, ``"600, 800, 800"`` (``none`` for a missing one)."""
     return ", ".join("none" if v is None else str(v) for v in values)
-
-
-def phase_table(records: list[dict], summary: dict) -> pandas.DataFrame:
-    """Each model before, at and after its own grokking: core dimension, unit-circle share, modes, R²."""
-    import pandas as pd
-
-    by_epoch = {r["epoch"]: r for r in records}
-    rows = []
-    for phase, epochs in summary["phases"].items():
-        for i, epoch in enumerate(epochs):
-            m = by_epoch[epoch]["models"][i]
-            rows.append(
-                {
-                    "phase": phase,
-                    "epoch": epoch,
-                    "model": f"M{i + 1}",
-                    "core dim": m["core_dim"],
-                    "on unit circle": f"{100 * m['unit_fraction']:.0f} %",
-                    "modes": len(m["modes"]),
-                    "frequencies": ", ".join(map(str, m["modes"])) or "—",
-                    "R²": round(m["r2"], 3),
-                    "R²_h": None if m["r2_heldout"] is None else round(m["r2_heldout"], 3),
-                }
-            )
-    return pd.DataFrame(rows).set_index(["phase", "model"])
-
-
-def emergence_glue_values(
-    params: ModularParams, summary: dict, recorded: dict | None = None, agreement: dict | None = None
-) -> dict[str, object]:
-    """Every value the modular-addition chapter quotes, by glue name: numbers, per-model lists of
-    numbers and short status words (no sentences).
-
-    ``recorded``: the recorded paper-scale run (:func:`corelib.experiments.paper_scale.recorded_inflation`),
-    or None; ``agreement``: :func:`corelib.experiments.paper_scale.inflation_agreement` of this run with it.
-    """
-    nan = float("nan")
-    values = {
-        "snapshot_every": params.snapshot_every,
-        "epochs_run": params.epochs,
-        "paper_epochs": ModularParams().epochs,
-        "energy_pct": round(100 * params.energy),
-        "grok_epoch": nan if summary["grok_epoch"] is None else summary["grok_epoch"],
-        "n_models": len(params.seeds),
-        "final_acc_min": min(summary["final"]["test_acc"]),
-        "keep_ratio_min": summary["post_grok_keep_ratio_min"] or nan,
-        "remove_max": nan if summary["post_grok_remove_max"] is None else summary["post_grok_remove_max"],
-        "chance2": params.chance_level,
-        "model_groks": _listed(summary["model_grok_epochs"]),
-        "first_refined": NOT_AVAILABLE if summary["first_refined_epoch"] is None else summary["first_refined_epoch"],
-        "suff_final": _listed(summary["final"]["sufficient_rank"]),
-        "energy_final": _listed(summary["final"]["energy_rank"]),
-        # settings the prose names (a rerun with -p changes them)
-        "n_layers": params.n_layers,
-        "d_model": params.d_model,
-        "n_heads": params.n_heads,
-        "d_ff": params.d_ff,
-        "weight_decay": params.weight_decay,
-        "dropout": params.dropout,
-        "n_jacobians": params.n_jacobians,
-        "grok_pct": round(100 * params.grok_threshold),
-        "holdout_pct": round(100 * params.holdout_fraction, 6),
-    }
-    for phase in ("before", "at", "after"):
-        values[f"epoch_{phase}"] = _listed(summary["phases"][phase])
-        values[f"frac_{phase}"] = 100 * summary["unit_fraction"][phase]
-        values[f"modes_{phase}"] = _listed(summary["modes"][phase])
-        values[f"dim_{phase}"] = _listed(summary["core_dim"][phase])
-    return values | _recorded_emergence_values(recorded, agreement)
-
-
-def _recorded_emergence_values(recorded: dict | None, agreement: dict | None) -> dict[str, object]:
-    """The recorded paper-scale run's first epochs, as the modular chapter quotes them (``rec_*``):
-    its name, settings that differ from the paper's, horizon, grokking epochs and core dimensions,
-    and how this build's snapshots compare with it; ``n/a`` throughout when none is recorded."""
-    names = ("source", "settings", "epochs", "grok_epoch", "model_groks", "dim_at", "dim_after", "modes_at")
-    names += ("core_compact", "core_settles", "first_refined", "dim_mean_init", "dim_mean_compact", "energy_pct")
-    if recorded is None:
-        return {f"rec_{k}": NOT_AVAILABLE for k in names} | agreement_values(None)
-    params = recorded["params"]  # the recorded run's first epochs are the paper's Figure 2
-    records = [r for r in recorded["arms"]["wd"] if r["epoch"] <= min(params.epochs, params.long_epochs)]
-    em = emergence_summary(params, records)
-    grok, compact = em["grok_epoch"], em["core_dim_compact"]
-    mean_dim = {r["epoch"]: float(np.mean([m["core_dim"] for m in r["models"]])) for r in records}
-    values = {
-        "rec_source": recorded["source"],
-        "rec_settings": settings_list(params, LONG_RUN_SETTINGS),
-        "rec_epochs": records[-1]["epoch"],
-        "rec_grok_epoch": NOT_AVAILABLE if grok is None else grok,
-        "rec_model_groks": _listed(em["model_grok_epochs"]),
-        "rec_dim_at": _listed(em["core_dim"]["at"]),
-        "rec_dim_after": _listed(em["core_dim"]["after"]),
-        "rec_modes_at": _listed(em["modes"]["at"]),
-        # when the mean core dimension has condensed (first within 10 % of its least value), and from what
-        "rec_core_compact": NOT_AVAILABLE if compact is None else compact,
-        "rec_core_settles": NOT_AVAILABLE if None in (compact, grok) else compact - grok,
-        "rec_first_refined": NOT_AVAILABLE if em["first_refined_epoch"] is None else em["first_refined_epoch"],
-        "rec_dim_mean_init": mean_dim[records[0]["epoch"]],
-        "rec_dim_mean_compact": NOT_AVAILABLE if compact is None else mean_dim[compact],
-        "rec_energy_pct": round(100 * params.energy),
-    }
-    return values | agreement_values(agreement)
 
 
 def agreement_values(agreement: dict | None) -> dict[str, object]:
@@ -963,167 +651,3 @@ def settings_list(params: ModularParams, ignore: Sequence[str] = ()) -> str:
     or ``"none"`` (``ignore``: settings that change nothing the chapter measures)."""
     differ = deviations(params, ModularParams(), ignore=["eval_every", *ignore])
     return "; ".join(f"{k}: {v}" for k, v in differ.items()) or "none"
-
-
-def necessary_ranks(records: list[dict], epoch: int) -> list[int | None]:
-    """Each model's necessary rank at ``epoch``."""
-    return [m["necessary_rank"] for m in next(r for r in records if r["epoch"] == epoch)["models"]]
-
-
-def threshold_table(curves: dict[str, dict], levels: Sequence[float]) -> pandas.DataFrame:
-    """Mean core dimension of each arm (columns) when the necessary rank's threshold is each of
-    ``levels`` (rows): :func:`first_rank_at_or_below` on the removal curves, averaged over models
-    (NaN where a model's curve never gets that low)."""
-    import pandas as pd
-
-    rows = {
-        round(float(level), 4): {arm: mean_rank(first_rank_at_or_below(c, level)) for arm, c in curves.items()}
-        for level in levels
-    }
-    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("threshold")
-
-
-def _overlap(a: Sequence[float], b: Sequence[float]) -> str:
-    """Whether two sets of per-model values can be told apart: ``"overlap"`` when their ranges
-    share a value (or either is empty), else ``"do not overlap"`` (three seeds: no more is said)."""
-    if not a or not b or (min(a) <= max(b) and min(b) <= max(a)):
-        return "overlap"
-    return "do not overlap"
-
-
-def _frequency_values(params: ModularParams, summary: dict, spectra: dict[str, dict]) -> dict[str, object]:
-    values = {}
-    for arm, short in (("wd", "wd"), ("no_wd", "no")):
-        spectrum = spectra[arm]
-        for when in ("start", "end"):
-            values[f"{short}_frequencies_{when}"] = float(spectrum["count"][spectrum["epoch"] == summary[when]].mean())
-    values["frequencies_init"] = float(spectra["wd"]["count"][0].mean())
-    values["frequencies_max"] = params.p // 2
-    return values
-
-
-def inflation_glue_values(params: ModularParams, chapter: dict) -> dict[str, object]:
-    """Every value the core-inflation chapter quotes, by glue name: numbers, per-model lists of
-    numbers and short status words (no sentences).
-
-    ``chapter`` holds ``summary`` (:func:`inflation_summary`), ``arms``, ``histories``, ``curves``
-    and ``spectra`` (per arm), and the chapter's ``collapse_threshold``, ``middle_level`` and
-    ``loose_level`` (thresholds of the necessary rank besides 2/p) and ``frequency_share``; and
-    ``recorded`` (:func:`corelib.experiments.paper_scale.recorded_inflation`, None when no
-    paper-scale run is recorded) with ``agreement``
-    (:func:`corelib.experiments.paper_scale.inflation_agreement`).
-    """
-    summary, curves = chapter["summary"], chapter["curves"]
-    wd, no = summary["wd"], summary["no_wd"]
-    start, end, loose = summary["start"], summary["end"], chapter["loose_level"]
-    values = {f"wd_{k}": v for k, v in wd.items()} | {f"no_{k}": v for k, v in no.items()}
-    values |= {
-        "start": start,
-        "end": end,
-        "span": end - start,
-        "grok_threshold": params.grok_threshold,
-        "branch_epoch": params.branch_epoch,
-        "branch_weight_decay": params.branch_weight_decay,
-        "dropout": params.dropout,
-        "long_epochs": params.long_epochs,
-        "paper_long_epochs": ModularParams().long_epochs,
-        "n_models": len(params.seeds),
-        "collapse_threshold": chapter["collapse_threshold"],
-        "middle_level": chapter["middle_level"],
-        "loose_level": loose,
-        "chance_level": params.chance_level,
-        "frequency_share": chapter["frequency_share"],
-        "wd_gap_start": wd["necessary_rank_start"] - wd["sufficient_rank_start"],
-        "wd_gap_end": wd["necessary_rank_end"] - wd["sufficient_rank_end"],
-        "no_gap_end": no["necessary_rank_end"] - no["sufficient_rank_end"],
-    }
-    ends = {arm: [v for v in necessary_ranks(chapter["arms"][arm], end) if v is not None] for arm in ARMS}
-    values["dim_ranges"] = _overlap(*ends.values())
-    for arm, short in (("wd", "wd"), ("no_wd", "no")):
-        stats = collapse_summary(chapter["histories"][arm], start, end, chapter["collapse_threshold"])
-        values[f"{short}_collapses"] = stats["per_model"]
-        values[f"{short}_collapse_pct"] = stats["percent"]
-        values[f"{short}_collapse_longest"] = stats["longest"]
-        values[f"{short}_necessary_end_list"] = _listed(necessary_ranks(chapter["arms"][arm], end))
-        values[f"{short}_loose_end_list"] = _listed(first_rank_at_or_below(curves[arm], loose))
-    values |= _frequency_values(params, summary, chapter["spectra"])
-    return values | _recorded_values(chapter.get("recorded"), chapter.get("agreement"), chapter["collapse_threshold"])
-
-
-_RECORDED_KEYS = ("core_dim", "necessary_rank", "sufficient_rank", "modes", "test_acc")
-
-
-def _recorded_values(
-    recorded: dict | None, agreement: dict | None, collapse_threshold: float = 0.9
-) -> dict[str, object]:
-    """The recorded paper-scale run as the core-inflation chapter quotes it (``rec_*``): the means
-    of each arm at the branch and at the end, growth factors, how far the weight-decay arm's core
-    dimension lies below the paper's at both ends (percent of the paper's value), when the mean
-    core dimension has grown halfway and nine tenths of the way (:func:`growth_epoch`; for the
-    arm without weight decay, in epochs after the branch), necessary-minus-sufficient gaps,
-    training collapses per model after the branch (:func:`collapse_summary`), the most rotational
-    modes there can be, the dropout and the number of test pairs (NaN without a record); the
-    run's name, settings, size and training time, and how this build's snapshots compare with it
-    (``n/a`` without one)."""
-    nan = float("nan")
-    names = [f"rec_{arm}_{k}_{when}" for arm in ("wd", "no") for k in _RECORDED_KEYS for when in ("start", "end")]
-    names += ["rec_wd_growth", "rec_no_growth", "rec_wd_gap_start", "rec_wd_gap_end", "rec_no_gap_end"]
-    names += ["rec_wd_collapses", "rec_no_collapses"]
-    names += ["rec_wd_start_below_paper_pct", "rec_wd_end_below_paper_pct"]
-    names += ["rec_wd_growth_half_epoch", "rec_wd_growth_90_epoch", "rec_no_growth_90_after"]
-    names += ["rec_modes_max", "rec_dropout", "rec_n_test"]
-    about = ("source", "settings", "seeds", "hours", "threads", "cpu", "start", "end")
-    if recorded is None:
-        return {name: nan for name in names} | {f"rec_{k}": NOT_AVAILABLE for k in about} | agreement_values(None)
-    summary, prov = recorded["summary"], recorded["provenance"]
-    values = {
-        f"rec_{'no' if arm == 'no_wd' else arm}_{k}_{when}": summary[arm][f"{k}_{when}"]
-        for arm in ARMS
-        for k in _RECORDED_KEYS
-        for when in ("start", "end")
-    }
-    wd, no = summary["wd"], summary["no_wd"]
-    values |= {
-        "rec_wd_growth": _ratio(wd["core_dim_end"], wd["core_dim_start"]),
-        "rec_no_growth": _ratio(no["core_dim_end"], no["core_dim_start"]),
-        "rec_wd_gap_start": wd["necessary_rank_start"] - wd["sufficient_rank_start"],
-        "rec_wd_gap_end": wd["necessary_rank_end"] - wd["sufficient_rank_end"],
-        "rec_no_gap_end": no["necessary_rank_end"] - no["sufficient_rank_end"],
-    }
-    for arm, short in (("wd", "wd"), ("no_wd", "no")):
-        hist = history_until(recorded["histories"][arm], summary["end"])
-        stats = collapse_summary(hist, summary["start"], summary["end"], collapse_threshold)
-        values[f"rec_{short}_collapses"] = stats["per_model"]
-    start, end, params = summary["start"], summary["end"], recorded["params"]
-
-    def grown(arm: str, share: float) -> int | None:
-        return _mean_growth_epoch(recorded["arms"][arm], start, end, share)
-
-    no_90 = grown("no_wd", 0.9)
-    values |= {
-        "rec_wd_start_below_paper_pct": 100 * (1 - wd["core_dim_start"] / claim("inflation.core_dim_grok").value),
-        "rec_wd_end_below_paper_pct": 100 * (1 - wd["core_dim_end"] / claim("inflation.core_dim_end").value),
-        "rec_wd_growth_half_epoch": _or_nan(grown("wd", 0.5)),
-        "rec_wd_growth_90_epoch": _or_nan(grown("wd", 0.9)),
-        "rec_no_growth_90_after": nan if no_90 is None else no_90 - start,
-        "rec_modes_max": params.p // 2,
-        "rec_dropout": params.dropout,
-        "rec_n_test": len(make_data(params)["test"][1]),
-    }
-    machine = prov.get("machine", {})
-    values |= {
-        "rec_source": recorded["source"],
-        "rec_settings": settings_list(recorded["params"]),
-        "rec_seeds": len(recorded["params"].seeds),
-        "rec_hours": sum(t for t in (prov.get("training_seconds") or {}).values() if t) / 3600,
-        "rec_threads": machine.get("logical_cpus", NOT_AVAILABLE),
-        "rec_cpu": machine.get("cpu", NOT_AVAILABLE),
-        "rec_start": start,
-        "rec_end": end,
-    }
-    return values | agreement_values(agreement)
-
-
-def _or_nan(value: int | None) -> float | int:
-    """``value``, NaN for None (a number to glue either way)."""
-    return float("nan") if value is None else value

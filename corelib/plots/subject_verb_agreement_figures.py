@@ -1,5 +1,6 @@
 """Figure panels of the subject-verb agreement chapter (Figure 5) and the side-by-side
-generations of Figure 6. Everything is drawn from the summary of :func:`corelib.experiments.sva.run`."""
+generations of Figure 6. Everything is drawn from the summary of
+:func:`corelib.experiments.subject_verb_agreement.run`."""
 
 from __future__ import annotations
 

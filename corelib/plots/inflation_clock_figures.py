@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
-from .modular import SEED_COLORS, panel_band
+from .modular_runs_figures import SEED_COLORS, panel_band
 
 __all__ = ["figure_clock", "figure_window", "WINDOW_COLORS"]
 
@@ -23,7 +23,7 @@ WINDOW_COLORS = {
 
 def figure_clock(summary: dict) -> plt.Figure:
     """Each metric of every run against epochs (top) and against tau = lr wd steps (bottom),
-    mean ± sem over seeds; ``summary`` is :func:`corelib.experiments.clock.run`'s."""
+    mean ± sem over seeds; ``summary`` is :func:`corelib.experiments.inflation_clock.run`'s."""
     metrics = list(summary["curves"])
     fig, axes = plt.subplots(2, len(metrics), figsize=(4 * len(metrics), 6), layout="constrained", squeeze=False)
     for j, metric in enumerate(metrics):

@@ -31,7 +31,7 @@ import pandas
 from .. import agreement
 from .._checks import MAX_EPOCHS, check_decay, check_seeds, check_settings
 from ..results import fresh_results_root
-from . import modular
+from . import modular_runs
 
 __all__ = [
     "REFERENCE_RATE",
@@ -176,15 +176,15 @@ class ClockParams:
         """Build from a notebook's variables (e.g. ``globals()`` after the parameters cell)."""
         return cls(**{f.name: namespace[f.name] for f in fields(cls) if f.name in namespace})
 
-    def base(self) -> modular.ModularParams:
+    def base(self) -> modular_runs.ModularParams:
         """The modular-addition settings these experiments share (at the paper's lr and wd)."""
-        return modular.ModularParams(**{k: getattr(self, k) for k in _SHARED})
+        return modular_runs.ModularParams(**{k: getattr(self, k) for k in _SHARED})
 
 
-def steps_per_epoch(params: ClockParams | modular.ModularParams) -> int:
+def steps_per_epoch(params: ClockParams | modular_runs.ModularParams) -> int:
     """Optimizer steps per epoch: the training set in batches, the last one partial."""
     mp = params.base() if isinstance(params, ClockParams) else params
-    n_train = len(modular.make_data(mp)["train"][0])
+    n_train = len(modular_runs.make_data(mp)["train"][0])
     return -(-n_train // mp.batch_size)
 
 
@@ -202,7 +202,7 @@ def tau_of(params: ClockParams, lr: float, wd: float, epochs) -> np.ndarray:
     return lr * wd * steps_per_epoch(params) * np.asarray(epochs, dtype=float)
 
 
-def pair_params(params: ClockParams, lr: float, wd: float, horizon: float | None = None) -> modular.ModularParams:
+def pair_params(params: ClockParams, lr: float, wd: float, horizon: float | None = None) -> modular_runs.ModularParams:
     """The modular-addition run of one pair, to rescaled time ``horizon`` (default ``params.horizon``).
 
     Its snapshots follow the paper's schedule scaled to the pair's clock: every ``u`` epochs up to
@@ -233,11 +233,11 @@ def pair_label(lr: float, wd: float) -> str:
 
 def run_clock(params: ClockParams, *, progress: bool = True) -> dict[str, dict[str, Any]]:
     """Train and analyse the run of every pair to ``params.horizon``; per pair (by label) its
-    ``lr``, ``wd``, optimizer ``steps`` per epoch and snapshot ``records`` (:func:`modular.analyse_arm`)."""
+    ``lr``, ``wd``, optimizer ``steps`` per epoch and snapshot ``records`` (:func:`modular_runs.analyse_arm`)."""
     out = {}
     for lr, wd in params.pairs:
         mp = pair_params(params, lr, wd)
-        records = modular.analyse_arm(mp, "wd", mp.long_epochs, progress=progress)
+        records = modular_runs.analyse_arm(mp, "wd", mp.long_epochs, progress=progress)
         out[pair_label(lr, wd)] = {"lr": lr, "wd": wd, "steps": steps_per_epoch(mp), "records": records}
     return out
 
@@ -245,10 +245,10 @@ def run_clock(params: ClockParams, *, progress: bool = True) -> dict[str, dict[s
 def _metric(records: list[dict], metric: str) -> np.ndarray:
     """(snapshots, seeds) values of a metric: core dimension, necessary - sufficient, mode count."""
     if metric == "gap":
-        return modular.series(records, "necessary_rank") - modular.series(records, "sufficient_rank")
+        return modular_runs.series(records, "necessary_rank") - modular_runs.series(records, "sufficient_rank")
     if metric == "modes":
         return np.array([[len(m["modes"]) for m in r["models"]] for r in records], dtype=float)
-    return modular.series(records, metric)
+    return modular_runs.series(records, metric)
 
 
 def _quiet_mean_sem(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -267,7 +267,7 @@ def curves(params: ClockParams, runs: dict[str, dict[str, Any]], metric: str) ->
     out = {}
     for label, run in runs.items():
         values = _metric(run["records"], metric)
-        epochs = modular.epochs_of(run["records"])
+        epochs = modular_runs.epochs_of(run["records"])
         mean, sem = _quiet_mean_sem(values)
         out[label] = {
             "epochs": epochs,
@@ -275,7 +275,7 @@ def curves(params: ClockParams, runs: dict[str, dict[str, Any]], metric: str) ->
             "values": values,
             "mean": mean,
             "sem": sem,
-            "grok": modular.grokking_epoch(run["records"], params.grok_threshold),
+            "grok": modular_runs.grokking_epoch(run["records"], params.grok_threshold),
         }
     return out
 
@@ -359,7 +359,7 @@ def clock_summary(
     reference = _recorded_run(params, recorded)
     if reference is not None:
         records = reference["records"]
-        epochs = modular.epochs_of(records).astype(float)
+        epochs = modular_runs.epochs_of(records).astype(float)
         taus = reference["lr"] * reference["wd"] * reference["steps"] * epochs
         nearest, same_epoch = {}, {}
         for label, row in pairs.items():
@@ -398,8 +398,8 @@ def same_product(pairs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- the window
 
 
-def window_arms(params: ClockParams, grok_epoch: int) -> dict[str, tuple[modular.ModularParams, str]]:
-    """Each arm of the window as (modular settings, arm of :func:`modular.analyse_arm`), branching
+def window_arms(params: ClockParams, grok_epoch: int) -> dict[str, tuple[modular_runs.ModularParams, str]]:
+    """Each arm of the window as (modular settings, arm of :func:`modular_runs.analyse_arm`), branching
     at ``grok_epoch`` (late removal: at the snapshot nearest ``params.late_removal``)."""
     lr, wd = params.window_pair
     base = window_base(params)
@@ -427,7 +427,7 @@ def window_arms(params: ClockParams, grok_epoch: int) -> dict[str, tuple[modular
     }
 
 
-def window_base(params: ClockParams) -> modular.ModularParams:
+def window_base(params: ClockParams) -> modular_runs.ModularParams:
     """The run the window's arms branch from: the window pair's, to ``window_horizon``."""
     return pair_params(params, *params.window_pair, params.window_horizon)
 
@@ -437,7 +437,7 @@ def window_branch_epoch(params: ClockParams, kept: list[dict]) -> int | None:
     snapshot at which every model reaches ``grok_threshold`` (None before it), or the snapshot
     nearest ``window_branch``."""
     if params.window_branch is None:
-        return modular.grokking_epoch(kept, params.grok_threshold)
+        return modular_runs.grokking_epoch(kept, params.grok_threshold)
     base = window_base(params)
     cfg = base.stack_config("wd", base.long_epochs)
     wanted = epochs_for(params, *params.window_pair, params.window_branch)
@@ -451,7 +451,7 @@ def run_window(params: ClockParams, *, progress: bool = True) -> dict[str, Any]:
     snapshot ``records`` and training ``history``."""
     lr, wd = params.window_pair
     base = window_base(params)
-    kept = modular.analyse_arm(base, "wd", base.long_epochs, progress=progress)
+    kept = modular_runs.analyse_arm(base, "wd", base.long_epochs, progress=progress)
     grok = window_branch_epoch(params, kept)
     if grok is None:
         raise ValueError(
@@ -460,12 +460,12 @@ def run_window(params: ClockParams, *, progress: bool = True) -> dict[str, Any]:
         )
     arms = {}
     for name, (mp, arm) in window_arms(params, grok).items():
-        records = kept if arm == "wd" else modular.analyse_arm(mp, arm, mp.long_epochs, progress=progress)
+        records = kept if arm == "wd" else modular_runs.analyse_arm(mp, arm, mp.long_epochs, progress=progress)
         arms[name] = {
             "params": mp,
             "branch": None if arm == "wd" else mp.branch_epoch,
             "records": records,
-            "history": modular.history(mp, arm, until=mp.long_epochs),
+            "history": modular_runs.history(mp, arm, until=mp.long_epochs),
         }
     return {"grok_epoch": grok, "lr": lr, "wd": wd, "arms": arms}
 
@@ -474,7 +474,7 @@ def window_summary(params: ClockParams, window: dict[str, Any]) -> dict[str, Any
     """Per arm at the window's end: mean core dimension (and its range over seeds), gap, modes
     and test accuracy, and the loss spikes from the branch to the end (every arm, the kept one
     included, counted from the common branch at grokking; the late removal from its own branch)
-    as collapse episodes per model and per 1000 epochs (:func:`modular.collapse_summary`); for the
+    as collapse episodes per model and per 1000 epochs (:func:`modular_runs.collapse_summary`); for the
     late removal also the kept run's values at its branch, to tell whether removing decay deflates."""
     grok = window["grok_epoch"]
     out = {"grok_epoch": grok, "tau_grok": float(tau_of(params, window["lr"], window["wd"], grok)), "arms": {}}
@@ -482,7 +482,7 @@ def window_summary(params: ClockParams, window: dict[str, Any]) -> dict[str, Any
         records, end = arm["records"], arm["records"][-1]["epoch"]
         start = arm["branch"] or grok
         row = {"branch": arm["branch"], "end": end, **_end_means(records)}
-        row["spikes_per_model"] = modular.collapse_summary(arm["history"], start, end)["per_model"]
+        row["spikes_per_model"] = modular_runs.collapse_summary(arm["history"], start, end)["per_model"]
         row["spikes_per_1000"] = 1000 * row["spikes_per_model"] / (end - start)
         if name == "removed_late":
             at = [r for r in window["arms"]["kept"]["records"] if r["epoch"] <= arm["branch"]]
@@ -639,7 +639,7 @@ def glue_values(params: ClockParams, clock: dict[str, Any], window: dict[str, An
     c, arms = clock["collapse"], window["arms"]
     late, removed, control = arms["removed_late"], arms["removed"], arms["restarted"]
     rec = clock["recorded"]
-    paper = modular.ModularParams()  # the paper's learning rate and weight decay
+    paper = modular_runs.ModularParams()  # the paper's learning rate and weight decay
     short, long = params.anneal
     return {
         "n_pairs": len(params.pairs),
@@ -725,7 +725,7 @@ def compact(runs: dict[str, dict[str, Any]], window: dict[str, Any]) -> dict[str
                 "lr": r["lr"],
                 "wd": r["wd"],
                 "steps": r["steps"],
-                "records": modular.without_operators(r["records"]),
+                "records": modular_runs.without_operators(r["records"]),
             }
             for label, r in runs.items()
         },
@@ -736,7 +736,7 @@ def compact(runs: dict[str, dict[str, Any]], window: dict[str, Any]) -> dict[str
             "arms": {
                 name: {
                     "branch": arm["branch"],
-                    "records": modular.without_operators(arm["records"]),
+                    "records": modular_runs.without_operators(arm["records"]),
                     "history": arm["history"],
                 }
                 for name, arm in window["arms"].items()
@@ -774,13 +774,13 @@ def record_agreement(
             if not shown or (name == "removed" and shown[-1]["epoch"] <= grok):
                 continue
             until = shown[-1]["epoch"]
-            fresh = modular.without_operators(modular.analyse_arm(mp, arm, until, progress=progress))
+            fresh = modular_runs.without_operators(modular_runs.analyse_arm(mp, arm, until, progress=progress))
             recorded_tree[name], fresh_tree[name] = shown, fresh
             recorded_groups.update(agreement.snapshot_groups(shown, name))
             fresh_groups.update(agreement.snapshot_groups(fresh, name))
             if until > 0:  # nothing trained, no history; compared exactly only (the claims read snapshots)
-                recorded_tree[f"{name} history"] = modular.history_until(window["arms"][name]["history"], until)
-                fresh_tree[f"{name} history"] = modular.history(mp, arm, until=until)
+                recorded_tree[f"{name} history"] = modular_runs.history_until(window["arms"][name]["history"], until)
+                fresh_tree[f"{name} history"] = modular_runs.history(mp, arm, until=until)
             done, n, arms = until, n + len(shown), [*arms, name]
     result = agreement.compare(recorded_tree, fresh_tree, recorded_groups, fresh_groups, tolerance=tolerance)
     return {
@@ -805,10 +805,10 @@ def summarise(
         runs[RECORDED_LABEL] = extra
     window_curves = {
         name: {
-            "epochs": modular.epochs_of(arm["records"]),
+            "epochs": modular_runs.epochs_of(arm["records"]),
             "branch": arm["branch"],
             **{m: _metric(arm["records"], m) for m in ("core_dim", "modes")},
-            "test_acc": modular.series(arm["records"], "test_acc"),
+            "test_acc": modular_runs.series(arm["records"], "test_acc"),
         }
         for name, arm in window["arms"].items()
     }
@@ -847,7 +847,7 @@ def run(
         return {**summarise(params, runs, window, recorded), "record": None}
     if record["params"] != params:
         raise ValueError(
-            "the record passed to clock.run was made with other settings than params; pass the record "
+            "the record passed to inflation_clock.run was made with other settings than params; pass the record "
             "paper_scale.recorded_clock(params) finds for these settings (None when there is none)."
         )
     checked = record_agreement(params, record, check_epochs, progress=progress)

@@ -1,0 +1,258 @@
+"""The modular-addition chapter (Figure 2): how the core emerges as the models grok.
+
+Each model before, at and after its own grokking; the ablations after it; the snap of the
+operator's eigenvalues onto the unit circle; when the core dimension condenses; the paper's
+claims and every value the chapter quotes. The runs and their analysis are
+:mod:`corelib.experiments.modular_runs`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .. import operators
+from .modular_runs import (
+    LONG_RUN_SETTINGS,
+    NOT_AVAILABLE,
+    ModularParams,
+    agreement_values,
+    epochs_of,
+    grokking_epoch,
+    listed,
+    model_grokking_epochs,
+    settings_list,
+)
+
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = [
+    "phase_epochs",
+    "emergence_summary",
+    "emergence_claim_values",
+    "compact_epoch",
+    "first_refined_epoch",
+    "phase_table",
+    "emergence_glue_values",
+]
+
+
+def phase_epochs(records: list[dict], groks: list[int | None]) -> dict[str, list[int]]:
+    """Per model, the snapshots shown as "before", "at" and "after" its own grokking.
+
+    The models grok at different times, so each is shown relative to its own grokking epoch:
+    before is the snapshot nearest half of it (memorised, not yet generalising), at is the
+    grokking snapshot, after is the last analysed snapshot. A model that never groks uses the
+    middle snapshot for "at".
+    """
+    epochs = epochs_of(records)
+    out = {"before": [], "at": [], "after": []}
+    for grok in groks:
+        at = grok if grok is not None else int(epochs[len(epochs) // 2])
+        earlier = epochs[(epochs > 0) & (epochs < at)]
+        out["before"].append(int(earlier[np.argmin(np.abs(earlier - at / 2))]) if len(earlier) else int(epochs[0]))
+        out["at"].append(int(at))
+        out["after"].append(int(epochs[-1]))
+    return out
+
+
+def _at_phase(records: list[dict], epochs: list[int]) -> list[dict]:
+    """Model i's analysis at epochs[i]."""
+    by_epoch = {r["epoch"]: r for r in records}
+    return [by_epoch[e]["models"][i] for i, e in enumerate(epochs)]
+
+
+def _pooled_fraction(models: list[dict], p: int) -> float:
+    eig = np.concatenate([np.array(m["eigenvalues"]).reshape(-1, 2) for m in models])
+    return operators.unit_circle_fraction(eig[:, 0] + 1j * eig[:, 1], p) if len(eig) else float("nan")
+
+
+def emergence_summary(params: ModularParams, records: list[dict]) -> dict:
+    """The numbers of Figure 2: grokking epochs, ablations after them, unit-circle snap, modes."""
+    groks = model_grokking_epochs(records, params.grok_threshold)
+    phases = phase_epochs(records, groks)
+    at_phase = {k: _at_phase(records, e) for k, e in phases.items()}
+    after = [r["models"][i] for r in records for i, g in enumerate(groks) if g is not None and r["epoch"] >= g]
+    keep_ratio = [m["keep_acc"] / m["test_acc"] for m in after]
+    return {
+        "grok_epoch": grokking_epoch(records, params.grok_threshold),
+        "model_grok_epochs": groks,
+        "phases": phases,
+        "post_grok_keep_ratio_min": min(keep_ratio) if keep_ratio else None,
+        "post_grok_remove_max": max((m["remove_acc"] for m in after), default=None),
+        "unit_fraction": {k: _pooled_fraction(ms, params.p) for k, ms in at_phase.items()},
+        "modes": {k: [len(m["modes"]) for m in ms] for k, ms in at_phase.items()},
+        "core_dim": {k: [m["core_dim"] for m in ms] for k, ms in at_phase.items()},
+        "eigenvalues": {k: [m["eigenvalues"] for m in ms] for k, ms in at_phase.items()},
+        "core_dim_compact": compact_epoch(
+            epochs_of(records), [np.mean([m["core_dim"] for m in r["models"]]) for r in records]
+        ),
+        "first_refined_epoch": first_refined_epoch(records),
+        "final": {
+            key: [m[key] for m in records[-1]["models"]]
+            for key in (
+                "test_acc",
+                "keep_acc",
+                "remove_acc",
+                "core_dim",
+                "necessary_rank",
+                "sufficient_rank",
+                "energy_rank",
+            )
+        },
+    }
+
+
+def first_refined_epoch(records: list[dict]) -> int | None:
+    """The first snapshot at which some model's necessary rank exceeds its energy rank.
+
+    Until then every core dimension is the energy rank itself: removing the energy-rank core
+    already left at most the chance threshold (before grokking trivially, since there is little
+    accuracy to remove). ``None`` when the removal test never adds a dimension.
+    """
+    for r in records:
+        if any(m["necessary_rank"] is not None and m["necessary_rank"] > m["energy_rank"] for m in r["models"]):
+            return r["epoch"]
+    return None
+
+
+def compact_epoch(epochs, values, tolerance: float = 0.1) -> int | None:
+    """The first epoch at which ``values`` come within ``tolerance`` (relative) of their smallest value.
+
+    With the mean core dimension over models this dates when the cores condense into their
+    compact form: the paper says they crystallise at grokking. (A later growth, the core
+    inflation of the next chapter, does not move it.) ``None`` when no value is finite.
+    """
+    epochs, values = np.asarray(epochs), np.asarray(values, dtype=float)
+    if epochs.shape != values.shape or epochs.ndim != 1 or not len(epochs):
+        raise ValueError(
+            f"epochs and values must be equal-length 1-d sequences, got {epochs.shape} and {values.shape}."
+        )
+    if not 0 < tolerance < 1:
+        raise ValueError(f"tolerance must lie in (0, 1), got {tolerance}.")
+    if not np.isfinite(values).any():
+        return None
+    floor = np.nanmin(values)
+    return int(epochs[np.flatnonzero(values <= floor + tolerance * abs(floor))[0]])
+
+
+def emergence_claim_values(summary: dict) -> dict:
+    """The measured values of the paper's modular-addition claims (see :mod:`corelib.claims`)."""
+    nan = float("nan")
+    return {
+        "modular.grok_epoch": nan if summary["grok_epoch"] is None else summary["grok_epoch"],
+        "modular.keep_ratio": (
+            nan if summary["post_grok_keep_ratio_min"] is None else summary["post_grok_keep_ratio_min"]
+        ),
+        "modular.remove_accuracy": nan if summary["post_grok_remove_max"] is None else summary["post_grok_remove_max"],
+        "modular.unit_before": summary["unit_fraction"]["before"],
+        "modular.unit_after": summary["unit_fraction"]["after"],
+        "modular.modes_at_grok": summary["modes"]["at"] if None not in summary["model_grok_epochs"] else [nan],
+        "modular.core_settles": nan
+        if None in (summary["core_dim_compact"], summary["grok_epoch"])
+        else summary["core_dim_compact"] - summary["grok_epoch"],
+    }
+
+
+def phase_table(records: list[dict], summary: dict) -> pandas.DataFrame:
+    """Each model before, at and after its own grokking: core dimension, unit-circle share, modes, R²."""
+    import pandas as pd
+
+    by_epoch = {r["epoch"]: r for r in records}
+    rows = []
+    for phase, epochs in summary["phases"].items():
+        for i, epoch in enumerate(epochs):
+            m = by_epoch[epoch]["models"][i]
+            rows.append(
+                {
+                    "phase": phase,
+                    "epoch": epoch,
+                    "model": f"M{i + 1}",
+                    "core dim": m["core_dim"],
+                    "on unit circle": f"{100 * m['unit_fraction']:.0f} %",
+                    "modes": len(m["modes"]),
+                    "frequencies": ", ".join(map(str, m["modes"])) or "—",
+                    "R²": round(m["r2"], 3),
+                    "R²_h": None if m["r2_heldout"] is None else round(m["r2_heldout"], 3),
+                }
+            )
+    return pd.DataFrame(rows).set_index(["phase", "model"])
+
+
+def emergence_glue_values(
+    params: ModularParams, summary: dict, recorded: dict | None = None, agreement: dict | None = None
+) -> dict[str, object]:
+    """Every value the modular-addition chapter quotes, by glue name: numbers, per-model lists of
+    numbers and short status words (no sentences).
+
+    ``recorded``: the recorded paper-scale run (:func:`corelib.experiments.paper_scale.recorded_inflation`),
+    or None; ``agreement``: :func:`corelib.experiments.paper_scale.inflation_agreement` of this run with it.
+    """
+    nan = float("nan")
+    values = {
+        "snapshot_every": params.snapshot_every,
+        "epochs_run": params.epochs,
+        "paper_epochs": ModularParams().epochs,
+        "energy_pct": round(100 * params.energy),
+        "grok_epoch": nan if summary["grok_epoch"] is None else summary["grok_epoch"],
+        "n_models": len(params.seeds),
+        "final_acc_min": min(summary["final"]["test_acc"]),
+        "keep_ratio_min": summary["post_grok_keep_ratio_min"] or nan,
+        "remove_max": nan if summary["post_grok_remove_max"] is None else summary["post_grok_remove_max"],
+        "chance2": params.chance_level,
+        "model_groks": listed(summary["model_grok_epochs"]),
+        "first_refined": NOT_AVAILABLE if summary["first_refined_epoch"] is None else summary["first_refined_epoch"],
+        "suff_final": listed(summary["final"]["sufficient_rank"]),
+        "energy_final": listed(summary["final"]["energy_rank"]),
+        # settings the prose names (a rerun with -p changes them)
+        "n_layers": params.n_layers,
+        "d_model": params.d_model,
+        "n_heads": params.n_heads,
+        "d_ff": params.d_ff,
+        "weight_decay": params.weight_decay,
+        "dropout": params.dropout,
+        "n_jacobians": params.n_jacobians,
+        "grok_pct": round(100 * params.grok_threshold),
+        "holdout_pct": round(100 * params.holdout_fraction, 6),
+    }
+    for phase in ("before", "at", "after"):
+        values[f"epoch_{phase}"] = listed(summary["phases"][phase])
+        values[f"frac_{phase}"] = 100 * summary["unit_fraction"][phase]
+        values[f"modes_{phase}"] = listed(summary["modes"][phase])
+        values[f"dim_{phase}"] = listed(summary["core_dim"][phase])
+    return values | _recorded_emergence_values(recorded, agreement)
+
+
+def _recorded_emergence_values(recorded: dict | None, agreement: dict | None) -> dict[str, object]:
+    """The recorded paper-scale run's first epochs, as the modular chapter quotes them (``rec_*``):
+    its name, settings that differ from the paper's, horizon, grokking epochs and core dimensions,
+    and how this build's snapshots compare with it; ``n/a`` throughout when none is recorded."""
+    names = ("source", "settings", "epochs", "grok_epoch", "model_groks", "dim_at", "dim_after", "modes_at")
+    names += ("core_compact", "core_settles", "first_refined", "dim_mean_init", "dim_mean_compact", "energy_pct")
+    if recorded is None:
+        return {f"rec_{k}": NOT_AVAILABLE for k in names} | agreement_values(None)
+    params = recorded["params"]  # the recorded run's first epochs are the paper's Figure 2
+    records = [r for r in recorded["arms"]["wd"] if r["epoch"] <= min(params.epochs, params.long_epochs)]
+    em = emergence_summary(params, records)
+    grok, compact = em["grok_epoch"], em["core_dim_compact"]
+    mean_dim = {r["epoch"]: float(np.mean([m["core_dim"] for m in r["models"]])) for r in records}
+    values = {
+        "rec_source": recorded["source"],
+        "rec_settings": settings_list(params, LONG_RUN_SETTINGS),
+        "rec_epochs": records[-1]["epoch"],
+        "rec_grok_epoch": NOT_AVAILABLE if grok is None else grok,
+        "rec_model_groks": listed(em["model_grok_epochs"]),
+        "rec_dim_at": listed(em["core_dim"]["at"]),
+        "rec_dim_after": listed(em["core_dim"]["after"]),
+        "rec_modes_at": listed(em["modes"]["at"]),
+        # when the mean core dimension has condensed (first within 10 % of its least value), and from what
+        "rec_core_compact": NOT_AVAILABLE if compact is None else compact,
+        "rec_core_settles": NOT_AVAILABLE if None in (compact, grok) else compact - grok,
+        "rec_first_refined": NOT_AVAILABLE if em["first_refined_epoch"] is None else em["first_refined_epoch"],
+        "rec_dim_mean_init": mean_dim[records[0]["epoch"]],
+        "rec_dim_mean_compact": NOT_AVAILABLE if compact is None else mean_dim[compact],
+        "rec_energy_pct": round(100 * params.energy),
+    }
+    return values | agreement_values(agreement)
