@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import torch
@@ -569,64 +569,112 @@ def steering_run(lm: LanguageModel, analysis: dict, params: SVAParams, *, progre
     verbs; ``flip_demo`` holds :func:`flip_demo`.
     """
     core, layer = core_of(analysis), analysis["chosen_layer"]
-    greedy_jobs = [(q, "greedy", params.max_new_tokens) for q in params.steering_prompts]
-    greedy_jobs += [(q, "control", params.control_new_tokens) for q in params.control_prompts]
-    samples = [(q, params.generation_seed + k) for q in params.steering_prompts for k in range(params.n_samples)]
-    rows = [(q, None, n, True, params.generation_seed) for q, _, n in greedy_jobs]
-    rows += [
-        (q, params.steering_at(g), n, True, params.generation_seed) for g in params.gates for q, _, n in greedy_jobs
-    ]
-    rows += [(q, cfg, params.max_new_tokens, False, seed) for cfg in (None, params.steering) for q, seed in samples]
+    plan = _SteeringPlan.of(params)
+    requests = plan.requests(params)
     gens = generate_batch(
         lm,
-        [r[0] for r in rows],
+        [r.prompt for r in requests],
         core=core,
         layer=layer,
-        configs=[r[1] for r in rows],
-        max_new_tokens=[r[2] for r in rows],
-        greedy=[r[3] for r in rows],
+        configs=[r.config for r in requests],
+        max_new_tokens=[r.new_tokens for r in requests],
+        greedy=[r.greedy for r in requests],
         temperature=params.temperature,
         top_k=params.top_k,
-        seed=[r[4] for r in rows],
+        seed=[r.seed for r in requests],
         progress=progress,
     )
-    n = len(greedy_jobs)
-    tail = gens[n * (len(params.gates) + 1) :]
-    base_s, steered_s = tail[: len(samples)], tail[len(samples) :]
-    counterpart = number_word_counterparts(lm)
-    gens = [g.to_dict() for g in gens]
-    base, by_gate = gens[:n], {g: gens[n * (k + 1) : n * (k + 2)] for k, g in enumerate(params.gates)}
-    out = {
-        "gate": float(params.gate),
-        "greedy": [],
-        "control": [],
-        "sampled": [
-            {"base": b.to_dict(), "steered": s.to_dict(), "seed": seed}
-            for b, s, (_, seed) in zip(base_s, steered_s, samples)
-        ],
-        "gate_sweep": {str(g): {"greedy": [], "control": []} for g in params.gates},
-    }
-    for k, (_, kind, _) in enumerate(greedy_jobs):
-        out[kind].append({"base": base[k], "steered": by_gate[float(params.gate)][k]})
-        for g in params.gates:
-            out["gate_sweep"][str(g)][kind].append(by_gate[g][k])
-    greedy_steered = [Generation(**g["steered"]) for g in out["greedy"]]
-    control_steered = [Generation(**g["steered"]) for g in out["control"]]
-    out["inversion"] = inversion_stats(greedy_steered)
-    out["sampled_inversion"] = {"steered": inversion_stats(steered_s), "unsteered": inversion_stats(base_s)}
-    out["other_words"] = {
-        "words": sorted(lm.tokenizer.decode([i]) for i in counterpart),
-        "greedy": word_inversion_stats(greedy_steered, counterpart),
-        "sampled": {
-            "steered": word_inversion_stats(steered_s, counterpart),
-            "unsteered": word_inversion_stats(base_s, counterpart),
-        },
-    }
-    out["control_unchanged"] = sum(g["base"]["tokens"] == g["steered"]["tokens"] for g in out["control"])
-    out["control_steered_steps"] = inversion_stats(control_steered)["steered_steps"]
-    out["n_control"] = len(out["control"])
+    out = plan.arrange(gens, params)
+    out |= _inversions(lm, out, plan.sampled(gens, params))
     out["flip_demo"] = flip_demo(lm, core, layer)
     return out
+
+
+class _Request(NamedTuple):
+    """One generation of :func:`steering_run`: prompt, steering (None: plain), length, decoding, seed."""
+
+    prompt: str
+    config: SteeringConfig | None
+    new_tokens: int
+    greedy: bool
+    seed: int
+
+
+@dataclass(frozen=True)
+class _SteeringPlan:
+    """The generations of :func:`steering_run`, in the order of the batch: the greedy steering and
+    control prompts unsteered, then steered at each gate, then the samples unsteered and steered."""
+
+    greedy_jobs: list[tuple[str, str, int]]  # (prompt, "greedy" | "control", new tokens)
+    samples: list[tuple[str, int]]  # (steering prompt, seed)
+
+    @classmethod
+    def of(cls, params: SVAParams) -> _SteeringPlan:
+        jobs = [(q, "greedy", params.max_new_tokens) for q in params.steering_prompts]
+        jobs += [(q, "control", params.control_new_tokens) for q in params.control_prompts]
+        samples = [(q, params.generation_seed + k) for q in params.steering_prompts for k in range(params.n_samples)]
+        return cls(jobs, samples)
+
+    def requests(self, params: SVAParams) -> list[_Request]:
+        seed = params.generation_seed
+        out = [_Request(q, None, n, True, seed) for q, _, n in self.greedy_jobs]
+        out += [_Request(q, params.steering_at(g), n, True, seed) for g in params.gates for q, _, n in self.greedy_jobs]
+        out += [
+            _Request(q, cfg, params.max_new_tokens, False, s)
+            for cfg in (None, params.steering)
+            for q, s in self.samples
+        ]
+        return out
+
+    def sampled(self, gens: list[Generation], params: SVAParams) -> tuple[list[Generation], list[Generation]]:
+        """The sampled generations: unsteered, and steered at ``params.gate``."""
+        tail = gens[len(self.greedy_jobs) * (len(params.gates) + 1) :]
+        return tail[: len(self.samples)], tail[len(self.samples) :]
+
+    def arrange(self, gens: list[Generation], params: SVAParams) -> dict:
+        """The generations as :func:`steering_run` stores them (see there)."""
+        n = len(self.greedy_jobs)
+        base_s, steered_s = self.sampled(gens, params)
+        dicts = [g.to_dict() for g in gens]
+        base, by_gate = dicts[:n], {g: dicts[n * (k + 1) : n * (k + 2)] for k, g in enumerate(params.gates)}
+        out = {
+            "gate": float(params.gate),
+            "greedy": [],
+            "control": [],
+            "sampled": [
+                {"base": b.to_dict(), "steered": s.to_dict(), "seed": seed}
+                for b, s, (_, seed) in zip(base_s, steered_s, self.samples)
+            ],
+            "gate_sweep": {str(g): {"greedy": [], "control": []} for g in params.gates},
+        }
+        for k, (_, kind, _) in enumerate(self.greedy_jobs):
+            out[kind].append({"base": base[k], "steered": by_gate[float(params.gate)][k]})
+            for g in params.gates:
+                out["gate_sweep"][str(g)][kind].append(by_gate[g][k])
+        return out
+
+
+def _inversions(lm: LanguageModel, out: dict, sampled: tuple[list[Generation], list[Generation]]) -> dict:
+    """Inversion rates of the verbs and of other number-marked words, and what steering did to the controls."""
+    base_s, steered_s = sampled
+    counterpart = number_word_counterparts(lm)
+    greedy_steered = [Generation(**g["steered"]) for g in out["greedy"]]
+    control_steered = [Generation(**g["steered"]) for g in out["control"]]
+    return {
+        "inversion": inversion_stats(greedy_steered),
+        "sampled_inversion": {"steered": inversion_stats(steered_s), "unsteered": inversion_stats(base_s)},
+        "other_words": {
+            "words": sorted(lm.tokenizer.decode([i]) for i in counterpart),
+            "greedy": word_inversion_stats(greedy_steered, counterpart),
+            "sampled": {
+                "steered": word_inversion_stats(steered_s, counterpart),
+                "unsteered": word_inversion_stats(base_s, counterpart),
+            },
+        },
+        "control_unchanged": sum(g["base"]["tokens"] == g["steered"]["tokens"] for g in out["control"]),
+        "control_steered_steps": inversion_stats(control_steered)["steered_steps"],
+        "n_control": len(out["control"]),
+    }
 
 
 def meets_criteria(inversion: dict, controls: dict) -> bool:
