@@ -153,14 +153,18 @@ def _overlap(a: Sequence[float], b: Sequence[float]) -> str:
 
 
 def _frequency_values(params: ModularParams, summary: dict, spectra: dict[str, dict]) -> dict[str, object]:
-    values = {}
-    for arm, short in (("wd", "wd"), ("no_wd", "no")):
+    def mean_count(arm: str, when: str) -> float:
         spectrum = spectra[arm]
-        for when in ("start", "end"):
-            values[f"{short}_frequencies_{when}"] = float(spectrum["count"][spectrum["epoch"] == summary[when]].mean())
-    values["frequencies_init"] = float(spectra["wd"]["count"][0].mean())
-    values["frequencies_max"] = params.p // 2
-    return values
+        return float(spectrum["count"][spectrum["epoch"] == summary[when]].mean())
+
+    return {
+        "wd_frequencies_start": mean_count("wd", "start"),
+        "wd_frequencies_end": mean_count("wd", "end"),
+        "no_frequencies_start": mean_count("no_wd", "start"),
+        "no_frequencies_end": mean_count("no_wd", "end"),
+        "frequencies_init": float(spectra["wd"]["count"][0].mean()),
+        "frequencies_max": params.p // 2,
+    }
 
 
 def inflation_glue_values(params: ModularParams, chapter: dict) -> dict[str, object]:
@@ -200,18 +204,59 @@ def inflation_glue_values(params: ModularParams, chapter: dict) -> dict[str, obj
     }
     ends = {arm: [v for v in necessary_ranks(chapter["arms"][arm], end) if v is not None] for arm in ARMS}
     values["dim_ranges"] = _overlap(*ends.values())
-    for arm, short in (("wd", "wd"), ("no_wd", "no")):
-        stats = collapse_summary(chapter["histories"][arm], start, end, chapter["collapse_threshold"])
-        values[f"{short}_collapses"] = stats["per_model"]
-        values[f"{short}_collapse_pct"] = stats["percent"]
-        values[f"{short}_collapse_longest"] = stats["longest"]
-        values[f"{short}_necessary_end_list"] = listed(necessary_ranks(chapter["arms"][arm], end))
-        values[f"{short}_loose_end_list"] = listed(first_rank_at_or_below(curves[arm], loose))
+    wd_c, no_c = (collapse_summary(chapter["histories"][a], start, end, chapter["collapse_threshold"]) for a in ARMS)
+    values |= {
+        "wd_collapses": wd_c["per_model"],
+        "wd_collapse_pct": wd_c["percent"],
+        "wd_collapse_longest": wd_c["longest"],
+        "wd_necessary_end_list": listed(necessary_ranks(chapter["arms"]["wd"], end)),
+        "wd_loose_end_list": listed(first_rank_at_or_below(curves["wd"], loose)),
+        "no_collapses": no_c["per_model"],
+        "no_collapse_pct": no_c["percent"],
+        "no_collapse_longest": no_c["longest"],
+        "no_necessary_end_list": listed(necessary_ranks(chapter["arms"]["no_wd"], end)),
+        "no_loose_end_list": listed(first_rank_at_or_below(curves["no_wd"], loose)),
+    }
     values |= _frequency_values(params, summary, chapter["spectra"])
     return values | _recorded_values(chapter.get("recorded"), chapter.get("agreement"), chapter["collapse_threshold"])
 
 
-_RECORDED_KEYS = ("core_dim", "necessary_rank", "sufficient_rank", "modes", "test_acc")
+_RECORDED_ARM_NAMES = (
+    *("rec_wd_core_dim_start", "rec_wd_core_dim_end", "rec_no_core_dim_start", "rec_no_core_dim_end"),
+    *("rec_wd_necessary_rank_start", "rec_wd_necessary_rank_end", "rec_no_necessary_rank_start"),
+    *("rec_no_necessary_rank_end", "rec_wd_sufficient_rank_start", "rec_wd_sufficient_rank_end"),
+    *("rec_no_sufficient_rank_start", "rec_no_sufficient_rank_end", "rec_wd_modes_start", "rec_wd_modes_end"),
+    *("rec_no_modes_start", "rec_no_modes_end", "rec_wd_test_acc_start", "rec_wd_test_acc_end"),
+    *("rec_no_test_acc_start", "rec_no_test_acc_end"),
+)
+"""The glue names of :func:`_recorded_arm_values`."""
+
+
+def _recorded_arm_values(wd: dict, no: dict) -> dict[str, float]:
+    """Each arm's mean core dimension, necessary and sufficient rank, modes and test accuracy, at the
+    branch (``start``) and the end, of the recorded run (``wd``, ``no``: its summary's arms)."""
+    return {
+        "rec_wd_core_dim_start": wd["core_dim_start"],
+        "rec_wd_core_dim_end": wd["core_dim_end"],
+        "rec_no_core_dim_start": no["core_dim_start"],
+        "rec_no_core_dim_end": no["core_dim_end"],
+        "rec_wd_necessary_rank_start": wd["necessary_rank_start"],
+        "rec_wd_necessary_rank_end": wd["necessary_rank_end"],
+        "rec_no_necessary_rank_start": no["necessary_rank_start"],
+        "rec_no_necessary_rank_end": no["necessary_rank_end"],
+        "rec_wd_sufficient_rank_start": wd["sufficient_rank_start"],
+        "rec_wd_sufficient_rank_end": wd["sufficient_rank_end"],
+        "rec_no_sufficient_rank_start": no["sufficient_rank_start"],
+        "rec_no_sufficient_rank_end": no["sufficient_rank_end"],
+        "rec_wd_modes_start": wd["modes_start"],
+        "rec_wd_modes_end": wd["modes_end"],
+        "rec_no_modes_start": no["modes_start"],
+        "rec_no_modes_end": no["modes_end"],
+        "rec_wd_test_acc_start": wd["test_acc_start"],
+        "rec_wd_test_acc_end": wd["test_acc_end"],
+        "rec_no_test_acc_start": no["test_acc_start"],
+        "rec_no_test_acc_end": no["test_acc_end"],
+    }
 
 
 def _recorded_values(
@@ -228,7 +273,7 @@ def _recorded_values(
     run's name, settings, size and training time, and how this build's snapshots compare with it
     (``n/a`` without one)."""
     nan = float("nan")
-    names = [f"rec_{arm}_{k}_{when}" for arm in ("wd", "no") for k in _RECORDED_KEYS for when in ("start", "end")]
+    names = list(_RECORDED_ARM_NAMES)
     names += ["rec_wd_growth", "rec_no_growth", "rec_wd_gap_start", "rec_wd_gap_end", "rec_no_gap_end"]
     names += ["rec_wd_collapses", "rec_no_collapses"]
     names += ["rec_wd_start_below_paper_pct", "rec_wd_end_below_paper_pct"]
@@ -238,13 +283,8 @@ def _recorded_values(
     if recorded is None:
         return {name: nan for name in names} | {f"rec_{k}": NOT_AVAILABLE for k in about} | agreement_values(None)
     summary, prov = recorded["summary"], recorded["provenance"]
-    values = {
-        f"rec_{'no' if arm == 'no_wd' else arm}_{k}_{when}": summary[arm][f"{k}_{when}"]
-        for arm in ARMS
-        for k in _RECORDED_KEYS
-        for when in ("start", "end")
-    }
     wd, no = summary["wd"], summary["no_wd"]
+    values = _recorded_arm_values(wd, no)
     values |= {
         "rec_wd_growth": _ratio(wd["core_dim_end"], wd["core_dim_start"]),
         "rec_no_growth": _ratio(no["core_dim_end"], no["core_dim_start"]),
@@ -252,10 +292,12 @@ def _recorded_values(
         "rec_wd_gap_end": wd["necessary_rank_end"] - wd["sufficient_rank_end"],
         "rec_no_gap_end": no["necessary_rank_end"] - no["sufficient_rank_end"],
     }
-    for arm, short in (("wd", "wd"), ("no_wd", "no")):
-        hist = history_until(recorded["histories"][arm], summary["end"])
-        stats = collapse_summary(hist, summary["start"], summary["end"], collapse_threshold)
-        values[f"rec_{short}_collapses"] = stats["per_model"]
+    wd_c, no_c = (
+        collapse_summary(history_until(recorded["histories"][a], summary["end"]), summary["start"], summary["end"],
+                         collapse_threshold)
+        for a in ARMS
+    )  # fmt: skip
+    values |= {"rec_wd_collapses": wd_c["per_model"], "rec_no_collapses": no_c["per_model"]}
     start, end, params = summary["start"], summary["end"], recorded["params"]
 
     def grown(arm: str, share: float) -> int | None:

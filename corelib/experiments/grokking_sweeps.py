@@ -251,11 +251,18 @@ def _trend(by_condition: pd.DataFrame) -> tuple[str, str, str, str]:
 
 def _trends(summary: dict) -> dict[str, str]:
     """``w_first``, ``w_first_delay``, ``w_last``, ``w_last_delay`` and the same with ``p_``."""
-    out = {}
-    for prefix, by_condition in (("w", summary["summary_omega"]), ("p", summary["summary_p"])):
-        for suffix, value in zip(("first", "first_delay", "last", "last_delay"), _trend(by_condition)):
-            out[f"{prefix}_{suffix}"] = value
-    return out
+    w_first, w_first_delay, w_last, w_last_delay = _trend(summary["summary_omega"])
+    p_first, p_first_delay, p_last, p_last_delay = _trend(summary["summary_p"])
+    return {
+        "w_first": w_first,
+        "w_first_delay": w_first_delay,
+        "w_last": w_last,
+        "w_last_delay": w_last_delay,
+        "p_first": p_first,
+        "p_first_delay": p_first_delay,
+        "p_last": p_last,
+        "p_last_delay": p_last_delay,
+    }
 
 
 def _settings_values(params: SweepsParams, paper: dict) -> dict[str, object]:
@@ -322,7 +329,16 @@ _RECORDED_FITS = (
     *("product_at_1", "product_at_1_sd", "n_grokked", "n_runs"),
     *("rel_Omega", "rel_product", "Omega_vs_paper_pct"),
 )
-_RECORDED_TRENDS = tuple(f"{a}_{b}" for a in "wp" for b in ("first", "first_delay", "last", "last_delay"))
+_RECORDED_TRENDS = (
+    "w_first",
+    "w_first_delay",
+    "w_last",
+    "w_last_delay",
+    "p_first",
+    "p_first_delay",
+    "p_last",
+    "p_last_delay",
+)
 _RECORDED_RUN = ("source", "n_seeds", "n_omegas", "n_moduli", "cap", "precision", "hours", "n_timed", "commit",
                  "exported", "rederive", "deviations")  # fmt: skip
 
