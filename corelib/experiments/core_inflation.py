@@ -279,9 +279,9 @@ def _recorded_values(
     names += ["rec_wd_start_below_paper_pct", "rec_wd_end_below_paper_pct"]
     names += ["rec_wd_growth_half_epoch", "rec_wd_growth_90_epoch", "rec_no_growth_90_after"]
     names += ["rec_modes_max", "rec_dropout", "rec_n_test"]
-    about = ("source", "settings", "seeds", "hours", "threads", "cpu", "start", "end")
+    about = ("rec_source", "rec_settings", "rec_seeds", "rec_hours", "rec_threads", "rec_cpu", "rec_start", "rec_end")
     if recorded is None:
-        return {name: nan for name in names} | {f"rec_{k}": NOT_AVAILABLE for k in about} | agreement_values(None)
+        return dict.fromkeys(names, nan) | dict.fromkeys(about, NOT_AVAILABLE) | agreement_values(None)
     summary, prov = recorded["summary"], recorded["provenance"]
     wd, no = summary["wd"], summary["no_wd"]
     values = _recorded_arm_values(wd, no)

@@ -229,10 +229,11 @@ def _recorded_emergence_values(recorded: dict | None, agreement: dict | None) ->
     """The recorded paper-scale run's first epochs, as the modular chapter quotes them (``rec_*``):
     its name, settings that differ from the paper's, horizon, grokking epochs and core dimensions,
     and how this build's snapshots compare with it; ``n/a`` throughout when none is recorded."""
-    names = ("source", "settings", "epochs", "grok_epoch", "model_groks", "dim_at", "dim_after", "modes_at")
-    names += ("core_compact", "core_settles", "first_refined", "dim_mean_init", "dim_mean_compact", "energy_pct")
+    names = ("rec_source", "rec_settings", "rec_epochs", "rec_grok_epoch", "rec_model_groks", "rec_dim_at")
+    names += ("rec_dim_after", "rec_modes_at", "rec_core_compact", "rec_core_settles", "rec_first_refined")
+    names += ("rec_dim_mean_init", "rec_dim_mean_compact", "rec_energy_pct")
     if recorded is None:
-        return {f"rec_{k}": NOT_AVAILABLE for k in names} | agreement_values(None)
+        return dict.fromkeys(names, NOT_AVAILABLE) | agreement_values(None)
     params = recorded["params"]  # the recorded run's first epochs are the paper's Figure 2
     records = [r for r in recorded["arms"]["wd"] if r["epoch"] <= min(params.epochs, params.long_epochs)]
     em = emergence_summary(params, records)
