@@ -87,7 +87,7 @@ def _horizons(job: _Arm, start: int, chunk: int) -> list[int]:
 def _trained(params: modular_runs.ModularParams, arm: str) -> int:
     from corelib.engine import snapshot_epochs
 
-    return max(snapshot_epochs(modular_runs._arm_dir(params, arm)), default=0)
+    return max(snapshot_epochs(modular_runs.arm_dir(params, arm)), default=0)
 
 
 def _piece(params: modular_runs.ModularParams, epochs: int) -> modular_runs.ModularParams:
@@ -103,7 +103,7 @@ def _advance(jobs: list[_Arm], chunk: int, deadline: float, pieces: int | None, 
     for job in jobs:
         if time.monotonic() > deadline or started == pieces:
             return started
-        with claimed(modular_runs._arm_dir(job.params, job.arm)) as mine:
+        with claimed(modular_runs.arm_dir(job.params, job.arm)) as mine:
             if not mine:
                 print(f"{job.label}: advanced by another process; left to it", flush=True)
                 continue
@@ -257,11 +257,11 @@ def _copy(src: Path, dst: Path, names: list[str]) -> None:
 
 def _unanalysed(job: _Arm, snapshots: list[int]) -> list[int]:
     """Snapshots without their analysis (a piece killed between training and analysing)."""
-    return [e for e in snapshots if not modular_runs._analysis_path(job.params, job.arm, e).exists()]
+    return [e for e in snapshots if not modular_runs.analysis_path(job.params, job.arm, e).exists()]
 
 
 def _pack_arm(job: _Arm, dest: Path, keep_snapshots: list[int]) -> None:
-    folder = modular_runs._arm_dir(job.params, job.arm)
+    folder = modular_runs.arm_dir(job.params, job.arm)
     for attempt in range(3):  # a training process may commit a new state while we copy
         progress = load_json(folder / "progress.json")
         state = progress["state"]
@@ -283,7 +283,7 @@ def _pack_arm(job: _Arm, dest: Path, keep_snapshots: list[int]) -> None:
 
 
 def _has_state(job: _Arm) -> bool:
-    path = modular_runs._arm_dir(job.params, job.arm) / "progress.json"
+    path = modular_runs.arm_dir(job.params, job.arm) / "progress.json"
     return path.exists() and load_json(path)["state"] is not None
 
 
@@ -320,7 +320,7 @@ def pack(name: str, profile: str = "paper", dest: Path | None = None, window_onl
         # A branch snapshot is needed only until every arm starting from it has a state of its own.
         waiting = {j.params.branch_epoch for j in jobs if j.arm == "no_wd" and not _has_state(j)}
         for job in jobs:
-            folder = modular_runs._arm_dir(job.params, job.arm)
+            folder = modular_runs.arm_dir(job.params, job.arm)
             if (folder / "progress.json").exists():
                 keep = [e for e in branches if e in waiting] if job.arm == "wd" else []
                 _pack_arm(job, fresh / _relative(folder), keep)

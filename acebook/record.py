@@ -97,7 +97,7 @@ def _profile_flag(profile: str) -> str:
 def _export_core_inflation(profile: str, folder: Path) -> dict:
     params = inflation_params(profile)
     for arm in modular_runs.ARMS:
-        done = snapshot_epochs(modular_runs._arm_dir(params, arm))
+        done = snapshot_epochs(modular_runs.arm_dir(params, arm))
         if not done or max(done) < params.long_epochs:
             raise SystemExit(
                 f"the {arm} arm of the {profile}-profile run is at epoch {max(done, default=0)} of "
@@ -114,7 +114,7 @@ def _export_core_inflation(profile: str, folder: Path) -> dict:
     return {
         "params": asdict(params),
         "precision": params.precision,
-        "training_seconds": {arm: training_seconds(modular_runs._arm_dir(params, arm)) for arm in modular_runs.ARMS},
+        "training_seconds": {arm: training_seconds(modular_runs.arm_dir(params, arm)) for arm in modular_runs.ARMS},
         "rederive": f"python -m acebook.record verify core_inflation{_profile_flag(profile)} --epochs {sample}",
     }
 
@@ -292,7 +292,7 @@ def clock_params(profile: str) -> inflation_clock.ClockParams:
 
 def _unfinished(mp: modular_runs.ModularParams, arm: str) -> int | None:
     """The epoch an arm stands at when it has not reached its horizon (None when it has)."""
-    done = snapshot_epochs(modular_runs._arm_dir(mp, arm))
+    done = snapshot_epochs(modular_runs.arm_dir(mp, arm))
     return None if done and max(done) >= mp.long_epochs else max(done, default=0)
 
 
@@ -318,8 +318,8 @@ def _export_inflation_clock(profile: str, folder: Path) -> dict:
     save_json(folder / "runs.json", kept["runs"], compact=True)
     save_json(folder / "window.json", kept["window"], compact=True)
     dirs = {}  # the window's kept run is a pair's run when its clock is one of the pairs: count it once
-    for label, folder in [(label, modular_runs._arm_dir(mp, arm)) for label, mp, arm in runs] + [
-        (f"window {name}", modular_runs._arm_dir(mp, arm)) for name, (mp, arm) in arms.items()
+    for label, folder in [(label, modular_runs.arm_dir(mp, arm)) for label, mp, arm in runs] + [
+        (f"window {name}", modular_runs.arm_dir(mp, arm)) for name, (mp, arm) in arms.items()
     ]:
         if folder not in dirs.values():
             dirs[label] = folder

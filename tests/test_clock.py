@@ -120,7 +120,7 @@ def test_window_arms_branch_where_asked_and_ramp_on_the_windows_clock():
     late = arms["removed_late"][0].branch_epoch
     # tau 18 is epoch 1000 here; the snapshots there are 935 and 1020 (every 85 after 340)
     assert late == 1020 and removed.stack_config("wd", removed.long_epochs).is_snapshot(late)
-    assert len({modular_runs._arm_dir(mp, arm) for mp, arm in arms.values()}) == len(arms)  # a folder each
+    assert len({modular_runs.arm_dir(mp, arm) for mp, arm in arms.values()}) == len(arms)  # a folder each
 
 
 def test_bad_settings_are_refused():

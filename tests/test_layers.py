@@ -93,6 +93,32 @@ def test_no_module_imports_another_modules_private_names():
     assert not private, private
 
 
+def private_attributes(name: str) -> list[str]:
+    """``module._name`` read in module ``name`` where ``module`` is another corelib or acebook
+    module it imported (``from corelib.x import y`` or ``import corelib.x.y as y``)."""
+    tree = ast.parse(MODULES[name].read_text())
+    local = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                local[alias.asname or alias.name.split(".")[-1]] = alias.name
+    modules = {k for k, full in local.items() if any(m.endswith(f".{full}") or m == full for m in MODULES)}
+    return [
+        f"{node.value.id}.{node.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in modules
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+    ]
+
+
+def test_no_module_reads_another_modules_private_names():
+    found = {name: private_attributes(name) for name in MODULES}
+    assert not {k: v for k, v in found.items() if v}, "make these public (documented) or keep them inside their module"
+
+
 def test_there_is_no_import_cycle():
     edges = _edges()
     state: dict[str, int] = {}

@@ -133,7 +133,7 @@ def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
     assert spectra["shares"].shape == (4, len(p.seeds), p.p // 2)
     np.testing.assert_allclose(spectra["shares"].sum(axis=-1), 1.0, atol=1e-12)
     assert np.all(spectra["count"] <= modular_runs.centroid_spectra(p, "wd", p.epochs, progress=False)["count"])
-    model = load_snapshot(modular_runs._arm_dir(p, "wd"), 4, "cpu").model(1)  # by hand: model 2 at epoch 4
+    model = load_snapshot(modular_runs.arm_dir(p, "wd"), 4, "cpu").model(1)  # by hand: model 2 at epoch 4
     x, y = modular_runs.make_data(p)["test"]
     _, cache = model.run_with_cache(x, names_filter=resid_hook(p.n_layers - 1))
     h = cache[resid_hook(p.n_layers - 1)][:, -1].double()
@@ -347,9 +347,9 @@ def test_an_annealed_branch_ramps_the_decay_down_in_a_folder_of_its_own(tmp_path
     assert cfg.decay_knots == ((900, 1.0), (1400, 0.0))
     assert [cfg.decay_at(e, 1)[0] for e in (900, 1150, 1400, 2000)] == [1.0, 0.5, 0.0, 0.0]
     assert ramp.stack_config("wd", 3000).decay_knots == ()  # the run it branches from is unchanged
-    assert modular_runs._arm_dir(abrupt, "no_wd").name == "branch_900_wd0"  # the paper's arm keeps its folder
-    assert modular_runs._arm_dir(ramp, "no_wd").name == "branch_900_wd0_anneal500"
-    assert modular_runs._arm_dir(ramp, "wd") == modular_runs._arm_dir(abrupt, "wd")
+    assert modular_runs.arm_dir(abrupt, "no_wd").name == "branch_900_wd0"  # the paper's arm keeps its folder
+    assert modular_runs.arm_dir(ramp, "no_wd").name == "branch_900_wd0_anneal500"
+    assert modular_runs.arm_dir(ramp, "wd") == modular_runs.arm_dir(abrupt, "wd")
     with pytest.raises(ValueError, match="branch_anneal_epochs must be a whole number"):
         modular_runs.ModularParams(branch_anneal_epochs=-1)
 

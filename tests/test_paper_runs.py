@@ -31,7 +31,7 @@ def test_pieces_end_on_the_whole_runs_snapshots_and_at_the_horizon():
 def _analyses(root, params):
     out = {}
     for arm in modular_runs.ARMS:
-        for path in sorted(modular_runs._arm_dir(params, arm).glob("analysis_*/epoch_*.json")):
+        for path in sorted(modular_runs.arm_dir(params, arm).glob("analysis_*/epoch_*.json")):
             out[(arm, path.name)] = json.loads(path.read_text())
     return out
 
@@ -58,7 +58,7 @@ def test_pieces_packed_and_unpacked_give_the_uninterrupted_run(tmp_path, monkeyp
 
 
 def _state_epoch(params, arm) -> int:
-    return json.loads((modular_runs._arm_dir(params, arm) / "progress.json").read_text())["epoch"]
+    return json.loads((modular_runs.arm_dir(params, arm) / "progress.json").read_text())["epoch"]
 
 
 def test_unpack_merges_keeping_the_state_that_is_further_on(tmp_path, monkeypatch):
@@ -175,11 +175,11 @@ def test_the_window_alone_trains_no_pair_and_the_kept_run_only_to_its_last_branc
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "window"))
     paper_runs.advance_clock("smoke", chunk=40, window_only=True)
     base, late = inflation_clock.window_base(params), paper_runs._late_branch(params)
-    assert max(snapshot_epochs(modular_runs._arm_dir(base, "wd"))) == late < base.long_epochs
+    assert max(snapshot_epochs(modular_runs.arm_dir(base, "wd"))) == late < base.long_epochs
     for lr, wd in params.pairs:
         mp = inflation_clock.pair_params(params, lr, wd)
         if (lr, wd) != params.window_pair:
-            assert not modular_runs._arm_dir(mp, "wd").exists(), (lr, wd)
+            assert not modular_runs.arm_dir(mp, "wd").exists(), (lr, wd)
     for name, (mp, arm) in inflation_clock.window_arms(params, whole["grok_epoch"]).items():
         if arm != "wd":
             assert modular_runs.analyse_arm(mp, arm, mp.long_epochs, progress=False) == whole["arms"][name]["records"]
@@ -243,8 +243,8 @@ def test_a_clock_run_another_driver_advances_is_left_to_it(tmp_path, monkeypatch
     params = paper_runs.clock_params("smoke")
     first, second = (inflation_clock.pair_params(params, lr, wd) for lr, wd in params.pairs[:2])
     jobs = [paper_runs._Arm(mp, "wd", mp.long_epochs, f"run {i}") for i, mp in enumerate((first, second))]
-    with _held_elsewhere(lambda: claimed(modular_runs._arm_dir(first, "wd"))):
-        with claimed(modular_runs._arm_dir(first, "wd")) as mine:
+    with _held_elsewhere(lambda: claimed(modular_runs.arm_dir(first, "wd"))):
+        with claimed(modular_runs.arm_dir(first, "wd")) as mine:
             assert mine is False
         paper_runs._advance(jobs, chunk=500, deadline=float("inf"), pieces=None)
     assert "run 0: advanced by another process; left to it" in capsys.readouterr().out

@@ -282,7 +282,8 @@ def make_data(params: ModularParams) -> dict[str, tuple[torch.Tensor, torch.Tens
     return {"train": (x_tr, y_tr), "test": (x_te, y_te)}
 
 
-def _arm_dir(params: ModularParams, arm: str) -> Path:
+def arm_dir(params: ModularParams, arm: str) -> Path:
+    """The folder of ``arm`` ("wd" or "no_wd") inside the run folder of ``params``' training (made if new)."""
     if arm not in ARMS:
         raise ValueError(f"unknown arm {arm!r}; choose one of {ARMS}.")
     root = run_dir("modular", params.training_identity())
@@ -302,7 +303,7 @@ def train_arm(p: ModularParams, arm: str, epochs: int, *, progress: bool = True)
             raise ValueError(f"the no-weight-decay arm starts at epoch {p.branch_epoch}; asked for {epochs}.")
         src = train_arm(p, "wd", p.branch_epoch, progress=progress)
         start = (src, p.branch_epoch)
-    folder = _arm_dir(p, arm)
+    folder = arm_dir(p, arm)
     done = snapshot_epochs(folder)
     if not done or max(done) < epochs:
         train_stack(
@@ -430,7 +431,7 @@ def removal_curves(params: ModularParams, arm: str, epoch: int, *, progress: boo
     Returns:
         ``rank`` (d_model,), ``remove`` and ``keep`` (models, d_model), ``energy_rank`` (models,).
     """
-    path = _analysis_path(params, arm, epoch).with_name(f"removal_curves_{epoch:06d}.json")
+    path = analysis_path(params, arm, epoch).with_name(f"removal_curves_{epoch:06d}.json")
     # Checked before any training it would start; the chapters' horizons are snapshots too.
     horizons = (params.epochs, params.long_epochs)
     if not any(params.stack_config(arm, horizon).is_snapshot(epoch) for horizon in horizons):
@@ -478,8 +479,9 @@ def mean_rank(ranks: Sequence[int | None]) -> float:
     return float(np.mean([np.nan if r is None else r for r in ranks]))
 
 
-def _analysis_path(params: ModularParams, arm: str, epoch: int) -> Path:
-    return _arm_dir(params, arm) / f"analysis_{params_key(params.analysis_identity())}" / f"epoch_{epoch:06d}.json"
+def analysis_path(params: ModularParams, arm: str, epoch: int) -> Path:
+    """Where the analysis of ``arm``'s snapshot at ``epoch`` is kept (keyed by the analysis settings)."""
+    return arm_dir(params, arm) / f"analysis_{params_key(params.analysis_identity())}" / f"epoch_{epoch:06d}.json"
 
 
 def analyse_arm(params: ModularParams, arm: str, epochs: int, *, progress: bool = True) -> list[dict]:
@@ -497,7 +499,7 @@ def analyse_arm(params: ModularParams, arm: str, epochs: int, *, progress: bool 
             stack = load_snapshot(folder, e, device)
             return {"epoch": e, "models": [analyse_model(stack.model(i), test, params) for i in range(len(stack))]}
 
-        records.append(compute_once(_analysis_path(params, arm, e), compute))
+        records.append(compute_once(analysis_path(params, arm, e), compute))
     return records
 
 
@@ -507,7 +509,7 @@ def history(params: ModularParams, arm: str, until: int | None = None) -> dict:
     Read from the arm's latest checkpoint, which may lie beyond the horizon a chapter asked for
     when a longer run was trained before: ``until`` keeps the chapter to its own horizon.
     """
-    hist = load_history(_arm_dir(params, arm))
+    hist = load_history(arm_dir(params, arm))
     return hist if until is None else history_until(hist, until)
 
 
