@@ -539,12 +539,12 @@ def _report(result: Agreement, recorded_on: str, here: str) -> None:
     n = len(result.quantities)
     print(
         f"per seed, {result.n_moved} of {n} quantities moved; the largest change of a mean is "
-        f"{result.largest_z:.2f} seed standard errors"
+        f"{result.largest_z:.2f} standard errors of the difference"
     )
     for q in result.quantities if len(result.quantities) <= 12 else result.beyond:
         print(
             f"  {q.name}: mean {q.recorded.mean():.6g} recorded, {q.rederived.mean():.6g} re-derived "
-            f"(seed s.e. {q.seed_error:.3g}, allowed {q.allowed:.3g}; Welch t = {q.t:.2f}, p = {q.p:.2g})"
+            f"(s.e. of the difference {q.seed_error:.3g}, allowed {q.allowed:.3g}; Welch t = {q.t:.2f}, p = {q.p:.2g})"
             + ("" if q.agrees else "  <- beyond the envelope")
         )
     print(

@@ -12,10 +12,15 @@ made:
 - **statistical**: every scalar quantity measured per seed (a snapshot's rank, a seed's delay) is
   gathered over the seeds, and the re-derived mean must lie within
   ``max(k x seed standard error, envelope)`` of the recorded mean, where the seed standard error
-  is ``sd / sqrt(n)`` of the recorded per-seed values and the envelope is the smallest difference
-  that rounding alone produces for that kind of quantity (one unit for whole numbers such as ranks
-  and steps, :data:`FLOAT_ENVELOPE` for the rest). Welch's two-sample t statistic and its p-value
-  are reported beside it.
+  is that of the difference of the two means, ``sqrt(s_r^2 / n_r + s_d^2 / n_d)`` from both
+  samples' spread over the seeds (Welch's), and the envelope is the smallest difference that
+  rounding alone produces for that kind of quantity (one unit for whole numbers such as ranks and
+  steps, :data:`FLOAT_ENVELOPE` for the rest). Welch's two-sample t statistic and its p-value are
+  reported beside it. Both samples' spread counts because a record can have none by chance: three
+  seeds that all score 0 at an early snapshot, of which one scores a single test pair on another
+  CPU, moved by rounding, not by a change of the code. With few seeds the test has little power
+  against a re-derivation whose spread is much larger than the record's; the exact comparison
+  and the per-seed values it prints are there to see that.
 
 A re-derivation *agrees* when every quantity passes the statistical test; it is *identical* when
 the exact comparison finds nothing. ``benchmarks/rounding_envelope.py`` measures how far values
@@ -55,7 +60,8 @@ class QuantityAgreement:
         name: where it is, e.g. ``"wd · epoch 1000 · core_dim"`` or ``"p=53 wd=3 B=512 · delay"``.
         recorded: the recorded per-seed values, shape (n_seeds,).
         rederived: the re-derived per-seed values, shape (n_seeds,).
-        seed_error: the recorded values' standard error of the mean (sd / sqrt(n)).
+        seed_error: the standard error of the difference of the two means,
+            ``sqrt(s_r^2 / n_r + s_d^2 / n_d)`` (each ``s`` the sample's sd over its seeds).
         allowed: the largest difference of the means that counts as agreement.
         t: Welch's t statistic of the two samples (0 when both have no spread and equal means).
         p: its two-sided p-value (1 when t is 0).
@@ -170,9 +176,14 @@ def _welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     return float(result.statistic), float(result.pvalue)
 
 
+def _variance_of_mean(x: np.ndarray) -> float:
+    """``s^2 / n`` of a sample (0 for a single value: no spread to estimate)."""
+    return float(np.var(x, ddof=1) / len(x)) if len(x) > 1 else 0.0
+
+
 def _quantity(name: str, recorded: list[float], rederived: list[float], seed_errors: float) -> QuantityAgreement:
     a, b = np.asarray(recorded, dtype=float), np.asarray(rederived, dtype=float)
-    error = float(np.std(a, ddof=1) / np.sqrt(len(a))) if len(a) > 1 else 0.0
+    error = math.sqrt(_variance_of_mean(a) + _variance_of_mean(b))
     envelope = 1.0 if _whole(a) and _whole(b) else FLOAT_ENVELOPE
     t, p = _welch(a, b)
     return QuantityAgreement(name, a, b, error, max(seed_errors * error, envelope), t, p)

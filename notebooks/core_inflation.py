@@ -225,7 +225,8 @@ plt.close(fig)
 # {glue:text}`rec_n_quantities` quantities measured per model at those snapshots (a rank, an
 # accuracy, a mode count at one epoch), {glue:text}`rec_n_moved` moved in at least one model, and
 # {glue:text}`rec_n_beyond` moved in their mean over the models by more than the larger of
-# {glue:text}`seed_errors` seed standard errors and, for a whole number, one unit; the largest
+# {glue:text}`seed_errors` standard errors of the difference (from both sides' spread over the
+# models) and, for a whole number, one unit; the largest
 # move of a mean is {glue:text}`rec_largest_z` standard errors.
 # The previous chapter says why a build on another machine or thread count drifts away from the
 # record value by value; the longer the run, the further.

@@ -300,8 +300,9 @@ display(inflation_clock.window_table(summary["window"]))
 # is therefore made at the level of the findings, over the seeds (`corelib.agreement`): of the
 # {glue:text}`checked_quantities` quantities measured per seed at those snapshots,
 # {glue:text}`quantities_moved` moved in at least one seed and {glue:text}`quantities_beyond`
-# moved in their mean over the seeds by more than the larger of {glue:text}`seed_errors` seed
-# standard errors and, for a whole number, one unit; the largest move of a mean was
+# moved in their mean over the seeds by more than the larger of {glue:text}`seed_errors`
+# standard errors of the difference (from both sides' spread over the seeds) and, for a whole
+# number, one unit; the largest move of a mean was
 # {glue:text}`largest_z` standard errors. Any
 # other settings are trained and analysed here. The paper profile is advanced in pieces and
 # carried between machines with `python -m acebook.paper_runs advance inflation_clock --window`

@@ -259,7 +259,8 @@ display(modular_addition.phase_table(records, summary))
 # {glue:text}`rec_n_quantities` quantities measured per model at those snapshots (a rank, an
 # accuracy, a mode count at one epoch), {glue:text}`rec_n_moved` moved in at least one model, and
 # {glue:text}`rec_n_beyond` moved in their mean over the models by more than the larger of
-# {glue:text}`seed_errors` seed standard errors and, for a whole number, one unit; the largest
+# {glue:text}`seed_errors` standard errors of the difference (from both sides' spread over the
+# models) and, for a whole number, one unit; the largest
 # move of a mean is {glue:text}`rec_largest_z` standard errors.
 # A run that adds up its floating-point sums in the same order as the record's (same code,
 # machine and thread count) reproduces it exactly. Elsewhere the last bits differ, training amplifies

@@ -41,8 +41,10 @@ def test_the_amd_re_derivation_of_a_sweep_condition_agrees_though_no_seed_is_ide
     delay = next(q for q in result.quantities if q.name.endswith("delay"))
     assert delay.recorded.mean() == pytest.approx(449.67, abs=0.01)
     assert delay.rederived.mean() == pytest.approx(446.25, abs=0.01)
-    assert delay.seed_error == pytest.approx(np.std([d for d, _ in DELAYS], ddof=1) / np.sqrt(12))
-    assert 20 < delay.seed_error < 30 and abs(delay.t) < 0.2 and delay.p > 0.8
+    recorded_var = np.var([d for d, _ in DELAYS], ddof=1) / 12
+    rederived_var = np.var([d for _, d in DELAYS], ddof=1) / 12
+    assert delay.seed_error == pytest.approx(np.sqrt(recorded_var + rederived_var))  # of the difference (Welch)
+    assert 30 < delay.seed_error < 40 and abs(delay.t) < 0.2 and delay.p > 0.8
 
 
 def test_a_mean_three_seed_errors_away_is_refused_naming_it():
@@ -52,7 +54,7 @@ def test_a_mean_three_seed_errors_away_is_refused_naming_it():
     result = _sweep_agreement(recorded, shifted)
     assert not result.agrees
     assert [q.name for q in result.beyond] == ["p=53 wd=3 B=512 · delay"]
-    assert result.largest_z == pytest.approx(3.0)
+    assert result.largest_z == pytest.approx(3.0 / np.sqrt(2))  # both samples' spread: sqrt(2) recorded errors
 
 
 def _snapshots(core_dims, test_acc=0.98):
@@ -79,6 +81,26 @@ def test_a_record_perturbed_at_rounding_level_is_accepted_and_not_called_identic
     names = {q.name for q in result.quantities}
     assert names == {"wd · epoch 1000 · core_dim", "wd · epoch 1000 · test_acc", "wd · epoch 1000 · mode count"}
     assert _snapshot_agreement(recorded, copy.deepcopy(recorded)).identical
+
+
+def test_one_test_pair_moved_in_one_seed_where_the_record_has_no_spread_agrees():
+    """The AMD re-derivation of the core-inflation sample: at epoch 100 all three recorded seeds keep
+    no test pair with the core alone; re-derived, one seed keeps one of 1405. The record's spread is 0,
+    the re-derivation's is not: the difference is within two standard errors of the difference."""
+    recorded = [{"epoch": 100, "models": [{"keep_acc": 0.0} for _ in range(3)]}]
+    rederived = [{"epoch": 100, "models": [{"keep_acc": a} for a in (0.0, 1 / 1405, 0.0)]}]
+    result = _snapshot_agreement(recorded, rederived)
+    (keep,) = result.quantities
+    assert result.agrees and not result.identical
+    assert keep.seed_error == pytest.approx(np.std([0, 1 / 1405, 0], ddof=1) / np.sqrt(3))
+    assert keep.difference == pytest.approx(1 / 1405 / 3) and keep.allowed == pytest.approx(2 * keep.seed_error)
+
+
+def test_every_seed_moved_the_same_way_with_no_spread_on_either_side_is_refused():
+    recorded = [{"epoch": 100, "models": [{"keep_acc": 0.0} for _ in range(3)]}]
+    rederived = [{"epoch": 100, "models": [{"keep_acc": 0.01} for _ in range(3)]}]
+    result = _snapshot_agreement(recorded, rederived)
+    assert not result.agrees and [q.name for q in result.beyond] == ["wd · epoch 100 · keep_acc"]
 
 
 def test_a_rank_off_by_three_in_every_seed_is_refused_naming_it():

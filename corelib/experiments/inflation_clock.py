@@ -679,8 +679,8 @@ def record_numbers(record: dict[str, Any] | None) -> dict[str, float | int]:
     level of the findings (:mod:`corelib.agreement`): ``checked_quantities`` (quantities measured
     per seed), ``quantities_moved`` (those whose per-seed values moved), ``quantities_beyond``
     (those whose mean moved beyond its envelope) and ``largest_z`` (the largest change of a mean,
-    in seed standard errors); all 0 without a record; and ``seed_errors``, how many seed standard
-    errors a mean may move (:data:`corelib.agreement.SEED_ERRORS`)."""
+    in standard errors of the difference of the means); all 0 without a record; and
+    ``seed_errors``, how many of those a mean may move (:data:`corelib.agreement.SEED_ERRORS`)."""
     if record is None:
         return {"record_minutes": 0, "checked_epochs": 0, "checked_snapshots": 0, "differences": 0,
                 "checked_quantities": 0, "quantities_moved": 0, "quantities_beyond": 0, "largest_z": 0.0,

@@ -620,8 +620,8 @@ def agreement_values(agreement: dict | None) -> dict[str, object]:
     at the level of the claims (:mod:`corelib.agreement`): ``rec_n_quantities`` (quantities
     measured per seed at the shared snapshots), ``rec_n_moved`` (those whose per-seed values
     moved), ``rec_n_beyond`` (those whose seed mean moved beyond its envelope) and
-    ``rec_largest_z`` (the largest change of a mean, in seed standard errors); ``seed_errors``
-    is the number of seed standard errors a mean may move (:data:`corelib.agreement.SEED_ERRORS`).
+    ``rec_largest_z`` (the largest change of a mean, in standard errors of the difference of the
+    means); ``seed_errors`` is how many of those a mean may move (:data:`corelib.agreement.SEED_ERRORS`).
     """
     counts = ("rec_same_models", "rec_n_compared", "rec_n_differences", "rec_n_rank_differences")
     statistics = ("rec_n_quantities", "rec_n_moved", "rec_n_beyond", "rec_largest_z")
