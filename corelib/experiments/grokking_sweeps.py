@@ -324,23 +324,15 @@ def _fit_values(summary: dict) -> dict[str, object]:
     }
 
 
-_RECORDED_FITS = (
-    *("beta", "beta_sd", "r2_omega", "Omega_at_1", "Omega_at_1_sd", "p_crit", "p_crit_sd", "r2_p"),
-    *("product_at_1", "product_at_1_sd", "n_grokked", "n_runs"),
-    *("rel_Omega", "rel_product", "Omega_vs_paper_pct"),
+_RECORDED_NAMES = (  # the recorded sweeps' glue names: "rec_" and the name of the value in this build
+    *("rec_beta", "rec_beta_sd", "rec_r2_omega", "rec_Omega_at_1", "rec_Omega_at_1_sd", "rec_p_crit"),
+    *("rec_p_crit_sd", "rec_r2_p", "rec_product_at_1", "rec_product_at_1_sd", "rec_n_grokked", "rec_n_runs"),
+    *("rec_rel_Omega", "rec_rel_product", "rec_Omega_vs_paper_pct"),
+    *("rec_w_first", "rec_w_first_delay", "rec_w_last", "rec_w_last_delay"),
+    *("rec_p_first", "rec_p_first_delay", "rec_p_last", "rec_p_last_delay"),
+    *("rec_source", "rec_n_seeds", "rec_n_omegas", "rec_n_moduli", "rec_cap", "rec_precision", "rec_hours"),
+    *("rec_n_timed", "rec_commit", "rec_exported", "rec_rederive", "rec_deviations"),
 )
-_RECORDED_TRENDS = (
-    "w_first",
-    "w_first_delay",
-    "w_last",
-    "w_last_delay",
-    "p_first",
-    "p_first_delay",
-    "p_last",
-    "p_last_delay",
-)
-_RECORDED_RUN = ("source", "n_seeds", "n_omegas", "n_moduli", "cap", "precision", "hours", "n_timed", "commit",
-                 "exported", "rederive", "deviations")  # fmt: skip
 
 
 def recorded_glue_values(recorded: dict | None) -> dict[str, object]:
@@ -351,9 +343,8 @@ def recorded_glue_values(recorded: dict | None) -> dict[str, object]:
 
     ``recorded`` is :func:`corelib.experiments.paper_scale.recorded_sweeps`'s result.
     """
-    names = (*_RECORDED_FITS, *_RECORDED_TRENDS, *_RECORDED_RUN)
     if recorded is None:
-        return {f"rec_{k}": "n/a" for k in names}
+        return dict.fromkeys(_RECORDED_NAMES, "n/a")
     params, prov = recorded["params"], recorded["provenance"]
     timed = [s for s in (prov.get("training_seconds") or {}).values() if s is not None]
     differ = claim_settings(params)
@@ -372,7 +363,7 @@ def recorded_glue_values(recorded: dict | None) -> dict[str, object]:
         "deviations": "; ".join(f"{k}: {v}" for k, v in differ.items()) or "none",
     }
     values = {**_fit_values(recorded), **_trends(recorded), **run}
-    return {f"rec_{k}": values[k] for k in names}
+    return {name: values[name.removeprefix("rec_")] for name in _RECORDED_NAMES}
 
 
 def glue_values(summary: dict, recorded: dict | None = None) -> dict[str, object]:
