@@ -48,7 +48,7 @@ __all__ = [
     "seed_record_groups",
 ]
 
-SEED_ERRORS = 2.0  # a mean may move by this many seed standard errors
+SEED_ERRORS = 2.0  # a mean may move by this many standard errors of the difference of the means
 FLOAT_ENVELOPE = 1e-4  # the smallest allowed difference of a float's mean (accuracies, R^2, fractions)
 
 
@@ -122,7 +122,7 @@ class Agreement:
 
     @property
     def largest_z(self) -> float:
-        """The largest mean difference in seed standard errors (0 when nothing moved)."""
+        """The largest mean difference in standard errors of the difference (0 when nothing moved)."""
         z = [abs(q.difference) / q.seed_error for q in self.quantities if q.seed_error > 0]
         return max(z, default=0.0)
 
@@ -177,13 +177,14 @@ def _welch(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 
 
 def _variance_of_mean(x: np.ndarray) -> float:
-    """``s^2 / n`` of a sample (0 for a single value: no spread to estimate)."""
-    return float(np.var(x, ddof=1) / len(x)) if len(x) > 1 else 0.0
+    """``s^2 / n`` of a sample of at least two values."""
+    return float(np.var(x, ddof=1) / len(x))
 
 
 def _quantity(name: str, recorded: list[float], rederived: list[float], seed_errors: float) -> QuantityAgreement:
     a, b = np.asarray(recorded, dtype=float), np.asarray(rederived, dtype=float)
-    error = math.sqrt(_variance_of_mean(a) + _variance_of_mean(b))
+    # With one value on either side there is no spread to estimate there: the envelope alone decides.
+    error = math.sqrt(_variance_of_mean(a) + _variance_of_mean(b)) if min(len(a), len(b)) > 1 else 0.0
     envelope = 1.0 if _whole(a) and _whole(b) else FLOAT_ENVELOPE
     t, p = _welch(a, b)
     return QuantityAgreement(name, a, b, error, max(seed_errors * error, envelope), t, p)

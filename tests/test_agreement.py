@@ -1,5 +1,5 @@
 """A re-derivation is compared with its record at the level the claims are made: per-seed values
-may move within the rounding envelope, seed means within the seed standard error; beyond that it
+may move within the rounding envelope, seed means within two standard errors of their difference; beyond it
 is refused, naming the quantity (corelib/agreement.py)."""
 
 from __future__ import annotations
@@ -94,6 +94,13 @@ def test_one_test_pair_moved_in_one_seed_where_the_record_has_no_spread_agrees()
     assert result.agrees and not result.identical
     assert keep.seed_error == pytest.approx(np.std([0, 1 / 1405, 0], ddof=1) / np.sqrt(3))
     assert keep.difference == pytest.approx(1 / 1405 / 3) and keep.allowed == pytest.approx(2 * keep.seed_error)
+
+
+def test_a_record_of_one_seed_is_held_to_the_rounding_envelope_whatever_the_other_side_spreads():
+    recorded = [{"epoch": 100, "models": [{"keep_acc": 0.5}]}]
+    rederived = [{"epoch": 100, "models": [{"keep_acc": a} for a in (0.2, 0.5, 0.8, 0.9)]}]
+    (q,) = _snapshot_agreement(recorded, rederived).quantities
+    assert q.seed_error == 0 and q.allowed == agreement.FLOAT_ENVELOPE and not q.agrees
 
 
 def test_every_seed_moved_the_same_way_with_no_spread_on_either_side_is_refused():
