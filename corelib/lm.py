@@ -46,6 +46,7 @@ __all__ = [
     "LanguageModel",
     "ModelSpec",
     "OFFLINE_MODELS",
+    "TINY_MODEL",
     "available_models",
     "load_model",
     "model_cache_dir",
@@ -102,6 +103,9 @@ def _gemma3_file() -> Path:
     return Path(pkg.assemble())
 
 
+TINY_MODEL = "tiny-random-llama"
+"""The model built in code for the tests and the smoke profile; it takes its words from the task."""
+
 OFFLINE_MODELS: dict[str, ModelSpec] = {
     "smollm2-135m": ModelSpec(
         "smollm2-135m",
@@ -121,9 +125,9 @@ OFFLINE_MODELS: dict[str, ModelSpec] = {
         _gemma3_file,
         _gemma3_parts,
     ),
-    "tiny-random-llama": ModelSpec(
-        "tiny-random-llama",
-        "2-layer Llama with random weights and a word-level tokenizer (tests and the smoke profile)",
+    TINY_MODEL: ModelSpec(
+        TINY_MODEL,
+        "2-layer Llama, random weights, a word-level tokenizer over a task's words (tests and the smoke profile)",
         "LlamaForCausalLM",
         "<bos>",
         "(built in code)",
@@ -228,15 +232,14 @@ def _build_cache(spec: ModelSpec, folder: Path, fingerprint, refresh: bool, verb
         print(f"  done in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
 
 
-def _tiny_random_llama(seed: int = 0):
-    """A 2-layer Llama with random weights and a word-level tokenizer over the SVA vocabulary."""
+def _tiny_random_llama(vocabulary: Sequence[str], seed: int = 0):
+    """A 2-layer Llama with random weights and a word-level tokenizer over ``vocabulary``; its
+    weights depend on the vocabulary's size (one embedding row per word)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    from .tasks.sva import vocabulary
-
     specials = ["<pad>", "<unk>", "<bos>", "<eos>"]
-    words = specials + sorted(set(vocabulary()))
+    words = specials + sorted(set(vocabulary))
     tk = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tk.pre_tokenizer = pre_tokenizers.Whitespace()
     tok = PreTrainedTokenizerFast(
@@ -307,11 +310,22 @@ def _load_hub(name: str, dtype: torch.dtype, device_map):
     raise AssertionError("unreachable")
 
 
+def _check_vocabulary(name: str, vocabulary: Sequence[str] | None) -> None:
+    if name == TINY_MODEL and (vocabulary is None or isinstance(vocabulary, str) or not vocabulary):
+        raise ValueError(
+            f"{TINY_MODEL} builds its word-level tokenizer from the task's words: pass "
+            "vocabulary=[...] (e.g. corelib.tasks.sva.vocabulary())"
+        )
+    if name != TINY_MODEL and vocabulary is not None:
+        raise ValueError(f"vocabulary applies only to {TINY_MODEL}; {name!r} brings its own tokenizer")
+
+
 def load_model(
     name: str,
     device: torch.device | str | None = None,
     *,
     readout: Mapping[str, float] | None = None,
+    vocabulary: Sequence[str] | None = None,
     dtype: torch.dtype | str = torch.float32,
     device_map: str | dict | None = None,
     refresh_cache: bool = False,
@@ -325,6 +339,9 @@ def load_model(
             ``device_map`` places a hub model.
         readout: ``{token: weight}``, the linear read-out of a few single-token logits that
             ``return_type="readout"`` computes (see :class:`LanguageModel`).
+        vocabulary: the words of :data:`TINY_MODEL`'s word-level tokenizer, chosen by the task
+            as it chooses the read-out (e.g. :func:`corelib.tasks.sva.vocabulary`); required for
+            that model and refused for the others, which bring their own tokenizer.
         dtype: the weights' dtype, e.g. ``torch.bfloat16`` or ``"float16"`` on a GPU; the
             book's numbers are computed in float32 (the default).
         device_map: for hub models, ``transformers``' placement, e.g. ``"auto"`` to spread a
@@ -338,13 +355,14 @@ def load_model(
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(f"dtype must be a floating torch dtype such as torch.bfloat16 or 'float16', got {dtype!r}.")
     spec = OFFLINE_MODELS.get(name)
+    _check_vocabulary(name, vocabulary)
     if device_map is not None and spec is not None:
         raise ValueError(f"device_map applies to hub models; {name!r} is an offline model: pass device= instead.")
     if spec is None:
         model, tok = _load_hub(name, dtype, device_map)
         prefix = tok.bos_token or None  # as TransformerLens does: BOS before every prompt
     elif spec.locate is None:
-        model, tok = _tiny_random_llama()
+        model, tok = _tiny_random_llama(vocabulary)
         prefix = spec.prefix
     else:
         model, tok = _load_gguf_cached(spec, refresh=refresh_cache, verbose=verbose)

@@ -24,6 +24,7 @@ key/value cache: the token's keys and values in the cache are those of the pass 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -33,11 +34,12 @@ from transformers.cache_utils import DynamicLayer
 from .ace import Core
 from .lm import LanguageModel
 from .models import resid_hook
-from .tasks.sva import AGREEMENT_VERBS
 
 __all__ = [
     "Generation",
     "SteeringConfig",
+    "TokenClasses",
+    "check_classes",
     "generate",
     "generate_batch",
     "generation_margin",
@@ -57,7 +59,8 @@ class SteeringConfig:
     book's threshold.
 
     Attributes:
-        gate: minimal probability mass on the four verbs for a step to be steered.
+        gate: minimal probability mass on the tokens of the two classes (the four agreement
+            verbs) for a step to be steered.
         probe: strength of the probing pass that measures the local gain.
         epsilon: buffer of the margin crossing (logit units).
         cap: largest allowed ``|s|`` (None: no cap).
@@ -97,9 +100,33 @@ def steer_hook(core: Core, strength):
     return fn
 
 
-def generation_margin(logits: torch.Tensor, verb_ids: dict[str, int]) -> torch.Tensor:
-    """``logsumexp(are, were) - logsumexp(is, was)`` of next-token logits (..., vocab)."""
-    return _verb_margin({v: logits[..., i] for v, i in verb_ids.items()})
+TokenClasses = Mapping[str, Sequence[str]]
+"""The two classes of next tokens between which steering moves a decision, ``{name: tokens}``,
+the margin's negative side first; every token is a single token of the model. A task names them:
+the agreement verbs are :data:`corelib.tasks.sva.AGREEMENT_VERBS`,
+``{"singular": (" is", " was"), "plural": (" are", " were")}``."""
+
+
+def check_classes(classes: TokenClasses) -> dict[str, tuple[str, ...]]:
+    """``classes`` as ``{name: tokens}`` with tuples, after checking that it holds two named,
+    non-empty, disjoint classes of tokens."""
+    example = "e.g. corelib.tasks.sva.AGREEMENT_VERBS"
+    if not isinstance(classes, Mapping) or len(classes) != 2:
+        raise ValueError(f"classes must map two class names to their tokens, the negative side first ({example})")
+    if any(isinstance(tokens, str) or not tokens for tokens in classes.values()):
+        raise ValueError(f"each class is a non-empty sequence of token strings, not one string ({example})")
+    out = {str(name): tuple(tokens) for name, tokens in classes.items()}
+    negative, positive = out.values()
+    if set(negative) & set(positive):
+        raise ValueError(f"a token cannot belong to both classes: {sorted(set(negative) & set(positive))}")
+    return out
+
+
+def generation_margin(logits: torch.Tensor, verb_ids: dict[str, int], classes: TokenClasses) -> torch.Tensor:
+    """``logsumexp(positive) - logsumexp(negative)`` of next-token logits (..., vocab): with the
+    agreement verbs, ``logsumexp(are, were) - logsumexp(is, was)``. ``verb_ids`` maps each token
+    of ``classes`` to its id."""
+    return _verb_margin({v: logits[..., i] for v, i in verb_ids.items()}, classes)
 
 
 @dataclass
@@ -109,8 +136,9 @@ class Generation:
     ``tokens`` are the new token ids; ``pieces`` their text. Per step: ``gated`` (an agreement
     decision was steered), ``strength`` (s*), ``clean_margin`` and ``margin`` (generation
     margins of the clean and the used logits), ``clean_token`` (the greedy choice of the clean
-    pass), ``verb`` / ``clean_verb``: "singular", "plural" or None for the emitted and the
-    clean greedy token, and ``verb_mass``: the clean pass's probability on the four verbs (what
+    pass), ``verb`` / ``clean_verb``: the name of the token class (:data:`TokenClasses`, e.g.
+    "singular" or "plural") or None for the emitted and the clean greedy token, and
+    ``verb_mass``: the clean pass's probability on the classes' tokens (what
     the gate compares with its threshold).
     """
 
@@ -135,8 +163,8 @@ class Generation:
         return asdict(self)
 
 
-def _number(token: int, verb_ids: dict[str, int]) -> str | None:
-    for number, verbs in AGREEMENT_VERBS.items():
+def _number(token: int, verb_ids: dict[str, int], classes: TokenClasses) -> str | None:
+    for number, verbs in classes.items():
         if token in (verb_ids[v] for v in verbs):
             return number
     return None
@@ -171,6 +199,7 @@ def generate(
     lm: LanguageModel,
     prompt: str,
     *,
+    classes: TokenClasses,
     core: Core | None = None,
     layer: int | None = None,
     config: SteeringConfig = SteeringConfig(),
@@ -185,6 +214,8 @@ def generate(
     Args:
         lm: the model.
         prompt: text; with the model's prefix token it must be at least two tokens long.
+        classes: the two token classes of a decision (:data:`TokenClasses`), e.g. the agreement
+            verbs; the gate, the margin and the recorded ``verb`` use them.
         core: the agreement core (None: plain generation, the "base" text).
         layer: decoder layer of ``core`` (its hook is ``blocks.{layer}.hook_resid_post``).
         config: gate, probe, epsilon and cap.
@@ -197,6 +228,7 @@ def generate(
     return generate_batch(
         lm,
         [prompt],
+        classes=classes,
         core=core,
         layer=layer,
         configs=[config if core is not None else None],
@@ -208,11 +240,12 @@ def generate(
     )[0]
 
 
-def _verb_margin(verbs: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The generation margin from the four verb logits (:meth:`LanguageModel.token_logits`)."""
-    plural = torch.stack([verbs[v] for v in AGREEMENT_VERBS["plural"]], -1)
-    singular = torch.stack([verbs[v] for v in AGREEMENT_VERBS["singular"]], -1)
-    return torch.logsumexp(plural.float(), -1) - torch.logsumexp(singular.float(), -1)
+def _verb_margin(verbs: dict[str, torch.Tensor], classes: TokenClasses) -> torch.Tensor:
+    """The generation margin from the logits of the classes' tokens (:meth:`LanguageModel.token_logits`)."""
+    negative, positive = classes.values()
+    pos = torch.stack([verbs[v] for v in positive], -1)
+    neg = torch.stack([verbs[v] for v in negative], -1)
+    return torch.logsumexp(pos.float(), -1) - torch.logsumexp(neg.float(), -1)
 
 
 def _rows_without_last(cache, rows: torch.Tensor, *, crop: bool = True):
@@ -271,6 +304,7 @@ def generate_batch(
     lm: LanguageModel,
     prompts: list[str],
     *,
+    classes: TokenClasses,
     core: Core | None = None,
     layer: int | None = None,
     configs=None,
@@ -298,8 +332,10 @@ def generate_batch(
     row samples from its own generator seeded with ``seed``, copied when it forks, so a prompt's
     plain and steered requests share their random draws. ``seed`` may differ per request (a
     list): requests with different seeds never share a row, which draws several samples of one
-    prompt. ``progress`` shows a bar over steps.
+    prompt. ``classes`` are the two token classes of a decision (:data:`TokenClasses`).
+    ``progress`` shows a bar over steps.
     """
+    classes = check_classes(classes)
     requests = _requests(
         lm, prompts, configs, max_new_tokens, greedy, seed, core=core, layer=layer, temperature=temperature
     )
@@ -307,7 +343,9 @@ def generate_batch(
     keys, members = requests.rows()
     if not keys:
         return outs
-    state = _Generation(lm, requests, keys, members, outs, core=core, layer=layer, temperature=temperature, top_k=top_k)
+    state = _Generation(
+        lm, requests, keys, members, outs, classes=classes, core=core, layer=layer, temperature=temperature, top_k=top_k
+    )
     bar = tqdm(total=max(requests.budget), desc=f"{lm.name}: generation", disable=not progress, leave=False)
     with _OneThreadForSmallBatches(lm.device, len(keys)), bar:
         while state.members:
@@ -425,8 +463,11 @@ class _Generation:
     cache row, attention mask, last token ``x``, random generator and decoding (``greedy``).
     """
 
-    def __init__(self, lm: LanguageModel, requests: _Requests, keys, members, outs, *, core, layer, temperature, top_k):
+    def __init__(
+        self, lm: LanguageModel, requests: _Requests, keys, members, outs, *, classes, core, layer, temperature, top_k
+    ):
         self.lm, self.requests, self.members, self.outs = lm, requests, members, outs
+        self.classes = classes
         self.core, self.temperature, self.top_k = core, temperature, top_k
         batch = lm.tokenize([k[0] for k in keys])
         self.cache = lm.prefix_cache(batch)
@@ -434,7 +475,7 @@ class _Generation:
         self.x = batch.input_ids[:, -1:].clone()
         self.gens = [torch.Generator().manual_seed(k[2]) for k in keys]
         self.greedy = [k[1] for k in keys]
-        self.vid = {verb: lm.single_token(verb) for verbs in AGREEMENT_VERBS.values() for verb in verbs}
+        self.vid = {verb: lm.single_token(verb) for verbs in classes.values() for verb in verbs}
         self.verb_tensor = torch.tensor(list(self.vid.values()))
         self.hook = resid_hook(layer) if requests.steering else None
         self.eos = lm.tokenizer.eos_token_id
@@ -461,7 +502,7 @@ class _Generation:
 
     def plan(self, clean: torch.Tensor) -> _Step:
         """Split each row's requests by their gates: the clean group keeps the row, other groups fork."""
-        m0 = generation_margin(clean, self.vid).double()
+        m0 = generation_margin(clean, self.vid, self.classes).double()
         mass = torch.softmax(clean, -1)[:, self.verb_tensor].sum(-1)
         source, action, groups, forks = [], [], [], []
         for r, ms in enumerate(self.members):
@@ -486,7 +527,7 @@ class _Generation:
             [step.action[j][2] if step.action[j][2] is not None else float("inf") for j in steered], dtype=torch.float64
         )
         hidden = self.sub_step(x, mask, sub, probe, "hidden")
-        m1 = _verb_margin(self.lm.token_logits(hidden, list(self.vid))).cpu().double()
+        m1 = _verb_margin(self.lm.token_logits(hidden, list(self.vid)), self.classes).cpu().double()
         s = _strength(step.m0[rows_of], m1, probe, epsilon, cap)
         sub.crop(-1)
         logits = self.sub_step(x, mask, sub, s, "logits").float().cpu()
@@ -525,7 +566,7 @@ class _Generation:
 
     def emit(self, step: _Step, logits: torch.Tensor, strength: torch.Tensor) -> torch.Tensor:
         """Choose each output row's token and record the step in the requests it serves."""
-        margin = generation_margin(logits, self.vid)
+        margin = generation_margin(logits, self.vid, self.classes)
         tokens = torch.empty(len(step.source), dtype=torch.long)
         for j, ms in enumerate(step.groups):
             r = step.source[j]
@@ -540,8 +581,8 @@ class _Generation:
                 "clean_margin": float(step.m0[r]),
                 "margin": float(margin[j]),
                 "clean_token": clean_token,
-                "verb": _number(token, self.vid),
-                "clean_verb": _number(clean_token, self.vid),
+                "verb": _number(token, self.vid, self.classes),
+                "clean_verb": _number(clean_token, self.vid, self.classes),
                 "verb_mass": float(step.mass[r]),
             }
             for m in ms:
@@ -567,27 +608,29 @@ class _Generation:
         return len(g.tokens) >= self.requests.budget[m] or (self.eos is not None and g.tokens[-1] == self.eos)
 
 
-def inversion_stats(generations: list[Generation]) -> dict:
+def inversion_stats(generations: list[Generation], classes: TokenClasses) -> dict:
     """Agreement decisions and inversions over steered generations.
 
     A step is an *agreement decision* when the clean greedy token or the emitted token is one of
-    the four verbs, whether or not the gate opened: a verb written at a step the gate left alone
-    is a decision steering missed, so a stricter gate cannot raise the rate by skipping verbs.
-    At every step the clean pass prefers one number (the sign of its generation margin); a
-    decision is *inverted* when the emitted token is a verb of the number the clean pass
-    disfavoured. The stricter ``rate_clean_verbs`` counts only the decisions whose clean greedy
-    token is a verb (the verbs the model would have written).
+    the classes' tokens (the four agreement verbs), whether or not the gate opened: a verb written
+    at a step the gate left alone is a decision steering missed, so a stricter gate cannot raise
+    the rate by skipping verbs. At every step the clean pass prefers one class (the sign of its
+    generation margin); a decision is *inverted* when the emitted token belongs to the class the
+    clean pass disfavoured. The stricter ``rate_clean_verbs`` counts only the decisions whose
+    clean greedy token is a verb (the verbs the model would have written). ``classes`` are those
+    the generations were made with (:data:`TokenClasses`).
 
     Returns counts, both rates (None without decisions), the decisions at steps the gate left
     alone (``ungated_decisions``) and the number of steered steps.
     """
+    negative, positive = check_classes(classes)
     decisions = inverted = strict = strict_inverted = steered = ungated = 0
     for g in generations:
         for gated, m0, clean_verb, verb in zip(g.gated, g.clean_margin, g.clean_verb, g.verb):
             steered += gated
             if clean_verb is None and verb is None:
                 continue
-            flipped = verb is not None and verb == ("singular" if m0 > 0 else "plural")
+            flipped = verb is not None and verb == (negative if m0 > 0 else positive)
             decisions += 1
             inverted += flipped
             ungated += not gated

@@ -104,7 +104,7 @@ from corelib import claims, plots
 from corelib.ace import Core, CoreHooks, extract_from_model
 from corelib.experiments import own_model
 from corelib.experiments.subject_verb_agreement import auc
-from corelib.lm import load_model
+from corelib.lm import TINY_MODEL, load_model
 from corelib.targets import logit_difference
 from corelib.tasks import tense
 
@@ -388,7 +388,8 @@ display(own_model.probe_table(summary))
 # returns.
 
 # %%
-lm = load_model(hf_model)  # a hub name loads with transformers
+words = tense.vocabulary() if hf_model == TINY_MODEL else None  # the tiny model's tokenizer takes the task's words
+lm = load_model(hf_model, vocabulary=words)  # a hub name loads with transformers
 hf, tokenizer = lm.hf, lm.tokenizer  # the plain transformers objects
 own = tense.make_dataset(hf_phrases, tense_seed)
 train, _ = own.split("train")

@@ -278,7 +278,8 @@ display(tables["A5"])
 # came out unchanged.
 
 # %%
-display(subject_verb_agreement.gate_frame(summary))
+display(plots.gate_criteria_frame(summary))
+glue("gates_passing", ", ".join(f"{g:g}" for g in plots.passing_gates(summary)) or "none", display=False)
 
 # %% [markdown]
 # Thresholds of the grid ({glue:text}`gate_grid_text`) at which every model meets both steering
@@ -549,7 +550,8 @@ ex.check_steering_strength(steering_strength);
 # 🔴🔴🔴⚪⚪ · 🔵🔵⚪⚪⚪ · about 20 minutes
 #
 # `corelib.experiments.subject_verb_agreement.all_layer_jacobians` gets every layer's Jacobian
-# from one backward pass. Using the tiny random model (`corelib.lm.load_model("tiny-random-llama")`), check that
+# from one backward pass. Using the tiny random model
+# (`subject_verb_agreement.load_agreement_model("tiny-random-llama")`), check that
 # it agrees with `one_pass=False` (one pass per layer) and with a central finite difference of
 # the margin (step $10^{-3}$) along a random unit direction at layer 0. Why is the gradient of
 # the summed margin each prompt's own Jacobian?

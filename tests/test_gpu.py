@@ -80,12 +80,12 @@ def test_extraction_from_a_model_on_the_gpu_finds_the_cpus_core():
 
 def test_the_language_model_path_reads_the_same_margins_on_the_gpu():
     from corelib.lm import load_model
-    from corelib.tasks.sva import AGREEMENT_READOUT
+    from corelib.tasks.sva import AGREEMENT_READOUT, vocabulary
 
     prompts = ["The keys to the cabinet", "The key to the cabinets", "The children next to the door"]
     margins = {}
     for device in ("cpu", DEVICE):
-        lm = load_model("tiny-random-llama", device, readout=AGREEMENT_READOUT, verbose=False)
+        lm = load_model("tiny-random-llama", device, readout=AGREEMENT_READOUT, vocabulary=vocabulary(), verbose=False)
         batch = lm.tokenize(prompts)
         with torch.no_grad():
             full = lm(batch.input_ids, batch.attention_mask, return_type="readout")

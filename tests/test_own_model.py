@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def tiny():
-    return load_model("tiny-random-llama", "cpu", readout=tense.TENSE_READOUT)
+    return load_model("tiny-random-llama", "cpu", readout=tense.TENSE_READOUT, vocabulary=tense.vocabulary())
 
 
 @pytest.fixture(scope="module")

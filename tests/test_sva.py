@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from corelib import plots
 from corelib.ace import Core, extract
 from corelib.experiments import subject_verb_agreement
 from corelib.interventions import intervention_hook
@@ -30,18 +31,20 @@ from corelib.steering import (
 )
 from corelib.tasks.sva import (
     AGREEMENT_READOUT,
+    AGREEMENT_VERBS,
     ATTRACTORS,
     FLIP_DEMO_PROMPTS,
     HEADS,
     TEMPLATES,
     make_dataset,
     make_prompt,
+    vocabulary,
 )
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return load_model("tiny-random-llama", "cpu", readout=AGREEMENT_READOUT)
+    return load_model("tiny-random-llama", "cpu", readout=AGREEMENT_READOUT, vocabulary=vocabulary())
 
 
 @pytest.fixture(scope="module")
@@ -146,18 +149,18 @@ def test_margin_uses_the_four_verb_logits(tiny, prompts):
 
 
 def test_the_readout_is_the_tasks_choice(prompts):
-    plain = load_model("tiny-random-llama", "cpu")  # the model knows no task
+    plain = load_model("tiny-random-llama", "cpu", vocabulary=vocabulary())  # the model knows no task
     batch = plain.tokenize(prompts)
     with pytest.raises(ValueError, match="no read-out.*AGREEMENT_READOUT"):
         plain(batch.input_ids, batch.attention_mask, return_type="readout")
-    plain = load_model("tiny-random-llama", "cpu", readout={" has": 2.0, " have": -0.5})
+    plain = load_model("tiny-random-llama", "cpu", readout={" has": 2.0, " have": -0.5}, vocabulary=vocabulary())
     with torch.no_grad():
         logits = plain(batch.input_ids, batch.attention_mask)[:, -1]
         readout = plain(batch.input_ids, batch.attention_mask, return_type="readout")
     v = plain.readout_ids
     assert torch.allclose(readout, 2.0 * logits[:, v[" has"]] - 0.5 * logits[:, v[" have"]], atol=1e-5)
     with pytest.raises(ValueError, match="single token"):
-        load_model("tiny-random-llama", "cpu", readout={" is are": 1.0})
+        load_model("tiny-random-llama", "cpu", readout={" is are": 1.0}, vocabulary=vocabulary())
 
 
 def test_cached_last_token_equals_full_forward_and_restores_the_cache(tiny, prompts):
@@ -240,7 +243,7 @@ def test_an_unknown_model_fails_at_once_offline_and_a_local_folder_never_asks_th
     with pytest.raises(ValueError, match="(?s)hub cannot be reached.*offline models are available.*gemma3-270m"):
         load_model("someone/a-model-nobody-has", "cpu")
     assert time.perf_counter() - started < 10
-    model, tok = lm._tiny_random_llama()
+    model, tok = lm._tiny_random_llama(vocabulary())
     model.save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
 
@@ -253,18 +256,25 @@ def test_an_unknown_model_fails_at_once_offline_and_a_local_folder_never_asks_th
 
 
 def test_dtype_and_device_map_are_checked(tiny):
-    half = load_model("tiny-random-llama", "cpu", dtype=torch.float16)
+    half = load_model("tiny-random-llama", "cpu", dtype=torch.float16, vocabulary=vocabulary())
     assert next(half.hf.parameters()).dtype == torch.float16
-    assert next(load_model("tiny-random-llama", "cpu", dtype="bf16").hf.parameters()).dtype == torch.bfloat16
+    assert (
+        next(load_model("tiny-random-llama", "cpu", dtype="bf16", vocabulary=vocabulary()).hf.parameters()).dtype
+        == torch.bfloat16
+    )
     with pytest.raises(ValueError, match="floating torch dtype"):
-        load_model("tiny-random-llama", "cpu", dtype="int8")
+        load_model("tiny-random-llama", "cpu", dtype="int8", vocabulary=vocabulary())
     with pytest.raises(ValueError, match="device_map applies to hub models"):
-        load_model("tiny-random-llama", device_map="auto")
+        load_model("tiny-random-llama", device_map="auto", vocabulary=vocabulary())
 
 
 def test_errors_name_the_problem(tiny):
     with pytest.raises(ValueError, match="(?s)offline models are available.*smollm2-135m"):
         load_model("/nonexistent/folder/of/a-model", "cpu")
+    with pytest.raises(ValueError, match="builds its word-level tokenizer from the task's words"):
+        load_model("tiny-random-llama", "cpu")
+    with pytest.raises(ValueError, match="vocabulary applies only to tiny-random-llama"):
+        load_model("/nonexistent/folder/of/a-model", "cpu", vocabulary=vocabulary())
     with pytest.raises(ValueError, match="single token"):
         tiny.single_token("is are")
     with pytest.raises(TypeError, match="list of prompts"):
@@ -416,7 +426,7 @@ def test_steer_hook_is_a_scaled_core_flip():
 
 def test_plain_generation_matches_transformers_greedy(tiny):
     prompt = "The keys to the cabinet"
-    ours = generate(tiny, prompt, max_new_tokens=8)
+    ours = generate(tiny, prompt, classes=AGREEMENT_VERBS, max_new_tokens=8)
     ids = torch.tensor([tiny.encode(prompt)])
     ref = tiny.hf.generate(
         ids,
@@ -431,10 +441,18 @@ def test_plain_generation_matches_transformers_greedy(tiny):
 
 def test_gate_decides_what_is_steered(tiny, prompts):
     core = subject_verb_agreement.layer_cores(tiny, prompts, [1], batch_size=6, progress=False)[1]
-    base = generate(tiny, prompts[0], max_new_tokens=6)
-    never = generate(tiny, prompts[0], core=core, layer=1, config=SteeringConfig(gate=1.0), max_new_tokens=6)
+    base = generate(tiny, prompts[0], classes=AGREEMENT_VERBS, max_new_tokens=6)
+    never = generate(
+        tiny, prompts[0], classes=AGREEMENT_VERBS, core=core, layer=1, config=SteeringConfig(gate=1.0), max_new_tokens=6
+    )
     always = generate(
-        tiny, prompts[0], core=core, layer=1, max_new_tokens=6, config=SteeringConfig(gate=0.0, epsilon=0.5, cap=None)
+        tiny,
+        prompts[0],
+        classes=AGREEMENT_VERBS,
+        core=core,
+        layer=1,
+        max_new_tokens=6,
+        config=SteeringConfig(gate=0.0, epsilon=0.5, cap=None),
     )
     assert never.tokens == base.tokens and not any(never.gated)
     assert all(always.gated)
@@ -442,15 +460,35 @@ def test_gate_decides_what_is_steered(tiny, prompts):
     # the first step shares its prefix with the base run: the margin crossed zero
     assert np.sign(always.margin[0]) == -np.sign(always.clean_margin[0])
     with pytest.raises(ValueError, match="layer"):
-        generate(tiny, prompts[0], core=core)
+        generate(tiny, prompts[0], classes=AGREEMENT_VERBS, core=core)
     with pytest.raises(ValueError, match="gate"):
         SteeringConfig(gate=2.0)
 
 
+def test_steering_takes_its_token_classes_from_the_caller(tiny, prompts):
+    # the classes name the recorded verbs and set the margin's sign: swapping them flips both
+    swapped = {"plural": AGREEMENT_VERBS["plural"], "singular": AGREEMENT_VERBS["singular"]}
+    a = generate(tiny, prompts[0], classes=AGREEMENT_VERBS, max_new_tokens=4)
+    b = generate(tiny, prompts[0], classes=swapped, max_new_tokens=4)
+    assert a.tokens == b.tokens and a.verb == b.verb
+    np.testing.assert_allclose(a.clean_margin, [-m for m in b.clean_margin], atol=1e-6)
+    one_class = {"singular": (" is",)}
+    for bad, message in [
+        (one_class, "two class names"),
+        ({"singular": " is", "plural": (" are",)}, "not one string"),
+        ({"singular": (), "plural": (" are",)}, "non-empty"),
+        ({"singular": (" is",), "plural": (" is", " are")}, "both classes: \\[' is'\\]"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            generate(tiny, prompts[0], classes=bad, max_new_tokens=2)
+    with pytest.raises(ValueError, match="two class names"):
+        inversion_stats([], one_class)
+
+
 def test_sampling_is_seeded_and_shared(tiny):
-    a = generate(tiny, "The keys to the cabinet", greedy=False, seed=5, max_new_tokens=6)
-    b = generate(tiny, "The keys to the cabinet", greedy=False, seed=5, max_new_tokens=6)
-    c = generate(tiny, "The keys to the cabinet", greedy=False, seed=6, max_new_tokens=6)
+    a = generate(tiny, "The keys to the cabinet", classes=AGREEMENT_VERBS, greedy=False, seed=5, max_new_tokens=6)
+    b = generate(tiny, "The keys to the cabinet", classes=AGREEMENT_VERBS, greedy=False, seed=5, max_new_tokens=6)
+    c = generate(tiny, "The keys to the cabinet", classes=AGREEMENT_VERBS, greedy=False, seed=6, max_new_tokens=6)
     assert a.tokens == b.tokens and a.tokens != c.tokens
 
 
@@ -473,7 +511,7 @@ def test_inversion_stats_known_answer():
         verb=["plural", "singular", "singular", None, "singular", None],
         clean_verb=["singular", "singular", None, "plural", "singular", None],
     )
-    stats = inversion_stats([g, g])
+    stats = inversion_stats([g, g], AGREEMENT_VERBS)
     assert stats == {
         "decisions": 10,
         "inverted": 4,
@@ -484,7 +522,7 @@ def test_inversion_stats_known_answer():
         "clean_verbs_inverted": 2,
         "rate_clean_verbs": 0.25,
     }
-    assert inversion_stats([])["rate"] is None
+    assert inversion_stats([], AGREEMENT_VERBS)["rate"] is None
 
 
 def _full_pass_margins(lm, core, layer, gen):
@@ -500,14 +538,22 @@ def _full_pass_margins(lm, core, layer, gen):
 
     with torch.no_grad():
         logits = lm.run_with_hooks(torch.tensor([ids]), fwd_hooks=[(resid_hook(layer), fn)])
-    return generation_margin(logits[0, start:], lm.readout_ids)
+    return generation_margin(logits[0, start:], lm.readout_ids, AGREEMENT_VERBS)
 
 
 def _alone(lm, prompt, core, cfg, n, greedy):
     """One request generated on its own (no steering when ``cfg`` is None), as the batch must match."""
     config = cfg or SteeringConfig()
     return generate(
-        lm, prompt, core=core if cfg else None, layer=0, config=config, max_new_tokens=n, greedy=greedy, seed=3
+        lm,
+        prompt,
+        classes=AGREEMENT_VERBS,
+        core=core if cfg else None,
+        layer=0,
+        config=config,
+        max_new_tokens=n,
+        greedy=greedy,
+        seed=3,
     )
 
 
@@ -525,7 +571,15 @@ def test_batched_steering_matches_single_rows_and_a_cache_free_pass(tiny, prompt
     ]
     budget, greedy = [6, 4, 7, 5], [True, True, False, True]
     batch = generate_batch(
-        tiny, rows, core=core, layer=0, configs=configs, max_new_tokens=budget, greedy=greedy, seed=3
+        tiny,
+        rows,
+        classes=AGREEMENT_VERBS,
+        core=core,
+        layer=0,
+        configs=configs,
+        max_new_tokens=budget,
+        greedy=greedy,
+        seed=3,
     )
     for prompt, cfg, n, g, got in zip(rows, configs, budget, greedy, batch):
         alone = _alone(tiny, prompt, core, cfg, n, g)
@@ -542,7 +596,7 @@ def test_batched_steering_matches_single_rows_and_a_cache_free_pass(tiny, prompt
     # requests of one prompt share a row until their gates disagree: a gate between the verb
     # masses of the plain continuation makes that row fork mid-way
     prompt = rows[0]
-    mass = sorted(generate(tiny, prompt, max_new_tokens=6).verb_mass)
+    mass = sorted(generate(tiny, prompt, classes=AGREEMENT_VERBS, max_new_tokens=6).verb_mass)
     middle = (mass[2] + mass[3]) / 2
     shared = [
         (None, True),
@@ -555,6 +609,7 @@ def test_batched_steering_matches_single_rows_and_a_cache_free_pass(tiny, prompt
     got = generate_batch(
         tiny,
         [prompt] * len(shared),
+        classes=AGREEMENT_VERBS,
         core=core,
         layer=0,
         configs=[c for c, _ in shared],
@@ -569,9 +624,9 @@ def test_batched_steering_matches_single_rows_and_a_cache_free_pass(tiny, prompt
         np.testing.assert_allclose(_full_pass_margins(tiny, core, 0, out), out.margin, atol=1e-4)
     assert 0 < sum(got[2].gated) < 6 and got[3].tokens == got[0].tokens and len(got[4].tokens) == 5
     with pytest.raises(ValueError, match="configs has 1 entries for 4 prompts"):
-        generate_batch(tiny, rows, core=core, layer=0, configs=[None])
+        generate_batch(tiny, rows, classes=AGREEMENT_VERBS, core=core, layer=0, configs=[None])
     with pytest.raises(ValueError, match="core and its layer"):
-        generate_batch(tiny, rows[:1], configs=[SteeringConfig()])
+        generate_batch(tiny, rows[:1], classes=AGREEMENT_VERBS, configs=[SteeringConfig()])
 
 
 # --------------------------------------------------------------------------- experiment
@@ -618,7 +673,7 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
         (q, seed) for q in p.steering_prompts for seed in (0, 1)
     ]
     sampled = [Generation(**pair["steered"]) for pair in s["sampled"]]
-    assert s["sampled_inversion"]["steered"] == inversion_stats(sampled)
+    assert s["sampled_inversion"]["steered"] == inversion_stats(sampled, AGREEMENT_VERBS)
     assert set(s["other_words"]) == {"words", "greedy", "sampled"}
     assert [r["prompt"] for r in s["flip_demo"]] == list(FLIP_DEMO_PROMPTS)
     for r in s["flip_demo"]:
@@ -663,9 +718,6 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
     # what the chapter glues: numbers and short lists, never a sentence
     glued = subject_verb_agreement.glue_values(p, summary, make_dataset(p.n_per_number, p.dataset_seed))
     assert glued["free_total"] == 1 and glued["free_unchanged"] == int(rows[0.0]["decision-free unchanged"])
-    assert (
-        glued["gates_passing"] == ", ".join(f"{g:g}" for g in subject_verb_agreement.passing_gates(summary)) or "none"
-    )
     rates = [r["inversion rate"] for r in rows.values() if r["inversion rate"] is not None]
     assert glued["grid_inv_max"] == pytest.approx(max(rates, default=float("nan")), nan_ok=True)
     assert not [k for k, v in glued.items() if isinstance(v, str) and ". " in v and k != "ex_prompt"]
@@ -779,9 +831,14 @@ def test_gate_table_and_criteria_known_answer():
     assert [(r["decision-free unchanged"], r["decision-free controls"]) for r in rows] == [(0, 1), (1, 1), (1, 1)]
     assert [(r["controls unchanged"], r["controls"]) for r in rows] == [(0, 1), (1, 1), (1, 1)]
     assert [r["decisions not steered"] for r in rows] == [0, 0, 1]
-    assert [r["both criteria"] for r in rows] == [False, True, False]
-    assert not subject_verb_agreement.meets_criteria({"rate": None}, {"decision_free": 1, "decision_free_unchanged": 1})
-    assert not subject_verb_agreement.meets_criteria({"rate": 0.9}, {"decision_free": 0, "decision_free_unchanged": 0})
+    assert [plots.meets_steering_criteria(r) for r in rows] == [False, True, False]
+    assert "both criteria" not in rows[0]  # the experiment reports numbers; the claims judge them
+    free = {"decision-free controls": 1, "decision-free unchanged": 1}
+    assert not plots.meets_steering_criteria({"inversion rate": None, **free})
+    assert not plots.meets_steering_criteria({"inversion rate": 0.9, **free, "decision-free controls": 0})
+    summary = {"models": [{"model": "a", "steering": _gate_sweep_steering()}]}
+    frame = plots.gate_criteria_frame(summary)
+    assert list(frame["both criteria"]) == [False, True, False] and list(frame.columns)[-1] == "both criteria"
 
 
 def test_alignment_pairs_are_formed(tmp_path, monkeypatch):
@@ -801,11 +858,11 @@ def test_alignment_pairs_are_formed(tmp_path, monkeypatch):
 def test_passing_gates_are_the_thresholds_where_every_model_meets_both_criteria():
     steering = _gate_sweep_steering()
     one = {"models": [{"model": "a", "steering": steering}]}
-    assert subject_verb_agreement.passing_gates(one) == [0.3]
+    assert plots.passing_gates(one) == [0.3]
     # a second model that passes at no threshold: none passes for every model
     failing = {
         **steering,
         "gate_sweep": {g: {**v, "greedy": [steering["greedy"][0]["base"]]} for g, v in steering["gate_sweep"].items()},
     }
     both = {"models": [{"model": "a", "steering": steering}, {"model": "b", "steering": failing}]}
-    assert subject_verb_agreement.passing_gates(both) == []
+    assert plots.passing_gates(both) == []

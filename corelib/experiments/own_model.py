@@ -34,7 +34,7 @@ from .._checks import check_seed, check_settings
 from ..ace import Core, MomentAccumulator, extract_from_model
 from ..compare import principal_angles
 from ..interventions import MODES
-from ..lm import LanguageModel, load_model
+from ..lm import TINY_MODEL, LanguageModel, load_model
 from ..results import compute_once, results_root, run_dir
 from ..targets import logit_difference
 from ..tasks import sva, tense
@@ -43,6 +43,7 @@ from .subject_verb_agreement import (
     auc,
     flip_demo,
     intervened_margins,
+    load_agreement_model,
     prefix_batches,
     sweep_layers,
 )
@@ -532,6 +533,12 @@ def _probe_grid(lm, test, y_test, layer, acts, y_train, directions, params, batc
 # --------------------------------------------------------------------------- the chapter
 
 
+def _tense_model(name: str) -> LanguageModel:
+    """The language model ``name`` with the tense read-out (the tiny model with the task's words)."""
+    words = tense.vocabulary() if name == TINY_MODEL else None
+    return load_model(name, readout=tense.TENSE_READOUT, vocabulary=words)
+
+
 def run(params: OwnModelParams | None = None, *, progress: bool = True) -> dict:
     """The tense analysis and every model's comparison of directions, each computed once and
     stored in its run folder (keyed by the parameters that matter); returns the summary."""
@@ -539,7 +546,7 @@ def run(params: OwnModelParams | None = None, *, progress: bool = True) -> dict:
     tense_dir = tense_core_path(params).parent
     tense_summary = compute_once(
         tense_dir / "tense.json",
-        lambda: tense_analysis(load_model(params.tense_model, readout=tense.TENSE_READOUT), params, progress=progress),
+        lambda: tense_analysis(_tense_model(params.tense_model), params, progress=progress),
     )
     agreement = []
     for name in params.models:
@@ -547,9 +554,7 @@ def run(params: OwnModelParams | None = None, *, progress: bool = True) -> dict:
         agreement.append(
             compute_once(
                 folder / "directions.json",
-                lambda name=name: agreement_analysis(
-                    load_model(name, readout=sva.AGREEMENT_READOUT), params, progress=progress
-                ),
+                lambda name=name: agreement_analysis(load_agreement_model(name), params, progress=progress),
             )
         )
     return {"params": asdict(params), "tense": tense_summary, "agreement": agreement}

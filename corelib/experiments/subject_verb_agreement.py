@@ -33,11 +33,19 @@ from tqdm.auto import tqdm
 from .._checks import check_seed, check_settings
 from ..ace import Core, MomentAccumulator
 from ..interventions import MODES, intervention_hook
-from ..lm import Batch, LanguageModel, load_model
+from ..lm import TINY_MODEL, Batch, LanguageModel, load_model
 from ..models import resid_hook
 from ..results import compute_once, run_dir
 from ..steering import Generation, SteeringConfig, generate_batch, inversion_stats, word_inversion_stats
-from ..tasks.sva import AGREEMENT_READOUT, FLIP_DEMO_PROMPTS, NUMBER_WORD_PAIRS, SVADataset, make_dataset
+from ..tasks.sva import (
+    AGREEMENT_READOUT,
+    AGREEMENT_VERBS,
+    FLIP_DEMO_PROMPTS,
+    NUMBER_WORD_PAIRS,
+    SVADataset,
+    make_dataset,
+    vocabulary,
+)
 
 if TYPE_CHECKING:
     import pandas
@@ -60,7 +68,6 @@ __all__ = [
     "spectral_gap_paper",
     "control_summary",
     "gate_table",
-    "meets_criteria",
     "intervened_margins",
     "prefix_batches",
     "layer_cores",
@@ -574,6 +581,7 @@ def steering_run(lm: LanguageModel, analysis: dict, params: SVAParams, *, progre
     gens = generate_batch(
         lm,
         [r.prompt for r in requests],
+        classes=AGREEMENT_VERBS,
         core=core,
         layer=layer,
         configs=[r.config for r in requests],
@@ -661,8 +669,11 @@ def _inversions(lm: LanguageModel, out: dict, sampled: tuple[list[Generation], l
     greedy_steered = [Generation(**g["steered"]) for g in out["greedy"]]
     control_steered = [Generation(**g["steered"]) for g in out["control"]]
     return {
-        "inversion": inversion_stats(greedy_steered),
-        "sampled_inversion": {"steered": inversion_stats(steered_s), "unsteered": inversion_stats(base_s)},
+        "inversion": inversion_stats(greedy_steered, AGREEMENT_VERBS),
+        "sampled_inversion": {
+            "steered": inversion_stats(steered_s, AGREEMENT_VERBS),
+            "unsteered": inversion_stats(base_s, AGREEMENT_VERBS),
+        },
         "other_words": {
             "words": sorted(lm.tokenizer.decode([i]) for i in counterpart),
             "greedy": word_inversion_stats(greedy_steered, counterpart),
@@ -672,32 +683,18 @@ def _inversions(lm: LanguageModel, out: dict, sampled: tuple[list[Generation], l
             },
         },
         "control_unchanged": sum(g["base"]["tokens"] == g["steered"]["tokens"] for g in out["control"]),
-        "control_steered_steps": inversion_stats(control_steered)["steered_steps"],
+        "control_steered_steps": inversion_stats(control_steered, AGREEMENT_VERBS)["steered_steps"],
         "n_control": len(out["control"]),
     }
 
 
-def meets_criteria(inversion: dict, controls: dict) -> bool:
-    """The steering criteria: the inversion rate passes the tolerance of the claim
-    ``sva.steering_rate`` and the share of unchanged decision-free control continuations that of
-    ``sva.steering_untouched`` (:mod:`corelib.claims`)."""
-    from ..claims import claim
-
-    free = controls["decision_free"]
-    return (
-        claim("sva.steering_rate").holds(inversion["rate"])
-        and free > 0
-        and claim("sva.steering_untouched").holds(controls["decision_free_unchanged"] / free)
-    )
-
-
 def gate_table(steering: dict) -> list[dict]:
     """Per gate threshold: agreement decisions and inversions on the steering prompts, and the
-    control continuations left unchanged (:func:`control_summary`), with whether both steering
-    criteria hold (:func:`meets_criteria`)."""
+    control continuations left unchanged (:func:`control_summary`). Whether a row meets the
+    steering criteria is the claims' question (:func:`corelib.plots.meets_steering_criteria`)."""
     rows = []
     for gate, steered in sorted(steering["gate_sweep"].items(), key=lambda kv: float(kv[0])):
-        inv = inversion_stats([Generation(**g) for g in steered["greedy"]])
+        inv = inversion_stats([Generation(**g) for g in steered["greedy"]], AGREEMENT_VERBS)
         ctl = control_summary(
             {
                 "control": [
@@ -718,7 +715,6 @@ def gate_table(steering: dict) -> list[dict]:
                 "decision-free unchanged": ctl["decision_free_unchanged"],
                 "controls": ctl["n"],
                 "controls unchanged": ctl["unchanged"],
-                "both criteria": meets_criteria(inv, ctl),
             }
         )
     return rows
@@ -760,6 +756,12 @@ def control_summary(steering: dict) -> dict:
 # --------------------------------------------------------------------------- the chapter
 
 
+def load_agreement_model(name: str) -> LanguageModel:
+    """The language model ``name`` with the agreement read-out; the built-in tiny model also
+    takes the task's words for its tokenizer."""
+    return load_model(name, readout=AGREEMENT_READOUT, vocabulary=vocabulary() if name == TINY_MODEL else None)
+
+
 def run(params: SVAParams | None = None, *, progress: bool = True) -> dict:
     """Analyse (or reuse) every model, align their cores, steer; return the saved summary.
 
@@ -777,7 +779,7 @@ def run(params: SVAParams | None = None, *, progress: bool = True) -> dict:
 
         def lm(name: str = name, loaded: list = loaded) -> LanguageModel:
             if not loaded:
-                loaded.append(load_model(name, readout=AGREEMENT_READOUT))
+                loaded.append(load_agreement_model(name))
             return loaded[0]
 
         analysis = compute_once(analysis_path, lambda: analyse_model(lm(), ds, params, progress=progress))
@@ -970,13 +972,6 @@ def gate_frame(summary: dict) -> pandas.DataFrame:
     return pd.concat(frames, names=["model", "gate"])
 
 
-def passing_gates(summary: dict) -> list[float]:
-    """Gate thresholds of the grid at which every model meets both steering criteria."""
-    frame = gate_frame(summary)["both criteria"]
-    gates = sorted({float(g) for g in frame.index.get_level_values("gate")})
-    return [g for g in gates if frame.xs(g, level="gate").all()]
-
-
 def steering_table(summary: dict) -> pandas.DataFrame:
     """Per model: agreement decisions of the greedy steered continuations and how many steering
     inverted, and what steering did to the control prompts."""
@@ -1022,7 +1017,6 @@ def _nan_max(values) -> float:
 
 def _steering_values(params: SVAParams, summary: dict) -> dict[str, object]:
     models = summary["models"]
-    passing = passing_gates(summary)
     controls = [control_summary(m["steering"]) for m in models]
     changed = [r for c in controls for r in c["rows"] if not r["unchanged"]]
     return {
@@ -1032,7 +1026,6 @@ def _steering_values(params: SVAParams, summary: dict) -> dict[str, object]:
         "epsilon_value": params.epsilon,
         "n_steer": len(params.steering_prompts),
         "n_control": len(params.control_prompts),
-        "gates_passing": ", ".join(f"{g:g}" for g in passing) or "none",
         "sampled_inv_min": _nan_min(m["steering"]["sampled_inversion"]["steered"]["rate"] for m in models),
         "sampled_inv_max": _nan_max(m["steering"]["sampled_inversion"]["steered"]["rate"] for m in models),
         "unsteered_inv_max": _nan_max(m["steering"]["sampled_inversion"]["unsteered"]["rate"] for m in models),

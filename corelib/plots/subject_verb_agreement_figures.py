@@ -1,15 +1,27 @@
-"""Figure panels of the subject-verb agreement chapter (Figure 5) and the side-by-side
-generations of Figure 6. Everything is drawn from the summary of
-:func:`corelib.experiments.subject_verb_agreement.run`."""
+"""Figure panels of the subject-verb agreement chapter (Figure 5), the side-by-side
+generations of Figure 6, and the gate table judged by the steering claims. Everything is drawn
+from the summary of :func:`corelib.experiments.subject_verb_agreement.run`; the experiment
+reports the numbers, and only this layer holds them to the claims' tolerances."""
 
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ..claims import claim
+from ..experiments import subject_verb_agreement
+
+if TYPE_CHECKING:
+    import pandas
+
 __all__ = [
+    "gate_criteria_frame",
+    "meets_steering_criteria",
+    "passing_gates",
     "generation_html",
     "generation_boxes_html",
     "figure_sva",
@@ -138,3 +150,31 @@ def generation_boxes_html(summary: dict, *, n_display: int, seed: int) -> str:
         pairs = [pair for pair in m["steering"]["sampled"] if pair["seed"] == seed][:n_display]
         boxes += [generation_html(pair["base"]["prompt"], pair, m["model"]) for pair in pairs]
     return "".join(boxes)
+
+
+def meets_steering_criteria(row: Mapping) -> bool:
+    """Whether a row of :func:`corelib.experiments.subject_verb_agreement.gate_table` meets both
+    steering criteria: its inversion rate passes the tolerance of the claim
+    ``sva.steering_rate``, and its share of unchanged decision-free control continuations that of
+    ``sva.steering_untouched`` (:mod:`corelib.claims`). No decision-free control: not met."""
+    free = row["decision-free controls"]
+    return (
+        claim("sva.steering_rate").holds(row["inversion rate"])
+        and free > 0
+        and claim("sva.steering_untouched").holds(row["decision-free unchanged"] / free)
+    )
+
+
+def gate_criteria_frame(summary: dict) -> pandas.DataFrame:
+    """The gate table of every model (:func:`corelib.experiments.subject_verb_agreement.gate_frame`),
+    indexed by (model, gate), with a last column ``both criteria`` (:func:`meets_steering_criteria`)."""
+    frame = subject_verb_agreement.gate_frame(summary)
+    frame["both criteria"] = [meets_steering_criteria(row) for _, row in frame.iterrows()]
+    return frame
+
+
+def passing_gates(summary: dict) -> list[float]:
+    """Gate thresholds of the grid at which every model meets both steering criteria."""
+    frame = gate_criteria_frame(summary)["both criteria"]
+    gates = sorted({float(g) for g in frame.index.get_level_values("gate")})
+    return [g for g in gates if frame.xs(g, level="gate").all()]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import sva
 from .sva import ATTRACTORS, CONNECTORS, HEADS, RELATIVES, PromptHalves, make_prompt
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "TenseDataset",
     "make_dataset",
     "tense_prompt",
+    "vocabulary",
 ]
 
 PAST_CUES = ("Yesterday,", "Long ago,", "A century ago,", "Last night,", "Last year,", "In 1900,")
@@ -49,6 +51,14 @@ TENSE_VERBS = {"past": (" was", " were"), "present": (" is", " are")}
 
 TENSE_READOUT = {verb: (1.0 if tense == "past" else -1.0) for tense, verbs in TENSE_VERBS.items() for verb in verbs}
 """The tense margin ``(was + were) - (is + are)`` as a :class:`corelib.lm.LanguageModel` read-out."""
+
+
+def vocabulary() -> list[str]:
+    """The words of the tiny test model's tokenizer for this task: the agreement task's
+    (:func:`corelib.tasks.sva.vocabulary`), which hold the noun phrases and the four verbs. The
+    time cues are not among them and read as the unknown word; the smoke profile only checks that
+    the pipeline runs."""
+    return sva.vocabulary()
 
 
 def tense_prompt(cue: str, phrase: str) -> str:
