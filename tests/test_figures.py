@@ -10,6 +10,7 @@ without inputs here fails too.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from types import SimpleNamespace
 
@@ -32,31 +33,47 @@ RNG = np.random.default_rng(0)
 # --------------------------------------------------------------------------- inputs
 
 
-def _markov_summary(n_models: int = 3) -> dict:
+def _markov_summary(n_models: int = 3):
+    from corelib.experiments.markov_chain import MarkovParams, MarkovSummary
+
     tensors = ["embed.weight", "blocks.0.attn.in_proj_weight", "blocks.0.ff.0.weight", "unembed.weight"]
+    history = {"loss": [1.0], "train_acc": [0.7], "test_acc": [0.7]}
     models = [
         {
+            "seed": i,
             "accuracy": {"full": 0.7, "keep": 0.69, "remove": 0.3 + 0.01 * i},
+            "rank": 3,
+            "singular_values": [3.0, 2.0, 1.0],
             "eigenvalues": [[0.5, 0.2], [0.5, -0.2], [0.9, 0.0]],
+            "spectrum_error": 0.1,
+            "r2": 0.5,
+            "history": history,
         }
         for i in range(n_models)
     ]
     pairs = [
         {
             "pair": [i, j],
+            "weight_cosine": 0.01,
             "weight_cosine_by_tensor": {t: RNG.uniform(-0.1, 0.1) for t in tensors},
             "overlap": 0.98,
+            "angles": [1.0, 2.0, 3.0],
             "cca": [0.99, 0.98, 0.97],
         }
         for i, j in itertools.combinations(range(n_models), 2)
     ]
-    return {
-        "models": models,
-        "pairs": pairs,
-        "bayes_accuracy": 0.75,
-        "chance_accuracy": 0.25,
-        "chain_eigenvalues": [[0.5, 0.25], [0.5, -0.25], [0.5, 0.0]],
-    }
+    params = dataclasses.asdict(MarkovParams(seeds=tuple(range(n_models))))
+    return MarkovSummary.from_json(
+        {
+            "params": params,
+            "models": models,
+            "pairs": pairs,
+            "bayes_accuracy": 0.75,
+            "chance_accuracy": 0.25,
+            "oracle_r2": 0.6,
+            "chain_eigenvalues": [[0.5, 0.25], [0.5, -0.25], [0.5, 0.0]],
+        }
+    )
 
 
 def _sva_summary() -> dict:

@@ -144,7 +144,7 @@ _RACE = textwrap.dedent("""
     sys.path.insert(0, {root!r})
     from corelib.experiments import markov_chain
     p = markov_chain.MarkovParams(n_train=64, n_test=32, seeds=(0, 1), epochs=2, d_model=16, d_ff=32, n_jacobians=8)
-    print(json.dumps(markov_chain.run(p, progress=False)["models"][0]["accuracy"]))
+    print(json.dumps(markov_chain.run(p, progress=False).to_json()["models"][0]["accuracy"]))
 """)
 
 

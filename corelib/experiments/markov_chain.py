@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MarkovParams",
+    "MarkovSummary",
+    "MarkovModel",
+    "ModelPair",
+    "Accuracies",
+    "TrainingHistory",
     "run",
     "run_folder",
     "make_data",
@@ -132,6 +137,187 @@ class MarkovParams:
         )
 
 
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class Accuracies:
+    """Next-token accuracy on the test set, a share in [0, 1], every position counted.
+
+    Attributes:
+        full: the trained model as it is.
+        keep: only the core kept at the block output (core-only).
+        remove: the core projected out of the block output (core-removed).
+    """
+
+    full: float
+    keep: float
+    remove: float
+
+
+@dataclass(frozen=True)
+class TrainingHistory:
+    """Per epoch (length ``epochs``): the mean training loss (nats per token) and the train and
+    test accuracy (shares in [0, 1])."""
+
+    loss: tuple[float, ...]
+    train_acc: tuple[float, ...]
+    test_acc: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class MarkovModel:
+    """One trained model, analysed on the test set.
+
+    Attributes:
+        seed: the training seed.
+        accuracy: full, core-only and core-removed accuracy.
+        rank: the core's dimension (the ``energy`` share of the balanced spectrum).
+        singular_values: the balanced singular values, largest first.
+        eigenvalues: (rank,) eigenvalues of the linear operator fitted in core coordinates,
+            ``z_{t+1} = A z_t``.
+        spectrum_error: distance of ``eigenvalues`` to the chain's non-trivial eigenvalues
+            (:func:`corelib.operators.spectrum_distance`); None when their numbers differ.
+        r2: the operator's R² on the test coordinates.
+        history: the training curves.
+    """
+
+    seed: int
+    accuracy: Accuracies
+    rank: int
+    singular_values: tuple[float, ...]
+    eigenvalues: tuple[complex, ...]
+    spectrum_error: float | None
+    r2: float
+    history: TrainingHistory
+
+
+@dataclass(frozen=True)
+class ModelPair:
+    """Two models compared (indices into :attr:`MarkovSummary.models`, first < second).
+
+    Attributes:
+        models: the two indices.
+        weight_cosine: cosine of all weights as one vector.
+        weight_cosine_by_tensor: the cosine per parameter tensor, by its name.
+        overlap: projector overlap of the two cores, in [0, 1].
+        angles: principal angles between the cores, in degrees, smallest first.
+        cca: canonical correlations of the two models' core coordinates, largest first.
+    """
+
+    models: tuple[int, int]
+    weight_cosine: float
+    weight_cosine_by_tensor: dict[str, float]
+    overlap: float
+    angles: tuple[float, ...]
+    cca: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class MarkovSummary:
+    """What :func:`run` computes: the chain's reference values, each model and each pair.
+
+    Attributes:
+        params: the parameters of the run.
+        bayes_accuracy: the accuracy of always predicting the likeliest next state.
+        chance_accuracy: the accuracy of guessing the stationary distribution's likeliest state.
+        oracle_r2: the R² of the best linear predictor of the next state's one-hot vector.
+        chain_eigenvalues: the chain's non-trivial eigenvalues.
+        models: one :class:`MarkovModel` per seed, in the order of ``params.seeds``.
+        pairs: one :class:`ModelPair` per pair of models.
+    """
+
+    params: MarkovParams
+    bayes_accuracy: float
+    chance_accuracy: float
+    oracle_r2: float
+    chain_eigenvalues: tuple[complex, ...]
+    models: tuple[MarkovModel, ...]
+    pairs: tuple[ModelPair, ...]
+
+    @classmethod
+    def from_json(cls, stored: dict) -> MarkovSummary:
+        """The summary from its stored JSON (:meth:`to_json`)."""
+        params = {k: tuple(v) if isinstance(v, list) else v for k, v in stored["params"].items()}
+        return cls(
+            params=MarkovParams(**params),
+            bayes_accuracy=stored["bayes_accuracy"],
+            chance_accuracy=stored["chance_accuracy"],
+            oracle_r2=stored["oracle_r2"],
+            chain_eigenvalues=_complex(stored["chain_eigenvalues"]),
+            models=tuple(_model_from_json(m) for m in stored["models"]),
+            pairs=tuple(_pair_from_json(p) for p in stored["pairs"]),
+        )
+
+    def to_json(self) -> dict:
+        """The stored form: plain JSON types, complex numbers as ``[re, im]``."""
+        return {
+            "params": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self.params).items()},
+            "bayes_accuracy": self.bayes_accuracy,
+            "chance_accuracy": self.chance_accuracy,
+            "oracle_r2": self.oracle_r2,
+            "chain_eigenvalues": _pairs_of_floats(self.chain_eigenvalues),
+            "models": [_model_to_json(m) for m in self.models],
+            "pairs": [_pair_to_json(p) for p in self.pairs],
+        }
+
+
+def _complex(values: list[list[float]]) -> tuple[complex, ...]:
+    return tuple(complex(re_, im) for re_, im in values)
+
+
+def _pairs_of_floats(values) -> list[list[float]]:
+    return [[float(v.real), float(v.imag)] for v in values]
+
+
+def _model_from_json(m: dict) -> MarkovModel:
+    return MarkovModel(
+        seed=m["seed"],
+        accuracy=Accuracies(**m["accuracy"]),
+        rank=m["rank"],
+        singular_values=tuple(m["singular_values"]),
+        eigenvalues=_complex(m["eigenvalues"]),
+        spectrum_error=m["spectrum_error"],
+        r2=m["r2"],
+        history=TrainingHistory(**{k: tuple(v) for k, v in m["history"].items()}),
+    )
+
+
+def _model_to_json(m: MarkovModel) -> dict:
+    return {
+        "seed": m.seed,
+        "accuracy": asdict(m.accuracy),
+        "rank": m.rank,
+        "singular_values": list(m.singular_values),
+        "eigenvalues": _pairs_of_floats(m.eigenvalues),
+        "spectrum_error": m.spectrum_error,
+        "r2": m.r2,
+        "history": {k: list(v) for k, v in asdict(m.history).items()},
+    }
+
+
+def _pair_from_json(p: dict) -> ModelPair:
+    return ModelPair(
+        models=tuple(p["pair"]),
+        weight_cosine=p["weight_cosine"],
+        weight_cosine_by_tensor=dict(p["weight_cosine_by_tensor"]),
+        overlap=p["overlap"],
+        angles=tuple(p["angles"]),
+        cca=tuple(p["cca"]),
+    )
+
+
+def _pair_to_json(p: ModelPair) -> dict:
+    return {
+        "pair": list(p.models),
+        "weight_cosine": p.weight_cosine,
+        "weight_cosine_by_tensor": p.weight_cosine_by_tensor,
+        "overlap": p.overlap,
+        "angles": list(p.angles),
+        "cca": list(p.cca),
+    }
+
+
 def make_data(params: MarkovParams) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Train and test (inputs, targets): inputs are tokens 0..L-2, targets tokens 1..L-1."""
     out = {}
@@ -176,53 +362,53 @@ def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p
     }
 
 
-def compare_models(models: list[Transformer], analyses: list[dict]) -> list[dict]:
+def compare_models(models: list[Transformer], analyses: list[dict]) -> list[ModelPair]:
     """Pairwise weight cosine, projector overlap, principal angles and CCA of core coordinates."""
     pairs = []
     for i, j in itertools.combinations(range(len(models)), 2):
         qi, qj = analyses[i]["core"].basis, analyses[j]["core"].basis
         pairs.append(
-            {
-                "pair": [i, j],
-                "weight_cosine": compare.weight_cosine(models[i], models[j]),
-                "weight_cosine_by_tensor": compare.weight_cosines_by_tensor(models[i], models[j]),
-                "overlap": compare.projector_overlap(qi, qj),
-                "angles": compare.principal_angles(qi, qj).tolist(),
-                "cca": compare.cca(analyses[i]["coords"], analyses[j]["coords"]).tolist(),
-            }
+            ModelPair(
+                models=(i, j),
+                weight_cosine=compare.weight_cosine(models[i], models[j]),
+                weight_cosine_by_tensor=compare.weight_cosines_by_tensor(models[i], models[j]),
+                overlap=compare.projector_overlap(qi, qj),
+                angles=tuple(compare.principal_angles(qi, qj).tolist()),
+                cca=tuple(compare.cca(analyses[i]["coords"], analyses[j]["coords"]).tolist()),
+            )
         )
     return pairs
 
 
-def _summary(params: MarkovParams, analyses: list[dict], pairs: list[dict], histories: list[dict]) -> dict:
+def _analysed_model(seed: int, a: dict, history: TrainingHistory, target: np.ndarray) -> MarkovModel:
+    return MarkovModel(
+        seed=seed,
+        accuracy=Accuracies(**a["accuracy"]),
+        rank=a["core"].rank,
+        singular_values=tuple(a["core"].singular_values.tolist()),
+        eigenvalues=tuple(complex(v) for v in a["eigenvalues"]),
+        spectrum_error=(
+            operators.spectrum_distance(a["eigenvalues"], target) if len(a["eigenvalues"]) == len(target) else None
+        ),
+        r2=a["r2"],
+        history=history,
+    )
+
+
+def _summary(
+    params: MarkovParams, analyses: list[dict], pairs: list[ModelPair], histories: list[TrainingHistory]
+) -> MarkovSummary:
     t = params.chain
     target = markov.chain_eigenvalues(t)
-    return {
-        "params": asdict(params),
-        "bayes_accuracy": markov.bayes_accuracy(t),
-        "chance_accuracy": markov.chance_accuracy(t),
-        "oracle_r2": markov.oracle_r2(t),
-        "chain_eigenvalues": [[float(v.real), float(v.imag)] for v in target],
-        "models": [
-            {
-                "seed": seed,
-                "accuracy": a["accuracy"],
-                "rank": a["core"].rank,
-                "singular_values": a["core"].singular_values.tolist(),
-                "eigenvalues": [[float(v.real), float(v.imag)] for v in a["eigenvalues"]],
-                # None when the core's rank differs from the number of non-trivial chain eigenvalues.
-                "spectrum_error": (
-                    operators.spectrum_distance(a["eigenvalues"], target)
-                    if len(a["eigenvalues"]) == len(target)
-                    else None
-                ),
-                "r2": a["r2"],
-                "history": hist,
-            }
-            for seed, a, hist in zip(params.seeds, analyses, histories)
-        ],
-        "pairs": pairs,
-    }
+    return MarkovSummary(
+        params=params,
+        bayes_accuracy=markov.bayes_accuracy(t),
+        chance_accuracy=markov.chance_accuracy(t),
+        oracle_r2=markov.oracle_r2(t),
+        chain_eigenvalues=tuple(complex(v) for v in target),
+        models=tuple(_analysed_model(s, a, h, target) for s, a, h in zip(params.seeds, analyses, histories)),
+        pairs=tuple(pairs),
+    )
 
 
 def run_folder(p: MarkovParams) -> Path:
@@ -231,7 +417,7 @@ def run_folder(p: MarkovParams) -> Path:
     return run_dir("markov", {**ident, "masks": MASK_GENERATOR} if p.dropout else ident)
 
 
-def run(p: MarkovParams | None = None, *, progress: bool = True) -> dict:
+def run(p: MarkovParams | None = None, *, progress: bool = True) -> MarkovSummary:
     """Train (or reuse) the models, analyse them, and return the summary saved in the run folder.
 
     A second process asking for the same run waits for the first and reuses its summary.
@@ -241,11 +427,11 @@ def run(p: MarkovParams | None = None, *, progress: bool = True) -> dict:
     summary_path = folder / "summary.json"
     with run_lock(folder, "the Markov experiment"):
         if not summary_path.exists():
-            save_json(summary_path, _compute(p, folder, progress))
-    return load_json(summary_path)
+            save_json(summary_path, _compute(p, folder, progress).to_json())
+    return MarkovSummary.from_json(load_json(summary_path))
 
 
-def _compute(p: MarkovParams, folder, progress: bool) -> dict:
+def _compute(p: MarkovParams, folder, progress: bool) -> MarkovSummary:
     data = make_data(p)
     device = default_device()
     train, test = (SequenceData(*data[k]) for k in ("train", "test"))
@@ -254,7 +440,8 @@ def _compute(p: MarkovParams, folder, progress: bool) -> dict:
     )
     models = [stack.model(i) for i in range(len(p.seeds))]
     histories = [
-        {k: [row[i] for row in hist[k]] for k in ("loss", "train_acc", "test_acc")} for i in range(len(p.seeds))
+        TrainingHistory(*(tuple(row[i] for row in hist[k]) for k in ("loss", "train_acc", "test_acc")))
+        for i in range(len(p.seeds))
     ]
     analyses = [analyse_model(m, data["test"], p) for m in tqdm(models, desc="Markov models", disable=not progress)]
     save_tensors(
@@ -267,84 +454,99 @@ def _compute(p: MarkovParams, folder, progress: bool) -> dict:
     return _summary(p, analyses, compare_models(models, analyses), histories)
 
 
-def _fmt_complex(v: list[float]) -> str:
-    re_, im = v
-    return f"{re_:.2f}" if abs(im) < 5e-3 else f"{re_:.2f} {'+' if im >= 0 else '-'} {abs(im):.2f}i"
+def _fmt_complex(v: complex) -> str:
+    return f"{v.real:.2f}" if abs(v.imag) < 5e-3 else f"{v.real:.2f} {'+' if v.imag >= 0 else '-'} {abs(v.imag):.2f}i"
 
 
-def tables(summary: dict) -> dict[str, pandas.DataFrame]:
-    """Tables A1 (ablations), A2 (core geometry and CCA) and A3 (spectra) as DataFrames."""
+def _names(summary: MarkovSummary) -> list[str]:
+    return [f"M{i + 1}" for i in range(len(summary.models))]
+
+
+def ablation_table(summary: MarkovSummary) -> pandas.DataFrame:
+    """Table A1: per model (rows M1, M2, ...), the accuracy of the full, core-only and
+    core-removed model, rounded to 3 decimals."""
     import pandas as pd
 
-    names = [f"M{i + 1}" for i in range(len(summary["models"]))]
-    a1 = pd.DataFrame(
-        [[m["accuracy"]["full"], m["accuracy"]["keep"], m["accuracy"]["remove"]] for m in summary["models"]],
-        index=names,
-        columns=["Full model", "Core-only", "Core-removed"],
-    ).round(3)
-    a2 = pd.DataFrame(
-        [
-            [f"{p['overlap']:.3f}", str([round(a) for a in p["angles"]]), str([round(c, 3) for c in p["cca"]])]
-            for p in summary["pairs"]
-        ],
-        index=[f"{names[p['pair'][0]]}–{names[p['pair'][1]]}" for p in summary["pairs"]],
-        columns=["Proj. overlap", "Principal angles (°)", "CCA"],
-    )
-    n_eig = len(summary["chain_eigenvalues"])
-    cols = {"Markov chain": [_fmt_complex(v) for v in summary["chain_eigenvalues"]]}
-    for i, m in enumerate(summary["models"]):
-        ev = [_fmt_complex(v) for v in m["eigenvalues"]][:n_eig]
+    rows = [[m.accuracy.full, m.accuracy.keep, m.accuracy.remove] for m in summary.models]
+    return pd.DataFrame(rows, index=_names(summary), columns=["Full model", "Core-only", "Core-removed"]).round(3)
+
+
+def geometry_table(summary: MarkovSummary) -> pandas.DataFrame:
+    """Table A2: per pair of models (rows "M1–M2", ...), projector overlap, principal angles in
+    degrees and canonical correlations, as text."""
+    import pandas as pd
+
+    names = _names(summary)
+    rows = [
+        [f"{p.overlap:.3f}", str([round(a) for a in p.angles]), str([round(c, 3) for c in p.cca])]
+        for p in summary.pairs
+    ]
+    index = [f"{names[p.models[0]]}–{names[p.models[1]]}" for p in summary.pairs]
+    return pd.DataFrame(rows, index=index, columns=["Proj. overlap", "Principal angles (°)", "CCA"])
+
+
+def spectrum_table(summary: MarkovSummary) -> pandas.DataFrame:
+    """Table A3: the chain's non-trivial eigenvalues (rows λ1, λ2, ...) beside those of each
+    model's core operator (columns "Core 1", ...), as text."""
+    import pandas as pd
+
+    n_eig = len(summary.chain_eigenvalues)
+    cols = {"Markov chain": [_fmt_complex(v) for v in summary.chain_eigenvalues]}
+    for i, m in enumerate(summary.models):
+        ev = [_fmt_complex(v) for v in m.eigenvalues][:n_eig]
         cols[f"Core {i + 1}"] = ev + [""] * (n_eig - len(ev))
-    a3 = pd.DataFrame(cols, index=[f"λ{k + 1}" for k in range(n_eig)])
-    return {"A1": a1, "A2": a2, "A3": a3}
+    return pd.DataFrame(cols, index=[f"λ{k + 1}" for k in range(n_eig)])
 
 
-def claim_values(summary: dict) -> dict:
+def tables(summary: MarkovSummary) -> dict[str, pandas.DataFrame]:
+    """Tables A1 (:func:`ablation_table`), A2 (:func:`geometry_table`) and A3 (:func:`spectrum_table`)."""
+    return {"A1": ablation_table(summary), "A2": geometry_table(summary), "A3": spectrum_table(summary)}
+
+
+def claim_values(summary: MarkovSummary) -> dict:
     """The measured values of the paper's Markov claims (ids of :data:`corelib.claims.CLAIMS`)."""
-    models, pairs = summary["models"], summary["pairs"]
-    errors = [m["spectrum_error"] for m in models]
+    models, pairs = summary.models, summary.pairs
     return {
-        "markov.accuracy": [m["accuracy"]["full"] for m in models],
-        "markov.keep_accuracy": [m["accuracy"]["keep"] for m in models],
-        "markov.remove_accuracy": [m["accuracy"]["remove"] for m in models],
-        "markov.rank": [m["rank"] for m in models],
-        "markov.weight_cosine": [abs(p["weight_cosine"]) for p in pairs],
-        "markov.overlap": [p["overlap"] for p in pairs],
-        "markov.angles": [a for p in pairs for a in p["angles"]],
-        "markov.cca_top2": [c for p in pairs for c in p["cca"][:2]],
-        "markov.cca_third": [p["cca"][2] for p in pairs if len(p["cca"]) > 2],
-        "markov.cca_mean": [float(np.mean(p["cca"])) for p in pairs],
-        "markov.spectrum_error": [float("nan") if e is None else e for e in errors],
-        "markov.r2_ratio": [m["r2"] / summary["oracle_r2"] for m in models],
+        "markov.accuracy": [m.accuracy.full for m in models],
+        "markov.keep_accuracy": [m.accuracy.keep for m in models],
+        "markov.remove_accuracy": [m.accuracy.remove for m in models],
+        "markov.rank": [m.rank for m in models],
+        "markov.weight_cosine": [abs(p.weight_cosine) for p in pairs],
+        "markov.overlap": [p.overlap for p in pairs],
+        "markov.angles": [a for p in pairs for a in p.angles],
+        "markov.cca_top2": [c for p in pairs for c in p.cca[:2]],
+        "markov.cca_third": [p.cca[2] for p in pairs if len(p.cca) > 2],
+        "markov.cca_mean": [float(np.mean(p.cca)) for p in pairs],
+        "markov.spectrum_error": [float("nan") if m.spectrum_error is None else m.spectrum_error for m in models],
+        "markov.r2_ratio": [m.r2 / summary.oracle_r2 for m in models],
     }
 
 
-def glue_values(summary: dict) -> dict[str, object]:
+def glue_values(summary: MarkovSummary) -> dict[str, object]:
     """Every value the Markov chapter's prose quotes, by glue name."""
-    models, pairs = summary["models"], summary["pairs"]
-    errors = [m["spectrum_error"] for m in models]
-    settings = summary["params"]
+    models, pairs, settings = summary.models, summary.pairs, summary.params
+    errors = [m.spectrum_error for m in models]
     return {
-        "epochs": settings["epochs"],
-        "batch_size": settings["batch_size"],
-        "dropout": settings["dropout"],
-        "energy_pct": f"{100 * settings['energy']:g}",
-        "bayes": summary["bayes_accuracy"],
-        "chance": summary["chance_accuracy"],
+        "epochs": settings.epochs,
+        "batch_size": settings.batch_size,
+        "dropout": settings.dropout,
+        "energy_pct": f"{100 * settings.energy:g}",
+        "bayes": summary.bayes_accuracy,
+        "chance": summary.chance_accuracy,
         "n_models": len(models),
-        "ranks": ", ".join(str(m["rank"]) for m in models),
-        "acc_min": min(m["accuracy"]["full"] for m in models),
-        "acc_max": max(m["accuracy"]["full"] for m in models),
-        "keep_min": min(m["accuracy"]["keep"] for m in models),
-        "remove_max": max(m["accuracy"]["remove"] for m in models),
-        "wcos_max": max(abs(pair["weight_cosine"]) for pair in pairs),
-        "overlap_min": min(pair["overlap"] for pair in pairs),
-        "overlap_max": max(pair["overlap"] for pair in pairs),
-        "angle_min": min(min(pair["angles"]) for pair in pairs),
-        "angle_max": max(max(pair["angles"]) for pair in pairs),
-        "cca2_min": min(min(pair["cca"][:2]) for pair in pairs),
-        "cca_mean_min": min(float(np.mean(pair["cca"])) for pair in pairs),
+        "ranks": ", ".join(str(m.rank) for m in models),
+        "acc_min": min(m.accuracy.full for m in models),
+        "acc_max": max(m.accuracy.full for m in models),
+        "keep_min": min(m.accuracy.keep for m in models),
+        "remove_max": max(m.accuracy.remove for m in models),
+        "wcos_max": max(abs(pair.weight_cosine) for pair in pairs),
+        "overlap_min": min(pair.overlap for pair in pairs),
+        "overlap_max": max(pair.overlap for pair in pairs),
+        "angle_min": min(min(pair.angles) for pair in pairs),
+        "angle_max": max(max(pair.angles) for pair in pairs),
+        "cca2_min": min(min(pair.cca[:2]) for pair in pairs),
+        "cca_mean_min": min(float(np.mean(pair.cca)) for pair in pairs),
         "spec_err_max": max(errors) if None not in errors else float("nan"),
-        "r2_ratio_min": min(m["r2"] / summary["oracle_r2"] for m in models),
-        "oracle_r2": summary["oracle_r2"],
+        "r2_ratio_min": min(m.r2 / summary.oracle_r2 for m in models),
+        "oracle_r2": summary.oracle_r2,
     }

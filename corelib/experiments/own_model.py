@@ -685,11 +685,10 @@ def _example_values(summary: dict) -> dict[str, object]:
     ex = summary["tense"]["examples"][0]
     return {
         "ex_prompt": ex["prompt"],
-        **{
-            f"ex_{verb}_{k}": ex[state][verb]
-            for verb in ("was", "is")
-            for k, state in (("base", "baseline"), ("flip", "flip"))
-        },
+        "ex_was_base": ex["baseline"]["was"],
+        "ex_was_flip": ex["flip"]["was"],
+        "ex_is_base": ex["baseline"]["is"],
+        "ex_is_flip": ex["flip"]["is"],
     }
 
 
@@ -729,15 +728,52 @@ def _by_direction(summary: dict, name: str, key: str) -> list[float]:
     return [m["directions"][name][key] for m in summary["agreement"]]
 
 
-_KEYS = (("ace", "ACE core"), ("md", "mean difference"), ("probe", "probe"), ("pc", "top PC"))
-"""The glue names' short key of each direction of :data:`DIRECTIONS`."""
+_DIRECTION_GLUE = {
+    "ACE core": {
+        "angle_to_ace": ("ace_angle_to_ace_min", "ace_angle_to_ace_max"),
+        "read_auc": ("ace_read_auc_min", "ace_read_auc_max"),
+        "r2": ("ace_r2_min", "ace_r2_max"),
+        "keep": ("ace_keep_min", "ace_keep_max"),
+        "remove": ("ace_remove_min", "ace_remove_max"),
+        "flip": ("ace_flip_min", "ace_flip_max"),
+        "share": ("ace_share_min", "ace_share_max"),
+    },
+    "mean difference": {
+        "angle_to_ace": ("md_angle_to_ace_min", "md_angle_to_ace_max"),
+        "read_auc": ("md_read_auc_min", "md_read_auc_max"),
+        "r2": ("md_r2_min", "md_r2_max"),
+        "keep": ("md_keep_min", "md_keep_max"),
+        "remove": ("md_remove_min", "md_remove_max"),
+        "flip": ("md_flip_min", "md_flip_max"),
+        "share": ("md_share_min", "md_share_max"),
+    },
+    "probe": {
+        "angle_to_ace": ("probe_angle_to_ace_min", "probe_angle_to_ace_max"),
+        "read_auc": ("probe_read_auc_min", "probe_read_auc_max"),
+        "r2": ("probe_r2_min", "probe_r2_max"),
+        "keep": ("probe_keep_min", "probe_keep_max"),
+        "remove": ("probe_remove_min", "probe_remove_max"),
+        "flip": ("probe_flip_min", "probe_flip_max"),
+        "share": ("probe_share_min", "probe_share_max"),
+    },
+    "top PC": {
+        "angle_to_ace": ("pc_angle_to_ace_min", "pc_angle_to_ace_max"),
+        "read_auc": ("pc_read_auc_min", "pc_read_auc_max"),
+        "r2": ("pc_r2_min", "pc_r2_max"),
+        "keep": ("pc_keep_min", "pc_keep_max"),
+        "remove": ("pc_remove_min", "pc_remove_max"),
+        "flip": ("pc_flip_min", "pc_flip_max"),
+        "share": ("pc_share_min", "pc_share_max"),
+    },
+}
+"""Per direction of :data:`DIRECTIONS` and per measure (:func:`_by_direction`, and ``share``:
+:func:`removal_share`), the glue names of its least and largest value over the models."""
 
 
 def glue_values(summary: dict) -> dict[str, object]:
     """Every value the chapter's prose quotes, by glue name: numbers, and the names of the tense
     model, of the saved core's folder and of the first example prompt. A measure of the
-    directions over the models is glued as its least and largest value (``<key>_<measure>_min``
-    and ``_max``, key ``ace``, ``md``, ``probe`` or ``pc``)."""
+    directions over the models is glued as its least and largest value (:data:`_DIRECTION_GLUE`)."""
     t, models = summary["tense"], summary["agreement"]
     values: dict[str, object] = {
         "tense_model": t["model"],
@@ -761,12 +797,13 @@ def glue_values(summary: dict) -> dict[str, object]:
         "probe_acc_min": min(m["probe_accuracy"] for m in models),
         "probe_l2": summary["params"]["probe_l2"],
     }
-    for key, name in _KEYS:
-        for measure in ("angle_to_ace", "read_auc", "r2", "keep", "remove", "flip"):
-            measured = _by_direction(summary, name, measure)
-            values[f"{key}_{measure}_min"], values[f"{key}_{measure}_max"] = min(measured), max(measured)
-        shares = [removal_share(m, name) for m in models]
-        values[f"{key}_share_min"], values[f"{key}_share_max"] = min(shares), max(shares)
+    for name, measures in _DIRECTION_GLUE.items():
+        for measure, (least, largest) in measures.items():
+            if measure == "share":
+                measured = [removal_share(m, name) for m in models]
+            else:
+                measured = _by_direction(summary, name, measure)
+            values[least], values[largest] = min(measured), max(measured)
     return {**values, **_grid_values(summary), **_example_values(summary), **_sweep_values(summary)}
 
 

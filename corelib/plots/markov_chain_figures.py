@@ -1,9 +1,15 @@
-"""Figure panels. One function per panel; each draws on a given Axes from saved results only."""
+"""Figure panels of the Markov-chain chapter (Figure 1). One function per panel; each draws on a
+given Axes from a :class:`corelib.experiments.markov_chain.MarkovSummary`."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import matplotlib.pyplot as plt
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..experiments.markov_chain import MarkovSummary
 
 __all__ = [
     "figure_markov",
@@ -18,11 +24,11 @@ MODE_LABELS = {"full": "full model", "keep": "core-only", "remove": "core-remove
 MODEL_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
 
 
-def _pair_matrix(summary: dict, value) -> np.ndarray:
-    n = len(summary["models"])
+def _pair_matrix(summary: MarkovSummary, value) -> np.ndarray:
+    n = len(summary.models)
     m = np.eye(n)
-    for pair in summary["pairs"]:
-        i, j = pair["pair"]
+    for pair in summary.pairs:
+        i, j = pair.models
         m[i, j] = m[j, i] = value(pair)
     return m
 
@@ -36,20 +42,20 @@ def _heatmap(ax, m: np.ndarray, labels: list[str], title: str, fmt: str = "{:.2f
     ax.set_title(title)
 
 
-def _labels(summary: dict) -> list[str]:
-    return [f"M$_{i + 1}$" for i in range(len(summary["models"]))]
+def _labels(summary: MarkovSummary) -> list[str]:
+    return [f"M$_{i + 1}$" for i in range(len(summary.models))]
 
 
-def panel_weight_cosines(ax, summary: dict) -> None:
+def panel_weight_cosines(ax, summary: MarkovSummary) -> None:
     """(A) Cosine similarity of learned weights for every pair of models, per parameter tensor."""
-    names = list(summary["pairs"][0]["weight_cosine_by_tensor"])
-    for k, pair in enumerate(summary["pairs"]):
-        vals = [pair["weight_cosine_by_tensor"][n] for n in names]
+    names = list(summary.pairs[0].weight_cosine_by_tensor)
+    for k, pair in enumerate(summary.pairs):
+        vals = [pair.weight_cosine_by_tensor[n] for n in names]
         ax.scatter(
             vals,
             range(len(names)),
             s=14,
-            label=f"M$_{pair['pair'][0] + 1}$–M$_{pair['pair'][1] + 1}$",
+            label=f"M$_{pair.models[0] + 1}$–M$_{pair.models[1] + 1}$",
             color=MODEL_COLORS[k % len(MODEL_COLORS)],
         )
     ax.set_yticks(range(len(names)), [n.replace("blocks.0.", "") for n in names], fontsize=7)
@@ -60,11 +66,11 @@ def panel_weight_cosines(ax, summary: dict) -> None:
     ax.legend(fontsize=7, loc="lower right")
 
 
-def panel_ablation_accuracy(ax, summary: dict) -> None:
+def panel_ablation_accuracy(ax, summary: MarkovSummary) -> None:
     """(B) Test accuracy of full / core-only / core-removed models, mean ± sem, with controls."""
     modes = list(MODE_LABELS)
     for k, mode in enumerate(modes):
-        vals = np.array([m["accuracy"][mode] for m in summary["models"]])
+        vals = np.array([getattr(m.accuracy, mode) for m in summary.models])
         sem = vals.std(ddof=1) / np.sqrt(len(vals)) if len(vals) > 1 else 0.0
         ax.bar(k, vals.mean(), yerr=sem, color="lightgrey", edgecolor="k", capsize=4)
         ax.scatter(
@@ -74,8 +80,8 @@ def panel_ablation_accuracy(ax, summary: dict) -> None:
             zorder=3,
             s=18,
         )
-    ax.axhline(summary["bayes_accuracy"], ls="--", color="C3", label="Bayes-optimal")
-    ax.axhline(summary["chance_accuracy"], ls=":", color="k", label="chance")
+    ax.axhline(summary.bayes_accuracy, ls="--", color="C3", label="Bayes-optimal")
+    ax.axhline(summary.chance_accuracy, ls=":", color="k", label="chance")
     ax.set_xticks(range(len(modes)), [MODE_LABELS[m] for m in modes])
     ax.set_ylim(0, 1)
     ax.set_ylabel("test accuracy")
@@ -83,29 +89,27 @@ def panel_ablation_accuracy(ax, summary: dict) -> None:
     ax.legend(fontsize=7, loc="upper right")
 
 
-def panel_overlap(ax, summary: dict) -> None:
+def panel_overlap(ax, summary: MarkovSummary) -> None:
     """(C) Projector overlap between every pair of cores (1 = same subspace, 0 = orthogonal)."""
-    _heatmap(ax, _pair_matrix(summary, lambda p: p["overlap"]), _labels(summary), "C  projector overlap")
+    _heatmap(ax, _pair_matrix(summary, lambda p: p.overlap), _labels(summary), "C  projector overlap")
 
 
-def panel_cca(ax, summary: dict) -> None:
+def panel_cca(ax, summary: MarkovSummary) -> None:
     """(D) Mean canonical correlation between the core coordinates of every pair of models."""
-    _heatmap(
-        ax, _pair_matrix(summary, lambda p: float(np.mean(p["cca"]))), _labels(summary), "D  mean CCA", fmt="{:.3f}"
-    )
+    _heatmap(ax, _pair_matrix(summary, lambda p: float(np.mean(p.cca))), _labels(summary), "D  mean CCA", fmt="{:.3f}")
 
 
-def panel_spectrum(ax, summary: dict) -> None:
+def panel_spectrum(ax, summary: MarkovSummary) -> None:
     """(E) Eigenvalues of the operators fitted in each core, against the chain's spectrum."""
     t = np.linspace(0, 2 * np.pi, 200)
     ax.plot(np.cos(t), np.sin(t), color="lightgrey", lw=1)
-    true = np.array(summary["chain_eigenvalues"])
-    ax.scatter(true[:, 0], true[:, 1], s=160, facecolors="none", edgecolors="k", lw=1.5, label="Markov chain", zorder=2)
-    for k, m in enumerate(summary["models"]):
-        ev = np.array(m["eigenvalues"])
+    true = np.array(summary.chain_eigenvalues)
+    ax.scatter(true.real, true.imag, s=160, facecolors="none", edgecolors="k", lw=1.5, label="Markov chain", zorder=2)
+    for k, m in enumerate(summary.models):
+        ev = np.array(m.eigenvalues, dtype=complex)
         ax.scatter(
-            ev[:, 0],
-            ev[:, 1],
+            ev.real,
+            ev.imag,
             marker="x",
             s=30,
             color=MODEL_COLORS[k % len(MODEL_COLORS)],
@@ -121,7 +125,7 @@ def panel_spectrum(ax, summary: dict) -> None:
     ax.legend(fontsize=7, loc="lower left")
 
 
-def figure_markov(summary: dict) -> plt.Figure:
+def figure_markov(summary: MarkovSummary) -> plt.Figure:
     """Figure 1 of the paper: panels A–E from a Markov experiment summary."""
     fig = plt.figure(figsize=(15, 6.2), layout="constrained")
     grid = fig.add_gridspec(2, 6)
