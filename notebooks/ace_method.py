@@ -167,9 +167,9 @@ plots.use_book_style()
 # %%
 lti = ace_method.lti_comparison(params)
 print(f"max relative error of the singular values: "
-      f"{lti['hankel_rel_err']:.2e}")
+      f"{lti.hankel_rel_err:.2e}")
 print(f"largest principal angle, scipy / corelib:  "
-      f"{lti['angle_scipy']:.2e} / {lti['angle_corelib']:.2e} rad")
+      f"{lti.angle_scipy:.2e} / {lti.angle_corelib:.2e} rad")
 
 # %% [markdown]
 # For a random system with {glue:text}`n_states` states, {glue:text}`n_inputs` inputs,
@@ -225,8 +225,8 @@ plt.close(fig)
 
 # %%
 print("max relative error against Hankel:")
-print(f"  sqrt(eig(Wc Wo)):   {lti['eig_route_rel_err']:.2e}")
-print(f"  ACE's square root:  {lti['hankel_rel_err']:.2e}")
+print(f"  sqrt(eig(Wc Wo)):   {lti.eig_route_rel_err:.2e}")
+print(f"  ACE's square root:  {lti.hankel_rel_err:.2e}")
 
 # %% [markdown]
 # On this system the eigenvalue route is off by up to {glue:text}`eig_route_rel_err:.1e`
@@ -249,10 +249,10 @@ print(f"  ACE's square root:  {lti['hankel_rel_err']:.2e}")
 
 # %%
 simulation = ace_method.from_simulation(lti)
-print(f"horizon H = {simulation['horizon']}, relative tail of the "
-      f"observability Gramian {simulation['horizon_tail']:.1e}")
+print(f"horizon H = {simulation.horizon}, relative tail of the "
+      f"observability Gramian {simulation.horizon_tail:.1e}")
 print(f"RMS over {sim_repeats} runs, top-{rank} singular values:")
-errors_angles = zip(simulation["errors"], simulation["angles"])
+errors_angles = zip(simulation.errors, simulation.angles)
 for n_steps, (err, angle) in zip(sim_steps, errors_angles):
     print(f"N = {n_steps:>7}: relative error {err:.2e}, "
           f"largest angle to balanced truncation {angle:.2f} deg")
@@ -303,10 +303,10 @@ plt.close(fig)
 
 # %%
 decoy = ace_method.decoy_comparison(params)
-print(f"ACE energy rank: {decoy['ace_rank']}")
+print(f"ACE energy rank: {decoy.ace_rank}")
 print("angle to the read-out direction: "
-      f"ACE {decoy['angle_ace']:.2f} deg, "
-      f"PCA {decoy['angle_pca']:.2f} deg")
+      f"ACE {decoy.angle_ace:.2f} deg, "
+      f"PCA {decoy.angle_pca:.2f} deg")
 
 # %% [markdown]
 # To see what each subspace is worth, {term}`keep` only the top-$k$ directions with the centred
@@ -318,7 +318,7 @@ print("angle to the read-out direction: "
 
 # %%
 print("R^2 of the read-out, keeping the top k directions of")
-for k, ace, pca in zip(decoy["ks"], decoy["r2_ace"], decoy["r2_pca"]):
+for k, ace, pca in zip(decoy.ks, decoy.r2_ace, decoy.r2_pca):
     print(f"k = {k}:  ACE {ace:6.3f}   PCA {pca:6.3f}")
 
 # %% tags=["hide-input"]

@@ -10,8 +10,8 @@ from corelib.theory import psi
 
 def test_ace_from_gramians_is_balanced_truncation():
     lti = ace_method.lti_comparison(ace_method.AceMethodParams())
-    assert lti["hankel_rel_err"] <= ace_method.HANKEL_REL_TOL
-    assert max(lti["angle_scipy"], lti["angle_corelib"]) < ace_method.ANGLE_TOL_RAD
+    assert lti.hankel_rel_err <= ace_method.HANKEL_REL_TOL
+    assert max(lti.angle_scipy, lti.angle_corelib) < ace_method.ANGLE_TOL_RAD
 
 
 @pytest.fixture(scope="module")

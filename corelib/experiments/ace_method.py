@@ -29,6 +29,9 @@ from ..linear import (
 
 __all__ = [
     "AceMethodParams",
+    "LTIComparison",
+    "SimulationResult",
+    "DecoyComparison",
     "HANKEL_REL_TOL",
     "ANGLE_TOL_RAD",
     "decoy_activations",
@@ -98,6 +101,92 @@ class AceMethodParams:
     def from_namespace(cls, namespace: dict) -> AceMethodParams:
         """Build from a notebook's variables (e.g. ``globals()`` after the parameters cell)."""
         return cls(**{f.name: namespace[f.name] for f in fields(cls) if f.name in namespace})
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class LTIComparison:
+    """ACE from a linear system's Gramians against balanced truncation (:func:`lti_comparison`).
+
+    Attributes:
+        params: the chapter's parameters.
+        system: the matrices ``(A, B, C)``: (n, n), (n, inputs), (outputs, n).
+        observability_gramian: ``W_o``, (n, n).
+        hankel: (n,) Hankel singular values by the square-root method, largest first.
+        ace: (n,) ACE's singular values from the two Gramians, largest first.
+        truncation_basis: (n, rank) orthonormal basis of balanced truncation's subspace.
+        hankel_rel_err: largest relative difference of ``ace`` from ``hankel``.
+        angle_scipy: largest principal angle (radians) between ACE's and truncation's
+            rank-``rank`` subspaces, by scipy.
+        angle_corelib: the same angle by :func:`corelib.compare.principal_angles` (radians).
+        eig_route_rel_err: largest relative difference of ``sqrt(eig(Wc Wo))`` from ``hankel``.
+    """
+
+    params: AceMethodParams
+    system: tuple[np.ndarray, np.ndarray, np.ndarray]
+    observability_gramian: np.ndarray
+    hankel: np.ndarray
+    ace: np.ndarray
+    truncation_basis: np.ndarray
+    hankel_rel_err: float
+    angle_scipy: float
+    angle_corelib: float
+    eig_route_rel_err: float
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """ACE from simulated states of the same system, per trajectory length (:func:`from_simulation`).
+
+    Attributes:
+        params: the chapter's parameters (``sim_steps`` are the lengths).
+        horizon: the steps of the output Jacobian, enough for the Gramian's tail to fall below 1e-12.
+        errors: per length, the largest relative error of the top-``rank`` singular values
+            against the Hankel ones (root mean square over the ``sim_repeats`` runs).
+        angles: per length, the largest principal angle to balanced truncation, in degrees
+            (root mean square over the runs).
+        horizon_tail: the observability Gramian's remainder beyond ``horizon``, relative to it.
+    """
+
+    params: AceMethodParams
+    horizon: int
+    errors: list[float]
+    angles: list[float]
+    horizon_tail: float
+
+
+@dataclass(frozen=True)
+class DecoyComparison:
+    """ACE and PCA on activations whose loudest direction the read-out ignores (:func:`decoy_comparison`).
+
+    Attributes:
+        params: the chapter's parameters.
+        activations: (pca_samples, pca_dim) the activations.
+        axes: (pca_dim, pca_dim) their axes as columns; the read-out's is the last.
+        readout_values: (pca_samples,) the read-out of each activation, in (-1, 1).
+        ace_direction, pca_direction: (pca_dim,) the leading ACE and PCA directions.
+        ace_rank: ACE's energy rank (99 % of the energy).
+        angle_ace, angle_pca: the angle of each leading direction to the read-out's, in degrees.
+        ks: (pca_dim,) the numbers of kept directions, 1 ... pca_dim.
+        r2_ace, r2_pca: per ``k``, the read-out's R² after keeping the top-k ACE or PCA directions.
+        pca_k_needed: the fewest PCA directions that keep R² above 0.99.
+    """
+
+    params: AceMethodParams
+    activations: np.ndarray
+    axes: np.ndarray
+    readout_values: np.ndarray
+    ace_direction: np.ndarray
+    pca_direction: np.ndarray
+    ace_rank: int
+    angle_ace: float
+    angle_pca: float
+    ks: np.ndarray
+    r2_ace: list[float]
+    r2_pca: list[float]
+    pca_k_needed: int
 
 
 def simulated_core_errors(
@@ -178,12 +267,12 @@ def keep_r2(f: Callable, H, basis, mean) -> float:
     return float(1.0 - np.sum((y - y_kept) ** 2) / np.sum((y - y.mean()) ** 2))
 
 
-def lti_comparison(params: AceMethodParams) -> dict:
+def lti_comparison(params: AceMethodParams) -> LTIComparison:
     """ACE from the Gramians of a random stable system against balanced truncation.
 
     Returns the system, both sets of singular values, their largest relative difference, the
     largest principal angle between the two rank-``rank`` subspaces (by scipy and by corelib),
-    and the same singular values by the textbook route ``sqrt(eig(Wc Wo))``.
+    and the error of the textbook route ``sqrt(eig(Wc Wo))`` (:class:`LTIComparison`).
     """
     system = random_stable_system(
         params.n_states, params.n_inputs, params.n_outputs, seed=params.seed, spectral_radius=params.spectral_radius
@@ -193,53 +282,53 @@ def lti_comparison(params: AceMethodParams) -> dict:
     truncation = balanced_truncation(*system, params.rank)
     core = from_moments(wc, wo, rank=params.rank, eps=0)  # ACE: eigh factors, no jitter
     eig_route = np.sort(np.sqrt(np.abs(np.linalg.eigvals(wc @ wo))))[::-1]
-    return {
-        "params": params,
-        "system": system,
-        "observability_gramian": wo,
-        "hankel": hsv,
-        "ace": core.singular_values,
-        "truncation_basis": truncation.basis,
-        "hankel_rel_err": float(np.max(np.abs(core.singular_values - hsv) / hsv)),
-        "angle_scipy": float(np.max(scipy.linalg.subspace_angles(core.basis, truncation.basis))),
-        "angle_corelib": float(np.radians(np.max(principal_angles(core.basis, truncation.basis)))),
-        "eig_route_rel_err": float(np.max(np.abs(eig_route - hsv) / hsv)),
-    }
+    return LTIComparison(
+        params=params,
+        system=tuple(system),
+        observability_gramian=wo,
+        hankel=hsv,
+        ace=core.singular_values,
+        truncation_basis=truncation.basis,
+        hankel_rel_err=float(np.max(np.abs(core.singular_values - hsv) / hsv)),
+        angle_scipy=float(np.max(scipy.linalg.subspace_angles(core.basis, truncation.basis))),
+        angle_corelib=float(np.radians(np.max(principal_angles(core.basis, truncation.basis)))),
+        eig_route_rel_err=float(np.max(np.abs(eig_route - hsv) / hsv)),
+    )
 
 
-def from_simulation(lti: dict) -> dict:
+def from_simulation(lti: LTIComparison) -> SimulationResult:
     """ACE from simulated states of the system of :func:`lti_comparison`, per trajectory length.
 
     The relevance is the exact Jacobian of the outputs over a horizon long enough that the
     observability Gramian's tail is below 1e-12 of it (``horizon_tail`` is the actual remainder).
     """
-    params, (a, b, c) = lti["params"], lti["system"]
+    params, (a, b, c) = lti.params, lti.system
     horizon = int(np.ceil(np.log(1e-12) / np.log(params.spectral_radius)))
     o_mat = observability_matrix(a, c, horizon)
-    wo = lti["observability_gramian"]
+    wo = lti.observability_gramian
     errors, angles = simulated_core_errors(
         a,
         b,
         c,
         rank=params.rank,
-        reference_sv=lti["hankel"],
-        reference_basis=lti["truncation_basis"],
+        reference_sv=lti.hankel,
+        reference_basis=lti.truncation_basis,
         sim_steps=params.sim_steps,
         n_runs=params.sim_repeats,
         n_jacobians=params.n_jacobian_samples,
         seed=params.seed,
         horizon=horizon,
     )
-    return {
-        "params": params,
-        "horizon": horizon,
-        "errors": errors,
-        "angles": angles,
-        "horizon_tail": float(np.linalg.norm(o_mat.T @ o_mat - wo) / np.linalg.norm(wo)),
-    }
+    return SimulationResult(
+        params=params,
+        horizon=horizon,
+        errors=errors,
+        angles=angles,
+        horizon_tail=float(np.linalg.norm(o_mat.T @ o_mat - wo) / np.linalg.norm(wo)),
+    )
 
 
-def decoy_comparison(params: AceMethodParams) -> dict:
+def decoy_comparison(params: AceMethodParams) -> DecoyComparison:
     """ACE and PCA on activations whose loudest direction the read-out ignores.
 
     The read-out is a squashed projection on the quietest axis. Returns the activations, the
@@ -262,21 +351,21 @@ def decoy_comparison(params: AceMethodParams) -> dict:
     r2_pca = [keep_r2(readout, h, pca_basis(h, k), h.mean(axis=0)) for k in ks]
     r2_ace = [keep_r2(readout, h, extract(h, jac, rank=int(k)).basis, h.mean(axis=0)) for k in ks]
     survives = np.asarray(r2_pca) > 0.99
-    return {
-        "params": params,
-        "activations": h,
-        "axes": axes,
-        "readout_values": readout(h),
-        "ace_direction": ace.basis[:, 0],
-        "pca_direction": pca[:, 0],
-        "ace_rank": int(ace.rank),
-        "angle_ace": float(principal_angles(ace.basis[:, :1], axes[:, -1:])[0]),
-        "angle_pca": float(principal_angles(pca, axes[:, -1:])[0]),
-        "ks": ks,
-        "r2_ace": r2_ace,
-        "r2_pca": r2_pca,
-        "pca_k_needed": int(ks[np.argmax(survives)]) if survives.any() else int(params.pca_dim),
-    }
+    return DecoyComparison(
+        params=params,
+        activations=h,
+        axes=axes,
+        readout_values=readout(h),
+        ace_direction=ace.basis[:, 0],
+        pca_direction=pca[:, 0],
+        ace_rank=int(ace.rank),
+        angle_ace=float(principal_angles(ace.basis[:, :1], axes[:, -1:])[0]),
+        angle_pca=float(principal_angles(pca, axes[:, -1:])[0]),
+        ks=ks,
+        r2_ace=r2_ace,
+        r2_pca=r2_pca,
+        pca_k_needed=int(ks[np.argmax(survives)]) if survives.any() else int(params.pca_dim),
+    )
 
 
 def _squashed_readout(direction: np.ndarray, mean: np.ndarray, scale: float) -> Callable:
@@ -291,9 +380,9 @@ def _squashed_readout(direction: np.ndarray, mean: np.ndarray, scale: float) -> 
     return readout
 
 
-def glue_values(lti: dict, simulation: dict, decoy: dict) -> dict[str, object]:
+def glue_values(lti: LTIComparison, simulation: SimulationResult, decoy: DecoyComparison) -> dict[str, object]:
     """Every value the chapter's prose quotes, by glue name."""
-    params = lti["params"]
+    params = lti.params
     ratio = params.pca_nuisance_std / params.pca_signal_std
     return {
         "hankel_rel_tol": HANKEL_REL_TOL,
@@ -305,32 +394,32 @@ def glue_values(lti: dict, simulation: dict, decoy: dict) -> dict[str, object]:
         "n_outputs": params.n_outputs,
         "rank": params.rank,
         "spectral_radius": float(params.spectral_radius),
-        "hankel_rel_err": lti["hankel_rel_err"],
-        "angle_scipy": lti["angle_scipy"],
-        "angle_corelib": lti["angle_corelib"],
-        "hsv_ratio": float(lti["hankel"][0] / lti["hankel"][-1]),
+        "hankel_rel_err": lti.hankel_rel_err,
+        "angle_scipy": lti.angle_scipy,
+        "angle_corelib": lti.angle_corelib,
+        "hsv_ratio": float(lti.hankel[0] / lti.hankel[-1]),
         "energy": ENERGY,
-        "lti_energy_rank": int(energy_rank(lti["hankel"], ENERGY)),
-        "eig_route_rel_err": lti["eig_route_rel_err"],
-        "horizon": simulation["horizon"],
-        "horizon_tail": simulation["horizon_tail"],
+        "lti_energy_rank": int(energy_rank(lti.hankel, ENERGY)),
+        "eig_route_rel_err": lti.eig_route_rel_err,
+        "horizon": simulation.horizon,
+        "horizon_tail": simulation.horizon_tail,
         "n_jacobian_samples": params.n_jacobian_samples,
         "sim_n_max": max(params.sim_steps),
         "sim_n_min": min(params.sim_steps),
         "sim_repeats": params.sim_repeats,
-        "data_err_max_n": simulation["errors"][-1],
-        "data_angle_max_n": simulation["angles"][-1],
-        "data_err_min_n": simulation["errors"][0],
+        "data_err_max_n": simulation.errors[-1],
+        "data_angle_max_n": simulation.angles[-1],
+        "data_err_min_n": simulation.errors[0],
         "pca_dim": params.pca_dim,
         "pca_samples": params.pca_samples,
         "spread_ratio": float(ratio),
         "variance_ratio": float(ratio**2),
-        "ace_toy_rank": decoy["ace_rank"],
-        "angle_ace_w": decoy["angle_ace"],
-        "angle_pca_w": decoy["angle_pca"],
+        "ace_toy_rank": decoy.ace_rank,
+        "angle_ace_w": decoy.angle_ace,
+        "angle_pca_w": decoy.angle_pca,
         # Rounded to the 3 decimals shown (adding 0.0 turns a rounded -0.0 into 0.0).
-        "r2_ace_1": round(decoy["r2_ace"][0], 3) + 0.0,
-        "r2_pca_1": round(decoy["r2_pca"][0], 3) + 0.0,
-        "pca_k_needed": decoy["pca_k_needed"],
+        "r2_ace_1": round(decoy.r2_ace[0], 3) + 0.0,
+        "r2_pca_1": round(decoy.r2_pca[0], 3) + 0.0,
+        "pca_k_needed": decoy.pca_k_needed,
         "arrow_sd": ARROW_SD,
     }
