@@ -138,10 +138,10 @@ plots.use_book_style()
 
 # %%
 norms = theory.norm_identity(params)
-print(f"max relative error, odd p:  {norms['rel_err_odd']:.1e}")
-print(f"max relative error, even p: {norms['rel_err_even']:.1e}")
+print(f"max relative error, odd p:  {norms.rel_err_odd:.1e}")
+print(f"max relative error, even p: {norms.rel_err_even:.1e}")
 claims.record(  # an identity: no settings
-    "grokking_theory", {"theory.psi_norm": norms["rel_err_odd"]},
+    "grokking_theory", {"theory.psi_norm": norms.rel_err_odd},
     settings={})
 
 # %% [markdown]
@@ -208,9 +208,9 @@ plt.close(fig)
 
 # %%
 amplitudes = theory.amplitudes(params)
-print(f"max |alpha* - alpha_SLSQP| = {amplitudes['error']:.1e}")
-print(f"||alpha*||^2 = {amplitudes['star_cost']:.4g}, "
-      f"best single mode: {amplitudes['single_cost']:.4g}")
+print(f"max |alpha* - alpha_SLSQP| = {amplitudes.error:.1e}")
+print(f"||alpha*||^2 = {amplitudes.star_cost:.4g}, "
+      f"best single mode: {amplitudes.single_cost:.4g}")
 
 # %% tags=["hide-input"]
 fig = plots.figure_amplitudes(amplitudes)
@@ -270,7 +270,7 @@ plt.close(fig)
 
 # %%
 margins = theory.margins(params)
-print(f"max |closed form - solve_ivp| = {margins['error']:.1e}")
+print(f"max |closed form - solve_ivp| = {margins.error:.1e}")
 
 # %% tags=["hide-input"]
 fig = plots.figure_margin(margins)
@@ -325,9 +325,9 @@ plt.close(fig)
 
 # %%
 delays = theory.grokking_delays(params)
-print("tau (steps):", (delays["closed"] / lr).round())
+print("tau (steps):", (delays.closed / lr).round())
 print("max relative difference to the solve_ivp hitting time: "
-      f"{delays['error']:.1e}")
+      f"{delays.error:.1e}")
 
 # %% tags=["hide-input"]
 fig = plots.figure_delay(delays)
@@ -367,8 +367,8 @@ plt.close(fig)
 
 # %%
 fits = theory.sweep_fits(delays)
-power, exact = fits["omega_fit"], fits["exact_fit"]
-noisy = fits["noisy_fit"]
+power, exact = fits.omega_fit, fits.exact_fit
+noisy = fits.noisy_fit
 print(f"tau versus omega at p {p}: exponent {power.exponent:.6f}, "
       f"R^2 {power.r2:.6f}")
 print(f"noise-free fit: Omega {exact.Omega:.6g}, "
@@ -378,8 +378,7 @@ print(f"noisy fit: Omega {noisy.Omega:.0f} ± {noisy.Omega_se:.0f}, "
       f"R^2 {noisy.r2:.3f}")
 
 # %% tags=["hide-input"]
-summary = {"norms": norms, "amplitudes": amplitudes, "margins": margins,
-           "fits": fits}
+summary = theory.TheorySummary(norms, amplitudes, margins, fits)
 for name, value in theory.glue_values(summary).items():
     glue(name, value, display=False)
 

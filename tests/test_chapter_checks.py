@@ -21,24 +21,24 @@ def params():
 
 def test_psi_norm_identity(params):
     norms = theory.norm_identity(params)
-    assert max(norms["rel_err_odd"], norms["rel_err_even"]) <= theory.NORM_REL_TOL
+    assert max(norms.rel_err_odd, norms.rel_err_even) <= theory.NORM_REL_TOL
 
 
 def test_min_norm_amplitudes_match_slsqp_and_reach_the_margin(params):
     amplitudes = theory.amplitudes(params)
-    assert amplitudes["error"] <= theory.AMPLITUDE_TOL
-    assert abs(amplitudes["closed"] @ psi(params.p) - params.delta) <= 1e-12 * params.delta
+    assert amplitudes.error <= theory.AMPLITUDE_TOL
+    assert abs(amplitudes.closed @ psi(params.p) - params.delta) <= 1e-12 * params.delta
 
 
 def test_margin_and_hitting_time_match_solve_ivp(params):
-    assert theory.margins(params)["error"] <= theory.ODE_TOL
-    assert theory.grokking_delays(params)["error"] <= theory.ODE_TOL
+    assert theory.margins(params).error <= theory.ODE_TOL
+    assert theory.grokking_delays(params).error <= theory.ODE_TOL
 
 
 def test_sweep_fits_recover_the_model(params):
     fits = theory.sweep_fits(theory.grokking_delays(params))
-    assert abs(fits["omega_fit"].exponent + 1) <= 1e-9  # tau proportional to 1/omega
-    assert fits["fit_rel_err"] <= theory.FIT_REL_TOL
+    assert abs(fits.omega_fit.exponent + 1) <= 1e-9  # tau proportional to 1/omega
+    assert fits.fit_rel_err <= theory.FIT_REL_TOL
 
 
 def test_too_few_primes_above_p_crit_is_an_error():
