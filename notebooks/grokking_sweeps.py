@@ -130,8 +130,8 @@ plots.use_book_style()
 
 # %%
 summary = grokking_sweeps.run(params)
-display(summary["summary_omega"].round(1))
-display(summary["summary_p"].round(1))
+display(summary.summary_omega.round(1))
+display(summary.summary_p.round(1))
 
 # %% [markdown]
 # Per condition, the tables count the seeds with a delay (`n_grokked`), those that did not both
@@ -374,7 +374,7 @@ ex.check_grok_times(grok_times);
 #
 # Write `power_law(x, y)`, returning the exponent $\beta$ and the prefactor $C$ of
 # $y = C x^\beta$ fitted by least squares of $\log y$ on $\log x$. Then fit the recorded
-# paper-scale sweep's mean delays, `recorded["summary_omega"]["delay_mean"]` (indexed by the
+# paper-scale sweep's mean delays, `recorded.summary_omega["delay_mean"]` (indexed by the
 # weight decay). What does $C$ mean?
 #
 # **Expected result**: the check prints "all 6 cases pass"; on the recorded means
@@ -437,7 +437,7 @@ ex.check_power_law(power_law);
 #
 # The recorded sweep fits the modulus law at $\omega = 1$ only; the theory says that at another
 # weight decay the same curve holds with $\Omega$ divided by $\omega$. Test that: from the
-# recorded fit (`recorded["fit_p"]`) and `corelib.theory.grok_time`, predict the mean delay at
+# recorded fit (`recorded.fit_p`) and `corelib.theory.grok_time`, predict the mean delay at
 # $p = 53$, $\omega = 3$, full batch. Then train that condition, three seeds, with the
 # chapter's model (`corelib.sweeps.run_sweep`), in fp32: on a CPU without bf16 matrix units
 # fp32 is the faster of the two, and the book checked that the two precisions give delays
@@ -451,7 +451,7 @@ ex.check_power_law(power_law);
 # ```{admonition} Hint
 # :class: dropdown
 #
-# `recorded["fit_p"]["estimate"]` holds `Omega` and `p_crit`. The modulus sweep's condition is
+# `recorded.fit_p["estimate"]` holds `Omega` and `p_crit`. The modulus sweep's condition is
 # `corelib.sweeps.Condition(p=53, weight_decay=3.0, batch_size=None)`, and
 # `dataclasses.replace(params, precision="fp32").config(params.p_max_epochs)` its settings;
 # `run_sweep([condition], params.seeds, settings)` returns one row per seed with its `delay`.

@@ -217,8 +217,8 @@ def _inflation_inputs(name: str) -> tuple[tuple, dict]:
     return ({"wd": spectrum, "no_wd": spectrum},), {"share": 0.9, "branch_epoch": 900}
 
 
-def _sweeps_summary() -> dict:
-    from corelib.experiments.grokking_sweeps import SweepsParams
+def _sweeps_summary():
+    from corelib.experiments.grokking_sweeps import SweepsParams, SweepsSummary
     from corelib.sweeps import bootstrap_fit, grok_time_constants, power_law_constants, summarise
     from corelib.theory import grok_time
 
@@ -242,16 +242,16 @@ def _sweeps_summary() -> dict:
     ]
     table_w, table_p = pd.DataFrame(rows_w), pd.DataFrame(rows_p)
     table_p["t_gen"] = table_p["t_mem"] + table_p["delay"]
-    return {
-        "params": params,
-        "table_omega": table_w,
-        "table_p": table_p,
-        "summary_omega": summarise(table_w, "weight_decay"),
-        "summary_p": summarise(table_p, "p"),
-        "fit_omega": bootstrap_fit(table_w, "weight_decay", power_law_constants, n_boot=20),
-        "fit_p": bootstrap_fit(table_p, "p", grok_time_constants, n_boot=20),
-        "paper": {"omega_exponent": -1.02, "Omega": 2770.0, "p_crit": 23.0},
-    }
+    return SweepsSummary(
+        params=params,
+        table_omega=table_w,
+        table_p=table_p,
+        summary_omega=summarise(table_w, "weight_decay"),
+        summary_p=summarise(table_p, "p"),
+        fit_omega=bootstrap_fit(table_w, "weight_decay", power_law_constants, n_boot=20),
+        fit_p=bootstrap_fit(table_p, "p", grok_time_constants, n_boot=20),
+        paper={"omega_exponent": -1.02, "Omega": 2770.0, "p_crit": 23.0},
+    )
 
 
 def _ace_method_inputs() -> dict:

@@ -126,10 +126,10 @@ def test_grokking_sweeps_are_exported_and_a_condition_re_derived(results):
     shown = paper_scale.recorded_sweeps(rec_root, "smoke")
     built = grokking_sweeps.run(params)
     for key in ("table_omega", "table_p", "summary_omega", "summary_p", "fit_omega", "fit_p"):
-        if built[key] is None:  # too few grokked seeds to fit in the smoke profile
-            assert shown[key] is None, key
+        if getattr(built, key) is None:  # too few grokked seeds to fit in the smoke profile
+            assert getattr(shown, key) is None, key
         else:
-            assert_frame_equal(shown[key], built[key])
+            assert_frame_equal(getattr(shown, key), getattr(built, key))
     assert paper_scale.recorded_sweeps(results / "nothing", "smoke") is None
     assert set(grokking_sweeps.recorded_glue_values(shown)) == set(grokking_sweeps.recorded_glue_values(None))
     label = params.p_conditions()[0].label()

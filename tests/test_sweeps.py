@@ -426,13 +426,13 @@ def test_the_recorded_sweeps_glue_numbers_not_sentences():
     assert set(grokking_sweeps.recorded_glue_values(None).values()) == {"n/a"}
     assert (values["rec_n_seeds"], values["rec_n_omegas"], values["rec_n_moduli"]) == (12, 6, 7)
     assert values["rec_deviations"] == "none" and values["rec_precision"] == "fp32"
-    assert float(values["rec_beta"]) == pytest.approx(recorded["fit_omega"].loc["exponent", "estimate"], abs=0.005)
-    assert float(values["rec_product_at_1"]) == pytest.approx(recorded["fit_p"].loc["Omega_p_crit", "estimate"], abs=1)
+    assert float(values["rec_beta"]) == pytest.approx(recorded.fit_omega.loc["exponent", "estimate"], abs=0.005)
+    assert float(values["rec_product_at_1"]) == pytest.approx(recorded.fit_p.loc["Omega_p_crit", "estimate"], abs=1)
     # How far Omega (at weight decay 1) lies from the paper's, in %; the relative bootstrap sds, in %.
-    omega = recorded["fit_p"].loc["Omega", "estimate"] * recorded["params"].p_weight_decay
+    omega = recorded.fit_p.loc["Omega", "estimate"] * recorded.params.p_weight_decay
     assert float(values["rec_Omega_vs_paper_pct"]) == pytest.approx(100 * (omega / 2770 - 1), abs=0.5)
     for name, row in (("rec_rel_Omega", "Omega"), ("rec_rel_product", "Omega_p_crit")):
-        fit = recorded["fit_p"].loc[row]
+        fit = recorded.fit_p.loc[row]
         assert float(values[name]) == pytest.approx(100 * fit["sd"] / fit["estimate"], rel=0.05)
     prose = [k for k, v in values.items() if isinstance(v, str) and ". " in v and k != "rec_rederive"]
     assert not prose, f"sentences glued: {prose}"

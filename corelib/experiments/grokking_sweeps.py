@@ -27,6 +27,8 @@ from corelib.sweeps import (
 
 __all__ = [
     "SweepsParams",
+    "SweepsSummary",
+    "RecordedSweeps",
     "run",
     "summarise_sweeps",
     "constants_table",
@@ -144,6 +146,47 @@ class SweepsParams:
         return [Condition(p=q, weight_decay=self.p_weight_decay, batch_size=self.p_batch_size) for q in self.moduli]
 
 
+@dataclass(frozen=True)
+class SweepsSummary:
+    """The two sweeps of a build: per-seed tables, per-condition summaries and the bootstrap fits.
+
+    Attributes:
+        params: the chapter's parameters.
+        table_omega, table_p: one row per condition and seed (:data:`corelib.sweeps.RECORD_FIELDS`:
+            ``t_mem``, ``t_gen`` and ``delay`` in optimizer steps, NaN where a seed did not grok),
+            for the weight-decay sweep and the modulus sweep.
+        summary_omega, summary_p: per condition (indexed by ``weight_decay`` or ``p``), the mean
+            and standard error of the delays over the grokked seeds (:func:`corelib.sweeps.summarise`).
+        fit_omega: the power law ``tau = C omega^exponent`` (rows ``exponent``, ``C``, ``r2``;
+            columns ``estimate``, ``sd``, ``ci_low``, ``ci_high``), None when too few conditions grokked.
+        fit_p: the grokking-time law (rows ``Omega``, ``p_crit``, ``Omega_p_crit``, ``r2``), or None.
+        paper: the paper's ``omega_exponent``, ``Omega`` and ``p_crit`` (claims registry).
+    """
+
+    params: SweepsParams
+    table_omega: pd.DataFrame
+    table_p: pd.DataFrame
+    summary_omega: pd.DataFrame
+    summary_p: pd.DataFrame
+    fit_omega: pd.DataFrame | None
+    fit_p: pd.DataFrame | None
+    paper: dict[str, float]
+
+
+@dataclass(frozen=True)
+class RecordedSweeps(SweepsSummary):
+    """The recorded paper-scale sweeps, summarised as a build's own
+    (:func:`corelib.experiments.paper_scale.recorded_sweeps`).
+
+    Attributes:
+        provenance: the record's provenance (profile, parameters, code, machine, precision, times).
+        source: one line naming the record, for captions.
+    """
+
+    provenance: dict
+    source: str
+
+
 def _fit_or_none(table: pd.DataFrame, by: str, fit, n_boot: int) -> pd.DataFrame | None:
     """Bootstrap fit, or None when too few conditions have grokked seeds (e.g. tiny smoke runs)."""
     try:
@@ -153,7 +196,7 @@ def _fit_or_none(table: pd.DataFrame, by: str, fit, n_boot: int) -> pd.DataFrame
         return None
 
 
-def run(params: SweepsParams) -> dict:
+def run(params: SweepsParams) -> SweepsSummary:
     """Both sweeps (trained, or read back from their records), their summaries and bootstrap fits."""
     table_omega = run_sweep(
         params.omega_conditions(), params.seeds, params.config(params.omega_max_epochs), n_jobs=params.n_jobs
@@ -162,18 +205,18 @@ def run(params: SweepsParams) -> dict:
     return summarise_sweeps(params, table_omega, table_p)
 
 
-def summarise_sweeps(params: SweepsParams, table_omega: pd.DataFrame, table_p: pd.DataFrame) -> dict:
+def summarise_sweeps(params: SweepsParams, table_omega: pd.DataFrame, table_p: pd.DataFrame) -> SweepsSummary:
     """Summaries and bootstrap fits of the two sweeps' tables (one row per condition and seed)."""
-    return {
-        "params": params,
-        "table_omega": table_omega,
-        "table_p": table_p,
-        "summary_omega": summarise(table_omega, "weight_decay"),
-        "summary_p": summarise(table_p, "p"),
-        "fit_omega": _fit_or_none(table_omega, "weight_decay", power_law_constants, params.n_boot),
-        "fit_p": _fit_or_none(table_p, "p", grok_time_constants, params.n_boot),
-        "paper": {k: claims.claim(f"sweeps.{k}").value for k in ("omega_exponent", "Omega", "p_crit")},
-    }
+    return SweepsSummary(
+        params=params,
+        table_omega=table_omega,
+        table_p=table_p,
+        summary_omega=summarise(table_omega, "weight_decay"),
+        summary_p=summarise(table_p, "p"),
+        fit_omega=_fit_or_none(table_omega, "weight_decay", power_law_constants, params.n_boot),
+        fit_p=_fit_or_none(table_p, "p", grok_time_constants, params.n_boot),
+        paper={k: claims.claim(f"sweeps.{k}").value for k in ("omega_exponent", "Omega", "p_crit")},
+    )
 
 
 def constant(fit: pd.DataFrame | None, name: str) -> tuple[float, float]:
@@ -183,13 +226,13 @@ def constant(fit: pd.DataFrame | None, name: str) -> tuple[float, float]:
     return float(fit.loc[name, "estimate"]), float(fit.loc[name, "sd"])
 
 
-def constants_table(summary: dict) -> pd.DataFrame:
+def constants_table(summary: SweepsSummary) -> pd.DataFrame:
     """One row per fitted constant of both sweeps: estimate, bootstrap sd and 95 % interval."""
-    params = summary["params"]
+    params = summary.params
     rows = []
     for sweep, fit in (
-        (f"tau vs omega (p = {params.omega_p})", summary["fit_omega"]),
-        (f"tau vs p (omega = {params.p_weight_decay:g})", summary["fit_p"]),
+        (f"tau vs omega (p = {params.omega_p})", summary.fit_omega),
+        (f"tau vs p (omega = {params.p_weight_decay:g})", summary.fit_p),
     ):
         for name, r in [] if fit is None else fit.iterrows():
             rows.append(
@@ -204,14 +247,14 @@ def constants_table(summary: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["sweep", "constant", "estimate", "bootstrap sd", "95% interval"])
 
 
-def claim_values(summary: dict) -> dict[str, float]:
+def claim_values(summary: SweepsSummary) -> dict[str, float]:
     """The measured values of the sweep claims (Omega rescaled to weight decay 1, as the paper's)."""
-    params = summary["params"]
+    params = summary.params
     return {
-        "sweeps.omega_exponent": constant(summary["fit_omega"], "exponent")[0],
-        "sweeps.Omega": constant(summary["fit_p"], "Omega")[0] * params.p_weight_decay,
-        "sweeps.p_crit": constant(summary["fit_p"], "p_crit")[0],
-        "sweeps.r2_p": constant(summary["fit_p"], "r2")[0],
+        "sweeps.omega_exponent": constant(summary.fit_omega, "exponent")[0],
+        "sweeps.Omega": constant(summary.fit_p, "Omega")[0] * params.p_weight_decay,
+        "sweeps.p_crit": constant(summary.fit_p, "p_crit")[0],
+        "sweeps.r2_p": constant(summary.fit_p, "r2")[0],
     }
 
 
@@ -249,10 +292,10 @@ def _trend(by_condition: pd.DataFrame) -> tuple[str, str, str, str]:
     return (f"{grokked.index[0]:g}", format_steps(first), f"{grokked.index[-1]:g}", format_steps(last))
 
 
-def _trends(summary: dict) -> dict[str, str]:
+def _trends(summary: SweepsSummary) -> dict[str, str]:
     """``w_first``, ``w_first_delay``, ``w_last``, ``w_last_delay`` and the same with ``p_``."""
-    w_first, w_first_delay, w_last, w_last_delay = _trend(summary["summary_omega"])
-    p_first, p_first_delay, p_last, p_last_delay = _trend(summary["summary_p"])
+    w_first, w_first_delay, w_last, w_last_delay = _trend(summary.summary_omega)
+    p_first, p_first_delay, p_last, p_last_delay = _trend(summary.summary_p)
     return {
         "w_first": w_first,
         "w_first_delay": w_first_delay,
@@ -293,13 +336,13 @@ def _settings_values(params: SweepsParams, paper: dict) -> dict[str, object]:
     }
 
 
-def _fit_values(summary: dict) -> dict[str, object]:
-    fit_omega, fit_p = summary["fit_omega"], summary["fit_p"]
+def _fit_values(summary: SweepsSummary) -> dict[str, object]:
+    fit_omega, fit_p = summary.fit_omega, summary.fit_p
     beta, beta_sd = constant(fit_omega, "exponent")
     omega_big, omega_big_sd = constant(fit_p, "Omega")
     p_crit, p_crit_sd = constant(fit_p, "p_crit")
     product, product_sd = constant(fit_p, "Omega_p_crit")
-    n_grokked = usable_delays(summary["table_omega"]).sum() + usable_delays(summary["table_p"]).sum()
+    n_grokked = usable_delays(summary.table_omega).sum() + usable_delays(summary.table_p).sum()
     omega_at_1 = claim_values(summary)["sweeps.Omega"]
     return {
         "beta": format_number(beta),
@@ -312,15 +355,15 @@ def _fit_values(summary: dict) -> dict[str, object]:
         "r2_p": format_number(constant(fit_p, "r2")[0], 3),
         "Omega_at_1": format_steps(omega_at_1),
         # how far Omega at weight decay 1 lies from the paper's, in % of the paper's (+: above it)
-        "Omega_vs_paper_pct": format_number(100 * (omega_at_1 / summary["paper"]["Omega"] - 1), 2),
-        "Omega_at_1_sd": format_steps(omega_big_sd * summary["params"].p_weight_decay),
-        "product_at_1": format_steps(product * summary["params"].p_weight_decay),
-        "product_at_1_sd": format_steps(product_sd * summary["params"].p_weight_decay),
+        "Omega_vs_paper_pct": format_number(100 * (omega_at_1 / summary.paper["Omega"] - 1), 2),
+        "Omega_at_1_sd": format_steps(omega_big_sd * summary.params.p_weight_decay),
+        "product_at_1": format_steps(product * summary.params.p_weight_decay),
+        "product_at_1_sd": format_steps(product_sd * summary.params.p_weight_decay),
         "rel_Omega": format_number(100 * omega_big_sd / omega_big, 2),
         "rel_p_crit": format_number(100 * p_crit_sd / p_crit, 2),
         "rel_product": format_number(100 * product_sd / product, 2),
         "n_grokked": int(n_grokked),
-        "n_runs": len(summary["table_omega"]) + len(summary["table_p"]),
+        "n_runs": len(summary.table_omega) + len(summary.table_p),
     }
 
 
@@ -335,7 +378,7 @@ _RECORDED_NAMES = (  # the recorded sweeps' glue names: "rec_" and the name of t
 )
 
 
-def recorded_glue_values(recorded: dict | None) -> dict[str, object]:
+def recorded_glue_values(recorded: RecordedSweeps | None) -> dict[str, object]:
     """The glue values of the recorded paper-scale sweeps (``rec_*``): its fits, its trends and
     what it was (its source label, seeds, conditions, cap, precision, training hours, code commit, the command that
     re-derives one condition, its settings that differ from the paper's, "none" when none); "n/a"
@@ -345,11 +388,11 @@ def recorded_glue_values(recorded: dict | None) -> dict[str, object]:
     """
     if recorded is None:
         return dict.fromkeys(_RECORDED_NAMES, "n/a")
-    params, prov = recorded["params"], recorded["provenance"]
+    params, prov = recorded.params, recorded.provenance
     timed = [s for s in (prov.get("training_seconds") or {}).values() if s is not None]
     differ = claim_settings(params)
     run = {
-        "source": recorded["source"],
+        "source": recorded.source,
         "n_seeds": params.n_seeds,
         "n_omegas": len(params.omegas),
         "n_moduli": len(params.moduli),
@@ -366,13 +409,13 @@ def recorded_glue_values(recorded: dict | None) -> dict[str, object]:
     return {name: values[name.removeprefix("rec_")] for name in _RECORDED_NAMES}
 
 
-def glue_values(summary: dict, recorded: dict | None = None) -> dict[str, object]:
+def glue_values(summary: SweepsSummary, recorded: RecordedSweeps | None = None) -> dict[str, object]:
     """Every value the chapter's prose quotes, by glue name (``recorded``: see
     :func:`recorded_glue_values`)."""
     table = constants_table(summary)
     styled = table.style.format({"estimate": "{:.4g}", "bootstrap sd": "{:.2g}"}).hide(axis="index")
     return {
-        **_settings_values(summary["params"], summary["paper"]),
+        **_settings_values(summary.params, summary.paper),
         **_fit_values(summary),
         **_trends(summary),
         "constants_table": styled,

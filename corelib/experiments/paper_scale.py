@@ -10,6 +10,7 @@ both have must agree: :func:`inflation_agreement` checks that on every build.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,7 @@ def inflation_agreement(
 
 def recorded_sweeps(
     root: Path | str | None = None, profile: str = "paper", n_boot: int | None = None
-) -> dict[str, Any] | None:
+) -> grokking_sweeps.RecordedSweeps | None:
     """The recorded grokking sweeps of ``profile``, summarised and fitted as the chapter does its
     own (:func:`grokking_sweeps.summarise_sweeps`), plus ``provenance`` and ``source``; None when
     none is recorded. ``n_boot`` overrides the record's number of bootstrap replicates.
@@ -166,7 +167,11 @@ def recorded_sweeps(
         table(params.p_conditions(), params.p_max_epochs),
     )
     summary = grokking_sweeps.summarise_sweeps(params, *tables)
-    return {**summary, "provenance": rec["provenance"], "source": source_label(rec["provenance"]), "params": params}
+    return grokking_sweeps.RecordedSweeps(
+        **{f.name: getattr(summary, f.name) for f in dataclasses.fields(summary)},
+        provenance=rec["provenance"],
+        source=source_label(rec["provenance"]),
+    )
 
 
 def recorded_clock(
@@ -211,7 +216,7 @@ def record_claims(chapter: str, recorded: dict[str, Any] | None) -> None:
         return
     if chapter == "grokking_sweeps":
         values = grokking_sweeps.claim_values(recorded)
-        settings = grokking_sweeps.claim_settings(recorded["params"])
+        settings = grokking_sweeps.claim_settings(recorded.params)
     elif chapter in ("modular_addition", "core_inflation"):
         if chapter == "modular_addition":
             values = modular_addition.emergence_claim_values(recorded_emergence(recorded)["summary"])

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -11,6 +13,9 @@ from corelib.sweeps import usable_delays
 from corelib.theory import grok_time
 
 from .style import figure_message
+
+if TYPE_CHECKING:
+    from corelib.experiments.grokking_sweeps import RecordedSweeps, SweepsSummary
 
 __all__ = ["figure_sweeps", "figure_recorded_sweeps", "panel_delays"]
 
@@ -37,8 +42,8 @@ def panel_delays(ax, table: pd.DataFrame, by_condition: pd.DataFrame, by: str) -
     ax.set_ylabel(r"$\tau_{\rm grok}$ (steps)")
 
 
-def _panel_omega_fit(ax, summary: dict) -> None:
-    params, fit = summary["params"], summary["fit_omega"]
+def _panel_omega_fit(ax, summary: SweepsSummary) -> None:
+    params, fit = summary.params, summary.fit_omega
     if fit is not None:
         beta, beta_sd = fit.loc["exponent", "estimate"], fit.loc["exponent", "sd"]
         ww = np.geomspace(min(params.omegas) * 0.9, max(params.omegas) * 1.1, 100)
@@ -54,8 +59,8 @@ def _panel_omega_fit(ax, summary: dict) -> None:
     ax.set_xticks([], minor=True)
 
 
-def _panel_p_fit(ax, summary: dict) -> None:
-    params, fit, paper = summary["params"], summary["fit_p"], summary["paper"]
+def _panel_p_fit(ax, summary: SweepsSummary) -> None:
+    params, fit, paper = summary.params, summary.fit_p, summary.paper
     pp = np.linspace(min(params.moduli) * 0.95, max(params.moduli) * 1.05, 300)
     if fit is not None:
         omega_big, p_crit = fit.loc["Omega", "estimate"], fit.loc["p_crit", "estimate"]
@@ -78,19 +83,19 @@ def _panel_p_fit(ax, summary: dict) -> None:
     ax.set(xlabel="modulus $p$", title=rf"$\omega$ = {params.p_weight_decay:g}, {batch}")
 
 
-def figure_sweeps(summary: dict) -> plt.Figure:
+def figure_sweeps(summary: SweepsSummary) -> plt.Figure:
     """Figure 4: grokking delay against weight decay (power-law fit) and modulus (ODE fit)."""
     fig, (ax_w, ax_p) = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
-    panel_delays(ax_w, summary["table_omega"], summary["summary_omega"], "weight_decay")
+    panel_delays(ax_w, summary.table_omega, summary.summary_omega, "weight_decay")
     _panel_omega_fit(ax_w, summary)
-    panel_delays(ax_p, summary["table_p"], summary["summary_p"], "p")
+    panel_delays(ax_p, summary.table_p, summary.summary_p, "p")
     _panel_p_fit(ax_p, summary)
     for ax in (ax_w, ax_p):
         ax.legend(fontsize=8)
     return fig
 
 
-def figure_recorded_sweeps(recorded: dict | None) -> plt.Figure:
+def figure_recorded_sweeps(recorded: RecordedSweeps | None) -> plt.Figure:
     """Figure 4 of the recorded paper-scale sweeps (:func:`corelib.experiments.paper_scale.recorded_sweeps`),
     or a note saying that none is recorded."""
     if recorded is None:
