@@ -256,7 +256,7 @@ plt.close(fig)
 
 # %%
 collapse_threshold = 0.9
-histories = {arm: modular_runs.history(params, arm, until=summary["end"])
+histories = {arm: modular_runs.history(params, arm, until=summary.end)
              for arm in modular_runs.ARMS}
 
 # %% tags=["hide-input"]
@@ -307,7 +307,7 @@ plt.close(fig)
 
 # %%
 middle_level, loose_level = 0.05, 0.1
-curves = {arm: modular_runs.removal_curves(params, arm, summary["end"])
+curves = {arm: modular_runs.removal_curves(params, arm, summary.end)
           for arm in modular_runs.ARMS}
 claims.record(  # for the claims page
     "core_inflation", core_inflation.inflation_claim_values(summary),
@@ -316,10 +316,10 @@ claims.record(  # for the claims page
 
 # %% tags=["hide-input"]
 necessary = {arm: core_inflation.necessary_ranks(arms[arm],
-                                                 summary["end"])
+                                                 summary.end)
              for arm in modular_runs.ARMS}
 fig = plots.figure_removal(curves, necessary, chance=params.chance_level,
-                           loose_level=loose_level, epoch=summary["end"])
+                           loose_level=loose_level, epoch=summary.end)
 glue("fig_removal", fig, display=False)
 plt.close(fig)
 
@@ -367,7 +367,7 @@ display(core_inflation.threshold_table(curves, levels).round(1))
 # %%
 frequency_share = 0.9
 spectra = {arm: modular_runs.centroid_spectra(params, arm,
-                                              summary["end"],
+                                              summary.end,
                                               share=frequency_share)
            for arm in modular_runs.ARMS}
 

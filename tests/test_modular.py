@@ -141,10 +141,10 @@ def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
     means /= torch.bincount(y[:, -1], minlength=p.p)[:, None]
     np.testing.assert_allclose(spectra["shares"][2, 1], operators.cycle_spectrum(means.numpy()), atol=1e-9)
     s = core_inflation.inflation_summary(p, wd, branch)
-    assert s["start"] == 4 and s["end"] == 8
+    assert s.start == 4 and s.end == 8
     values = core_inflation.inflation_claim_values(s)
     assert values["inflation.core_dim_grok"] == np.mean([m["core_dim"] for m in branch[0]["models"]])
-    assert values["inflation.arm_dim_gap"] == s["wd"]["core_dim_end"] - s["no_wd"]["core_dim_end"]
+    assert values["inflation.arm_dim_gap"] == s.wd.core_dim_end - s.no_wd.core_dim_end
     e = modular_addition.emergence_summary(p, recs)
     dims = [np.mean([m["core_dim"] for m in r["models"]]) for r in recs]
     assert e["core_dim_compact"] == modular_addition.compact_epoch([r["epoch"] for r in recs], dims)
@@ -264,13 +264,13 @@ def test_inflation_summary_separates_models_that_lost_the_task():
     wd = [rec(2, [0.5, 0.5], [4, 4]), rec(4, [1.0, 1.0], [8, 12]), rec(6, [1.0, 0.2], [16, 4])]
     no_wd = [rec(4, [1.0, 1.0], [8, 12]), rec(6, [1.0, 1.0], [8, 8]), rec(8, [1.0, 1.0], [8, 8])]
     s = core_inflation.inflation_summary(p, wd, no_wd)
-    assert (s["start"], s["end"]) == (4, 6)  # the last epoch both arms have
-    assert s["wd"]["core_dim_start"] == 10 and s["wd"]["core_dim_end"] == 10  # mean over both models
-    assert s["wd"]["core_dim_end_working"] == 16 and s["wd"]["n_working_end"] == 1  # the collapsed one left out
-    assert s["wd"]["modes_end_working"] == 4 and s["wd"]["modes_end"] == 2.5
-    assert s["no_wd"]["n_working_end"] == 2 and s["no_wd"]["core_dim_end_working"] == 8
+    assert (s.start, s.end) == (4, 6)  # the last epoch both arms have
+    assert s.wd.core_dim_start == 10 and s.wd.core_dim_end == 10  # mean over both models
+    assert s.wd.core_dim_end_working == 16 and s.wd.n_working_end == 1  # the collapsed one left out
+    assert s.wd.modes_end_working == 4 and s.wd.modes_end == 2.5
+    assert s.no_wd.n_working_end == 2 and s.no_wd.core_dim_end_working == 8
     wd[-1]["models"][0]["test_acc"] = 0.1  # no model does the task: the working mean is undefined
-    assert np.isnan(core_inflation.inflation_summary(p, wd, no_wd)["wd"]["core_dim_end_working"])
+    assert np.isnan(core_inflation.inflation_summary(p, wd, no_wd).wd.core_dim_end_working)
 
 
 def test_compact_epoch_is_where_a_series_first_nears_its_floor():

@@ -65,8 +65,8 @@ def test_core_inflation_is_exported_read_back_and_re_derived(results):
     shown = paper_scale.recorded_inflation(rec_root, "smoke")
     assert shown["source"].startswith("recorded smoke-profile run (commit ")
     assert (
-        shown["summary"]["wd"]["core_dim_end"]
-        == core_inflation.inflation_summary(params, arms["wd"], arms["no_wd"])["wd"]["core_dim_end"]
+        shown["summary"].wd.core_dim_end
+        == core_inflation.inflation_summary(params, arms["wd"], arms["no_wd"]).wd.core_dim_end
     )
     agree = paper_scale.inflation_agreement(params, arms, shown)
     assert {k: agree[k] for k in ("comparable", "n_snapshots", "differences")} == {

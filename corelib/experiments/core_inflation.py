@@ -9,6 +9,7 @@ chapter quotes, with the recorded paper-scale run's. The runs and their analysis
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
     import pandas
 
 __all__ = [
+    "ArmSummary",
+    "InflationSummary",
     "inflation_summary",
     "inflation_claim_values",
     "growth_epoch",
@@ -81,7 +84,77 @@ def _mean_at(records: list[dict], epoch: int, key: str, min_acc: float = 0.0) ->
     return float(np.mean([np.nan if v is None else v for v in vals])) if vals else float("nan")
 
 
-def inflation_summary(params: ModularParams, wd: list[dict], no_wd: list[dict]) -> dict:
+@dataclass(frozen=True)
+class ArmSummary:
+    """One arm of Figure 3: means over the models at the window's start and end.
+
+    Attributes:
+        core_dim_start, core_dim_end: the core dimension (the necessary rank refined by the
+            removal test; :func:`corelib.experiments.modular_runs.analyse_model`).
+        necessary_rank_start, necessary_rank_end: the smallest rank whose removal leaves at
+            most chance accuracy.
+        sufficient_rank_start, sufficient_rank_end: the smallest rank that alone keeps the
+            model's accuracy.
+        modes_start, modes_end: the number of Fourier modes of the core.
+        test_acc_start, test_acc_end: test accuracy, a share in [0, 1].
+        core_dim_end_working, modes_end_working: at the end, over the models that still do the
+            task (test accuracy at least ``grok_threshold``); NaN when none does.
+        n_working_end: how many models those are.
+    """
+
+    core_dim_start: float
+    core_dim_end: float
+    necessary_rank_start: float
+    necessary_rank_end: float
+    sufficient_rank_start: float
+    sufficient_rank_end: float
+    modes_start: float
+    modes_end: float
+    test_acc_start: float
+    test_acc_end: float
+    core_dim_end_working: float
+    modes_end_working: float
+    n_working_end: int
+
+
+@dataclass(frozen=True)
+class InflationSummary:
+    """The numbers of Figure 3 (:func:`inflation_summary`).
+
+    Attributes:
+        start: the branch epoch, the no-weight-decay arm's first snapshot (the arms are still one model).
+        end: the last epoch both arms have.
+        grok_epoch: the kept arm's grokking epoch (None if it did not grok).
+        wd, no_wd: the arm that keeps weight decay and the arm without it.
+    """
+
+    start: int
+    end: int
+    grok_epoch: int | None
+    wd: ArmSummary
+    no_wd: ArmSummary
+
+
+def _arm_summary(recs: list[dict], start: int, end: int, threshold: float) -> ArmSummary:
+    last = next(r for r in recs if r["epoch"] == end)
+    return ArmSummary(
+        core_dim_start=_mean_at(recs, start, "core_dim"),
+        core_dim_end=_mean_at(recs, end, "core_dim"),
+        necessary_rank_start=_mean_at(recs, start, "necessary_rank"),
+        necessary_rank_end=_mean_at(recs, end, "necessary_rank"),
+        sufficient_rank_start=_mean_at(recs, start, "sufficient_rank"),
+        sufficient_rank_end=_mean_at(recs, end, "sufficient_rank"),
+        modes_start=_mean_at(recs, start, "modes"),
+        modes_end=_mean_at(recs, end, "modes"),
+        test_acc_start=_mean_at(recs, start, "test_acc"),
+        test_acc_end=_mean_at(recs, end, "test_acc"),
+        core_dim_end_working=_mean_at(recs, end, "core_dim", threshold),
+        modes_end_working=_mean_at(recs, end, "modes", threshold),
+        n_working_end=sum(m["test_acc"] >= threshold for m in last["models"]),
+    )
+
+
+def inflation_summary(params: ModularParams, wd: list[dict], no_wd: list[dict]) -> InflationSummary:
     """The numbers of Figure 3: core dimension and mode counts of both arms, start vs end.
 
     "Start" is the first snapshot of the no-weight-decay arm (the branch epoch), where the arms
@@ -92,19 +165,13 @@ def inflation_summary(params: ModularParams, wd: list[dict], no_wd: list[dict]) 
     """
     start = no_wd[0]["epoch"]
     end = min(wd[-1]["epoch"], no_wd[-1]["epoch"])
-    out = {"start": start, "end": end, "grok_epoch": grokking_epoch(wd, params.grok_threshold)}
-    for arm, recs in (("wd", wd), ("no_wd", no_wd)):
-        out[arm] = {
-            f"{key}_{when}": _mean_at(recs, e, key)
-            for key in ("core_dim", "necessary_rank", "sufficient_rank", "modes", "test_acc")
-            for when, e in (("start", start), ("end", end))
-        }
-        out[arm].update(
-            {f"{key}_end_working": _mean_at(recs, end, key, params.grok_threshold) for key in ("core_dim", "modes")}
-        )
-        last = next(r for r in recs if r["epoch"] == end)
-        out[arm]["n_working_end"] = sum(m["test_acc"] >= params.grok_threshold for m in last["models"])
-    return out
+    return InflationSummary(
+        start=start,
+        end=end,
+        grok_epoch=grokking_epoch(wd, params.grok_threshold),
+        wd=_arm_summary(wd, start, end, params.grok_threshold),
+        no_wd=_arm_summary(no_wd, start, end, params.grok_threshold),
+    )
 
 
 def _ratio(a: float, b: float) -> float:
@@ -112,17 +179,17 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b and np.isfinite(b) else float("nan")
 
 
-def inflation_claim_values(summary: dict) -> dict:
+def inflation_claim_values(summary: InflationSummary) -> dict:
     """The measured values of the paper's core-inflation claims (see :mod:`corelib.claims`)."""
-    wd, no = summary["wd"], summary["no_wd"]
+    wd, no = summary.wd, summary.no_wd
     return {
-        "inflation.core_dim_grok": wd["core_dim_start"],
-        "inflation.core_dim_end": wd["core_dim_end"],
-        "inflation.sufficient_stable": _ratio(wd["sufficient_rank_end"], wd["sufficient_rank_start"]),
-        "inflation.modes_end": wd["modes_end"],
-        "inflation.modes_sparse": _ratio(no["modes_end"], no["modes_start"]),
-        "inflation.arm_dim_gap": wd["core_dim_end"] - no["core_dim_end"],
-        "inflation.arm_mode_gap": wd["modes_end"] - no["modes_end"],
+        "inflation.core_dim_grok": wd.core_dim_start,
+        "inflation.core_dim_end": wd.core_dim_end,
+        "inflation.sufficient_stable": _ratio(wd.sufficient_rank_end, wd.sufficient_rank_start),
+        "inflation.modes_end": wd.modes_end,
+        "inflation.modes_sparse": _ratio(no.modes_end, no.modes_start),
+        "inflation.arm_dim_gap": wd.core_dim_end - no.core_dim_end,
+        "inflation.arm_mode_gap": wd.modes_end - no.modes_end,
     }
 
 
@@ -167,6 +234,38 @@ def _frequency_values(params: ModularParams, summary: dict, spectra: dict[str, d
     }
 
 
+def _arm_values(wd: ArmSummary, no: ArmSummary) -> dict[str, float]:
+    """Both arms' summaries under their glue names (``wd_``: weight decay kept, ``no_``: removed)."""
+    return {
+        "wd_core_dim_start": wd.core_dim_start,
+        "wd_core_dim_end": wd.core_dim_end,
+        "wd_necessary_rank_start": wd.necessary_rank_start,
+        "wd_necessary_rank_end": wd.necessary_rank_end,
+        "wd_sufficient_rank_start": wd.sufficient_rank_start,
+        "wd_sufficient_rank_end": wd.sufficient_rank_end,
+        "wd_modes_start": wd.modes_start,
+        "wd_modes_end": wd.modes_end,
+        "wd_test_acc_start": wd.test_acc_start,
+        "wd_test_acc_end": wd.test_acc_end,
+        "wd_core_dim_end_working": wd.core_dim_end_working,
+        "wd_modes_end_working": wd.modes_end_working,
+        "wd_n_working_end": wd.n_working_end,
+        "no_core_dim_start": no.core_dim_start,
+        "no_core_dim_end": no.core_dim_end,
+        "no_necessary_rank_start": no.necessary_rank_start,
+        "no_necessary_rank_end": no.necessary_rank_end,
+        "no_sufficient_rank_start": no.sufficient_rank_start,
+        "no_sufficient_rank_end": no.sufficient_rank_end,
+        "no_modes_start": no.modes_start,
+        "no_modes_end": no.modes_end,
+        "no_test_acc_start": no.test_acc_start,
+        "no_test_acc_end": no.test_acc_end,
+        "no_core_dim_end_working": no.core_dim_end_working,
+        "no_modes_end_working": no.modes_end_working,
+        "no_n_working_end": no.n_working_end,
+    }
+
+
 def inflation_glue_values(params: ModularParams, chapter: dict) -> dict[str, object]:
     """Every value the core-inflation chapter quotes, by glue name: numbers, per-model lists of
     numbers and short status words (no sentences).
@@ -179,9 +278,9 @@ def inflation_glue_values(params: ModularParams, chapter: dict) -> dict[str, obj
     (:func:`corelib.experiments.paper_scale.inflation_agreement`).
     """
     summary, curves = chapter["summary"], chapter["curves"]
-    wd, no = summary["wd"], summary["no_wd"]
-    start, end, loose = summary["start"], summary["end"], chapter["loose_level"]
-    values = {f"wd_{k}": v for k, v in wd.items()} | {f"no_{k}": v for k, v in no.items()}
+    wd, no = summary.wd, summary.no_wd
+    start, end, loose = summary.start, summary.end, chapter["loose_level"]
+    values = _arm_values(wd, no)
     values |= {
         "start": start,
         "end": end,
@@ -198,9 +297,9 @@ def inflation_glue_values(params: ModularParams, chapter: dict) -> dict[str, obj
         "loose_level": loose,
         "chance_level": params.chance_level,
         "frequency_share": chapter["frequency_share"],
-        "wd_gap_start": wd["necessary_rank_start"] - wd["sufficient_rank_start"],
-        "wd_gap_end": wd["necessary_rank_end"] - wd["sufficient_rank_end"],
-        "no_gap_end": no["necessary_rank_end"] - no["sufficient_rank_end"],
+        "wd_gap_start": wd.necessary_rank_start - wd.sufficient_rank_start,
+        "wd_gap_end": wd.necessary_rank_end - wd.sufficient_rank_end,
+        "no_gap_end": no.necessary_rank_end - no.sufficient_rank_end,
     }
     ends = {arm: [v for v in necessary_ranks(chapter["arms"][arm], end) if v is not None] for arm in ARMS}
     values["dim_ranges"] = _overlap(*ends.values())
@@ -236,26 +335,26 @@ def _recorded_arm_values(wd: dict, no: dict) -> dict[str, float]:
     """Each arm's mean core dimension, necessary and sufficient rank, modes and test accuracy, at the
     branch (``start``) and the end, of the recorded run (``wd``, ``no``: its summary's arms)."""
     return {
-        "rec_wd_core_dim_start": wd["core_dim_start"],
-        "rec_wd_core_dim_end": wd["core_dim_end"],
-        "rec_no_core_dim_start": no["core_dim_start"],
-        "rec_no_core_dim_end": no["core_dim_end"],
-        "rec_wd_necessary_rank_start": wd["necessary_rank_start"],
-        "rec_wd_necessary_rank_end": wd["necessary_rank_end"],
-        "rec_no_necessary_rank_start": no["necessary_rank_start"],
-        "rec_no_necessary_rank_end": no["necessary_rank_end"],
-        "rec_wd_sufficient_rank_start": wd["sufficient_rank_start"],
-        "rec_wd_sufficient_rank_end": wd["sufficient_rank_end"],
-        "rec_no_sufficient_rank_start": no["sufficient_rank_start"],
-        "rec_no_sufficient_rank_end": no["sufficient_rank_end"],
-        "rec_wd_modes_start": wd["modes_start"],
-        "rec_wd_modes_end": wd["modes_end"],
-        "rec_no_modes_start": no["modes_start"],
-        "rec_no_modes_end": no["modes_end"],
-        "rec_wd_test_acc_start": wd["test_acc_start"],
-        "rec_wd_test_acc_end": wd["test_acc_end"],
-        "rec_no_test_acc_start": no["test_acc_start"],
-        "rec_no_test_acc_end": no["test_acc_end"],
+        "rec_wd_core_dim_start": wd.core_dim_start,
+        "rec_wd_core_dim_end": wd.core_dim_end,
+        "rec_no_core_dim_start": no.core_dim_start,
+        "rec_no_core_dim_end": no.core_dim_end,
+        "rec_wd_necessary_rank_start": wd.necessary_rank_start,
+        "rec_wd_necessary_rank_end": wd.necessary_rank_end,
+        "rec_no_necessary_rank_start": no.necessary_rank_start,
+        "rec_no_necessary_rank_end": no.necessary_rank_end,
+        "rec_wd_sufficient_rank_start": wd.sufficient_rank_start,
+        "rec_wd_sufficient_rank_end": wd.sufficient_rank_end,
+        "rec_no_sufficient_rank_start": no.sufficient_rank_start,
+        "rec_no_sufficient_rank_end": no.sufficient_rank_end,
+        "rec_wd_modes_start": wd.modes_start,
+        "rec_wd_modes_end": wd.modes_end,
+        "rec_no_modes_start": no.modes_start,
+        "rec_no_modes_end": no.modes_end,
+        "rec_wd_test_acc_start": wd.test_acc_start,
+        "rec_wd_test_acc_end": wd.test_acc_end,
+        "rec_no_test_acc_start": no.test_acc_start,
+        "rec_no_test_acc_end": no.test_acc_end,
     }
 
 
@@ -283,30 +382,30 @@ def _recorded_values(
     if recorded is None:
         return dict.fromkeys(names, nan) | dict.fromkeys(about, NOT_AVAILABLE) | agreement_values(None)
     summary, prov = recorded["summary"], recorded["provenance"]
-    wd, no = summary["wd"], summary["no_wd"]
+    wd, no = summary.wd, summary.no_wd
     values = _recorded_arm_values(wd, no)
     values |= {
-        "rec_wd_growth": _ratio(wd["core_dim_end"], wd["core_dim_start"]),
-        "rec_no_growth": _ratio(no["core_dim_end"], no["core_dim_start"]),
-        "rec_wd_gap_start": wd["necessary_rank_start"] - wd["sufficient_rank_start"],
-        "rec_wd_gap_end": wd["necessary_rank_end"] - wd["sufficient_rank_end"],
-        "rec_no_gap_end": no["necessary_rank_end"] - no["sufficient_rank_end"],
+        "rec_wd_growth": _ratio(wd.core_dim_end, wd.core_dim_start),
+        "rec_no_growth": _ratio(no.core_dim_end, no.core_dim_start),
+        "rec_wd_gap_start": wd.necessary_rank_start - wd.sufficient_rank_start,
+        "rec_wd_gap_end": wd.necessary_rank_end - wd.sufficient_rank_end,
+        "rec_no_gap_end": no.necessary_rank_end - no.sufficient_rank_end,
     }
     wd_c, no_c = (
-        collapse_summary(history_until(recorded["histories"][a], summary["end"]), summary["start"], summary["end"],
+        collapse_summary(history_until(recorded["histories"][a], summary.end), summary.start, summary.end,
                          collapse_threshold)
         for a in ARMS
     )  # fmt: skip
     values |= {"rec_wd_collapses": wd_c["per_model"], "rec_no_collapses": no_c["per_model"]}
-    start, end, params = summary["start"], summary["end"], recorded["params"]
+    start, end, params = summary.start, summary.end, recorded["params"]
 
     def grown(arm: str, share: float) -> int | None:
         return _mean_growth_epoch(recorded["arms"][arm], start, end, share)
 
     no_90 = grown("no_wd", 0.9)
     values |= {
-        "rec_wd_start_below_paper_pct": 100 * (1 - wd["core_dim_start"] / claim("inflation.core_dim_grok").value),
-        "rec_wd_end_below_paper_pct": 100 * (1 - wd["core_dim_end"] / claim("inflation.core_dim_end").value),
+        "rec_wd_start_below_paper_pct": 100 * (1 - wd.core_dim_start / claim("inflation.core_dim_grok").value),
+        "rec_wd_end_below_paper_pct": 100 * (1 - wd.core_dim_end / claim("inflation.core_dim_end").value),
         "rec_wd_growth_half_epoch": _or_nan(grown("wd", 0.5)),
         "rec_wd_growth_90_epoch": _or_nan(grown("wd", 0.9)),
         "rec_no_growth_90_after": nan if no_90 is None else no_90 - start,
