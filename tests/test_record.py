@@ -131,6 +131,12 @@ def test_grokking_sweeps_are_exported_and_a_condition_re_derived(results):
         else:
             assert_frame_equal(getattr(shown, key), getattr(built, key))
     assert paper_scale.recorded_sweeps(results / "nothing", "smoke") is None
+    # the claims page reads the record's claim values under its name
+    from corelib import claims
+
+    paper_scale.record_claims("grokking_sweeps", shown)
+    saved = claims.load_records(chapters=["grokking_sweeps"])
+    assert any(data.get("source") == shown.source for data in saved.values()), saved.keys()
     assert set(grokking_sweeps.recorded_glue_values(shown)) == set(grokking_sweeps.recorded_glue_values(None))
     label = params.p_conditions()[0].label()
     assert record.verify("grokking_sweeps", "smoke", condition=label, seeds=1, root=rec_root).identical

@@ -207,7 +207,7 @@ def recorded_clock(
     return None
 
 
-def record_claims(chapter: str, recorded: dict[str, Any] | None) -> None:
+def record_claims(chapter: str, recorded: dict[str, Any] | grokking_sweeps.RecordedSweeps | None) -> None:
     """Record for the claims page the values of ``chapter``'s claims measured on the recorded run
     (``modular_addition``: its first 2000 epochs; ``core_inflation``; ``grokking_sweeps``), with
     the run's settings and name; without a record, forget any values an earlier record left."""
@@ -216,7 +216,7 @@ def record_claims(chapter: str, recorded: dict[str, Any] | None) -> None:
         return
     if chapter == "grokking_sweeps":
         values = grokking_sweeps.claim_values(recorded)
-        settings = grokking_sweeps.claim_settings(recorded.params)
+        settings, source = grokking_sweeps.claim_settings(recorded.params), recorded.source
     elif chapter in ("modular_addition", "core_inflation"):
         if chapter == "modular_addition":
             values = modular_addition.emergence_claim_values(recorded_emergence(recorded)["summary"])
@@ -224,6 +224,7 @@ def record_claims(chapter: str, recorded: dict[str, Any] | None) -> None:
             values = core_inflation.inflation_claim_values(recorded["summary"])
         unused = () if chapter == "core_inflation" else modular_runs.LONG_RUN_SETTINGS
         settings = claims.deviations(recorded["params"], modular_runs.ModularParams(), ignore=["eval_every", *unused])
+        source = recorded["source"]
     else:
         raise ValueError(f"no recorded run serves chapter {chapter!r}.")
-    claims.record(chapter, values, settings=settings, source=recorded["source"])
+    claims.record(chapter, values, settings=settings, source=source)
