@@ -338,6 +338,19 @@ def test_the_recorded_runs_numbers_the_chapters_glue():
     )
 
 
+def test_the_frequency_counts_are_read_at_the_summarys_start_and_end():
+    arm = core_inflation.ArmSummary(*([1.0] * 12), n_working_end=2)
+    summary = core_inflation.InflationSummary(start=4, end=8, grok_epoch=2, wd=arm, no_wd=arm)
+    spectra = {
+        "wd": {"epoch": np.array([0, 4, 8]), "count": np.array([[5, 5], [3, 4], [7, 9]])},
+        "no_wd": {"epoch": np.array([4, 8]), "count": np.array([[3, 4], [2, 2]])},
+    }
+    values = core_inflation._frequency_values(modular_runs.ModularParams(p=11), summary, spectra)
+    assert (values["wd_frequencies_start"], values["wd_frequencies_end"]) == (3.5, 8.0)
+    assert (values["no_frequencies_start"], values["no_frequencies_end"]) == (3.5, 2.0)
+    assert (values["frequencies_init"], values["frequencies_max"]) == (5.0, 5)
+
+
 def test_an_annealed_branch_ramps_the_decay_down_in_a_folder_of_its_own(tmp_path, monkeypatch):
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
     abrupt = modular_runs.ModularParams()

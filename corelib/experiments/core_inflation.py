@@ -219,16 +219,16 @@ def _overlap(a: Sequence[float], b: Sequence[float]) -> str:
     return "do not overlap"
 
 
-def _frequency_values(params: ModularParams, summary: dict, spectra: dict[str, dict]) -> dict[str, object]:
-    def mean_count(arm: str, when: str) -> float:
+def _frequency_values(params: ModularParams, summary: InflationSummary, spectra: dict[str, dict]) -> dict[str, object]:
+    def mean_count(arm: str, epoch: int) -> float:
         spectrum = spectra[arm]
-        return float(spectrum["count"][spectrum["epoch"] == summary[when]].mean())
+        return float(spectrum["count"][spectrum["epoch"] == epoch].mean())
 
     return {
-        "wd_frequencies_start": mean_count("wd", "start"),
-        "wd_frequencies_end": mean_count("wd", "end"),
-        "no_frequencies_start": mean_count("no_wd", "start"),
-        "no_frequencies_end": mean_count("no_wd", "end"),
+        "wd_frequencies_start": mean_count("wd", summary.start),
+        "wd_frequencies_end": mean_count("wd", summary.end),
+        "no_frequencies_start": mean_count("no_wd", summary.start),
+        "no_frequencies_end": mean_count("no_wd", summary.end),
         "frequencies_init": float(spectra["wd"]["count"][0].mean()),
         "frequencies_max": params.p // 2,
     }
