@@ -3,6 +3,8 @@ pass their checks, and the checks reject typical wrong answers with a message th
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -41,7 +43,7 @@ def test_the_solution_counts_the_modes_of_the_records_at_grokking():
         {"epoch": 600, "models": [model([1, 2]), model([]), model([])]},
         {"epoch": 800, "models": [model([1, 2, 3]), model([5, 6, 7, 8]), model([9])]},
     ]
-    summary = {"phases": {"at": [600, 800, 800]}}
+    summary = SimpleNamespace(phases={"at": [600, 800, 800]})  # the part of an EmergenceSummary it reads
     assert ns["modes_at_grokking"](records, summary, p) == [2, 4, 1]
 
 

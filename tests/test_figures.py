@@ -184,13 +184,25 @@ def _emergence_inputs() -> tuple:
     records = _modular_records()
     phases = {"before": [200, 300, 300], "at": [400, 500, 600], "after": [2000, 2000, 2000]}
     by_epoch = {r["epoch"]: r for r in records}
-    summary = {
-        "grok_epoch": 600,
-        "phases": phases,
-        "eigenvalues": {
+    from corelib.experiments.modular_addition import EmergenceSummary
+
+    per_phase = {k: [0, 0, 0] for k in phases}
+    summary = EmergenceSummary(
+        grok_epoch=600,
+        model_grok_epochs=[400, 500, 600],
+        phases=phases,
+        post_grok_keep_ratio_min=None,
+        post_grok_remove_max=None,
+        unit_fraction=dict.fromkeys(phases, 0.5),
+        modes=per_phase,
+        core_dim=per_phase,
+        eigenvalues={
             k: [by_epoch[e]["models"][i]["eigenvalues"] for i, e in enumerate(es)] for k, es in phases.items()
         },
-    }
+        core_dim_compact=None,
+        first_refined_epoch=None,
+        final={},
+    )
     return (records, _modular_history(), summary), {"p": 53}
 
 

@@ -147,7 +147,7 @@ def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
     assert values["inflation.arm_dim_gap"] == s.wd.core_dim_end - s.no_wd.core_dim_end
     e = modular_addition.emergence_summary(p, recs)
     dims = [np.mean([m["core_dim"] for m in r["models"]]) for r in recs]
-    assert e["core_dim_compact"] == modular_addition.compact_epoch([r["epoch"] for r in recs], dims)
+    assert e.core_dim_compact == modular_addition.compact_epoch([r["epoch"] for r in recs], dims)
     curves = modular_runs.removal_curves(p, "wd", 6, progress=False)
     assert curves["remove"].shape == curves["keep"].shape == (len(p.seeds), p.d_model)
     assert curves["rank"].tolist() == list(range(1, p.d_model + 1))

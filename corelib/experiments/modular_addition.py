@@ -8,6 +8,7 @@ claims and every value the chapter quotes. The runs and their analysis are
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     import pandas
 
 __all__ = [
+    "EmergenceSummary",
     "phase_epochs",
     "emergence_summary",
     "emergence_claim_values",
@@ -69,28 +71,67 @@ def _pooled_fraction(models: list[dict], p: int) -> float:
     return operators.unit_circle_fraction(eig[:, 0] + 1j * eig[:, 1], p) if len(eig) else float("nan")
 
 
-def emergence_summary(params: ModularParams, records: list[dict]) -> dict:
+@dataclass(frozen=True)
+class EmergenceSummary:
+    """The numbers of Figure 2 (:func:`emergence_summary`). A phase is ``before``, ``at`` or
+    ``after`` a model's own grokking; per phase, lists hold one value per model.
+
+    Attributes:
+        grok_epoch: the first snapshot at which every model's test accuracy reaches
+            ``grok_threshold`` (None: not within the run).
+        model_grok_epochs: each model's own grokking epoch (None where it did not grok).
+        phases: per phase, each model's snapshot epoch (:func:`phase_epochs`).
+        post_grok_keep_ratio_min: the least core-only / full test accuracy over the snapshots
+            after each model grokked (None when none did).
+        post_grok_remove_max: the largest core-removed accuracy over those snapshots (or None).
+        unit_fraction: per phase, the share of the cores' operator eigenvalues on the unit
+            circle, pooled over the models.
+        modes: per phase, each model's number of Fourier modes.
+        core_dim: per phase, each model's core dimension.
+        eigenvalues: per phase, each model's operator eigenvalues as ``[re, im]`` pairs.
+        core_dim_compact: the first epoch at which the mean core dimension comes within 10 % of
+            its least value (:func:`compact_epoch`), or None.
+        first_refined_epoch: :func:`first_refined_epoch`.
+        final: at the last snapshot, per model: ``test_acc``, ``keep_acc``, ``remove_acc``,
+            ``core_dim``, ``necessary_rank``, ``sufficient_rank`` and ``energy_rank``.
+    """
+
+    grok_epoch: int | None
+    model_grok_epochs: list[int | None]
+    phases: dict[str, list[int]]
+    post_grok_keep_ratio_min: float | None
+    post_grok_remove_max: float | None
+    unit_fraction: dict[str, float]
+    modes: dict[str, list[int]]
+    core_dim: dict[str, list[int]]
+    eigenvalues: dict[str, list]
+    core_dim_compact: int | None
+    first_refined_epoch: int | None
+    final: dict[str, list]
+
+
+def emergence_summary(params: ModularParams, records: list[dict]) -> EmergenceSummary:
     """The numbers of Figure 2: grokking epochs, ablations after them, unit-circle snap, modes."""
     groks = model_grokking_epochs(records, params.grok_threshold)
     phases = phase_epochs(records, groks)
     at_phase = {k: _at_phase(records, e) for k, e in phases.items()}
     after = [r["models"][i] for r in records for i, g in enumerate(groks) if g is not None and r["epoch"] >= g]
     keep_ratio = [m["keep_acc"] / m["test_acc"] for m in after]
-    return {
-        "grok_epoch": grokking_epoch(records, params.grok_threshold),
-        "model_grok_epochs": groks,
-        "phases": phases,
-        "post_grok_keep_ratio_min": min(keep_ratio) if keep_ratio else None,
-        "post_grok_remove_max": max((m["remove_acc"] for m in after), default=None),
-        "unit_fraction": {k: _pooled_fraction(ms, params.p) for k, ms in at_phase.items()},
-        "modes": {k: [len(m["modes"]) for m in ms] for k, ms in at_phase.items()},
-        "core_dim": {k: [m["core_dim"] for m in ms] for k, ms in at_phase.items()},
-        "eigenvalues": {k: [m["eigenvalues"] for m in ms] for k, ms in at_phase.items()},
-        "core_dim_compact": compact_epoch(
+    return EmergenceSummary(
+        grok_epoch=grokking_epoch(records, params.grok_threshold),
+        model_grok_epochs=groks,
+        phases=phases,
+        post_grok_keep_ratio_min=min(keep_ratio) if keep_ratio else None,
+        post_grok_remove_max=max((m["remove_acc"] for m in after), default=None),
+        unit_fraction={k: _pooled_fraction(ms, params.p) for k, ms in at_phase.items()},
+        modes={k: [len(m["modes"]) for m in ms] for k, ms in at_phase.items()},
+        core_dim={k: [m["core_dim"] for m in ms] for k, ms in at_phase.items()},
+        eigenvalues={k: [m["eigenvalues"] for m in ms] for k, ms in at_phase.items()},
+        core_dim_compact=compact_epoch(
             epochs_of(records), [np.mean([m["core_dim"] for m in r["models"]]) for r in records]
         ),
-        "first_refined_epoch": first_refined_epoch(records),
-        "final": {
+        first_refined_epoch=first_refined_epoch(records),
+        final={
             key: [m[key] for m in records[-1]["models"]]
             for key in (
                 "test_acc",
@@ -102,7 +143,7 @@ def emergence_summary(params: ModularParams, records: list[dict]) -> dict:
                 "energy_rank",
             )
         },
-    }
+    )
 
 
 def first_refined_epoch(records: list[dict]) -> int | None:
@@ -138,31 +179,29 @@ def compact_epoch(epochs, values, tolerance: float = 0.1) -> int | None:
     return int(epochs[np.flatnonzero(values <= floor + tolerance * abs(floor))[0]])
 
 
-def emergence_claim_values(summary: dict) -> dict:
+def emergence_claim_values(summary: EmergenceSummary) -> dict:
     """The measured values of the paper's modular-addition claims (see :mod:`corelib.claims`)."""
     nan = float("nan")
     return {
-        "modular.grok_epoch": nan if summary["grok_epoch"] is None else summary["grok_epoch"],
-        "modular.keep_ratio": (
-            nan if summary["post_grok_keep_ratio_min"] is None else summary["post_grok_keep_ratio_min"]
-        ),
-        "modular.remove_accuracy": nan if summary["post_grok_remove_max"] is None else summary["post_grok_remove_max"],
-        "modular.unit_before": summary["unit_fraction"]["before"],
-        "modular.unit_after": summary["unit_fraction"]["after"],
-        "modular.modes_at_grok": summary["modes"]["at"] if None not in summary["model_grok_epochs"] else [nan],
+        "modular.grok_epoch": nan if summary.grok_epoch is None else summary.grok_epoch,
+        "modular.keep_ratio": (nan if summary.post_grok_keep_ratio_min is None else summary.post_grok_keep_ratio_min),
+        "modular.remove_accuracy": nan if summary.post_grok_remove_max is None else summary.post_grok_remove_max,
+        "modular.unit_before": summary.unit_fraction["before"],
+        "modular.unit_after": summary.unit_fraction["after"],
+        "modular.modes_at_grok": summary.modes["at"] if None not in summary.model_grok_epochs else [nan],
         "modular.core_settles": nan
-        if None in (summary["core_dim_compact"], summary["grok_epoch"])
-        else summary["core_dim_compact"] - summary["grok_epoch"],
+        if None in (summary.core_dim_compact, summary.grok_epoch)
+        else summary.core_dim_compact - summary.grok_epoch,
     }
 
 
-def phase_table(records: list[dict], summary: dict) -> pandas.DataFrame:
+def phase_table(records: list[dict], summary: EmergenceSummary) -> pandas.DataFrame:
     """Each model before, at and after its own grokking: core dimension, unit-circle share, modes, R²."""
     import pandas as pd
 
     by_epoch = {r["epoch"]: r for r in records}
     rows = []
-    for phase, epochs in summary["phases"].items():
+    for phase, epochs in summary.phases.items():
         for i, epoch in enumerate(epochs):
             m = by_epoch[epoch]["models"][i]
             rows.append(
@@ -182,7 +221,7 @@ def phase_table(records: list[dict], summary: dict) -> pandas.DataFrame:
 
 
 def emergence_glue_values(
-    params: ModularParams, summary: dict, recorded: dict | None = None, agreement: dict | None = None
+    params: ModularParams, summary: EmergenceSummary, recorded: dict | None = None, agreement: dict | None = None
 ) -> dict[str, object]:
     """Every value the modular-addition chapter quotes, by glue name: numbers, per-model lists of
     numbers and short status words (no sentences).
@@ -196,16 +235,16 @@ def emergence_glue_values(
         "epochs_run": params.epochs,
         "paper_epochs": ModularParams().epochs,
         "energy_pct": round(100 * params.energy),
-        "grok_epoch": nan if summary["grok_epoch"] is None else summary["grok_epoch"],
+        "grok_epoch": nan if summary.grok_epoch is None else summary.grok_epoch,
         "n_models": len(params.seeds),
-        "final_acc_min": min(summary["final"]["test_acc"]),
-        "keep_ratio_min": summary["post_grok_keep_ratio_min"] or nan,
-        "remove_max": nan if summary["post_grok_remove_max"] is None else summary["post_grok_remove_max"],
+        "final_acc_min": min(summary.final["test_acc"]),
+        "keep_ratio_min": summary.post_grok_keep_ratio_min or nan,
+        "remove_max": nan if summary.post_grok_remove_max is None else summary.post_grok_remove_max,
         "chance2": params.chance_level,
-        "model_groks": listed(summary["model_grok_epochs"]),
-        "first_refined": NOT_AVAILABLE if summary["first_refined_epoch"] is None else summary["first_refined_epoch"],
-        "suff_final": listed(summary["final"]["sufficient_rank"]),
-        "energy_final": listed(summary["final"]["energy_rank"]),
+        "model_groks": listed(summary.model_grok_epochs),
+        "first_refined": NOT_AVAILABLE if summary.first_refined_epoch is None else summary.first_refined_epoch,
+        "suff_final": listed(summary.final["sufficient_rank"]),
+        "energy_final": listed(summary.final["energy_rank"]),
         # settings the prose names (a rerun with -p changes them)
         "n_layers": params.n_layers,
         "d_model": params.d_model,
@@ -217,11 +256,20 @@ def emergence_glue_values(
         "grok_pct": round(100 * params.grok_threshold),
         "holdout_pct": round(100 * params.holdout_fraction, 6),
     }
-    for phase in ("before", "at", "after"):
-        values[f"epoch_{phase}"] = listed(summary["phases"][phase])
-        values[f"frac_{phase}"] = 100 * summary["unit_fraction"][phase]
-        values[f"modes_{phase}"] = listed(summary["modes"][phase])
-        values[f"dim_{phase}"] = listed(summary["core_dim"][phase])
+    values |= {
+        "epoch_before": listed(summary.phases["before"]),
+        "frac_before": 100 * summary.unit_fraction["before"],
+        "modes_before": listed(summary.modes["before"]),
+        "dim_before": listed(summary.core_dim["before"]),
+        "epoch_at": listed(summary.phases["at"]),
+        "frac_at": 100 * summary.unit_fraction["at"],
+        "modes_at": listed(summary.modes["at"]),
+        "dim_at": listed(summary.core_dim["at"]),
+        "epoch_after": listed(summary.phases["after"]),
+        "frac_after": 100 * summary.unit_fraction["after"],
+        "modes_after": listed(summary.modes["after"]),
+        "dim_after": listed(summary.core_dim["after"]),
+    }
     return values | _recorded_emergence_values(recorded, agreement)
 
 
@@ -237,21 +285,21 @@ def _recorded_emergence_values(recorded: dict | None, agreement: dict | None) ->
     params = recorded["params"]  # the recorded run's first epochs are the paper's Figure 2
     records = [r for r in recorded["arms"]["wd"] if r["epoch"] <= min(params.epochs, params.long_epochs)]
     em = emergence_summary(params, records)
-    grok, compact = em["grok_epoch"], em["core_dim_compact"]
+    grok, compact = em.grok_epoch, em.core_dim_compact
     mean_dim = {r["epoch"]: float(np.mean([m["core_dim"] for m in r["models"]])) for r in records}
     values = {
         "rec_source": recorded["source"],
         "rec_settings": settings_list(params, LONG_RUN_SETTINGS),
         "rec_epochs": records[-1]["epoch"],
         "rec_grok_epoch": NOT_AVAILABLE if grok is None else grok,
-        "rec_model_groks": listed(em["model_grok_epochs"]),
-        "rec_dim_at": listed(em["core_dim"]["at"]),
-        "rec_dim_after": listed(em["core_dim"]["after"]),
-        "rec_modes_at": listed(em["modes"]["at"]),
+        "rec_model_groks": listed(em.model_grok_epochs),
+        "rec_dim_at": listed(em.core_dim["at"]),
+        "rec_dim_after": listed(em.core_dim["after"]),
+        "rec_modes_at": listed(em.modes["at"]),
         # when the mean core dimension has condensed (first within 10 % of its least value), and from what
         "rec_core_compact": NOT_AVAILABLE if compact is None else compact,
         "rec_core_settles": NOT_AVAILABLE if None in (compact, grok) else compact - grok,
-        "rec_first_refined": NOT_AVAILABLE if em["first_refined_epoch"] is None else em["first_refined_epoch"],
+        "rec_first_refined": NOT_AVAILABLE if em.first_refined_epoch is None else em.first_refined_epoch,
         "rec_dim_mean_init": mean_dim[records[0]["epoch"]],
         "rec_dim_mean_compact": NOT_AVAILABLE if compact is None else mean_dim[compact],
         "rec_energy_pct": round(100 * params.energy),

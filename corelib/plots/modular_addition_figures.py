@@ -107,7 +107,7 @@ def figure_emergence(records: list[dict], history: dict, summary: dict, *, p: in
     acc_epochs, test_acc = (np.array(column) for column in zip(*evaluated))
     core_dim = np.array([[m["core_dim"] for m in r["models"]] for r in records], dtype=float)
     epochs = np.array([r["epoch"] for r in records])
-    panel_grokking(ax_a, acc_epochs, test_acc, epochs, core_dim, grok_epoch=summary["grok_epoch"])
+    panel_grokking(ax_a, acc_epochs, test_acc, epochs, core_dim, grok_epoch=summary.grok_epoch)
     ax_a.set_title("A  test accuracy and core dimension", loc="left", fontsize=10)
     final = records[-1]["models"]
     panel_ablation_bars(
@@ -122,8 +122,8 @@ def figure_emergence(records: list[dict], history: dict, summary: dict, *, p: in
     )
     ax_b.set_title(f"B  ablations at epoch {records[-1]['epoch']}", loc="left", fontsize=10)
     axes_c = bottom.subplots(1, 3)
-    for k, (ax, (phase, eigenvalues)) in enumerate(zip(axes_c, summary["eigenvalues"].items())):
-        epochs_text = ", ".join(map(str, summary["phases"][phase]))
+    for k, (ax, (phase, eigenvalues)) in enumerate(zip(axes_c, summary.eigenvalues.items())):
+        epochs_text = ", ".join(map(str, summary.phases[phase]))
         letter = "C  " if k == 0 else ""  # the panel letter leads the first title, not a second one
         panel_eigenvalues(
             ax, [_complex(e) for e in eigenvalues], p=p, title=f"{letter}{phase} grokking (epochs {epochs_text})"
