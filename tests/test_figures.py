@@ -103,7 +103,7 @@ def _sva_summary() -> dict:
     return {"models": models, "fisher_p": {"remove": 1.2e-30, "flip": 3.4e-80}}
 
 
-def _own_model_summary() -> dict:
+def _own_model_summary() -> SimpleNamespace:
     layers = list(range(0, 30, 3)) + [29]
     depth = (np.asarray(layers) + 1) / 30
     coords = RNG.standard_normal(300)
@@ -142,7 +142,20 @@ def _own_model_summary() -> dict:
         }
         for name, n_layers in (("smollm2-135m", 30), ("gemma3-270m", 18))
     ]
-    return {"tense": tense, "agreement": agreement}
+    # the parts of an OwnModelSummary the figures read (tense, and per model its sweep and directions)
+    return SimpleNamespace(
+        tense=SimpleNamespace(**tense),
+        agreement=[
+            SimpleNamespace(
+                **{
+                    **m,
+                    "sweep": SimpleNamespace(**m["sweep"]),
+                    "directions": {d: SimpleNamespace(**v) for d, v in m["directions"].items()},
+                }
+            )
+            for m in agreement
+        ],
+    )
 
 
 def _modular_model(epoch: int, p: int, i: int) -> dict:

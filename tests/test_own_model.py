@@ -4,8 +4,11 @@ module path, and the whole experiment on the tiny random Llama (seconds)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -309,38 +312,47 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
     params = smoke_params()
     assert params.tense_model == "tiny-random-llama" and params.models == ("tiny-random-llama",)
     summary = own_model.run(params, progress=False)
-    t, (m,) = summary["tense"], summary["agreement"]
-    assert t["layers"] == [0, 1] and t["chosen_layer"] in (0, 1)
-    assert t["n_train"] == t["n_test"] == 12 and len(t["coords"]) == 12
-    assert set(t["auc"]) == {"baseline", *MODES} and len(t["examples"]) == params.n_examples
+    t, (m,) = summary.tense, summary.agreement
+    assert isinstance(summary, own_model.OwnModelSummary) and summary.params == params
+    # the typed summary holds everything stored, under the stored names
+    (tense_json,), (directions_json,) = tmp_path.rglob("tense.json"), tmp_path.rglob("directions.json")
+    for path, cls in ((tense_json, own_model.TenseAnalysis), (directions_json, own_model.AgreementAnalysis)):
+        stored = json.loads(path.read_text())
+        assert set(stored) == {f.name for f in dataclasses.fields(cls)}, path.name
+    assert set(json.loads(directions_json.read_text())["sweep"]) == {
+        f.name for f in dataclasses.fields(own_model.LayerSweep)
+    }
+    assert t.layers == [0, 1] and t.chosen_layer in (0, 1)
+    assert t.n_train == t.n_test == 12 and len(t.coords) == 12
+    assert set(t.auc) == {"baseline", *MODES} and len(t.examples) == params.n_examples
     # the saved core is the chosen layer's core, and it loads back equal
     folder = own_model.tense_core_path(params)
-    assert folder == tmp_path / t["core_folder"]
+    assert folder == tmp_path / t.core_folder
     core = Core.load(folder)
     ds = tense.make_dataset(params.n_phrases, params.tense_seed)
-    again = own_model.tense_cores(tiny, ds.split("train")[0], [t["chosen_layer"]])[t["chosen_layer"]]
+    again = own_model.tense_cores(tiny, ds.split("train")[0], [t.chosen_layer])[t.chosen_layer]
     np.testing.assert_allclose(core.basis, again.basis, atol=1e-9)
     np.testing.assert_allclose(
         core.singular_values, again.singular_values, rtol=1e-6, atol=1e-12 * again.singular_values[0]
     )
     np.testing.assert_allclose(core.mean, again.mean, atol=1e-9)
-    assert core.metadata == t["core_metadata"] and core.metadata["hook"] == resid_hook(t["chosen_layer"])
+    assert core.metadata == t.core_metadata and core.metadata["hook"] == resid_hook(t.chosen_layer)
     # the directions: the ACE core is at 0 degrees from itself, every measure is a number
-    assert list(m["directions"]) == list(own_model.DIRECTIONS)
-    assert m["directions"]["ACE core"]["angle_to_ace"] == pytest.approx(0.0, abs=1e-6)
-    for d in m["directions"].values():
-        assert all(0 <= d[k] <= 1 for k in ("read_auc", "r2", *MODES))
-        assert 0 <= d["angle_to_ace"] <= 90
-    assert [r["l2"] for r in m["probe_grid"]] == list(params.probe_l2_grid)
+    assert list(m.directions) == list(own_model.DIRECTIONS)
+    assert m.directions["ACE core"].angle_to_ace == pytest.approx(0.0, abs=1e-6)
+    for d in m.directions.values():
+        assert all(0 <= getattr(d, k) <= 1 for k in ("read_auc", "r2", *MODES))
+        assert 0 <= d.angle_to_ace <= 90
+    assert [r.l2 for r in m.probe_grid] == list(params.probe_l2_grid)
     # the layer sweep measured the chosen layer's ACE core and probe as the direction table did
-    at = m["layers"].index(m["layer"])
+    at = m.layers.index(m.layer)
     for key, name in (("ace", "ACE core"), ("probe", "probe")):
         for mode in ("remove", "flip"):
-            assert m["sweep"][f"{key}_{mode}"][at] == pytest.approx(m["directions"][name][mode], abs=1e-12)
-    assert m["sweep"]["probe_read"][at] == pytest.approx(m["directions"]["probe"]["read_auc"], abs=1e-12)
-    assert m["sweep"]["probe_angle"][at] == pytest.approx(m["directions"]["probe"]["angle_to_ace"], abs=1e-6)
-    assert m["baseline_auc"] == m["sweep"]["baseline"]
-    assert 0 <= m["probe_accuracy"] <= 1
+            assert getattr(m.sweep, f"{key}_{mode}")[at] == pytest.approx(getattr(m.directions[name], mode), abs=1e-12)
+    assert m.sweep.probe_read[at] == pytest.approx(m.directions["probe"].read_auc, abs=1e-12)
+    assert m.sweep.probe_angle[at] == pytest.approx(m.directions["probe"].angle_to_ace, abs=1e-6)
+    assert m.baseline_auc == m.sweep.baseline
+    assert 0 <= m.probe_accuracy <= 1
     values = own_model.glue_values(summary)
     texts = {"tense_model", "tense_core_folder", "ex_prompt"}  # names, not results
     assert all(isinstance(values[k], str) for k in texts)
@@ -349,11 +361,11 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
     assert all(np.isfinite(list(numbers.values())))
     # a range over the models is glued as its two ends, each the measure of one model
     for key, name in (("ace", "ACE core"), ("md", "mean difference"), ("probe", "probe"), ("pc", "top PC")):
-        assert values[f"{key}_remove_min"] == values[f"{key}_remove_max"] == m["directions"][name]["remove"]
+        assert values[f"{key}_remove_min"] == values[f"{key}_remove_max"] == m.directions[name].remove
         assert values[f"{key}_share_min"] == pytest.approx(own_model.removal_share(m, name), nan_ok=True)
-    assert values["dir_base_min"] == values["dir_base_max"] == m["baseline_auc"]
+    assert values["dir_base_min"] == values["dir_base_max"] == m.baseline_auc
     assert values["grid_strong_l2"] == max(params.probe_l2_grid) and values["grid_weak_l2"] == min(params.probe_l2_grid)
-    assert list(own_model.directions_table(summary)["layer"].unique()) == [f"{m['layer'] + 1} of {m['n_layers']}"]
+    assert list(own_model.directions_table(summary)["layer"].unique()) == [f"{m.layer + 1} of {m.n_layers}"]
     assert list(own_model.directions_table(summary).index.get_level_values("direction")) == list(own_model.DIRECTIONS)
     assert len(own_model.probe_table(summary)) == len(params.probe_l2_grid)
     assert len(own_model.tense_examples_table(summary)) == params.n_examples
@@ -404,7 +416,7 @@ def _direction(read: float, keep: float, remove: float, flip: float, angle: floa
     return {"read_auc": read, "r2": 0.5, "keep": keep, "remove": remove, "flip": flip, "angle_to_ace": angle}
 
 
-def _fake_summary() -> dict:
+def _fake_summary() -> SimpleNamespace:
     """A summary of two models with round numbers: what the findings read, written by hand."""
     model = {
         "model": "a",
@@ -430,7 +442,19 @@ def _fake_summary() -> dict:
     }
     other = {**model, "model": "b", "baseline_auc": 0.85}
     tense_auc = {"baseline": 0.86, "keep": 0.77, "remove": 0.64, "flip": 0.33}
-    return {"tense": {"auc": tense_auc}, "agreement": [model, other]}
+    # the parts of an OwnModelSummary the findings read
+    return SimpleNamespace(tense=SimpleNamespace(auc=tense_auc), agreement=[_namespace(model), _namespace(other)])
+
+
+def _namespace(model: dict) -> SimpleNamespace:
+    return SimpleNamespace(
+        **{
+            **model,
+            "sweep": SimpleNamespace(**model["sweep"]),
+            "directions": {name: SimpleNamespace(**d) for name, d in model["directions"].items()},
+            "probe_grid": [SimpleNamespace(**r) for r in model["probe_grid"]],
+        }
+    )
 
 
 def test_finding_values_are_the_quantities_the_findings_test():
@@ -456,6 +480,6 @@ def test_finding_values_are_the_quantities_the_findings_test():
 
 def test_a_finding_that_is_not_measured_is_left_empty():
     summary = _fake_summary()
-    for m in summary["agreement"]:
-        m["layers"], m["sweep"] = [7], {k: v[-1:] for k, v in m["sweep"].items()}  # the last layer only
+    for m in summary.agreement:
+        m.layers, m.sweep = [7], SimpleNamespace(**{k: v[-1:] for k, v in vars(m.sweep).items()})  # the last layer only
     assert own_model.finding_values(summary)["own.early_flips_small"] == []

@@ -22,7 +22,7 @@ Hugging Face model by module path.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,13 @@ if TYPE_CHECKING:
     import pandas
 
 __all__ = [
+    "OwnModelSummary",
+    "TenseAnalysis",
+    "AgreementAnalysis",
+    "DirectionMeasures",
+    "ProbeGridRow",
+    "LayerSweep",
+    "FlipExample",
     "DIRECTIONS",
     "OwnModelParams",
     "Probe",
@@ -530,6 +537,179 @@ def _probe_grid(lm, test, y_test, layer, acts, y_train, directions, params, batc
     return rows
 
 
+# --------------------------------------------------------------------------- results
+
+
+def _picked(cls, stored: dict, **nested):
+    """``cls`` built from the stored dict's entries named as its fields (``nested``: converted ones)."""
+    return cls(**{f.name: nested[f.name] if f.name in nested else stored[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class FlipExample:
+    """One held-out prompt's next-token probabilities of the four verbs ("was", "were", "is",
+    "are"), unmodified (``baseline``) and with the core flipped (``flip``)."""
+
+    prompt: str
+    baseline: dict[str, float]
+    flip: dict[str, float]
+
+
+@dataclass(frozen=True)
+class TenseAnalysis:
+    """The tense core of one model (:func:`tense_analysis`).
+
+    Attributes:
+        model, n_layers, d_model: the model's name, number of layers and width.
+        n_train, n_test: the prompts that fit the cores and those that test them.
+        layers: the swept layers (0-based).
+        baseline_auc: the AUC of the clean margin for the tense on the test prompts.
+        sweep_auc: per mode (keep, remove, flip), the margin's AUC with each swept layer's core intervened on.
+        spectral_gap_by_layer: per swept layer, the core's spectral gap.
+        chosen_layer: the layer whose core the chapter keeps (0-based).
+        singular_values: its first 20 balanced singular values.
+        energy_share: the first direction's share of the energy.
+        spectral_gap: its spectral gap.
+        auc: the margin's AUC unmodified (``baseline``) and per mode at the chosen layer.
+        coords, margins, past: per test prompt, the core coordinate, the clean margin and the tense (1: past).
+        core_folder: where the core is saved, relative to the results root.
+        core_metadata: the saved core's metadata.
+        examples: a few test prompts with the core flipped (:class:`FlipExample`).
+    """
+
+    model: str
+    n_layers: int
+    d_model: int
+    n_train: int
+    n_test: int
+    layers: list[int]
+    baseline_auc: float
+    sweep_auc: dict[str, list[float]]
+    spectral_gap_by_layer: list[float]
+    chosen_layer: int
+    singular_values: list[float]
+    energy_share: float
+    spectral_gap: float
+    auc: dict[str, float]
+    coords: list[float]
+    margins: list[float]
+    past: list[int]
+    core_folder: str
+    core_metadata: dict
+    examples: list[FlipExample]
+
+    @classmethod
+    def from_json(cls, stored: dict) -> TenseAnalysis:
+        return _picked(cls, stored, examples=[FlipExample(**e) for e in stored["examples"]])
+
+
+@dataclass(frozen=True)
+class DirectionMeasures:
+    """One direction at the chosen layer, on the held-out prompts (:func:`evaluate_direction`).
+
+    Attributes:
+        read_auc: the AUC of the projection on the direction for the label.
+        r2: the R² of the clean margin on the projection.
+        keep, remove, flip: the margin's AUC with the direction kept, removed and flipped.
+        coords, baseline: per test prompt, the projection and the clean margin.
+        angle_to_ace: the angle to the ACE core's direction, in degrees.
+    """
+
+    read_auc: float
+    r2: float
+    keep: float
+    remove: float
+    flip: float
+    coords: list[float]
+    baseline: list[float]
+    angle_to_ace: float
+
+
+@dataclass(frozen=True)
+class ProbeGridRow:
+    """The probe at one L2 penalty (:func:`_probe_grid`): its angles (degrees) to the ACE core and
+    the mean difference, how well it reads the label (AUC), the margin's R² on it, and the
+    margin's AUC with it removed and flipped."""
+
+    l2: float
+    angle_to_ace: float
+    angle_to_mean_difference: float
+    read_auc: float
+    r2: float
+    remove: float
+    flip: float
+
+
+@dataclass(frozen=True)
+class LayerSweep:
+    """Per swept layer (:func:`layer_sweep`): the margin's AUC with the ACE core removed and
+    flipped, the probe's reading AUC, the AUC with the probe's direction removed and flipped, and
+    its angle to the core (degrees); ``baseline`` is the clean margin's AUC."""
+
+    baseline: float
+    ace_remove: list[float]
+    ace_flip: list[float]
+    probe_read: list[float]
+    probe_remove: list[float]
+    probe_flip: list[float]
+    probe_angle: list[float]
+
+
+@dataclass(frozen=True)
+class AgreementAnalysis:
+    """One model on the agreement task (:func:`agreement_analysis`).
+
+    Attributes:
+        model, n_layers, d_model, n_train, n_test, layers: as in :class:`TenseAnalysis`.
+        sweep: the layer sweep.
+        spectral_gap_by_layer: per swept layer, the ACE core's spectral gap.
+        layer: the chosen layer (0-based); ``layer_chosen``: False where the parameters fixed it.
+        baseline_auc: the clean margin's AUC for the number.
+        spectral_gap: the core's spectral gap at the chosen layer.
+        directions: per direction of :data:`DIRECTIONS`, its measures.
+        probe_accuracy: the probe's accuracy on the test prompts; ``probe_iterations``: its Newton steps.
+        probe_grid: one row per L2 penalty of the grid.
+        plural: per test prompt, the label (1: plural).
+    """
+
+    model: str
+    n_layers: int
+    d_model: int
+    n_train: int
+    n_test: int
+    layers: list[int]
+    sweep: LayerSweep
+    spectral_gap_by_layer: list[float]
+    layer: int
+    layer_chosen: bool
+    baseline_auc: float
+    spectral_gap: float
+    directions: dict[str, DirectionMeasures]
+    probe_accuracy: float
+    probe_iterations: int
+    probe_grid: list[ProbeGridRow]
+    plural: list[int]
+
+    @classmethod
+    def from_json(cls, stored: dict) -> AgreementAnalysis:
+        return _picked(
+            cls,
+            stored,
+            sweep=LayerSweep(**stored["sweep"]),
+            directions={name: DirectionMeasures(**d) for name, d in stored["directions"].items()},
+            probe_grid=[ProbeGridRow(**r) for r in stored["probe_grid"]],
+        )
+
+
+@dataclass(frozen=True)
+class OwnModelSummary:
+    """What :func:`run` returns: the parameters, the tense analysis and one agreement analysis per model."""
+
+    params: OwnModelParams
+    tense: TenseAnalysis
+    agreement: list[AgreementAnalysis]
+
+
 # --------------------------------------------------------------------------- the chapter
 
 
@@ -539,7 +719,7 @@ def _tense_model(name: str) -> LanguageModel:
     return load_model(name, readout=tense.TENSE_READOUT, vocabulary=words)
 
 
-def run(params: OwnModelParams | None = None, *, progress: bool = True) -> dict:
+def run(params: OwnModelParams | None = None, *, progress: bool = True) -> OwnModelSummary:
     """The tense analysis and every model's comparison of directions, each computed once and
     stored in its run folder (keyed by the parameters that matter); returns the summary."""
     params = params or OwnModelParams()
@@ -557,7 +737,11 @@ def run(params: OwnModelParams | None = None, *, progress: bool = True) -> dict:
                 lambda name=name: agreement_analysis(load_agreement_model(name), params, progress=progress),
             )
         )
-    return {"params": asdict(params), "tense": tense_summary, "agreement": agreement}
+    return OwnModelSummary(
+        params=params,
+        tense=TenseAnalysis.from_json(tense_summary),
+        agreement=[AgreementAnalysis.from_json(a) for a in agreement],
+    )
 
 
 def padded_inputs(tokenizer: Any, prompts: Sequence[str], *, bos: bool = True) -> dict[str, torch.Tensor]:
@@ -582,7 +766,7 @@ def padded_inputs(tokenizer: Any, prompts: Sequence[str], *, bos: bool = True) -
 # --------------------------------------------------------------------------- what the chapter shows
 
 
-def directions_table(summary: dict) -> pandas.DataFrame:
+def directions_table(summary: OwnModelSummary) -> pandas.DataFrame:
     """Per model and direction: the layer (1-based, of the model's layers), angle to the ACE core,
     AUC of the projection, R² of the margin, the margin's AUC with the direction kept, removed and
     flipped, and the removal's effect as a share of the ACE core's (:func:`removal_share`)."""
@@ -590,53 +774,53 @@ def directions_table(summary: dict) -> pandas.DataFrame:
 
     rows = [
         {
-            "model": m["model"],
+            "model": m.model,
             "direction": name,
-            "layer": f"{m['layer'] + 1} of {m['n_layers']}",
-            "angle to ACE (°)": d["angle_to_ace"],
-            "reads the label (AUC)": d["read_auc"],
-            "margin R²": d["r2"],
-            "kept": d["keep"],
-            "removed": d["remove"],
-            "flipped": d["flip"],
+            "layer": f"{m.layer + 1} of {m.n_layers}",
+            "angle to ACE (°)": d.angle_to_ace,
+            "reads the label (AUC)": d.read_auc,
+            "margin R²": d.r2,
+            "kept": d.keep,
+            "removed": d.remove,
+            "flipped": d.flip,
             "removal effect (of ACE's)": removal_share(m, name),
         }
-        for m in summary["agreement"]
-        for name, d in m["directions"].items()
+        for m in summary.agreement
+        for name, d in m.directions.items()
     ]
     return pd.DataFrame(rows).set_index(["model", "direction"]).round({"angle to ACE (°)": 1}).round(3)
 
 
-def probe_table(summary: dict) -> pandas.DataFrame:
+def probe_table(summary: OwnModelSummary) -> pandas.DataFrame:
     """Per model and penalty: the probe's angles to the ACE core and the mean difference, how well
     it reads the label, and the AUC with it removed and flipped."""
     import pandas as pd
 
     rows = [
         {
-            "model": m["model"],
-            "L2 penalty": f"{r['l2']:g}",
-            "angle to ACE (°)": r["angle_to_ace"],
-            "angle to mean difference (°)": r["angle_to_mean_difference"],
-            "reads the label (AUC)": r["read_auc"],
-            "removed": r["remove"],
-            "flipped": r["flip"],
+            "model": m.model,
+            "L2 penalty": f"{r.l2:g}",
+            "angle to ACE (°)": r.angle_to_ace,
+            "angle to mean difference (°)": r.angle_to_mean_difference,
+            "reads the label (AUC)": r.read_auc,
+            "removed": r.remove,
+            "flipped": r.flip,
         }
-        for m in summary["agreement"]
-        for r in m["probe_grid"]
+        for m in summary.agreement
+        for r in m.probe_grid
     ]
     angles = {"angle to ACE (°)": 1, "angle to mean difference (°)": 1}
     return pd.DataFrame(rows).set_index(["model", "L2 penalty"]).round(3).round(angles)
 
 
-def tense_examples_table(summary: dict) -> pandas.DataFrame:
+def tense_examples_table(summary: OwnModelSummary) -> pandas.DataFrame:
     """The verb probabilities of a few held-out tense prompts, unmodified and with the core flipped."""
     import pandas as pd
 
     verbs = ("was", "were", "is", "are")
     rows = [
-        {"prompt": r["prompt"], **{f"P({v}) {k}": r[k][v] for k in ("baseline", "flip") for v in verbs}}
-        for r in summary["tense"]["examples"]
+        {"prompt": r.prompt, **{f"P({v}) {k}": getattr(r, k)[v] for k in ("baseline", "flip") for v in verbs}}
+        for r in summary.tense.examples
     ]
     return pd.DataFrame(rows).set_index("prompt").round(3)
 
@@ -654,41 +838,41 @@ def tense_prompt_frame(ds: tense.TenseDataset, n: int = 6) -> pandas.DataFrame:
     )
 
 
-def removal_share(model: dict, name: str) -> float:
+def removal_share(model: AgreementAnalysis, name: str) -> float:
     """How much removing direction ``name`` lowers the AUC, as a share of what removing the ACE core
     does: ``(baseline - removed) / (baseline - removed ACE core)`` (NaN if the core's removal
     changes the AUC by less than 0.01)."""
-    base, measured = model["baseline_auc"], model["directions"]
-    core_effect = base - measured["ACE core"]["remove"]
-    return (base - measured[name]["remove"]) / core_effect if core_effect >= 0.01 else float("nan")
+    base, measured = model.baseline_auc, model.directions
+    core_effect = base - measured["ACE core"].remove
+    return (base - measured[name].remove) / core_effect if core_effect >= 0.01 else float("nan")
 
 
-def _grid_values(summary: dict) -> dict[str, float]:
+def _grid_values(summary: OwnModelSummary) -> dict[str, float]:
     """The probe table's extremes over the models: the strongest penalty's angle to the mean
     difference and removal AUC, the weakest penalty's reading AUC and removal AUC."""
-    strong = [max(m["probe_grid"], key=lambda r: r["l2"]) for m in summary["agreement"]]
-    weak = [min(m["probe_grid"], key=lambda r: r["l2"]) for m in summary["agreement"]]
+    strong = [max(m.probe_grid, key=lambda r: r.l2) for m in summary.agreement]
+    weak = [min(m.probe_grid, key=lambda r: r.l2) for m in summary.agreement]
     return {
-        "grid_strong_l2": strong[0]["l2"],
-        "grid_strong_angle_md": max(r["angle_to_mean_difference"] for r in strong),
-        "grid_strong_remove_min": min(r["remove"] for r in strong),
-        "grid_strong_remove_max": max(r["remove"] for r in strong),
-        "grid_weak_l2": weak[0]["l2"],
-        "grid_weak_read_min": min(r["read_auc"] for r in weak),
-        "grid_weak_remove_min": min(r["remove"] for r in weak),
-        "grid_weak_remove_max": max(r["remove"] for r in weak),
+        "grid_strong_l2": strong[0].l2,
+        "grid_strong_angle_md": max(r.angle_to_mean_difference for r in strong),
+        "grid_strong_remove_min": min(r.remove for r in strong),
+        "grid_strong_remove_max": max(r.remove for r in strong),
+        "grid_weak_l2": weak[0].l2,
+        "grid_weak_read_min": min(r.read_auc for r in weak),
+        "grid_weak_remove_min": min(r.remove for r in weak),
+        "grid_weak_remove_max": max(r.remove for r in weak),
     }
 
 
-def _example_values(summary: dict) -> dict[str, object]:
+def _example_values(summary: OwnModelSummary) -> dict[str, object]:
     """The first tense example: its prompt and P(was), P(is), unmodified and with the core flipped."""
-    ex = summary["tense"]["examples"][0]
+    ex = summary.tense.examples[0]
     return {
-        "ex_prompt": ex["prompt"],
-        "ex_was_base": ex["baseline"]["was"],
-        "ex_was_flip": ex["flip"]["was"],
-        "ex_is_base": ex["baseline"]["is"],
-        "ex_is_flip": ex["flip"]["is"],
+        "ex_prompt": ex.prompt,
+        "ex_was_base": ex.baseline["was"],
+        "ex_was_flip": ex.flip["was"],
+        "ex_is_base": ex.baseline["is"],
+        "ex_is_flip": ex.flip["is"],
     }
 
 
@@ -696,36 +880,36 @@ EARLY_DEPTH = 0.75
 """Layers up to this share of the depth are the "early" layers whose interventions the chapter quotes."""
 
 
-def _early(summary: dict) -> list[tuple[dict, dict, int]]:
+def _early(summary: OwnModelSummary) -> list[tuple[AgreementAnalysis, LayerSweep, int]]:
     """(model, its sweep, index in the sweep) of every swept layer in the first :data:`EARLY_DEPTH`
     of a model's depth."""
     return [
-        (m, m["sweep"], k)
-        for m in summary["agreement"]
-        for k, layer in enumerate(m["layers"])
-        if (layer + 1) / m["n_layers"] <= EARLY_DEPTH
+        (m, m.sweep, k)
+        for m in summary.agreement
+        for k, layer in enumerate(m.layers)
+        if (layer + 1) / m.n_layers <= EARLY_DEPTH
     ]
 
 
-def _sweep_values(summary: dict) -> dict[str, float]:
+def _sweep_values(summary: OwnModelSummary) -> dict[str, float]:
     """The layer sweeps' extremes: the probe's worst reading AUC at any layer, and the least AUC left
     by removing or flipping the probe's direction or flipping the ACE core at an early layer."""
     early = _early(summary)
 
     def least(key: str) -> float:
-        return min((sweep[key][k] for _, sweep, k in early), default=float("nan"))
+        return min((getattr(sweep, key)[k] for _, sweep, k in early), default=float("nan"))
 
     return {
         "early_depth": EARLY_DEPTH,
-        "sweep_probe_read_min": min(min(m["sweep"]["probe_read"]) for m in summary["agreement"]),
+        "sweep_probe_read_min": min(min(m.sweep.probe_read) for m in summary.agreement),
         "early_probe_remove_min": least("probe_remove"),
         "early_probe_flip_min": least("probe_flip"),
         "early_ace_flip_min": least("ace_flip"),
     }
 
 
-def _by_direction(summary: dict, name: str, key: str) -> list[float]:
-    return [m["directions"][name][key] for m in summary["agreement"]]
+def _by_direction(summary: OwnModelSummary, name: str, key: str) -> list[float]:
+    return [getattr(m.directions[name], key) for m in summary.agreement]
 
 
 _DIRECTION_GLUE = {
@@ -770,32 +954,32 @@ _DIRECTION_GLUE = {
 :func:`removal_share`), the glue names of its least and largest value over the models."""
 
 
-def glue_values(summary: dict) -> dict[str, object]:
+def glue_values(summary: OwnModelSummary) -> dict[str, object]:
     """Every value the chapter's prose quotes, by glue name: numbers, and the names of the tense
     model, of the saved core's folder and of the first example prompt. A measure of the
     directions over the models is glued as its least and largest value (:data:`_DIRECTION_GLUE`)."""
-    t, models = summary["tense"], summary["agreement"]
+    t, models = summary.tense, summary.agreement
     values: dict[str, object] = {
-        "tense_model": t["model"],
-        "tense_n_train": t["n_train"],
-        "tense_n_test": t["n_test"],
-        "tense_n_swept": len(t["layers"]),
-        "tense_n_layers": t["n_layers"],
-        "tense_layer": t["chosen_layer"] + 1,
-        "tense_gap": t["spectral_gap"],
-        "tense_share": t["energy_share"],
-        "tense_base": t["auc"]["baseline"],
-        "tense_keep": t["auc"]["keep"],
-        "tense_remove": t["auc"]["remove"],
-        "tense_flip": t["auc"]["flip"],
-        "tense_core_folder": t["core_folder"],
+        "tense_model": t.model,
+        "tense_n_train": t.n_train,
+        "tense_n_test": t.n_test,
+        "tense_n_swept": len(t.layers),
+        "tense_n_layers": t.n_layers,
+        "tense_layer": t.chosen_layer + 1,
+        "tense_gap": t.spectral_gap,
+        "tense_share": t.energy_share,
+        "tense_base": t.auc["baseline"],
+        "tense_keep": t.auc["keep"],
+        "tense_remove": t.auc["remove"],
+        "tense_flip": t.auc["flip"],
+        "tense_core_folder": t.core_folder,
         "dir_n_models": len(models),
-        "dir_n_train": models[0]["n_train"],
-        "dir_n_test": models[0]["n_test"],
-        "dir_base_min": min(m["baseline_auc"] for m in models),
-        "dir_base_max": max(m["baseline_auc"] for m in models),
-        "probe_acc_min": min(m["probe_accuracy"] for m in models),
-        "probe_l2": summary["params"]["probe_l2"],
+        "dir_n_train": models[0].n_train,
+        "dir_n_test": models[0].n_test,
+        "dir_base_min": min(m.baseline_auc for m in models),
+        "dir_base_max": max(m.baseline_auc for m in models),
+        "probe_acc_min": min(m.probe_accuracy for m in models),
+        "probe_l2": summary.params.probe_l2,
     }
     for name, measures in _DIRECTION_GLUE.items():
         for measure, (least, largest) in measures.items():
@@ -807,51 +991,48 @@ def glue_values(summary: dict) -> dict[str, object]:
     return {**values, **_grid_values(summary), **_example_values(summary), **_sweep_values(summary)}
 
 
-def finding_values(summary: dict) -> dict[str, object]:
+def finding_values(summary: OwnModelSummary) -> dict[str, object]:
     """The values of the chapter's findings (ids ``own.*`` of :data:`corelib.claims.FINDINGS`), for
     :func:`corelib.claims.record`: one number, or one per model (``{model: value}``), each the
     quantity the finding's test reads."""
-    t, models = summary["tense"], summary["agreement"]
+    t, models = summary.tense, summary.agreement
     others = [name for name in DIRECTIONS if name != "ACE core"]
 
     def per_model(value) -> dict[str, float]:
-        return {m["model"]: float(value(m)) for m in models}
+        return {m.model: float(value(m)) for m in models}
 
-    def gap_to_others(m: dict, mode: str) -> float:
+    def gap_to_others(m: AgreementAnalysis, mode: str) -> float:
         """How much lower the AUC is with the ACE core intervened on than with any other direction."""
-        d = m["directions"]
-        return min(d[name][mode] for name in others) - d["ACE core"][mode]
+        d = m.directions
+        return min(getattr(d[name], mode) for name in others) - getattr(d["ACE core"], mode)
 
     early = _early(summary)
-    strong = {m["model"]: max(m["probe_grid"], key=lambda r: r["l2"]) for m in models}
-    weak = {m["model"]: min(m["probe_grid"], key=lambda r: r["l2"]) for m in models}
+    strong = {m.model: max(m.probe_grid, key=lambda r: r.l2) for m in models}
+    weak = {m.model: min(m.probe_grid, key=lambda r: r.l2) for m in models}
     return {
-        "own.tense_flip_inverts": t["auc"]["flip"],
-        "own.tense_keep_loses": t["auc"]["baseline"] - t["auc"]["keep"],
-        "own.tense_remove_leaves": t["auc"]["remove"] - 0.5,
-        "own.ace_keep_sufficient": per_model(lambda m: m["directions"]["ACE core"]["keep"] - m["baseline_auc"]),
+        "own.tense_flip_inverts": t.auc["flip"],
+        "own.tense_keep_loses": t.auc["baseline"] - t.auc["keep"],
+        "own.tense_remove_leaves": t.auc["remove"] - 0.5,
+        "own.ace_keep_sufficient": per_model(lambda m: m.directions["ACE core"].keep - m.baseline_auc),
         "own.ace_remove_largest": per_model(lambda m: gap_to_others(m, "remove")),
         "own.ace_flip_largest": per_model(lambda m: gap_to_others(m, "flip")),
         "own.md_closest": per_model(
             lambda m: (
-                min(m["directions"][n]["angle_to_ace"] for n in ("probe", "top PC"))
-                - m["directions"]["mean difference"]["angle_to_ace"]
+                min(m.directions[n].angle_to_ace for n in ("probe", "top PC"))
+                - m.directions["mean difference"].angle_to_ace
             )
         ),
         "own.probe_reads_best": per_model(
-            lambda m: (
-                m["directions"]["probe"]["read_auc"]
-                - max(m["directions"][n]["read_auc"] for n in DIRECTIONS if n != "probe")
-            )
+            lambda m: m.directions["probe"].read_auc - max(m.directions[n].read_auc for n in DIRECTIONS if n != "probe")
         ),
         "own.probe_remove_share": per_model(lambda m: removal_share(m, "probe")),
         "own.pc_remove_share": per_model(lambda m: removal_share(m, "top PC")),
-        "own.probe_reads_everywhere": per_model(lambda m: min(m["sweep"]["probe_read"])),
+        "own.probe_reads_everywhere": per_model(lambda m: min(m.sweep.probe_read)),
         # the least over the early layers of every model (none swept: not measured)
         "own.early_flips_small": min(
-            (min(sweep["probe_flip"][k], sweep["ace_flip"][k]) - m["baseline_auc"] for m, sweep, k in early),
+            (min(sweep.probe_flip[k], sweep.ace_flip[k]) - m.baseline_auc for m, sweep, k in early),
             default=[],
         ),
-        "own.strong_probe_is_md": {name: r["angle_to_mean_difference"] for name, r in strong.items()},
-        "own.weak_probe_not_used_more": {name: weak[name]["remove"] - strong[name]["remove"] for name in weak},
+        "own.strong_probe_is_md": {name: r.angle_to_mean_difference for name, r in strong.items()},
+        "own.weak_probe_not_used_more": {name: weak[name].remove - strong[name].remove for name in weak},
     }
