@@ -76,7 +76,7 @@ def _markov_summary(n_models: int = 3):
     )
 
 
-def _sva_summary() -> dict:
+def _sva_summary() -> SimpleNamespace:
     models = []
     for name, n_layers in (("smollm2-135m", 30), ("gemma3-270m", 18)):
         layers = np.arange(0, n_layers, 3)
@@ -100,7 +100,8 @@ def _sva_summary() -> dict:
                 },
             }
         )
-    return {"models": models, "fisher_p": {"remove": 1.2e-30, "flip": 3.4e-80}}
+    # the parts of an SVASummary the figure reads
+    return SimpleNamespace(models=[SimpleNamespace(**m) for m in models], fisher_p={"remove": 1.2e-30, "flip": 3.4e-80})
 
 
 def _own_model_summary() -> SimpleNamespace:

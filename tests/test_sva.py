@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -660,13 +661,13 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
         gate_grid=(1.0, 0.5),
     )
     summary = subject_verb_agreement.run(p, progress=False)
-    (m,) = summary["models"]
-    assert m["layers"] == [0, 1] and m["chosen_layer"] in (0, 1) and m["rank"] == 1
-    assert set(m["auc"]) == {"baseline", "keep", "remove", "flip"}
-    assert len(m["coords"]) == summary["n_test"] == 15
+    (m,) = summary.models
+    assert m.layers == [0, 1] and m.chosen_layer in (0, 1) and m.rank == 1
+    assert set(m.auc) == {"baseline", "keep", "remove", "flip"}
+    assert len(m.coords) == summary.n_test == 15
     # coordinates are oriented towards "plural": positively correlated with the margin
-    assert np.corrcoef(m["coords"], m["margins"]["baseline"])[0, 1] > 0
-    s = m["steering"]
+    assert np.corrcoef(m.coords, m.margins["baseline"])[0, 1] > 0
+    s = m.steering
     assert len(s["greedy"]) == 2 and len(s["sampled"]) == 4 and len(s["control"]) == 1
     # two samples per prompt, each with its own seed, the steered one sharing the unsteered one's draws
     assert [(pair["base"]["prompt"], pair["seed"]) for pair in s["sampled"]] == [
@@ -697,17 +698,17 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
     tables = subject_verb_agreement.tables(summary)
     assert list(tables["A7"].index) == ["tiny-random-llama"] and tables["A5"].empty
     assert "(σ1/σ2)⁴, the paper's convention" in tables["A6"].columns
-    assert subject_verb_agreement.run(p, progress=False)["models"][0]["auc"] == m["auc"]  # reused from disk
-    assert m["vocab_size"] == len(tiny.tokenizer)
+    assert subject_verb_agreement.run(p, progress=False).models[0].auc == m.auc  # reused from disk
+    assert m.vocab_size == len(tiny.tokenizer)
 
     def no_model(*args, **kwargs):
         raise AssertionError("the stored results, the model's facts included, should have been reused")
 
     monkeypatch.setattr(subject_verb_agreement, "load_model", no_model)
-    assert subject_verb_agreement.run(p, progress=False)["models"][0]["vocab_size"] == m["vocab_size"]
+    assert subject_verb_agreement.run(p, progress=False).models[0].vocab_size == m.vocab_size
     values = subject_verb_agreement.claim_values(summary)
-    assert values["sva.auc_flip"] == {"tiny-random-llama": m["auc"]["flip"]}
-    assert values["sva.spectral_gap"] == {"tiny-random-llama": pytest.approx(m["spectral_gap"] ** 2)}
+    assert values["sva.auc_flip"] == {"tiny-random-llama": m.auc["flip"]}
+    assert values["sva.spectral_gap"] == {"tiny-random-llama": pytest.approx(m.spectral_gap**2)}
     assert values["sva.key_is_flip"] == {"tiny-random-llama": s["flip_demo"][0]["flip"]["is"]}
     assert values["sva.pearson"] == {}
     from corelib import claims
@@ -723,7 +724,7 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
     assert not [k for k, v in glued.items() if isinstance(v, str) and ". " in v and k != "ex_prompt"]
     # the models' sizes come from the loaded model, in the order of the model list
     assert (glued["vocab_sizes"], glued["layer_counts"], glued["widths"]) == (str(len(tiny.tokenizer)), "2", "32")
-    assert glued["params_millions"] == f"{m['n_params'] / 1e6:.0f}"
+    assert glued["params_millions"] == f"{m.n_params / 1e6:.0f}"
     demo = s["flip_demo"][0]
     assert glued["key_is_fall_min"] == pytest.approx(demo["baseline"]["is"] / demo["flip"]["is"])
     assert glued["key_are_flip_min"] == glued["key_are_flip_max"] == demo["flip"]["are"]
@@ -731,12 +732,12 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
 
 
 def test_the_models_sizes_are_glued_as_lists_in_the_order_of_the_models():
-    summary = {
-        "models": [
-            {"vocab_size": 49152, "n_layers": 30, "d_model": 576, "n_params": 134_515_008},
-            {"vocab_size": 262144, "n_layers": 18, "d_model": 640, "n_params": 268_098_176},
+    summary = SimpleNamespace(  # the parts of an SVASummary the sizes come from
+        models=[
+            SimpleNamespace(vocab_size=49152, n_layers=30, d_model=576, n_params=134_515_008),
+            SimpleNamespace(vocab_size=262144, n_layers=18, d_model=640, n_params=268_098_176),
         ]
-    }
+    )
     assert subject_verb_agreement._model_values(summary) == {
         "vocab_sizes": "49 152, 262 144",
         "layer_counts": "30, 18",
@@ -836,7 +837,7 @@ def test_gate_table_and_criteria_known_answer():
     free = {"decision-free controls": 1, "decision-free unchanged": 1}
     assert not plots.meets_steering_criteria({"inversion rate": None, **free})
     assert not plots.meets_steering_criteria({"inversion rate": 0.9, **free, "decision-free controls": 0})
-    summary = {"models": [{"model": "a", "steering": _gate_sweep_steering()}]}
+    summary = SimpleNamespace(models=[SimpleNamespace(model="a", steering=_gate_sweep_steering())])
     frame = plots.gate_criteria_frame(summary)
     assert list(frame["both criteria"]) == [False, True, False] and list(frame.columns)[-1] == "both criteria"
 
@@ -857,12 +858,14 @@ def test_alignment_pairs_are_formed(tmp_path, monkeypatch):
 
 def test_passing_gates_are_the_thresholds_where_every_model_meets_both_criteria():
     steering = _gate_sweep_steering()
-    one = {"models": [{"model": "a", "steering": steering}]}
+    one = SimpleNamespace(models=[SimpleNamespace(model="a", steering=steering)])
     assert plots.passing_gates(one) == [0.3]
     # a second model that passes at no threshold: none passes for every model
     failing = {
         **steering,
         "gate_sweep": {g: {**v, "greedy": [steering["greedy"][0]["base"]]} for g, v in steering["gate_sweep"].items()},
     }
-    both = {"models": [{"model": "a", "steering": steering}, {"model": "b", "steering": failing}]}
+    both = SimpleNamespace(
+        models=[SimpleNamespace(model="a", steering=steering), SimpleNamespace(model="b", steering=failing)]
+    )
     assert plots.passing_gates(both) == []

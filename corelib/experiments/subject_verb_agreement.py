@@ -22,7 +22,7 @@ position and only the layers after the intervened one, which is exact.
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -51,6 +51,9 @@ if TYPE_CHECKING:
     import pandas
 
 __all__ = [
+    "SVASummary",
+    "ModelAnalysis",
+    "AlignmentPair",
     "SVAParams",
     "agreement_scores",
     "alignment",
@@ -756,13 +759,95 @@ def control_summary(steering: dict) -> dict:
 # --------------------------------------------------------------------------- the chapter
 
 
+@dataclass(frozen=True)
+class ModelAnalysis:
+    """One language model of the chapter: its layer sweep, the chosen layer's core and its
+    interventions on the held-out prompts, and its steering run.
+
+    Attributes:
+        model, n_layers, d_model, n_params, vocab_size: the model's name and size.
+        layers: the swept layers (0-based); ``depth``: each as a share of the depth, (layer + 1) / n_layers.
+        baseline_auc: the AUC of the clean agreement margin for the number (plural: positive).
+        sweep_auc: per mode (keep, remove, flip), the margin's AUC with each swept layer's core intervened on.
+        spectral_gap_by_layer: per swept layer, the core's spectral gap.
+        chosen_layer: the layer whose core the chapter keeps (0-based); ``rank``: its rank.
+        spectral_gap: its spectral gap; ``singular_values``: its first 10 balanced singular values.
+        auc: the margin's AUC unmodified (``baseline``) and per mode at the chosen layer.
+        coords: per test prompt, the core coordinate (signed to rise with the margin).
+        margins, scores: per intervention (``baseline`` and each mode), per test prompt, the
+            margin and the agreement score (the margin signed by the prompt's number).
+        wilcoxon_p: per mode (remove, flip), the p-value of the paired Wilcoxon test of the
+            scores against the baseline's.
+        plural: per test prompt, the number (1: plural).
+        core: the chosen core's first direction (``basis``), ``mean`` and ``singular_values``, as stored.
+        steering: the steering run as :func:`steering_run` stores it, with its inversion counts.
+    """
+
+    model: str
+    n_layers: int
+    d_model: int
+    n_params: int
+    vocab_size: int
+    layers: list[int]
+    depth: list[float]
+    baseline_auc: float
+    sweep_auc: dict[str, list[float]]
+    spectral_gap_by_layer: list[float]
+    chosen_layer: int
+    rank: int
+    spectral_gap: float
+    singular_values: list[float]
+    auc: dict[str, float]
+    coords: list[float]
+    margins: dict[str, list[float]]
+    scores: dict[str, list[float]]
+    wilcoxon_p: dict[str, float]
+    plural: list[int]
+    core: dict
+    steering: dict
+
+    @classmethod
+    def from_json(cls, stored: dict) -> ModelAnalysis:
+        """The stored analysis, model facts and steering of one model, as :func:`run` gathers them."""
+        return cls(**{f.name: stored[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class AlignmentPair:
+    """Two models' core coordinates of the same test prompts, correlated (:func:`alignment`)."""
+
+    models: tuple[str, str]
+    spearman: float
+    pearson: float
+
+
+@dataclass(frozen=True)
+class SVASummary:
+    """What :func:`run` returns.
+
+    Attributes:
+        params: the chapter's parameters.
+        n_prompts, n_test: the prompts of the data set, and the held-out half.
+        models: one :class:`ModelAnalysis` per model, in the order of ``params.models``.
+        pairs: one :class:`AlignmentPair` per pair of models.
+        fisher_p: per mode (remove, flip), the models' Wilcoxon p-values combined by Fisher's method.
+    """
+
+    params: SVAParams
+    n_prompts: int
+    n_test: int
+    models: list[ModelAnalysis]
+    pairs: list[AlignmentPair]
+    fisher_p: dict[str, float]
+
+
 def load_agreement_model(name: str) -> LanguageModel:
     """The language model ``name`` with the agreement read-out; the built-in tiny model also
     takes the task's words for its tokenizer."""
     return load_model(name, readout=AGREEMENT_READOUT, vocabulary=vocabulary() if name == TINY_MODEL else None)
 
 
-def run(params: SVAParams | None = None, *, progress: bool = True) -> dict:
+def run(params: SVAParams | None = None, *, progress: bool = True) -> SVASummary:
     """Analyse (or reuse) every model, align their cores, steer; return the saved summary.
 
     Each model's sweep and its steering are stored in their own run folders (keyed by the model
@@ -791,17 +876,17 @@ def run(params: SVAParams | None = None, *, progress: bool = True) -> dict:
         models.append(analysis)
         loaded.clear()
     pairs = [
-        {"pair": [a["model"], b["model"]], **alignment(a["coords"], b["coords"])}
+        AlignmentPair(models=(a["model"], b["model"]), **alignment(a["coords"], b["coords"]))
         for a, b in itertools.combinations(models, 2)
     ]
-    return {
-        "params": asdict(params),
-        "n_prompts": len(ds),
-        "n_test": len(ds.test),
-        "models": models,
-        "pairs": pairs,
-        "fisher_p": _fisher(models),
-    }
+    return SVASummary(
+        params=params,
+        n_prompts=len(ds),
+        n_test=len(ds.test),
+        models=[ModelAnalysis.from_json(m) for m in models],
+        pairs=pairs,
+        fisher_p=_fisher(models),
+    )
 
 
 def _fisher(models: list[dict]) -> dict:
@@ -812,29 +897,29 @@ def _fisher(models: list[dict]) -> dict:
     }
 
 
-def tables(summary: dict) -> dict[str, pandas.DataFrame]:
+def tables(summary: SVASummary) -> dict[str, pandas.DataFrame]:
     """Tables A5 (core alignment), A6 (core size and location) and A7 (ablation AUCs)."""
     import pandas as pd
 
     a5 = pd.DataFrame(
-        [[p["spearman"], p["pearson"]] for p in summary["pairs"]],
-        index=[" × ".join(p["pair"]) for p in summary["pairs"]],
+        [[p.spearman, p.pearson] for p in summary.pairs],
+        index=[" × ".join(p.models) for p in summary.pairs],
         columns=["Spearman's ρ", "Pearson's r (CCA 1-D)"],
     ).round(3)
     a6 = pd.DataFrame(
         [
             [
-                f"{m['n_params'] / 1e6:.0f} M",
-                m["n_layers"],
-                m["d_model"],
-                m["rank"],
-                f"{m['spectral_gap']:.3g}",
-                f"{spectral_gap_paper(m['spectral_gap']):.3g}",
-                m["chosen_layer"] + 1,
+                f"{m.n_params / 1e6:.0f} M",
+                m.n_layers,
+                m.d_model,
+                m.rank,
+                f"{m.spectral_gap:.3g}",
+                f"{spectral_gap_paper(m.spectral_gap):.3g}",
+                m.chosen_layer + 1,
             ]
-            for m in summary["models"]
+            for m in summary.models
         ],
-        index=[m["model"] for m in summary["models"]],
+        index=[m.model for m in summary.models],
         columns=[
             "Parameters",
             "Layers",
@@ -846,28 +931,28 @@ def tables(summary: dict) -> dict[str, pandas.DataFrame]:
         ],
     )
     a7 = pd.DataFrame(
-        [[m["auc"][k] for k in ("baseline", "keep", "remove", "flip")] for m in summary["models"]],
-        index=[m["model"] for m in summary["models"]],
+        [[m.auc[k] for k in ("baseline", "keep", "remove", "flip")] for m in summary.models],
+        index=[m.model for m in summary.models],
         columns=["Baseline", "Core-only", "Core-removed", "Core-flipped"],
     ).round(3)
     return {"A5": a5, "A6": a6, "A7": a7}
 
 
-def sampling_table(summary: dict):
+def sampling_table(summary: SVASummary):
     """Per model: inversion rates of the agreement verbs and of the other number words, greedy and
     sampled, steered and (sampled) unsteered."""
     import pandas as pd
 
     rows = []
-    for m in summary["models"]:
-        s = m["steering"]
+    for m in summary.models:
+        s = m.steering
         for what, greedy, sampled in (
             ("verbs", s["inversion"], s["sampled_inversion"]),
             ("other number words", s["other_words"]["greedy"], s["other_words"]["sampled"]),
         ):
             rows.append(
                 {
-                    "model": m["model"],
+                    "model": m.model,
                     "words": what,
                     "greedy: decisions": greedy["decisions"],
                     "greedy: inverted": greedy["rate"],
@@ -879,18 +964,18 @@ def sampling_table(summary: dict):
     return pd.DataFrame(rows).set_index(["model", "words"]).round(3)
 
 
-def flip_demo_table(summary: dict):
+def flip_demo_table(summary: SVASummary):
     """Per model and demonstration prompt: P(is), P(are), P(was), P(were), unmodified and flipped."""
     import pandas as pd
 
     rows = [
         {
-            "model": m["model"],
+            "model": m.model,
             "prompt": r["prompt"],
             **{f"P({v}) {k}": r[k][v] for v in ("is", "are", "was", "were") for k in ("baseline", "flip")},
         }
-        for m in summary["models"]
-        for r in m["steering"]["flip_demo"]
+        for m in summary.models
+        for r in m.steering["flip_demo"]
     ]
     return pd.DataFrame(rows).set_index(["model", "prompt"]).round(3)
 
@@ -918,22 +1003,22 @@ def spectral_gap_paper(gap: float) -> float:
     return gap**2
 
 
-def claim_values(summary: dict) -> dict:
+def claim_values(summary: SVASummary) -> dict:
     """The measured values of the paper's agreement claims (ids of :data:`corelib.claims.CLAIMS`),
     as ``{model or pair: value}``; the alignment claims are empty with a single model."""
-    models = {m["model"]: m for m in summary["models"]}
-    pairs = {" × ".join(p["pair"]): p for p in summary["pairs"]}
-    steer = {k: m["steering"] for k, m in models.items()}
+    models = {m.model: m for m in summary.models}
+    pairs = {" × ".join(p.models): p for p in summary.pairs}
+    steer = {k: m.steering for k, m in models.items()}
     demo = {k: next(r for r in s["flip_demo"] if r["prompt"] == FLIP_DEMO_PROMPTS[0]) for k, s in steer.items()}
     return {
-        "sva.rank": {k: m["rank"] for k, m in models.items()},
-        "sva.spectral_gap": {k: spectral_gap_paper(m["spectral_gap"]) for k, m in models.items()},
-        "sva.auc_baseline": {k: m["auc"]["baseline"] for k, m in models.items()},
-        "sva.auc_keep": {k: m["auc"]["keep"] for k, m in models.items()},
-        "sva.auc_remove": {k: m["auc"]["remove"] for k, m in models.items()},
-        "sva.auc_flip": {k: m["auc"]["flip"] for k, m in models.items()},
-        "sva.pearson": {k: p["pearson"] for k, p in pairs.items()},
-        "sva.spearman": {k: p["spearman"] for k, p in pairs.items()},
+        "sva.rank": {k: m.rank for k, m in models.items()},
+        "sva.spectral_gap": {k: spectral_gap_paper(m.spectral_gap) for k, m in models.items()},
+        "sva.auc_baseline": {k: m.auc["baseline"] for k, m in models.items()},
+        "sva.auc_keep": {k: m.auc["keep"] for k, m in models.items()},
+        "sva.auc_remove": {k: m.auc["remove"] for k, m in models.items()},
+        "sva.auc_flip": {k: m.auc["flip"] for k, m in models.items()},
+        "sva.pearson": {k: p.pearson for k, p in pairs.items()},
+        "sva.spearman": {k: p.spearman for k, p in pairs.items()},
         "sva.key_is_base": {k: d["baseline"]["is"] for k, d in demo.items()},
         "sva.key_is_flip": {k: d["flip"]["is"] for k, d in demo.items()},
         "sva.key_are_base": {k: d["baseline"]["are"] for k, d in demo.items()},
@@ -964,25 +1049,25 @@ def example_prompts(ds: SVADataset, n: int = 8) -> pandas.DataFrame:
     )
 
 
-def gate_frame(summary: dict) -> pandas.DataFrame:
+def gate_frame(summary: SVASummary) -> pandas.DataFrame:
     """:func:`gate_table` of every model, indexed by (model, gate)."""
     import pandas as pd
 
-    frames = {m["model"]: pd.DataFrame(gate_table(m["steering"])).set_index("gate") for m in summary["models"]}
+    frames = {m.model: pd.DataFrame(gate_table(m.steering)).set_index("gate") for m in summary.models}
     return pd.concat(frames, names=["model", "gate"])
 
 
-def steering_table(summary: dict) -> pandas.DataFrame:
+def steering_table(summary: SVASummary) -> pandas.DataFrame:
     """Per model: agreement decisions of the greedy steered continuations and how many steering
     inverted, and what steering did to the control prompts."""
     import pandas as pd
 
     rows = []
-    for m in summary["models"]:
-        steering, inversion = m["steering"], m["steering"]["inversion"]
+    for m in summary.models:
+        steering, inversion = m.steering, m.steering["inversion"]
         rows.append(
             {
-                "model": m["model"],
+                "model": m.model,
                 "decisions": inversion["decisions"],
                 "inverted": inversion["inverted"],
                 "inversion rate": inversion["rate"],
@@ -998,11 +1083,11 @@ def steering_table(summary: dict) -> pandas.DataFrame:
     return pd.DataFrame(rows).set_index("model")
 
 
-def control_table(summary: dict) -> pandas.DataFrame:
+def control_table(summary: SVASummary) -> pandas.DataFrame:
     """:func:`control_summary` rows of every model."""
     import pandas as pd
 
-    return pd.concat({m["model"]: pd.DataFrame(control_summary(m["steering"])["rows"]) for m in summary["models"]})
+    return pd.concat({m.model: pd.DataFrame(control_summary(m.steering)["rows"]) for m in summary.models})
 
 
 def _nan_min(values) -> float:
@@ -1015,9 +1100,9 @@ def _nan_max(values) -> float:
     return max(values) if values else float("nan")
 
 
-def _steering_values(params: SVAParams, summary: dict) -> dict[str, object]:
-    models = summary["models"]
-    controls = [control_summary(m["steering"]) for m in models]
+def _steering_values(params: SVAParams, summary: SVASummary) -> dict[str, object]:
+    models = summary.models
+    controls = [control_summary(m.steering) for m in models]
     changed = [r for c in controls for r in c["rows"] if not r["unchanged"]]
     return {
         "gate_value": params.gate,
@@ -1026,16 +1111,16 @@ def _steering_values(params: SVAParams, summary: dict) -> dict[str, object]:
         "epsilon_value": params.epsilon,
         "n_steer": len(params.steering_prompts),
         "n_control": len(params.control_prompts),
-        "sampled_inv_min": _nan_min(m["steering"]["sampled_inversion"]["steered"]["rate"] for m in models),
-        "sampled_inv_max": _nan_max(m["steering"]["sampled_inversion"]["steered"]["rate"] for m in models),
-        "unsteered_inv_max": _nan_max(m["steering"]["sampled_inversion"]["unsteered"]["rate"] for m in models),
-        "other_inv_max": _nan_max(m["steering"]["other_words"]["sampled"]["steered"]["rate"] for m in models),
-        "grid_inv_max": _nan_max(r["inversion rate"] for m in models for r in gate_table(m["steering"])),
+        "sampled_inv_min": _nan_min(m.steering["sampled_inversion"]["steered"]["rate"] for m in models),
+        "sampled_inv_max": _nan_max(m.steering["sampled_inversion"]["steered"]["rate"] for m in models),
+        "unsteered_inv_max": _nan_max(m.steering["sampled_inversion"]["unsteered"]["rate"] for m in models),
+        "other_inv_max": _nan_max(m.steering["other_words"]["sampled"]["steered"]["rate"] for m in models),
+        "grid_inv_max": _nan_max(r["inversion rate"] for m in models for r in gate_table(m.steering)),
         "gate_grid_text": ", ".join(f"{g:g}" for g in params.gates),
-        "inv_min": _nan_min(m["steering"]["inversion"]["rate"] for m in models),
-        "inv_max": _nan_max(m["steering"]["inversion"]["rate"] for m in models),
-        "decisions_total": int(sum(m["steering"]["inversion"]["decisions"] for m in models)),
-        "strict_min": _nan_min(m["steering"]["inversion"]["rate_clean_verbs"] for m in models),
+        "inv_min": _nan_min(m.steering["inversion"]["rate"] for m in models),
+        "inv_max": _nan_max(m.steering["inversion"]["rate"] for m in models),
+        "decisions_total": int(sum(m.steering["inversion"]["decisions"] for m in models)),
+        "strict_min": _nan_min(m.steering["inversion"]["rate_clean_verbs"] for m in models),
         "free_total": sum(c["decision_free"] for c in controls),
         "free_unchanged": sum(c["decision_free_unchanged"] for c in controls),
         "control_changed": len(changed),
@@ -1043,20 +1128,20 @@ def _steering_values(params: SVAParams, summary: dict) -> dict[str, object]:
         "temperature_value": params.temperature,
         "top_k_value": params.top_k,
         "n_samples_value": params.n_samples,
-        "other_words_text": ", ".join(models[0]["steering"]["other_words"]["words"]),
+        "other_words_text": ", ".join(models[0].steering["other_words"]["words"]),
     }
 
 
-def _example_values(summary: dict, ds: SVADataset) -> dict[str, object]:
+def _example_values(summary: SVASummary, ds: SVADataset) -> dict[str, object]:
     """A singular held-out prompt, its margin unmodified and with the first model's core flipped."""
     prompts, plural = ds.split("test")
     example = next(i for i, is_plural in enumerate(plural) if not is_plural)
-    first = summary["models"][0]
+    first = summary.models[0]
     return {
         "ex_prompt": prompts[example],
-        "ex_model": first["model"],
-        "ex_base": first["margins"]["baseline"][example],
-        "ex_flip": first["margins"]["flip"][example],
+        "ex_model": first.model,
+        "ex_base": first.margins["baseline"][example],
+        "ex_flip": first.margins["flip"][example],
     }
 
 
@@ -1065,23 +1150,21 @@ def _thousands(n: int) -> str:
     return f"{n:,}".replace(",", " ")
 
 
-def _model_values(summary: dict) -> dict[str, object]:
+def _model_values(summary: SVASummary) -> dict[str, object]:
     """The models' sizes, each a list in the order of ``model_list``."""
-    models = summary["models"]
+    models = summary.models
     return {
-        "vocab_sizes": ", ".join(_thousands(m["vocab_size"]) for m in models),
-        "layer_counts": ", ".join(str(m["n_layers"]) for m in models),
-        "widths": ", ".join(str(m["d_model"]) for m in models),
-        "params_millions": ", ".join(f"{m['n_params'] / 1e6:.0f}" for m in models),
+        "vocab_sizes": ", ".join(_thousands(m.vocab_size) for m in models),
+        "layer_counts": ", ".join(str(m.n_layers) for m in models),
+        "widths": ", ".join(str(m.d_model) for m in models),
+        "params_millions": ", ".join(f"{m.n_params / 1e6:.0f}" for m in models),
     }
 
 
-def _flip_demo_values(summary: dict) -> dict[str, float]:
+def _flip_demo_values(summary: SVASummary) -> dict[str, float]:
     """The paper's single prompt flipped in our models: the least factor by which P(is) falls, and
     the range of P(are) after the flip."""
-    demo = [
-        next(r for r in m["steering"]["flip_demo"] if r["prompt"] == FLIP_DEMO_PROMPTS[0]) for m in summary["models"]
-    ]
+    demo = [next(r for r in m.steering["flip_demo"] if r["prompt"] == FLIP_DEMO_PROMPTS[0]) for m in summary.models]
     return {
         "key_is_fall_min": min(d["baseline"]["is"] / d["flip"]["is"] if d["flip"]["is"] else np.inf for d in demo),
         "key_are_flip_min": min(d["flip"]["are"] for d in demo),
@@ -1089,28 +1172,28 @@ def _flip_demo_values(summary: dict) -> dict[str, float]:
     }
 
 
-def glue_values(params: SVAParams, summary: dict, ds: SVADataset) -> dict[str, object]:
+def glue_values(params: SVAParams, summary: SVASummary, ds: SVADataset) -> dict[str, object]:
     """Every value the subject-verb agreement chapter's prose quotes, by glue name."""
     from ..claims import claim
 
-    models, pairs = summary["models"], summary["pairs"]
+    models, pairs = summary.models, summary.pairs
     return {
         "n_prompts": len(ds),
         "n_half": len(ds.test),
-        "model_list": ", ".join(m["model"] for m in models),
-        "base_min": min(m["auc"]["baseline"] for m in models),
-        "base_max": max(m["auc"]["baseline"] for m in models),
-        "keep_min": min(m["auc"]["keep"] for m in models),
-        "remove_max": max(m["auc"]["remove"] for m in models),
-        "flip_max": max(m["auc"]["flip"] for m in models),
-        "gap_min": min(m["spectral_gap"] for m in models),
-        "depth_min": min((m["chosen_layer"] + 1) / m["n_layers"] for m in models),
+        "model_list": ", ".join(m.model for m in models),
+        "base_min": min(m.auc["baseline"] for m in models),
+        "base_max": max(m.auc["baseline"] for m in models),
+        "keep_min": min(m.auc["keep"] for m in models),
+        "remove_max": max(m.auc["remove"] for m in models),
+        "flip_max": max(m.auc["flip"] for m in models),
+        "gap_min": min(m.spectral_gap for m in models),
+        "depth_min": min((m.chosen_layer + 1) / m.n_layers for m in models),
         "layer_stride": params.layer_stride,
         "sweep_modes_text": ", ".join(params.sweep_modes),
-        "p_remove": summary["fisher_p"]["remove"],
-        "p_flip": summary["fisher_p"]["flip"],
-        "pearson_min": min((pair["pearson"] for pair in pairs), default=float("nan")),
-        "spearman_min": min((pair["spearman"] for pair in pairs), default=float("nan")),
+        "p_remove": summary.fisher_p["remove"],
+        "p_flip": summary.fisher_p["flip"],
+        "pearson_min": min((pair.pearson for pair in pairs), default=float("nan")),
+        "spearman_min": min((pair.spearman for pair in pairs), default=float("nan")),
         **{
             f"paper_{key}": f"{claim(f'sva.key_{key}').value:g}"
             for key in ("is_base", "is_flip", "are_base", "are_flip")
