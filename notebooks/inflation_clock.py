@@ -126,14 +126,14 @@ summary = inflation_clock.run(
 )
 claims.record(  # the findings, for the claims page and the citations
     "inflation_clock",
-    inflation_clock.finding_values(summary["clock"], summary["window"]),
+    inflation_clock.finding_values(summary.clock, summary.window),
     settings=claims.deviations(params, inflation_clock.ClockParams()),
 )
 
 # %% tags=["hide-input"]
-values = inflation_clock.glue_values(params, summary["clock"],
-                                     summary["window"])
-values.update(inflation_clock.record_numbers(summary["record"]))
+values = inflation_clock.glue_values(params, summary.clock,
+                                     summary.window)
+values.update(inflation_clock.record_numbers(summary.record))
 for name, value in values.items():
     glue(name, value, display=False)
 
@@ -155,7 +155,7 @@ plt.close(fig)
 # The runs, with their $\eta\omega$ relative to the paper's and their state at the end:
 
 # %%
-display(inflation_clock.runs_table(summary["clock"]))
+display(inflation_clock.runs_table(summary.clock))
 
 # %% [markdown]
 # **Does one clock fit?** The spread of a set of curves is the root mean square, over their
@@ -167,7 +167,7 @@ display(inflation_clock.runs_table(summary["clock"]))
 # which no spread can be told apart from chance.
 
 # %%
-display(inflation_clock.collapse_table(summary["clock"]))
+display(inflation_clock.collapse_table(summary.clock))
 
 # %% [markdown]
 # For the {term}`core dimension` the ratio is {glue:text}`ratio_core_dim` (seed noise
@@ -178,7 +178,7 @@ display(inflation_clock.collapse_table(summary["clock"]))
 # the same $\tau$, once at the same epoch.
 
 # %%
-display(inflation_clock.recorded_table(summary["clock"]))
+display(inflation_clock.recorded_table(summary.clock))
 
 # %% [markdown]
 # Every faster run ends with a smaller core than the paper run had at the same $\tau$
@@ -195,7 +195,7 @@ display(inflation_clock.recorded_table(summary["clock"]))
 # end (empty when the settings have none).
 
 # %%
-display(inflation_clock.same_product_table(summary["clock"]))
+display(inflation_clock.same_product_table(summary.clock))
 
 # %% [markdown]
 # ## The interpretability window
@@ -236,7 +236,7 @@ plt.close(fig)
 # 1 000 epochs after its branch:
 
 # %%
-display(inflation_clock.window_table(summary["window"]))
+display(inflation_clock.window_table(summary.window))
 
 # %% [markdown]
 # **On this fast clock the window fails.** The window the paper proposes would show as annealed

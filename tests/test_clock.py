@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -89,7 +91,7 @@ def test_curves_on_one_clock_collapse_and_curves_on_another_do_not():
     grow = _grow
     on_clock = _on_one_clock()
     c = inflation_clock.collapse(params, on_clock)["core_dim"]
-    assert c["spread_tau"] < 0.05 * c["spread_epochs"] and c["ratio"] < 0.05
+    assert c.spread_tau < 0.05 * c.spread_epochs and c.ratio < 0.05
     # The same growth per epoch, whatever lr * wd: rescaling pulls the curves apart.
     per_epoch = lambda tau, rate: grow(tau / rate * 1e-3)  # noqa: E731
     off_clock = {
@@ -97,13 +99,13 @@ def test_curves_on_one_clock_collapse_and_curves_on_another_do_not():
         "fast": _fake_run(3e-3, 2.0, np.arange(0, 3401, 85), lambda t: per_epoch(t, 6e-3)),
     }
     c = inflation_clock.collapse(params, off_clock)["core_dim"]
-    assert c["spread_epochs"] == pytest.approx(0.0, abs=1e-9) and c["spread_tau"] > 1.0
+    assert c.spread_epochs == pytest.approx(0.0, abs=1e-9) and c.spread_tau > 1.0
     noisy = {
         k: _fake_run(v["lr"], v["wd"], np.arange(0, 3401, 85), grow, noise=2.0, seed=i)
         for i, (k, v) in enumerate(on_clock.items())
     }
     c = inflation_clock.collapse(params, noisy)["core_dim"]
-    assert 0.5 < c["noise"] < 2.0  # the standard error of a 3-seed mean of sd 2 is 1.15
+    assert 0.5 < c.noise < 2.0  # the standard error of a 3-seed mean of sd 2 is 1.15
 
 
 def test_window_arms_branch_where_asked_and_ramp_on_the_windows_clock():
@@ -140,7 +142,7 @@ def test_the_smoke_settings_run_end_to_end_and_resume_to_the_same_summary(tmp_pa
     window = inflation_clock.window_summary(params, inflation_clock.run_window(params, progress=False))
     summary = inflation_clock.clock_summary(params, runs)
     values = inflation_clock.glue_values(params, summary, window)
-    assert values["n_pairs"] == 2 and values["window_grok"] == window["grok_epoch"]
+    assert values["n_pairs"] == 2 and values["window_grok"] == window.grok_epoch
     found = inflation_clock.finding_values(summary, window)
     assert set(found) == {
         "window.restart_grows",
@@ -155,7 +157,7 @@ def test_the_smoke_settings_run_end_to_end_and_resume_to_the_same_summary(tmp_pa
     assert list(inflation_clock.window_table(window).index) == list(inflation_clock.WINDOW_ARMS)
     # A second run reads everything back: the same numbers.
     again = inflation_clock.clock_summary(params, inflation_clock.run_clock(params, progress=False))
-    assert again["pairs"] == summary["pairs"]
+    assert again.pairs == summary.pairs
 
 
 @pytest.mark.slow
@@ -168,8 +170,8 @@ def test_every_glued_name_of_the_chapter_is_glued(tmp_path, monkeypatch):
     used = set(re.findall(r"\{glue:text\}`([A-Za-z_0-9]+)", text)) | set(re.findall(r"```\{glue:figure\} (\w+)", text))
     params = _smoke()
     summary = inflation_clock.run(params, progress=False)
-    values = inflation_clock.glue_values(params, summary["clock"], summary["window"])
-    values.update(inflation_clock.record_numbers(summary["record"]))
+    values = inflation_clock.glue_values(params, summary.clock, summary.window)
+    values.update(inflation_clock.record_numbers(summary.record))
     assert used - {"cost", "fig_clock", "fig_window"} <= set(values), sorted(used - set(values))
     assert {"cost", "fig_clock", "fig_window"} <= set(re.findall(r'glue\("(\w+)"', text))
     assert all(isinstance(v, (int, float)) or len(str(v).split()) <= 4 for v in values.values())  # no sentences
@@ -182,7 +184,7 @@ def test_spreads_within_the_seed_noise_are_called_indistinguishable():
         "b": _fake_run(3e-3, 2.0, np.arange(0, 3401, 85), lambda t: 20.0 + 0 * t, noise=2.0, seed=2),
     }
     c = inflation_clock.collapse(params, flat)["core_dim"]
-    assert max(c["spread_tau"], c["spread_epochs"]) <= 2 * c["noise"]
+    assert max(c.spread_tau, c.spread_epochs) <= 2 * c.noise
 
 
 def test_the_collapse_starts_at_each_runs_grokking():
@@ -192,7 +194,7 @@ def test_the_collapse_starts_at_each_runs_grokking():
         for m in r["records"][0]["models"]:
             m.update(core_dim=128.0, test_acc=0.1)
     c = inflation_clock.collapse(params, runs)["core_dim"]
-    assert c["n_runs"] == 2 and c["ratio"] < 0.05
+    assert c.n_runs == 2 and c.ratio < 0.05
 
 
 def test_the_recorded_run_is_compared_at_the_same_tau_on_its_own_clock(recwarn):
@@ -203,9 +205,9 @@ def test_the_recorded_run_is_compared_at_the_same_tau_on_its_own_clock(recwarn):
     recorded = {"params": modular_runs.ModularParams(), "arms": {"wd": paper["records"]}, "source": "recorded run"}
     runs = {"lr 0.003, wd 2": fast, inflation_clock.RECORDED_LABEL: inflation_clock._recorded_run(params, recorded)}
     summary = inflation_clock.clock_summary(params, runs, recorded)
-    at = summary["recorded"]["at_pair_ends"]
-    assert list(at) == ["lr 0.003, wd 2"] and at["lr 0.003, wd 2"]["epoch"] == 6000  # tau 18.4 ~ epoch 6000
-    assert summary["recorded"]["at_pair_epochs"]["lr 0.003, wd 2"]["epoch"] == 1000  # nearest to its epoch 1020
+    at = summary.recorded.at_pair_ends
+    assert list(at) == ["lr 0.003, wd 2"] and at["lr 0.003, wd 2"].epoch == 6000  # tau 18.4 ~ epoch 6000
+    assert summary.recorded.at_pair_epochs["lr 0.003, wd 2"].epoch == 1000  # nearest to its epoch 1020
     # on one clock: far larger than the paper run at equal epochs, the same at equal tau
     table = inflation_clock.recorded_table(summary)
     assert table.loc["lr 0.003, wd 2", "paper run, same τ: epoch"] == 6000
@@ -218,19 +220,31 @@ def test_the_recorded_run_is_compared_at_the_same_tau_on_its_own_clock(recwarn):
     assert table.loc["lr 0.003, wd 2", "vs same epoch"] == table.loc["lr 0.003, wd 2", "vs same τ"] == "smaller"
     found = inflation_clock.finding_values(held_summary, _fake_window())
     assert found["clock.smaller_at_equal_tau"] > 0 and found["clock.smaller_at_equal_epochs"] > 0
-    assert summary["collapse"]["core_dim"]["ratio"] < 0.05
+    assert summary.collapse["core_dim"].ratio < 0.05
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
     # A record of another model does not join
     other = {**recorded, "params": modular_runs.ModularParams(d_model=64)}
     assert inflation_clock._recorded_run(params, other) is None
 
 
-def _fake_window() -> dict:
-    """A window summary with every arm alike (enough for the clock's glue values)."""
+def _fake_window() -> SimpleNamespace:
+    """A window summary with every arm alike (the parts the clock's glue values read)."""
     row = {**_arm(13, 15), "modes": 5.0, "test_acc": 1.0, "spikes_per_1000": 0.0, "end": 680, "branch": 204}
-    arms = {name: dict(row) for name in inflation_clock.WINDOW_ARMS}
-    arms["removed_late"]["at_branch"] = dict(row)
-    return {"arms": arms, "grok_epoch": 204, "tau_grok": 3.67}
+    arms = {name: SimpleNamespace(**row, at_branch=None) for name in inflation_clock.WINDOW_ARMS}
+    arms["removed_late"].at_branch = SimpleNamespace(**row)
+    return SimpleNamespace(arms=arms, grok_epoch=204, tau_grok=3.67)
+
+
+def _window_of(arms: dict[str, dict]) -> SimpleNamespace:
+    """The parts of a window summary the findings read, from plain rows (``at_branch``: a row too)."""
+    return SimpleNamespace(
+        arms={
+            name: SimpleNamespace(
+                **{**row, "at_branch": SimpleNamespace(**row["at_branch"]) if "at_branch" in row else None}
+            )
+            for name, row in arms.items()
+        }
+    )
 
 
 def _arm(lo: float, hi: float) -> dict:
@@ -246,8 +260,8 @@ def test_the_window_findings_tell_arms_apart_only_when_their_seed_ranges_do_not_
         "anneal_long": _arm(22, 24),  # above it too
         "removed_late": {**_arm(36, 52), "at_branch": _arm(9, 16)},
     }
-    window = {"arms": arms}
-    clock_part = {"collapse": {"core_dim": {"ratio": 0.8}}, "recorded": None}
+    window = _window_of(arms)
+    clock_part = SimpleNamespace(collapse={"core_dim": SimpleNamespace(ratio=0.8)}, recorded=None)
 
     def status(found):
         return {k: claims.status(claims.claim(k), {"values": found, "settings": {}})[0] for k in found}
@@ -258,22 +272,21 @@ def test_the_window_findings_tell_arms_apart_only_when_their_seed_ranges_do_not_
     assert got["window.late_removal_deflates"] == "does not hold"  # 12.5 -> 44
     assert got["clock.tau_collapse"] == got["clock.tau_separates"] == "does not hold"  # ratio 0.8
     arms["anneal_short"] = _arm(20, 40)  # touches the control's 20: no longer told apart
-    assert status(inflation_clock.finding_values(clock_part, window))["window.anneal_larger"] == "does not hold"
+    assert (
+        status(inflation_clock.finding_values(clock_part, _window_of(arms)))["window.anneal_larger"] == "does not hold"
+    )
 
 
 def test_runs_with_the_same_product_are_paired_and_told_apart_only_without_overlap():
     def row(lr, wd, lo, hi, epochs=3400):
-        return {
-            "rate_ratio": inflation_clock._rate_ratio(lr, wd),
-            "epochs": epochs,
-            "core_dim_min": lo,
-            "core_dim_max": hi,
-        }
+        return SimpleNamespace(
+            rate_ratio=inflation_clock._rate_ratio(lr, wd), epochs=epochs, core_dim_min=lo, core_dim_max=hi
+        )
 
     pairs = {"a": row(2e-3, 3.0, 15, 18), "b": row(3e-3, 2.0, 20, 25), "c": row(1e-3, 3.0, 15, 18)}
-    assert inflation_clock.same_product(pairs) == [{"runs": ("a", "b"), "epochs": 3400, "apart": -1}]
+    assert inflation_clock.same_product(pairs) == [inflation_clock.SameProduct(runs=("a", "b"), epochs=3400, apart=-1)]
     pairs["b"] = row(3e-3, 2.0, 18, 25)  # ranges touch: not told apart
-    assert inflation_clock.same_product(pairs)[0]["apart"] == 0
+    assert inflation_clock.same_product(pairs)[0].apart == 0
     pairs["b"] = row(3e-3, 2.0, 20, 25, epochs=1700)  # another horizon: not compared
     assert inflation_clock.same_product(pairs) == []
 
@@ -290,13 +303,13 @@ def test_the_recorded_book_run_glues_the_numbers_its_prose_was_written_for():
     if record is None:
         pytest.skip("no recorded book-profile clock run in this checkout")
     summary = inflation_clock.run(params, paper_scale.recorded_inflation(), record=record, progress=False)
-    values = inflation_clock.glue_values(params, summary["clock"], summary["window"])
+    values = inflation_clock.glue_values(params, summary.clock, summary.window)
     assert (values["snapshot_unit"], values["n_seeds"], values["window_lr_ratio"]) == (100, 3, 3.0)
     assert (values["anneal_short"], values["anneal_long"]) == (1.5, 6.0)
     assert (values["anneal_short_paper_epochs"], values["anneal_long_paper_epochs"]) == (500, 2000)
     assert (values["recorded_epochs"], values["recorded_tau_end"]) == (20000, 60.0)
-    removed = summary["window"]["arms"]["removed"]
-    assert (values["removed_min"], values["removed_max"]) == (removed["core_dim_min"], removed["core_dim_max"])
-    control = summary["window"]["arms"]["restarted"]["core_dim"]
-    assert values["removed_max_over_control"] == pytest.approx(removed["core_dim_max"] / control, abs=0.005)
+    removed = summary.window.arms["removed"]
+    assert (values["removed_min"], values["removed_max"]) == (removed.core_dim_min, removed.core_dim_max)
+    control = summary.window.arms["restarted"].core_dim
+    assert values["removed_max_over_control"] == pytest.approx(removed.core_dim_max / control, abs=0.005)
     assert all(isinstance(v, (int, float)) or len(str(v).split()) <= 4 for v in values.values())

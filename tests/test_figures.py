@@ -342,7 +342,7 @@ def _inputs(name: str) -> tuple[tuple, dict]:
     raise LookupError(f"no test inputs for plots.{name}: add them to tests/test_figures.py")
 
 
-def _clock_inputs() -> dict:
+def _clock_inputs() -> SimpleNamespace:
     """A clock summary of two runs on one curve of tau, and five window arms, as inflation_clock.run gives them."""
     from corelib.experiments import inflation_clock
 
@@ -381,11 +381,11 @@ def _clock_inputs() -> dict:
         }
         for k, arm in enumerate(inflation_clock.WINDOW_ARMS)
     }
-    return {
-        "curves": {m: inflation_clock.curves(params, runs, m) for m in inflation_clock.METRICS},
-        "clock": inflation_clock.clock_summary(params, runs),
-        "window_curves": window,
-    }
+    return SimpleNamespace(  # the parts of a ClockChapter the figures read
+        curves={m: inflation_clock.curves(params, runs, m) for m in inflation_clock.METRICS},
+        clock=inflation_clock.clock_summary(params, runs),
+        window_curves=window,
+    )
 
 
 # --------------------------------------------------------------------------- the check

@@ -1,5 +1,6 @@
 """Recorded results: exported with provenance, read back verified, and re-derived from scratch."""
 
+import dataclasses
 import json
 import os
 
@@ -246,7 +247,7 @@ def test_the_clock_experiment_is_exported_shown_from_the_record_and_re_derived(r
     grok = shown["window"]["grok_epoch"]
     after = next(r["epoch"] for r in shown["window"]["arms"]["removed"]["records"] if r["epoch"] > grok)
     from_record = inflation_clock.run(params, record=shown, check_epochs=after, progress=False)
-    agreement = from_record["record"]["agreement"]
+    agreement = from_record.record["agreement"]
     n_kept = sum(r["epoch"] <= grok for r in shown["window"]["arms"]["kept"]["records"])
     n_removed = sum(r["epoch"] <= after for r in shown["window"]["arms"]["removed"]["records"])
     assert {k: agreement[k] for k in ("epochs", "arms", "n_snapshots", "differences")} == {
@@ -257,13 +258,17 @@ def test_the_clock_experiment_is_exported_shown_from_the_record_and_re_derived(r
     }
     assert agreement["agreement"].agrees and agreement["agreement"].identical
     assert not (results / "results").exists()  # the re-derivation left nothing behind
-    for key in ("clock", "curves", "window", "window_curves"):
-        np.testing.assert_equal(from_record[key], computed[key], err_msg=key)  # NaN equals NaN here
+
+    def plain(value):
+        return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+
+    for key in ("clock", "curves", "window", "window_curves"):  # NaN equals NaN here
+        np.testing.assert_equal(plain(getattr(from_record, key)), plain(getattr(computed, key)), err_msg=key)
     np.testing.assert_equal(  # NaN (a core never measured at this profile's horizon) equals NaN here
-        inflation_clock.glue_values(params, from_record["clock"], from_record["window"]),
-        inflation_clock.glue_values(params, computed["clock"], computed["window"]),
+        inflation_clock.glue_values(params, from_record.clock, from_record.window),
+        inflation_clock.glue_values(params, computed.clock, computed.window),
     )
-    numbers = inflation_clock.record_numbers(from_record["record"])
+    numbers = inflation_clock.record_numbers(from_record.record)
     assert (numbers["checked_epochs"], numbers["checked_snapshots"], numbers["differences"]) == (
         after,
         n_kept + n_removed,
@@ -281,11 +286,11 @@ def test_the_clock_experiment_is_exported_shown_from_the_record_and_re_derived(r
         "largest_z": 0.0,
         "seed_errors": 2.0,
     }
-    early = inflation_clock.run(params, record=shown, check_epochs=1, progress=False)["record"]["agreement"]
+    early = inflation_clock.run(params, record=shown, check_epochs=1, progress=False).record["agreement"]
     assert early["arms"] == ["kept"] and early["epochs"] == 0 == early["n_snapshots"] - 1  # epoch 0 alone
     with pytest.raises(ValueError, match="check_epochs must be 0 .check nothing. or a number of epochs"):
         inflation_clock.run(params, record=shown, check_epochs=-1, progress=False)
-    unchecked = inflation_clock.run(params, record=shown, check_epochs=0, progress=False)["record"]
+    unchecked = inflation_clock.run(params, record=shown, check_epochs=0, progress=False).record
     assert inflation_clock.record_numbers(unchecked)["checked_snapshots"] == 0
     with pytest.raises(ValueError, match="made with other settings than params"):
         inflation_clock.run(other, record=shown, progress=False)
@@ -309,7 +314,7 @@ def test_the_clock_experiment_is_exported_shown_from_the_record_and_re_derived(r
     changed = paper_scale.recorded_clock(params, rec_root, ("smoke",))
     with pytest.warns(UserWarning, match=r"1 quantities moved beyond .* \(the first: kept · epoch 0 · core_dim\)"):
         again = inflation_clock.run(params, record=changed, check_epochs=after, progress=False)
-    assert inflation_clock.record_numbers(again["record"])["quantities_beyond"] == 1
+    assert inflation_clock.record_numbers(again.record)["quantities_beyond"] == 1
 
 
 def test_the_committed_clock_record_is_the_book_settings_of_its_chapter():

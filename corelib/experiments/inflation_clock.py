@@ -181,6 +181,135 @@ class ClockParams:
         return modular_runs.ModularParams(**{k: getattr(self, k) for k in _SHARED})
 
 
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class EndState:
+    """A run's models at one snapshot: seed means of the core dimension, of the gap (necessary
+    minus sufficient rank) and of the rotational modes; the core dimension's range over seeds
+    (``core_dim_min``, ``core_dim_max``); the mean test accuracy (a share in [0, 1])."""
+
+    core_dim: float
+    gap: float
+    modes: float
+    core_dim_min: float
+    core_dim_max: float
+    test_acc: float
+
+
+@dataclass(frozen=True)
+class PairEnd(EndState):
+    """One run of the clock at its end: its lr x wd relative to the paper's (``rate_ratio``), its
+    last epoch and the tau there, and its :class:`EndState`."""
+
+    rate_ratio: float
+    epochs: int
+    tau_end: float
+
+
+@dataclass(frozen=True)
+class Collapse:
+    """One metric of :func:`collapse`: the spread between the runs' curves against epochs and
+    against tau, their ratio (below 1: closer when rescaled), the seed noise and the runs compared."""
+
+    spread_epochs: float
+    spread_tau: float
+    ratio: float
+    noise: float
+    n_runs: int
+
+
+@dataclass(frozen=True)
+class SameProduct:
+    """Two runs with the same lr x wd that end at the same epoch, and whether the first's core is
+    larger (+1), smaller (-1) or not told apart (0) (:func:`_apart`)."""
+
+    runs: tuple[str, str]
+    epochs: int
+    apart: int
+
+
+@dataclass(frozen=True)
+class RecordedPoint(EndState):
+    """The recorded paper run at one snapshot (its epoch and tau) and its :class:`EndState` there."""
+
+    epoch: int
+    tau: float
+
+
+@dataclass(frozen=True)
+class RecordedComparison:
+    """The recorded paper-profile inflation run beside the clock's runs: its source, where it ends
+    (tau and epoch), and per run the snapshot nearest that run's end tau (``at_pair_ends``) and
+    nearest its last epoch (``at_pair_epochs``)."""
+
+    source: str
+    tau_end: float
+    epochs_end: int
+    at_pair_ends: dict[str, RecordedPoint]
+    at_pair_epochs: dict[str, RecordedPoint]
+
+
+@dataclass(frozen=True)
+class ClockSummary:
+    """The clock's numbers (:func:`clock_summary`): per run its end, per metric the collapse, the
+    runs with the same lr x wd, and the recorded paper run beside them (None without one)."""
+
+    pairs: dict[str, PairEnd]
+    collapse: dict[str, Collapse]
+    same_product: list[SameProduct]
+    recorded: RecordedComparison | None
+
+
+@dataclass(frozen=True)
+class WindowArm(EndState):
+    """One arm of the window at its end (:func:`window_summary`).
+
+    Attributes:
+        branch: the epoch it branched from the kept run (None: the kept run itself).
+        end: its last epoch.
+        spikes_per_model: loss spikes (collapse episodes) per model from the branch to the end.
+        spikes_per_1000: the same per 1000 epochs.
+        at_branch: for the late removal, the kept run's state at its branch (else None).
+    """
+
+    branch: int | None
+    end: int
+    spikes_per_model: float
+    spikes_per_1000: float
+    at_branch: EndState | None = None
+
+
+@dataclass(frozen=True)
+class WindowSummary:
+    """The window (:func:`window_summary`): its grokking epoch and tau there, and each arm's end."""
+
+    grok_epoch: int
+    tau_grok: float
+    arms: dict[str, WindowArm]
+
+
+@dataclass(frozen=True)
+class ClockChapter:
+    """What :func:`run` returns.
+
+    Attributes:
+        clock: :class:`ClockSummary`.
+        curves: per metric, per run: ``epochs``, ``tau`` and the per-seed ``values`` with their ``mean`` and ``sem``.
+        window: :class:`WindowSummary`.
+        window_curves: per arm: ``epochs``, ``branch`` and per model ``core_dim``, ``modes`` and ``test_acc``.
+        record: with a record, its ``source``, ``training_seconds`` and the ``agreement`` of this
+            build's re-derived epochs with it (:func:`record_agreement`); else None.
+    """
+
+    clock: ClockSummary
+    curves: dict[str, dict[str, dict[str, Any]]]
+    window: WindowSummary
+    window_curves: dict[str, dict[str, Any]]
+    record: dict[str, Any] | None
+
+
 def steps_per_epoch(params: ClockParams | modular_runs.ModularParams) -> int:
     """Optimizer steps per epoch: the training set in batches, the last one partial."""
     mp = params.base() if isinstance(params, ClockParams) else params
@@ -297,7 +426,7 @@ def spread(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], n_grid: int = 64)
     return float(np.sqrt(np.mean(np.var(stacked, axis=0, ddof=1))))
 
 
-def collapse(params: ClockParams, runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+def collapse(params: ClockParams, runs: dict[str, dict[str, Any]]) -> dict[str, Collapse]:
     """Per metric: the spread of the runs' seed-mean curves against epochs and against tau
     (:func:`spread`), their ratio (below 1: the curves come together when rescaled; 0: one curve),
     the seed noise (root mean square standard error of a seed mean), below which no spread can
@@ -316,18 +445,13 @@ def collapse(params: ClockParams, runs: dict[str, dict[str, Any]]) -> dict[str, 
         sems = np.concatenate([v["sem"][a] for v, a in zip(kept, after)]) if kept else np.array([np.nan])
         noise = float(np.sqrt(np.nanmean(sems**2))) if np.isfinite(sems).any() else float("nan")
         ratio = by_tau / by_epoch if by_epoch > 0 else float("nan")
-        out[metric] = {
-            "spread_epochs": by_epoch,
-            "spread_tau": by_tau,
-            "ratio": ratio,
-            "noise": noise,
-            "n_runs": len(kept),
-        }
+        out[metric] = Collapse(spread_epochs=by_epoch, spread_tau=by_tau, ratio=ratio, noise=noise, n_runs=len(kept))
     return out
 
 
 def _end_means(records: list[dict]) -> dict[str, float]:
-    """Seed means at the last record, and the range over seeds of the core dimension."""
+    """Seed means at the last record, and the range over seeds of the core dimension (the fields
+    of :class:`EndState`)."""
     last = records[-1:]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a metric no seed has gives NaN
@@ -340,7 +464,7 @@ def _end_means(records: list[dict]) -> dict[str, float]:
 
 def clock_summary(
     params: ClockParams, runs: dict[str, dict[str, Any]], recorded: dict[str, Any] | None = None
-) -> dict[str, Any]:
+) -> ClockSummary:
     """The clock's numbers: per run its rate ratio to the paper's, epochs, end tau and end means;
     :func:`collapse`; and, with the recorded paper-profile inflation run
     (:func:`corelib.experiments.paper_scale.recorded_inflation`) when it trained these models,
@@ -349,13 +473,13 @@ def clock_summary(
     pairs = {}
     for label, run in runs.items():
         end = run["records"][-1]["epoch"]
-        pairs[label] = {
-            "rate_ratio": _rate_ratio(run["lr"], run["wd"]),
-            "epochs": end,
-            "tau_end": run["lr"] * run["wd"] * run["steps"] * end,
+        pairs[label] = PairEnd(
+            rate_ratio=_rate_ratio(run["lr"], run["wd"]),
+            epochs=end,
+            tau_end=run["lr"] * run["wd"] * run["steps"] * end,
             **_end_means(run["records"]),
-        }
-    out = {"pairs": pairs, "collapse": collapse(params, runs), "same_product": same_product(pairs), "recorded": None}
+        )
+    compared = None
     reference = _recorded_run(params, recorded)
     if reference is not None:
         records = reference["records"]
@@ -366,22 +490,26 @@ def clock_summary(
             if label == RECORDED_LABEL or (runs[label]["lr"], runs[label]["wd"]) == (reference["lr"], reference["wd"]):
                 continue  # the recorded run itself, or the same run over a shorter horizon
             for found, where in (
-                (nearest, np.abs(taus - row["tau_end"])),
-                (same_epoch, np.abs(epochs - row["epochs"])),
+                (nearest, np.abs(taus - row.tau_end)),
+                (same_epoch, np.abs(epochs - row.epochs)),
             ):
                 i = int(np.argmin(where))
-                found[label] = {"epoch": records[i]["epoch"], "tau": float(taus[i]), **_end_means(records[: i + 1])}
-        out["recorded"] = {
-            "source": recorded["source"],
-            "tau_end": float(taus[-1]),
-            "epochs_end": int(epochs[-1]),
-            "at_pair_ends": nearest,
-            "at_pair_epochs": same_epoch,
-        }
-    return out
+                found[label] = RecordedPoint(
+                    epoch=records[i]["epoch"], tau=float(taus[i]), **_end_means(records[: i + 1])
+                )
+        compared = RecordedComparison(
+            source=recorded["source"],
+            tau_end=float(taus[-1]),
+            epochs_end=int(epochs[-1]),
+            at_pair_ends=nearest,
+            at_pair_epochs=same_epoch,
+        )
+    return ClockSummary(
+        pairs=pairs, collapse=collapse(params, runs), same_product=same_product(pairs), recorded=compared
+    )
 
 
-def same_product(pairs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def same_product(pairs: dict[str, PairEnd]) -> list[SameProduct]:
     """Each two runs of :func:`clock_summary`'s ``pairs`` with the same lr x wd (and so the same
     tau at the same step) that end at the same epoch: their labels and whether their core
     dimensions at the end are told apart (:func:`_apart`: +1 the first larger, -1 smaller, 0 not)."""
@@ -390,8 +518,8 @@ def same_product(pairs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     for i, a in enumerate(labels):
         for b in labels[i + 1 :]:
             ra, rb = pairs[a], pairs[b]
-            if np.isclose(ra["rate_ratio"], rb["rate_ratio"], rtol=1e-9) and ra["epochs"] == rb["epochs"]:
-                out.append({"runs": (a, b), "epochs": ra["epochs"], "apart": _apart(ra, rb)})
+            if np.isclose(ra.rate_ratio, rb.rate_ratio, rtol=1e-9) and ra.epochs == rb.epochs:
+                out.append(SameProduct(runs=(a, b), epochs=ra.epochs, apart=_apart(ra, rb)))
     return out
 
 
@@ -470,36 +598,42 @@ def run_window(params: ClockParams, *, progress: bool = True) -> dict[str, Any]:
     return {"grok_epoch": grok, "lr": lr, "wd": wd, "arms": arms}
 
 
-def window_summary(params: ClockParams, window: dict[str, Any]) -> dict[str, Any]:
+def window_summary(params: ClockParams, window: dict[str, Any]) -> WindowSummary:
     """Per arm at the window's end: mean core dimension (and its range over seeds), gap, modes
     and test accuracy, and the loss spikes from the branch to the end (every arm, the kept one
     included, counted from the common branch at grokking; the late removal from its own branch)
     as collapse episodes per model and per 1000 epochs (:func:`modular_runs.collapse_summary`); for the
     late removal also the kept run's values at its branch, to tell whether removing decay deflates."""
     grok = window["grok_epoch"]
-    out = {"grok_epoch": grok, "tau_grok": float(tau_of(params, window["lr"], window["wd"], grok)), "arms": {}}
+    arms = {}
     for name, arm in window["arms"].items():
         records, end = arm["records"], arm["records"][-1]["epoch"]
         start = arm["branch"] or grok
-        row = {"branch": arm["branch"], "end": end, **_end_means(records)}
-        row["spikes_per_model"] = modular_runs.collapse_summary(arm["history"], start, end)["per_model"]
-        row["spikes_per_1000"] = 1000 * row["spikes_per_model"] / (end - start)
+        spikes = modular_runs.collapse_summary(arm["history"], start, end)["per_model"]
+        at_branch = None
         if name == "removed_late":
             at = [r for r in window["arms"]["kept"]["records"] if r["epoch"] <= arm["branch"]]
-            row["at_branch"] = _end_means(at)
-        out["arms"][name] = row
-    return out
+            at_branch = EndState(**_end_means(at))
+        arms[name] = WindowArm(
+            branch=arm["branch"],
+            end=end,
+            spikes_per_model=spikes,
+            spikes_per_1000=1000 * spikes / (end - start),
+            at_branch=at_branch,
+            **_end_means(records),
+        )
+    return WindowSummary(grok_epoch=grok, tau_grok=float(tau_of(params, window["lr"], window["wd"], grok)), arms=arms)
 
 
 # ----------------------------------------------------------------------------- what the chapter shows
 
 
-def _apart(a: dict[str, float], b: dict[str, float]) -> int:
+def _apart(a: EndState, b: EndState) -> int:
     """+1 if every seed of ``a`` has a larger core than every seed of ``b``, -1 if smaller, else 0:
     with three seeds, only ranges that do not overlap tell two arms apart."""
-    if a["core_dim_min"] > b["core_dim_max"]:
+    if a.core_dim_min > b.core_dim_max:
         return 1
-    if a["core_dim_max"] < b["core_dim_min"]:
+    if a.core_dim_max < b.core_dim_min:
         return -1
     return 0
 
@@ -508,60 +642,60 @@ APART_WORDS = {1: "larger", -1: "smaller", 0: "not told apart"}
 """How a table words :func:`_apart`: the first core larger, smaller, or not told apart."""
 
 
-def _seeds(row: dict[str, float]) -> str:
-    return f"{row['core_dim_min']:.0f}–{row['core_dim_max']:.0f}"
+def _seeds(row: EndState) -> str:
+    return f"{row.core_dim_min:.0f}–{row.core_dim_max:.0f}"
 
 
-def runs_table(clock: dict[str, Any]) -> pandas.DataFrame:
+def runs_table(clock: ClockSummary) -> pandas.DataFrame:
     """One row per run of :func:`clock_summary`: its lr x wd relative to the paper's, epochs, tau
     at the end, and at the end the mean core dimension with its range over seeds, modes and test
     accuracy."""
     rows = {
         label: {
-            "lr·wd / paper's": round(v["rate_ratio"], 2),
-            "epochs": v["epochs"],
-            "τ at the end": round(v["tau_end"], 1),
-            "core dim.": round(v["core_dim"], 1),
+            "lr·wd / paper's": round(v.rate_ratio, 2),
+            "epochs": v.epochs,
+            "τ at the end": round(v.tau_end, 1),
+            "core dim.": round(v.core_dim, 1),
             "seeds": _seeds(v),
-            "modes": round(v["modes"], 1),
-            "test acc.": round(v["test_acc"], 3),
+            "modes": round(v.modes, 1),
+            "test acc.": round(v.test_acc, 3),
         }
-        for label, v in clock["pairs"].items()
+        for label, v in clock.pairs.items()
     }
     return pandas.DataFrame.from_dict(rows, orient="index").rename_axis("run")
 
 
-def collapse_table(clock: dict[str, Any]) -> pandas.DataFrame:
+def collapse_table(clock: ClockSummary) -> pandas.DataFrame:
     """Per metric of :func:`collapse`: the runs compared, the spreads against epochs and against
     tau, their ratio (below 1: closer when rescaled) and the seed noise."""
     names = {"core_dim": "core dimension", "gap": "necessary − sufficient", "modes": "rotational modes"}
     rows = {
         names[m]: {
-            "runs": c["n_runs"],
-            "spread vs epochs": round(c["spread_epochs"], 2),
-            "spread vs τ": round(c["spread_tau"], 2),
-            "ratio": round(c["ratio"], 2),
-            "seed noise": round(c["noise"], 2),
+            "runs": c.n_runs,
+            "spread vs epochs": round(c.spread_epochs, 2),
+            "spread vs τ": round(c.spread_tau, 2),
+            "ratio": round(c.ratio, 2),
+            "seed noise": round(c.noise, 2),
         }
-        for m, c in clock["collapse"].items()
+        for m, c in clock.collapse.items()
     }
     return pandas.DataFrame.from_dict(rows, orient="index").rename_axis("metric")
 
 
-def recorded_table(clock: dict[str, Any]) -> pandas.DataFrame | None:
+def recorded_table(clock: ClockSummary) -> pandas.DataFrame | None:
     """Each run beside the recorded paper run at the same tau and at the same epoch: epochs and
     core dimensions (seed ranges), and whether the run's core is larger, smaller or not told apart
     (:data:`APART_WORDS`). None without a recorded run."""
-    rec = clock["recorded"]
+    rec = clock.recorded
     if rec is None:
         return None
     rows = {}
-    for label, at_tau in rec["at_pair_ends"].items():
-        run, at_epoch = clock["pairs"][label], rec["at_pair_epochs"][label]
+    for label, at_tau in rec.at_pair_ends.items():
+        run, at_epoch = clock.pairs[label], rec.at_pair_epochs[label]
         rows[label] = {
-            "epochs": run["epochs"],
+            "epochs": run.epochs,
             "core dim. (seeds)": _seeds(run),
-            "paper run, same τ: epoch": at_tau["epoch"],
+            "paper run, same τ: epoch": at_tau.epoch,
             "its core dim.": _seeds(at_tau),
             "vs same τ": APART_WORDS[_apart(run, at_tau)],
             "paper run, same epoch: core dim.": _seeds(at_epoch),
@@ -570,75 +704,77 @@ def recorded_table(clock: dict[str, Any]) -> pandas.DataFrame | None:
     return pandas.DataFrame.from_dict(rows, orient="index").rename_axis("run")
 
 
-def same_product_table(clock: dict[str, Any]) -> pandas.DataFrame:
+def same_product_table(clock: ClockSummary) -> pandas.DataFrame:
     """Each two runs with the same lr x wd that end at the same epoch: their core dimensions (seed
     ranges) and modes there, and whether the first core is larger, smaller or not told apart."""
     rows = []
-    for same in clock["same_product"]:
-        a, b = same["runs"]
-        ra, rb = clock["pairs"][a], clock["pairs"][b]
+    for same in clock.same_product:
+        a, b = same.runs
+        ra, rb = clock.pairs[a], clock.pairs[b]
         rows.append(
             {
                 "runs": f"{a} / {b}",
-                "epoch": same["epochs"],
+                "epoch": same.epochs,
                 "core dim.": f"{_seeds(ra)} / {_seeds(rb)}",
-                "modes": f"{ra['modes']:.1f} / {rb['modes']:.1f}",
-                "first vs second": APART_WORDS[same["apart"]],
+                "modes": f"{ra.modes:.1f} / {rb.modes:.1f}",
+                "first vs second": APART_WORDS[same.apart],
             }
         )
     return pandas.DataFrame(rows, columns=["runs", "epoch", "core dim.", "modes", "first vs second"])
 
 
-def window_table(window: dict[str, Any]) -> pandas.DataFrame:
+def window_table(window: WindowSummary) -> pandas.DataFrame:
     """One row per arm of :func:`window_summary`: where it branched, its end, the mean core
     dimension with its range over seeds, modes, test accuracy and loss spikes per model and 1000
     epochs after its branch; for the late removal, its core dimension at the branch too."""
     rows = {}
     for name in WINDOW_ARMS:
-        arm = window["arms"][name]
+        arm = window.arms[name]
         rows[name] = {
-            "branch": "—" if arm["branch"] is None else arm["branch"],
-            "end": arm["end"],
-            "core dim.": round(arm["core_dim"], 1),
+            "branch": "—" if arm.branch is None else arm.branch,
+            "end": arm.end,
+            "core dim.": round(arm.core_dim, 1),
             "seeds": _seeds(arm),
-            "at its branch": f"{arm['at_branch']['core_dim']:.1f}" if "at_branch" in arm else "",
-            "modes": round(arm["modes"], 1),
-            "test acc.": round(arm["test_acc"], 3),
-            "spikes / 1000 ep.": round(arm["spikes_per_1000"], 2),
+            "at its branch": f"{arm.at_branch.core_dim:.1f}" if arm.at_branch is not None else "",
+            "modes": round(arm.modes, 1),
+            "test acc.": round(arm.test_acc, 3),
+            "spikes / 1000 ep.": round(arm.spikes_per_1000, 2),
         }
     return pandas.DataFrame.from_dict(rows, orient="index").rename_axis("arm")
 
 
-def finding_values(clock: dict[str, Any], window: dict[str, Any]) -> dict[str, float]:
+def finding_values(clock: ClockSummary, window: WindowSummary) -> dict[str, float]:
     """The values of the chapter's findings (:data:`corelib.claims.FINDINGS`, ids ``window.*`` and
     ``clock.*``), for ``claims.record``; a finding the settings do not measure is left out."""
-    arms = window["arms"]
+    arms = window.arms
     control, annealed = arms["restarted"], [arms["anneal_short"], arms["anneal_long"]]
-    late, ratio = arms["removed_late"], clock["collapse"]["core_dim"]["ratio"]
+    late, ratio = arms["removed_late"], clock.collapse["core_dim"].ratio
     out = {
-        "window.restart_grows": control["core_dim_min"] - arms["kept"]["core_dim_max"],
-        "window.anneal_smaller": control["core_dim_min"] - max(a["core_dim_max"] for a in annealed),
-        "window.anneal_larger": min(a["core_dim_min"] for a in annealed) - control["core_dim_max"],
-        "window.removed_smaller": control["core_dim_min"] - arms["removed"]["core_dim_max"],
-        "window.late_removal_deflates": late["at_branch"]["core_dim"] - late["core_dim"],
+        "window.restart_grows": control.core_dim_min - arms["kept"].core_dim_max,
+        "window.anneal_smaller": control.core_dim_min - max(a.core_dim_max for a in annealed),
+        "window.anneal_larger": min(a.core_dim_min for a in annealed) - control.core_dim_max,
+        "window.removed_smaller": control.core_dim_min - arms["removed"].core_dim_max,
+        "window.late_removal_deflates": late.at_branch.core_dim - late.core_dim,
         "clock.tau_collapse": ratio,
         "clock.tau_separates": ratio,
     }
-    rec = clock["recorded"]
-    if rec is not None and rec["at_pair_ends"]:
+    rec = clock.recorded
+    if rec is not None and rec.at_pair_ends:
         for key, where in (
             ("clock.smaller_at_equal_tau", "at_pair_ends"),
             ("clock.smaller_at_equal_epochs", "at_pair_epochs"),
         ):
-            out[key] = min(rec[where][k]["core_dim_min"] - clock["pairs"][k]["core_dim_max"] for k in rec[where])
+            out[key] = min(
+                getattr(rec, where)[k].core_dim_min - clock.pairs[k].core_dim_max for k in getattr(rec, where)
+            )
     return out
 
 
-def glue_values(params: ClockParams, clock: dict[str, Any], window: dict[str, Any]) -> dict[str, float | int | str]:
+def glue_values(params: ClockParams, clock: ClockSummary, window: WindowSummary) -> dict[str, float | int | str]:
     """The numbers the chapter's prose quotes, by glue name (numbers and short labels only)."""
-    c, arms = clock["collapse"], window["arms"]
+    c, arms = clock.collapse, window.arms
     late, removed, control = arms["removed_late"], arms["removed"], arms["restarted"]
-    rec = clock["recorded"]
+    rec = clock.recorded
     paper = modular_runs.ModularParams()  # the paper's learning rate and weight decay
     short, long = params.anneal
     return {
@@ -654,21 +790,21 @@ def glue_values(params: ClockParams, clock: dict[str, Any], window: dict[str, An
         "anneal_long": long,
         "anneal_short_paper_epochs": round(epochs_for(params, paper.lr, paper.weight_decay, short)),
         "anneal_long_paper_epochs": round(epochs_for(params, paper.lr, paper.weight_decay, long)),
-        "window_grok": window["grok_epoch"],
-        "window_tau_grok": round(window["tau_grok"], 2),
-        "ratio_core_dim": round(c["core_dim"]["ratio"], 2),
-        "noise_core_dim": round(c["core_dim"]["noise"], 2),
-        "recorded_tau_end": float("nan") if rec is None else round(rec["tau_end"], 1),
-        "recorded_epochs": float("nan") if rec is None else rec["epochs_end"],
-        "late_branch": late["branch"],
-        "late_at_branch": round(late["at_branch"]["core_dim"], 1),
-        "late_end": round(late["core_dim"], 1),
-        "kept_end": round(arms["kept"]["core_dim"], 1),
-        "restarted_end": round(control["core_dim"], 1),
-        "removed_min": removed["core_dim_min"],
-        "removed_max": removed["core_dim_max"],
+        "window_grok": window.grok_epoch,
+        "window_tau_grok": round(window.tau_grok, 2),
+        "ratio_core_dim": round(c["core_dim"].ratio, 2),
+        "noise_core_dim": round(c["core_dim"].noise, 2),
+        "recorded_tau_end": float("nan") if rec is None else round(rec.tau_end, 1),
+        "recorded_epochs": float("nan") if rec is None else rec.epochs_end,
+        "late_branch": late.branch,
+        "late_at_branch": round(late.at_branch.core_dim, 1),
+        "late_end": round(late.core_dim, 1),
+        "kept_end": round(arms["kept"].core_dim, 1),
+        "restarted_end": round(control.core_dim, 1),
+        "removed_min": removed.core_dim_min,
+        "removed_max": removed.core_dim_max,
         # the removed arm's largest seed against the control's mean core
-        "removed_max_over_control": round(removed["core_dim_max"] / control["core_dim"], 2),
+        "removed_max_over_control": round(removed.core_dim_max / control.core_dim, 2),
     }
 
 
@@ -817,7 +953,7 @@ def summarise(
         "curves": {m: curves(params, runs, m) for m in METRICS},
         "window": window_summary(params, window),
         "window_curves": window_curves,
-    }
+    }  # the fields of ClockChapter but ``record``
 
 
 def run(
@@ -844,7 +980,7 @@ def run(
         raise ValueError(f"check_epochs must be 0 (check nothing) or a number of epochs; got {check_epochs}.")
     if record is None:
         runs, window = run_clock(params, progress=progress), run_window(params, progress=progress)
-        return {**summarise(params, runs, window, recorded), "record": None}
+        return ClockChapter(**summarise(params, runs, window, recorded), record=None)
     if record["params"] != params:
         raise ValueError(
             "the record passed to inflation_clock.run was made with other settings than params; pass the record "
@@ -858,11 +994,11 @@ def run(
             f"their seed-noise envelope (the first: {beyond[0].name}); the chapter shows the record.",
             stacklevel=2,
         )
-    return {
+    return ClockChapter(
         **summarise(params, record["runs"], record["window"], recorded),
-        "record": {
+        record={
             "source": record["source"],
             "training_seconds": record["provenance"].get("training_seconds"),
             "agreement": checked,
         },
-    }
+    )

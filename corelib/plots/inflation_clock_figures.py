@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
 from .modular_runs_figures import SEED_COLORS, panel_band
+
+if TYPE_CHECKING:
+    from ..experiments.inflation_clock import ClockChapter
 
 __all__ = ["figure_clock", "figure_window", "WINDOW_COLORS"]
 
@@ -21,13 +26,13 @@ WINDOW_COLORS = {
 }
 
 
-def figure_clock(summary: dict) -> plt.Figure:
+def figure_clock(summary: ClockChapter) -> plt.Figure:
     """Each metric of every run against epochs (top) and against tau = lr wd steps (bottom),
     mean ± sem over seeds; ``summary`` is :func:`corelib.experiments.inflation_clock.run`'s."""
-    metrics = list(summary["curves"])
+    metrics = list(summary.curves)
     fig, axes = plt.subplots(2, len(metrics), figsize=(4 * len(metrics), 6), layout="constrained", squeeze=False)
     for j, metric in enumerate(metrics):
-        for k, (label, c) in enumerate(summary["curves"][metric].items()):
+        for k, (label, c) in enumerate(summary.curves[metric].items()):
             color = "0.5" if label.startswith("recorded") else SEED_COLORS[k % len(SEED_COLORS)]
             for i, x in enumerate((c["epochs"], c["tau"])):
                 panel_band(axes[i, j], x, c["values"], color=color, label=label, marker="o", markersize=2)
@@ -35,16 +40,16 @@ def figure_clock(summary: dict) -> plt.Figure:
         axes[1, j].set(xlabel="tau = lr x wd x steps", ylabel=_METRIC_LABELS[metric], xscale="log")
         for ax in axes[:, j]:
             ax.xaxis.set_minor_formatter(NullFormatter())  # the minor labels of a short log axis collide
-        ratio = summary["clock"]["collapse"][metric]["ratio"]
+        ratio = summary.clock.collapse[metric].ratio
         axes[1, j].set_title(f"spread ratio {ratio:.2f}" if np.isfinite(ratio) else "", fontsize=9)
     axes[0, 0].legend(fontsize=7)
     return fig
 
 
-def figure_window(summary: dict) -> plt.Figure:
+def figure_window(summary: ClockChapter) -> plt.Figure:
     """Core dimension, modes and test accuracy of the window's arms against epochs, mean ± sem,
     each arm's branch dotted."""
-    curves = summary["window_curves"]
+    curves = summary.window_curves
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), layout="constrained")
     for name, c in curves.items():
         color = WINDOW_COLORS.get(name, "0.5")
