@@ -83,3 +83,39 @@ def test_no_function_is_longer_than_sixty_lines_of_code(path: Path) -> None:
 def test_no_closure_rebinds_its_enclosing_functions_names(path: Path) -> None:
     found = rebinding_closures(path)
     assert not found, f"`nonlocal` at {', '.join(found)}: keep the shared state in an object with methods instead."
+
+
+def untyped_results(path: Path) -> list[str]:
+    """Functions named ``run`` or ``*_summary`` of a module at ``path`` annotated to return a dict
+    (or not annotated): a chapter's results are a documented dataclass, not string keys."""
+    tree = ast.parse(path.read_text())
+    return [
+        f"{node.name} -> {ast.unparse(node.returns) if node.returns else 'unannotated'}"
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and (node.name == "run" or node.name.endswith("_summary"))
+        and (node.returns is None or ast.unparse(node.returns).startswith(("dict", "Dict", "Mapping")))
+    ]
+
+
+def test_untyped_results_are_found() -> None:
+    source = (
+        "def run() -> dict[str, int]:\n    pass\ndef clock_summary() -> Clock:\n    pass\ndef a_summary():\n    pass\n"
+    )
+    path = Path(__file__).with_name("_shape_probe.py")
+    try:
+        path.write_text(source)
+        assert untyped_results(path) == ["run -> dict[str, int]", "a_summary -> unannotated"]
+    finally:
+        path.unlink()
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "corelib" / "experiments").glob("*.py")), ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_chapter_results_are_typed(path: Path) -> None:
+    found = untyped_results(path)
+    assert not found, (
+        f"{path.relative_to(ROOT)}: {', '.join(found)}; return a frozen dataclass whose fields are documented "
+        "(see CONTRIBUTING.md, 'Results')."
+    )

@@ -236,12 +236,9 @@ def test_training_collapses_are_episodes_after_the_fit():
     assert modular_runs.training_collapses({"epoch": list(range(6)), "train_acc": acc.tolist()})[0] == [(2, 3), (5, 5)]
     # After epoch 12 (window 13..16, 2 seeds x 4 epochs): episodes (13, 14) and (15, 15); after 13
     # (window 14..16) only (15, 15) begins inside it.
-    assert modular_runs.collapse_summary(hist, 12, 16) == {"per_model": 1.0, "percent": 37.5, "longest": 2}
-    assert modular_runs.collapse_summary(hist, 13, 16) == {
-        "per_model": 0.5,
-        "percent": pytest.approx(100 / 6),
-        "longest": 1,
-    }
+    assert modular_runs.collapse_summary(hist, 12, 16) == modular_runs.CollapseSummary(1.0, 37.5, 2)
+    later = modular_runs.collapse_summary(hist, 13, 16)
+    assert (later.per_model, later.percent, later.longest) == (0.5, pytest.approx(100 / 6), 1)
     with pytest.raises(ValueError, match="must come after"):
         modular_runs.collapse_summary(hist, 16, 16)
     with pytest.raises(ValueError, match="threshold"):

@@ -782,9 +782,9 @@ def test_control_summary_known_answer():
     }
     broken = {"base": gen([3, 4], [None, None], [False] * 2), "steered": gen([7, 4], [None, None], [True, False])}
     c = subject_verb_agreement.control_summary({"control": [free, verb, broken]})
-    assert (c["n"], c["decision_free"], c["decision_free_unchanged"], c["unchanged"]) == (3, 2, 1, 1)
-    assert c["rows"][1]["first steered step"] == 1 and c["rows"][1]["base text up to it"] == " 3 9"
-    assert c["rows"][0]["first steered step"] is None
+    assert (c.n, c.decision_free, c.decision_free_unchanged, c.unchanged) == (3, 2, 1, 1)
+    assert c.rows[1]["first steered step"] == 1 and c.rows[1]["base text up to it"] == " 3 9"
+    assert c.rows[0]["first steered step"] is None
 
 
 def _gate_sweep_steering() -> dict:

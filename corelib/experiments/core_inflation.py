@@ -305,14 +305,14 @@ def inflation_glue_values(params: ModularParams, chapter: dict) -> dict[str, obj
     values["dim_ranges"] = _overlap(*ends.values())
     wd_c, no_c = (collapse_summary(chapter["histories"][a], start, end, chapter["collapse_threshold"]) for a in ARMS)
     values |= {
-        "wd_collapses": wd_c["per_model"],
-        "wd_collapse_pct": wd_c["percent"],
-        "wd_collapse_longest": wd_c["longest"],
+        "wd_collapses": wd_c.per_model,
+        "wd_collapse_pct": wd_c.percent,
+        "wd_collapse_longest": wd_c.longest,
         "wd_necessary_end_list": listed(necessary_ranks(chapter["arms"]["wd"], end)),
         "wd_loose_end_list": listed(first_rank_at_or_below(curves["wd"], loose)),
-        "no_collapses": no_c["per_model"],
-        "no_collapse_pct": no_c["percent"],
-        "no_collapse_longest": no_c["longest"],
+        "no_collapses": no_c.per_model,
+        "no_collapse_pct": no_c.percent,
+        "no_collapse_longest": no_c.longest,
         "no_necessary_end_list": listed(necessary_ranks(chapter["arms"]["no_wd"], end)),
         "no_loose_end_list": listed(first_rank_at_or_below(curves["no_wd"], loose)),
     }
@@ -396,7 +396,7 @@ def _recorded_values(
                          collapse_threshold)
         for a in ARMS
     )  # fmt: skip
-    values |= {"rec_wd_collapses": wd_c["per_model"], "rec_no_collapses": no_c["per_model"]}
+    values |= {"rec_wd_collapses": wd_c.per_model, "rec_no_collapses": no_c.per_model}
     start, end, params = summary.start, summary.end, recorded["params"]
 
     def grown(arm: str, share: float) -> int | None:

@@ -609,7 +609,7 @@ def window_summary(params: ClockParams, window: dict[str, Any]) -> WindowSummary
     for name, arm in window["arms"].items():
         records, end = arm["records"], arm["records"][-1]["epoch"]
         start = arm["branch"] or grok
-        spikes = modular_runs.collapse_summary(arm["history"], start, end)["per_model"]
+        spikes = modular_runs.collapse_summary(arm["history"], start, end).per_model
         at_branch = None
         if name == "removed_late":
             at = [r for r in window["arms"]["kept"]["records"] if r["epoch"] <= arm["branch"]]
@@ -963,7 +963,7 @@ def run(
     record: dict[str, Any] | None = None,
     check_epochs: int = 0,
     progress: bool = True,
-) -> dict[str, Any]:
+) -> ClockChapter:
     """Both experiments, as the chapter shows them: ``clock`` (:func:`clock_summary`, the
     recorded paper run ``recorded`` included in the collapse when it is not one of the pairs),
     ``curves`` (per metric, per run: epochs, tau, values), ``window`` (:func:`window_summary`),

@@ -55,6 +55,7 @@ __all__ = [
     "without_operators",
     "make_data",
     "training_collapses",
+    "CollapseSummary",
     "collapse_summary",
     "centroid_spectra",
     "removal_curves",
@@ -552,7 +553,18 @@ def training_collapses(hist: dict, threshold: float = 0.9) -> list[list[tuple[in
     return out
 
 
-def collapse_summary(hist: dict, start: int, end: int, threshold: float = 0.9) -> dict:
+@dataclass(frozen=True)
+class CollapseSummary:
+    """The loss spikes of a window of epochs (:func:`collapse_summary`): ``per_model``, the mean
+    number of collapse episodes per seed; ``percent``, the share of the seeds' epochs spent inside
+    one; ``longest``, the longest episode in epochs."""
+
+    per_model: float
+    percent: float
+    longest: int
+
+
+def collapse_summary(hist: dict, start: int, end: int, threshold: float = 0.9) -> CollapseSummary:
     """How much of epochs ``start+1 .. end`` the models spent in collapses (:func:`training_collapses`).
 
     Counts the episodes that begin after ``start`` in ``hist`` (cropped to ``end``, e.g. with
@@ -563,11 +575,11 @@ def collapse_summary(hist: dict, start: int, end: int, threshold: float = 0.9) -
         raise ValueError(f"end ({end}) must come after start ({start}).")
     per_seed = [[c for c in seed if c[0] > start] for seed in training_collapses(hist, threshold)]
     lengths = [b - a + 1 for seed in per_seed for a, b in seed]
-    return {
-        "per_model": len(lengths) / len(per_seed),
-        "percent": 100.0 * sum(lengths) / (len(per_seed) * (end - start)),
-        "longest": max(lengths, default=0),
-    }
+    return CollapseSummary(
+        per_model=len(lengths) / len(per_seed),
+        percent=100.0 * sum(lengths) / (len(per_seed) * (end - start)),
+        longest=max(lengths, default=0),
+    )
 
 
 def grokking_epoch(records: list[dict], threshold: float = 0.99) -> int | None:

@@ -69,6 +69,7 @@ __all__ = [
     "paper_deviations",
     "PAPER_MODELS",
     "spectral_gap_paper",
+    "ControlSummary",
     "control_summary",
     "gate_table",
     "intervened_margins",
@@ -714,16 +715,36 @@ def gate_table(steering: dict) -> list[dict]:
                 "clean-verb rate": inv["rate_clean_verbs"],
                 "decisions not steered": inv["ungated_decisions"],
                 "steered steps": inv["steered_steps"],
-                "decision-free controls": ctl["decision_free"],
-                "decision-free unchanged": ctl["decision_free_unchanged"],
-                "controls": ctl["n"],
-                "controls unchanged": ctl["unchanged"],
+                "decision-free controls": ctl.decision_free,
+                "decision-free unchanged": ctl.decision_free_unchanged,
+                "controls": ctl.n,
+                "controls unchanged": ctl.unchanged,
             }
         )
     return rows
 
 
-def control_summary(steering: dict) -> dict:
+@dataclass(frozen=True)
+class ControlSummary:
+    """What steering did to the control continuations (:func:`control_summary`).
+
+    Attributes:
+        n: control prompts.
+        decision_free: those whose unsteered text writes none of the four verbs.
+        decision_free_unchanged: of those, the ones steering left unchanged.
+        unchanged: all controls left unchanged.
+        rows: per control: ``prompt``, ``unchanged``, ``verbs in base text``, ``first steered
+            step`` and ``base text up to it`` (the table's columns).
+    """
+
+    n: int
+    decision_free: int
+    decision_free_unchanged: int
+    unchanged: int
+    rows: list[dict]
+
+
+def control_summary(steering: dict) -> ControlSummary:
     """What steering did to the control continuations.
 
     A control continuation has *no agreement decision* when its unsteered (base) text contains
@@ -747,13 +768,13 @@ def control_summary(steering: dict) -> dict:
                 "base text up to it": None if first is None else "".join(base["pieces"][: first + 1]),
             }
         )
-    return {
-        "n": len(rows),
-        "decision_free": free,
-        "decision_free_unchanged": free_same,
-        "unchanged": sum(r["unchanged"] for r in rows),
-        "rows": rows,
-    }
+    return ControlSummary(
+        n=len(rows),
+        decision_free=free,
+        decision_free_unchanged=free_same,
+        unchanged=sum(r["unchanged"] for r in rows),
+        rows=rows,
+    )
 
 
 # --------------------------------------------------------------------------- the chapter
@@ -1026,9 +1047,9 @@ def claim_values(summary: SVASummary) -> dict:
         "sva.steering_rate": {k: s["sampled_inversion"]["steered"]["rate"] for k, s in steer.items()},
         "sva.steering_other_words": {k: s["other_words"]["sampled"]["steered"]["rate"] for k, s in steer.items()},
         "sva.steering_untouched": {
-            k: c["decision_free_unchanged"] / c["decision_free"]
+            k: c.decision_free_unchanged / c.decision_free
             for k, c in ((k, control_summary(s)) for k, s in steer.items())
-            if c["decision_free"]
+            if c.decision_free
         },
     }
 
@@ -1087,7 +1108,7 @@ def control_table(summary: SVASummary) -> pandas.DataFrame:
     """:func:`control_summary` rows of every model."""
     import pandas as pd
 
-    return pd.concat({m.model: pd.DataFrame(control_summary(m.steering)["rows"]) for m in summary.models})
+    return pd.concat({m.model: pd.DataFrame(control_summary(m.steering).rows) for m in summary.models})
 
 
 def _nan_min(values) -> float:
@@ -1103,7 +1124,7 @@ def _nan_max(values) -> float:
 def _steering_values(params: SVAParams, summary: SVASummary) -> dict[str, object]:
     models = summary.models
     controls = [control_summary(m.steering) for m in models]
-    changed = [r for c in controls for r in c["rows"] if not r["unchanged"]]
+    changed = [r for c in controls for r in c.rows if not r["unchanged"]]
     return {
         "gate_value": params.gate,
         "cap_value": params.cap,
@@ -1121,8 +1142,8 @@ def _steering_values(params: SVAParams, summary: SVASummary) -> dict[str, object
         "inv_max": _nan_max(m.steering["inversion"]["rate"] for m in models),
         "decisions_total": int(sum(m.steering["inversion"]["decisions"] for m in models)),
         "strict_min": _nan_min(m.steering["inversion"]["rate_clean_verbs"] for m in models),
-        "free_total": sum(c["decision_free"] for c in controls),
-        "free_unchanged": sum(c["decision_free_unchanged"] for c in controls),
+        "free_total": sum(c.decision_free for c in controls),
+        "free_unchanged": sum(c.decision_free_unchanged for c in controls),
         "control_changed": len(changed),
         "control_changed_verbs": sum(r["verbs in base text"] for r in changed),
         "temperature_value": params.temperature,
