@@ -388,8 +388,9 @@ display(own_model.probe_table(summary))
 # returns.
 
 # %%
-words = tense.vocabulary() if hf_model == TINY_MODEL else None  # the tiny model's tokenizer takes the task's words
-lm = load_model(hf_model, vocabulary=words)  # a hub name loads with transformers
+# the built-in tiny model takes its tokenizer's words from the task
+words = tense.vocabulary() if hf_model == TINY_MODEL else None
+lm = load_model(hf_model, vocabulary=words)  # a hub name: transformers
 hf, tokenizer = lm.hf, lm.tokenizer  # the plain transformers objects
 own = tense.make_dataset(hf_phrases, tense_seed)
 train, _ = own.split("train")

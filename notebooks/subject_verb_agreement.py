@@ -279,7 +279,9 @@ display(tables["A5"])
 
 # %%
 display(plots.gate_criteria_frame(summary))
-glue("gates_passing", ", ".join(f"{g:g}" for g in plots.passing_gates(summary)) or "none", display=False)
+passing = plots.passing_gates(summary)
+glue("gates_passing", ", ".join(f"{g:g}" for g in passing) or "none",
+     display=False)
 
 # %% [markdown]
 # Thresholds of the grid ({glue:text}`gate_grid_text`) at which every model meets both steering
