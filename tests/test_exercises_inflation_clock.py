@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
@@ -38,7 +39,7 @@ def test_the_told_apart_solution_passes_and_matches_the_chapters_rule(capsys):
     assert ex.check_told_apart(told_apart) is True
     assert "all 6 cases pass" in capsys.readouterr().out
     for a, b in (([13, 15], [16, 20]), ([20, 30], [16, 20]), ([5, 9], [1, 2])):
-        rows = [{"core_dim_min": min(x), "core_dim_max": max(x)} for x in (a, b)]
+        rows = [SimpleNamespace(core_dim_min=min(x), core_dim_max=max(x)) for x in (a, b)]
         assert told_apart(a, b) == inflation_clock._apart(*rows)
 
 

@@ -160,8 +160,8 @@ def test_the_clock_chapters_runs_carried_in_pieces_give_its_uninterrupted_summar
     paper_runs.unpack("inflation_clock", packed)
     paper_runs.advance_clock("smoke", chunk=40)
     carried = inflation_clock.run(params, progress=False)
-    assert carried["clock"]["pairs"] == whole["clock"]["pairs"]
-    assert carried["window"] == whole["window"]
+    assert carried.clock.pairs == whole.clock.pairs
+    assert carried.window == whole.window
 
 
 @pytest.mark.slow
