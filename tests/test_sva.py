@@ -11,6 +11,7 @@ import time
 from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -688,8 +689,9 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
     assert p.gates == (0.0, 0.5, 1.0) and set(s["gate_sweep"]) == {"0.0", "0.5", "1.0"}
     assert [pair["steered"] for pair in s["greedy"]] == s["gate_sweep"]["0.0"]["greedy"]
     assert all(pair["steered"]["gated"] == [True] * 4 for pair in s["greedy"])  # gate 0: every step
-    rows = {r["gate"]: r for r in subject_verb_agreement.gate_table(s)}
-    assert list(rows) == [0.0, 0.5, 1.0]
+    table = subject_verb_agreement.gate_table(s)
+    rows = table.loc
+    assert list(table.index) == [0.0, 0.5, 1.0]
     assert rows[0.0]["inversion rate"] == s["inversion"]["rate"]
     # gate 1 never opens: the steered continuations are the base ones
     never = s["gate_sweep"]["1.0"]
@@ -719,7 +721,7 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
     # what the chapter glues: numbers and short lists, never a sentence
     glued = subject_verb_agreement.glue_values(p, summary, make_dataset(p.n_per_number, p.dataset_seed))
     assert glued["free_total"] == 1 and glued["free_unchanged"] == int(rows[0.0]["decision-free unchanged"])
-    rates = [r["inversion rate"] for r in rows.values() if r["inversion rate"] is not None]
+    rates = [float(v) for v in table["inversion rate"] if pd.notna(v)]
     assert glued["grid_inv_max"] == pytest.approx(max(rates, default=float("nan")), nan_ok=True)
     assert not [k for k, v in glued.items() if isinstance(v, str) and ". " in v and k != "ex_prompt"]
     # the models' sizes come from the loaded model, in the order of the model list
@@ -783,8 +785,17 @@ def test_control_summary_known_answer():
     broken = {"base": gen([3, 4], [None, None], [False] * 2), "steered": gen([7, 4], [None, None], [True, False])}
     c = subject_verb_agreement.control_summary({"control": [free, verb, broken]})
     assert (c.n, c.decision_free, c.decision_free_unchanged, c.unchanged) == (3, 2, 1, 1)
-    assert c.rows[1]["first steered step"] == 1 and c.rows[1]["base text up to it"] == " 3 9"
-    assert c.rows[0]["first steered step"] is None
+    rows = c.table.to_dict("records")
+    assert list(c.table.columns) == [
+        "prompt",
+        "unchanged",
+        "verbs in base text",
+        "first steered step",
+        "base text up to it",
+    ]
+    assert [r["unchanged"] for r in rows] == [True, False, False]
+    assert rows[1]["first steered step"] == 1 and rows[1]["base text up to it"] == " 3 9"
+    assert pd.isna(rows[0]["first steered step"]) and pd.isna(rows[0]["base text up to it"])
 
 
 def _gate_sweep_steering() -> dict:
@@ -826,8 +837,9 @@ def _gate_sweep_steering() -> dict:
 
 
 def test_gate_table_and_criteria_known_answer():
-    rows = subject_verb_agreement.gate_table(_gate_sweep_steering())
-    assert [r["gate"] for r in rows] == [0.1, 0.3, 0.5]
+    table = subject_verb_agreement.gate_table(_gate_sweep_steering())
+    assert table.index.name == "gate" and list(table.index) == [0.1, 0.3, 0.5]
+    rows = table.to_dict("records")
     assert [r["inversion rate"] for r in rows] == [1.0, 1.0, 0.0]
     assert [(r["decision-free unchanged"], r["decision-free controls"]) for r in rows] == [(0, 1), (1, 1), (1, 1)]
     assert [(r["controls unchanged"], r["controls"]) for r in rows] == [(0, 1), (1, 1), (1, 1)]
@@ -836,6 +848,7 @@ def test_gate_table_and_criteria_known_answer():
     assert "both criteria" not in rows[0]  # the experiment reports numbers; the claims judge them
     free = {"decision-free controls": 1, "decision-free unchanged": 1}
     assert not plots.meets_steering_criteria({"inversion rate": None, **free})
+    assert not plots.meets_steering_criteria({"inversion rate": float("nan"), **free})  # a frame's empty cell
     assert not plots.meets_steering_criteria({"inversion rate": 0.9, **free, "decision-free controls": 0})
     summary = SimpleNamespace(models=[SimpleNamespace(model="a", steering=_gate_sweep_steering())])
     frame = plots.gate_criteria_frame(summary)

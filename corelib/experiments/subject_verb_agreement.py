@@ -692,36 +692,40 @@ def _inversions(lm: LanguageModel, out: dict, sampled: tuple[list[Generation], l
     }
 
 
-def gate_table(steering: dict) -> list[dict]:
+def gate_table(steering: dict) -> pandas.DataFrame:
     """Per gate threshold: agreement decisions and inversions on the steering prompts, and the
     control continuations left unchanged (:func:`control_summary`). Whether a row meets the
-    steering criteria is the claims' question (:func:`corelib.plots.meets_steering_criteria`)."""
-    rows = []
-    for gate, steered in sorted(steering["gate_sweep"].items(), key=lambda kv: float(kv[0])):
-        inv = inversion_stats([Generation(**g) for g in steered["greedy"]], AGREEMENT_VERBS)
-        ctl = control_summary(
-            {
-                "control": [
-                    {"base": pair["base"], "steered": s} for pair, s in zip(steering["control"], steered["control"])
-                ]
-            }
-        )
-        rows.append(
-            {
-                "gate": float(gate),
-                "decisions": inv["decisions"],
-                "inverted": inv["inverted"],
-                "inversion rate": inv["rate"],
-                "clean-verb rate": inv["rate_clean_verbs"],
-                "decisions not steered": inv["ungated_decisions"],
-                "steered steps": inv["steered_steps"],
-                "decision-free controls": ctl.decision_free,
-                "decision-free unchanged": ctl.decision_free_unchanged,
-                "controls": ctl.n,
-                "controls unchanged": ctl.unchanged,
-            }
-        )
-    return rows
+    steering criteria is the claims' question (:func:`corelib.plots.meets_steering_criteria`).
+
+    One row per gate of the grid, indexed by ``gate`` (ascending), with the columns
+    ``decisions``, ``inverted``, ``inversion rate`` (NaN without a decision), ``clean-verb rate``,
+    ``decisions not steered``, ``steered steps``, ``decision-free controls``,
+    ``decision-free unchanged``, ``controls`` and ``controls unchanged`` (counts and shares).
+    """
+    import pandas as pd
+
+    rows = [_gate_row(float(gate), steered, steering["control"]) for gate, steered in steering["gate_sweep"].items()]
+    return pd.DataFrame(rows).set_index("gate").sort_index()
+
+
+def _gate_row(gate: float, steered: dict, control_pairs: list[dict]) -> dict:
+    """One row of :func:`gate_table`: the greedy and control continuations steered at ``gate``."""
+    inv = inversion_stats([Generation(**g) for g in steered["greedy"]], AGREEMENT_VERBS)
+    pairs = [{"base": pair["base"], "steered": s} for pair, s in zip(control_pairs, steered["control"])]
+    ctl = control_summary({"control": pairs})
+    return {
+        "gate": gate,
+        "decisions": inv["decisions"],
+        "inverted": inv["inverted"],
+        "inversion rate": inv["rate"],
+        "clean-verb rate": inv["rate_clean_verbs"],
+        "decisions not steered": inv["ungated_decisions"],
+        "steered steps": inv["steered_steps"],
+        "decision-free controls": ctl.decision_free,
+        "decision-free unchanged": ctl.decision_free_unchanged,
+        "controls": ctl.n,
+        "controls unchanged": ctl.unchanged,
+    }
 
 
 @dataclass(frozen=True)
@@ -733,15 +737,17 @@ class ControlSummary:
         decision_free: those whose unsteered text writes none of the four verbs.
         decision_free_unchanged: of those, the ones steering left unchanged.
         unchanged: all controls left unchanged.
-        rows: per control: ``prompt``, ``unchanged``, ``verbs in base text``, ``first steered
-            step`` and ``base text up to it`` (the table's columns).
+        table: one row per control, in the order of the prompts, with the columns ``prompt``,
+            ``unchanged`` (bool), ``verbs in base text`` (bool), ``first steered step`` (the
+            0-based step of the first steered token) and ``base text up to it``; the last two are
+            missing (NaN) when steering never acted.
     """
 
     n: int
     decision_free: int
     decision_free_unchanged: int
     unchanged: int
-    rows: list[dict]
+    table: pandas.DataFrame
 
 
 def control_summary(steering: dict) -> ControlSummary:
@@ -768,12 +774,15 @@ def control_summary(steering: dict) -> ControlSummary:
                 "base text up to it": None if first is None else "".join(base["pieces"][: first + 1]),
             }
         )
+    import pandas as pd
+
+    columns = ["prompt", "unchanged", "verbs in base text", "first steered step", "base text up to it"]
     return ControlSummary(
         n=len(rows),
         decision_free=free,
         decision_free_unchanged=free_same,
         unchanged=sum(r["unchanged"] for r in rows),
-        rows=rows,
+        table=pd.DataFrame(rows, columns=columns),
     )
 
 
@@ -1074,7 +1083,7 @@ def gate_frame(summary: SVASummary) -> pandas.DataFrame:
     """:func:`gate_table` of every model, indexed by (model, gate)."""
     import pandas as pd
 
-    frames = {m.model: pd.DataFrame(gate_table(m.steering)).set_index("gate") for m in summary.models}
+    frames = {m.model: gate_table(m.steering) for m in summary.models}
     return pd.concat(frames, names=["model", "gate"])
 
 
@@ -1108,7 +1117,7 @@ def control_table(summary: SVASummary) -> pandas.DataFrame:
     """:func:`control_summary` rows of every model."""
     import pandas as pd
 
-    return pd.concat({m.model: pd.DataFrame(control_summary(m.steering).rows) for m in summary.models})
+    return pd.concat({m.model: control_summary(m.steering).table for m in summary.models})
 
 
 def _nan_min(values) -> float:
@@ -1124,7 +1133,7 @@ def _nan_max(values) -> float:
 def _steering_values(params: SVAParams, summary: SVASummary) -> dict[str, object]:
     models = summary.models
     controls = [control_summary(m.steering) for m in models]
-    changed = [r for c in controls for r in c.rows if not r["unchanged"]]
+    changed = [r for c in controls for _, r in c.table.iterrows() if not r["unchanged"]]
     return {
         "gate_value": params.gate,
         "cap_value": params.cap,
@@ -1136,7 +1145,7 @@ def _steering_values(params: SVAParams, summary: SVASummary) -> dict[str, object
         "sampled_inv_max": _nan_max(m.steering["sampled_inversion"]["steered"]["rate"] for m in models),
         "unsteered_inv_max": _nan_max(m.steering["sampled_inversion"]["unsteered"]["rate"] for m in models),
         "other_inv_max": _nan_max(m.steering["other_words"]["sampled"]["steered"]["rate"] for m in models),
-        "grid_inv_max": _nan_max(r["inversion rate"] for m in models for r in gate_table(m.steering)),
+        "grid_inv_max": _nan_max(float(v) for m in models for v in gate_table(m.steering)["inversion rate"].dropna()),
         "gate_grid_text": ", ".join(f"{g:g}" for g in params.gates),
         "inv_min": _nan_min(m.steering["inversion"]["rate"] for m in models),
         "inv_max": _nan_max(m.steering["inversion"]["rate"] for m in models),
@@ -1145,7 +1154,7 @@ def _steering_values(params: SVAParams, summary: SVASummary) -> dict[str, object
         "free_total": sum(c.decision_free for c in controls),
         "free_unchanged": sum(c.decision_free_unchanged for c in controls),
         "control_changed": len(changed),
-        "control_changed_verbs": sum(r["verbs in base text"] for r in changed),
+        "control_changed_verbs": int(sum(r["verbs in base text"] for r in changed)),
         "temperature_value": params.temperature,
         "top_k_value": params.top_k,
         "n_samples_value": params.n_samples,
