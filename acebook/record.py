@@ -8,6 +8,8 @@
     python -m acebook.record verify grokking_sweeps --condition "p=53 wd=3 B=512"
     python -m acebook.record export inflation_clock --profile book
     python -m acebook.record verify inflation_clock --profile book --epochs 204
+    python -m acebook.record export inflation_clock_window   # the window alone (paper_runs ... --window)
+    python -m acebook.record verify inflation_clock_window --epochs 200
 
 ``export`` reads the finished run from the results root (``ACE_RESULTS_DIR``); it refuses a run
 that has not reached the profile's horizon. ``verify`` recomputes the sample from scratch in a
@@ -35,8 +37,8 @@ from corelib.agreement import Agreement
 from corelib.engine import snapshot_epochs, training_seconds
 from corelib.experiments import inflation_clock, modular_runs, paper_scale
 from corelib.experiments.grokking_sweeps import SweepsParams
-from corelib.recorded import provenance, recorded_path
-from corelib.results import fresh_results_root, save_json
+from corelib.recorded import BRANCH_WEIGHTS, provenance, recorded_path
+from corelib.results import copy_file, fresh_results_root, save_json
 from corelib.sweeps import condition_dir, load_record, run_condition
 
 from .run_times import CODE_DIGITS, corelib_hash, git_commit
@@ -345,6 +347,86 @@ def _verify_inflation_clock(record: dict, epochs: int, tolerance: float) -> list
     return inflation_clock.record_agreement(params, record, epochs, tolerance=tolerance)["agreement"]
 
 
+def _window_kept(params: inflation_clock.ClockParams, profile: str) -> tuple[list[dict], dict, str]:
+    """The window's kept run to its horizon: snapshot records, history and where they come from.
+    From the results root when it trained that far; else from the recorded core-inflation run of
+    ``profile`` when that run trained and analysed the same models (the window-only drivers train
+    the kept run only to its last branch)."""
+    base = inflation_clock.window_base(params)
+    if _unfinished(base, "wd") is None:
+        records = modular_runs.analyse_arm(base, "wd", base.long_epochs)
+        return records, modular_runs.history(base, "wd", until=base.long_epochs), "results"
+    rec = paper_scale.recorded_inflation(profile=profile)
+    same = rec is not None and all(
+        getattr(rec["params"], k)() == getattr(base, k)() for k in ("training_identity", "analysis_identity")
+    )
+    if not same or rec["params"].long_epochs < base.long_epochs:
+        raise SystemExit(
+            f"the window's kept run of the {profile}-profile run is at epoch {_unfinished(base, 'wd')} of "
+            f"{base.long_epochs}, and no recorded core-inflation run of the same models reaches it; finish it with "
+            f"`python -m acebook.runner run inflation_clock --profile {profile}`."
+        )
+    records = [r for r in rec["arms"]["wd"] if r["epoch"] <= base.long_epochs]
+    return records, modular_runs.history_until(rec["histories"]["wd"], base.long_epochs), rec["source"]
+
+
+def _export_inflation_clock_window(profile: str, folder: Path) -> dict:
+    params = clock_params(profile)
+    finish = f"finish it with `python -m acebook.paper_runs advance inflation_clock --window --profile {profile}`."
+    kept, kept_history, kept_source = _window_kept(params, profile)
+    grok = inflation_clock.window_branch_epoch(params, kept)
+    if grok is None:
+        raise SystemExit(f"the window's kept run of the {profile}-profile run never grokked: no window to record.")
+    arms = inflation_clock.window_arms(params, grok)
+    for name, (mp, arm) in arms.items():
+        at = None if arm == "wd" else _unfinished(mp, arm)
+        if at is not None:
+            raise SystemExit(f"the window's arm {name!r} of the {profile}-profile run is at epoch {at}; {finish}")
+    window = {"grok_epoch": grok, "lr": params.window_pair[0], "wd": params.window_pair[1], "arms": {}}
+    for name, (mp, arm) in arms.items():
+        window["arms"][name] = {
+            "params": mp,
+            "branch": None if arm == "wd" else mp.branch_epoch,
+            "records": kept if arm == "wd" else modular_runs.analyse_arm(mp, arm, mp.long_epochs),
+            "history": kept_history if arm == "wd" else modular_runs.history(mp, arm, until=mp.long_epochs),
+        }
+    save_json(folder / "window.json", inflation_clock.compact({}, window)["window"], compact=True)
+    source = modular_runs.arm_dir(inflation_clock.window_base(params), "wd")
+    copy_file(source / "run.json", folder / "branch_run.json")
+    copy_file(source / "snapshots" / f"epoch_{grok:06d}.safetensors", folder / BRANCH_WEIGHTS)
+    sample = _window_sample_epochs(window)
+    return {
+        "params": asdict(params),
+        "precision": params.precision,
+        "kept_run": kept_source,
+        "training_seconds": {
+            f"window {name}": training_seconds(modular_runs.arm_dir(mp, arm))
+            for name, (mp, arm) in arms.items()
+            if arm != "wd"
+        },
+        "rederive": f"python -m acebook.record verify inflation_clock_window{_profile_flag(profile)} --epochs {sample}",
+    }
+
+
+WINDOW_SAMPLE_ARM = "anneal_short"
+"""The arm whose first epochs after the branch a window record's sample re-derives: the window's premise."""
+
+
+def _window_sample_epochs(window: dict) -> int:
+    """Epochs after the branch of the default sample: to the sample arm's second snapshot after it."""
+    grok = window["grok_epoch"]
+    after = [r["epoch"] - grok for r in window["arms"][WINDOW_SAMPLE_ARM]["records"] if r["epoch"] > grok]
+    return after[min(1, len(after) - 1)]
+
+
+def _verify_inflation_clock_window(record: dict, epochs: int, tolerance: float, root: Path | str | None) -> Agreement:
+    profile = record["provenance"]["profile"]
+    rec = paper_scale.recorded_window(root, profile)
+    return inflation_clock.window_sample_agreement(
+        rec["params"], rec, WINDOW_SAMPLE_ARM, epochs, tolerance=tolerance, progress=False
+    )["agreement"]
+
+
 # ---------------------------------------------------------------- shared
 
 
@@ -352,6 +434,7 @@ _EXPORTERS = {
     "core_inflation": _export_core_inflation,
     "grokking_sweeps": _export_grokking_sweeps,
     "inflation_clock": _export_inflation_clock,
+    "inflation_clock_window": _export_inflation_clock_window,
 }
 
 
@@ -404,6 +487,8 @@ def verify(
             return _verify_core_inflation(record, epochs, tolerance)
         if name == "inflation_clock":
             return _verify_inflation_clock(record, epochs, tolerance)
+        if name == "inflation_clock_window":
+            return _verify_inflation_clock_window(record, epochs, tolerance, root)
         return _verify_grokking_sweeps(record, condition, seeds, tolerance)
 
 
@@ -488,7 +573,12 @@ def main(argv: list[str] | None = None) -> int:
     ve = sub.add_parser("verify", help="re-derive a sample of a record and compare")
     ve.add_argument("name", choices=sorted(_EXPORTERS))
     ve.add_argument("--profile", default="paper")
-    ve.add_argument("--epochs", type=int, default=1000, help="core_inflation, inflation_clock: epochs of the sample")
+    ve.add_argument(
+        "--epochs",
+        type=int,
+        default=1000,
+        help="core_inflation, inflation_clock: epochs of the sample; inflation_clock_window: epochs after the branch",
+    )
     ve.add_argument("--condition", default="p=53 wd=1 B=512", help="grokking_sweeps: the condition's label")
     ve.add_argument(
         "--seeds",

@@ -50,6 +50,7 @@ __all__ = [
     "Trainer",
     "train_stack",
     "load_snapshot",
+    "plant_snapshot",
     "snapshot_epochs",
     "load_history",
     "training_seconds",
@@ -617,6 +618,22 @@ def load_snapshot(run_dir: Path, epoch: int, device=None) -> SeedStack:
     meta = load_json(run / "run.json")
     params = results.load_tensors(_snapshot_path(run, epoch), device or default_device())
     return SeedStack(TransformerConfig(**meta["model"]), meta["seeds"], params)
+
+
+def plant_snapshot(run_dir: Path, meta: dict, epoch: int, params: dict[str, torch.Tensor]) -> None:
+    """Make ``run_dir`` a run that holds one committed weight snapshot: ``params`` at ``epoch``, of
+    the run whose identity (``run.json``) is ``meta``. A branch from it (``train_stack(...,
+    start=(run_dir, epoch))``) is then the branch of that run, without training it: how a record's
+    branch point is re-derived from its weights alone. Refuses a folder that already holds a run."""
+    run = Path(run_dir)
+    if (run / "run.json").exists():
+        raise StoreError(f"{run} already holds a run; plant a snapshot only into an empty folder.")
+    if int(epoch) != epoch or epoch < 0:
+        raise ValueError(f"epoch must be a whole number >= 0, got {epoch!r}.")
+    stack = SeedStack(TransformerConfig(**meta["model"]), meta["seeds"], params)  # refuses weights of another shape
+    save_json(run / "run.json", meta)
+    results.save_tensors(_snapshot_path(run, int(epoch)), stack.params)
+    save_json(run / "progress.json", {"epoch": int(epoch), "state": None, "snapshots": [int(epoch)]})
 
 
 def load_history(run_dir: Path) -> dict:

@@ -16,6 +16,10 @@ A recorded folder holds ``provenance.json`` and the results of one experiment:
 - ``inflation_clock``: ``runs.json`` (per (lr, wd) pair, its snapshot records) and ``window.json``
   (the branch epoch and, per arm, its snapshot records and training history). Its ``book``
   profile is recorded too: the chapter's full experiment takes longer than the book's time.
+- ``inflation_clock_window``: the window alone, on a clock whose pairs are not all run (the
+  paper's): ``window.json`` as above, ``branch_run.json`` (the identity of the run the arms
+  branch from) and ``branch_weights.safetensors`` (its weights at the branch), from which a
+  build re-derives the first epochs of an arm without training up to the branch.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ __all__ = [
     "load_recorded",
     "provenance",
     "compare_values",
+    "BRANCH_WEIGHTS",
 ]
 
 RECORDED_DIR = PROJECT_ROOT / "recorded"
@@ -49,7 +54,11 @@ _PARTS = {
     "core_inflation": ("arms", "history"),
     "grokking_sweeps": ("records",),
     "inflation_clock": ("runs", "window"),
+    "inflation_clock_window": ("window", "branch_run"),
 }
+
+BRANCH_WEIGHTS = "branch_weights.safetensors"
+"""The file of an ``inflation_clock_window`` record that holds the weights at the branch."""
 
 
 def recorded_path(name: str, profile: str = "paper", root: Path | str | None = None) -> Path:

@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 import pytest
+import torch
 from pandas.testing import assert_frame_equal
 
 from acebook import record
@@ -327,3 +328,66 @@ def test_the_committed_clock_record_is_the_book_settings_of_its_chapter():
     check = chapter_parameters("inflation_clock", "book")["check_epochs"]
     removed = [r["epoch"] for r in shown["window"]["arms"]["removed"]["records"]]
     assert shown["window"]["grok_epoch"] < check and check in removed  # the build's check reaches past the branch
+
+
+@pytest.mark.slow
+def test_the_window_alone_is_exported_and_an_arm_re_derived_from_its_branch_weights(results):
+    import shutil
+
+    from corelib.engine import load_snapshot, plant_snapshot, snapshot_epochs
+    from corelib.experiments import inflation_clock
+
+    params = inflation_clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "smoke"))
+    rec_root = results / "recorded"
+    with pytest.raises(SystemExit, match="kept run of the smoke-profile run is at epoch 0 of"):
+        record.export("inflation_clock_window", "smoke", rec_root)
+    whole = inflation_clock.run_window(params, progress=False)
+    folder = record.export("inflation_clock_window", "smoke", rec_root)
+    rec = paper_scale.recorded_window(rec_root, "smoke")
+    assert rec["params"] == params and rec["source"].startswith("recorded smoke-profile run (commit ")
+    assert rec["provenance"]["kept_run"] == "results" and "window anneal_short" in rec["provenance"]["training_seconds"]
+    assert rec["provenance"]["rederive"].startswith("python -m acebook.record verify inflation_clock_window")
+    assert paper_scale.recorded_window(rec_root, "book") is None
+    np.testing.assert_equal(  # what the chapter shows of the record is what it computed
+        dataclasses.asdict(inflation_clock.window_summary(params, rec["window"])),
+        dataclasses.asdict(inflation_clock.window_summary(params, whole)),
+    )
+    grok = rec["window"]["grok_epoch"]
+    kept_dir = modular_runs.arm_dir(inflation_clock.window_base(params), "wd")
+    at_branch = load_snapshot(kept_dir, grok).params
+    assert all(torch.equal(rec["branch_weights"][k], v) for k, v in at_branch.items())
+    # The sample: the first epochs of an arm after the branch, from the recorded weights alone, in
+    # a fresh results root (this one is emptied so nothing can be read back instead).
+    shutil.rmtree(results / "results")
+    after = [r["epoch"] - grok for r in rec["window"]["arms"]["anneal_short"]["records"] if r["epoch"] > grok]
+    sample = inflation_clock.window_sample_agreement(params, rec, "anneal_short", after[1], progress=False)
+    n = sum(r["epoch"] <= grok + after[1] for r in rec["window"]["arms"]["anneal_short"]["records"])
+    assert (sample["epochs"], sample["arms"], sample["n_snapshots"]) == (grok + after[1], ["anneal_short"], n)
+    assert sample["differences"] == [] and sample["agreement"].agrees and sample["agreement"].identical
+    assert not (results / "results").exists()
+    assert record.verify("inflation_clock_window", "smoke", epochs=after[0], root=rec_root).identical
+    with pytest.raises(ValueError, match="must branch at grokking, from the recorded weights"):
+        inflation_clock.window_sample_agreement(params, rec, "removed_late", after[0], progress=False)
+    with pytest.raises(ValueError, match=r"must reach the arm's first snapshot after its branch: epochs >= \["):
+        inflation_clock.window_sample_agreement(params, rec, "removed", 0, progress=False)
+    # A record whose arm moved beyond the seeds' spread is refused, naming the quantity.
+    window = load_recorded("inflation_clock_window", "smoke", rec_root)["window"]
+    last = next(r for r in window["arms"]["anneal_short"]["records"] if r["epoch"] == grok + after[0])["models"]
+    dims = [m["core_dim"] for m in last]
+    for m in last:
+        m["core_dim"] += 10 + 3 * (max(dims) - min(dims))
+    save_json(folder / "window.json", window)
+    result = record.verify("inflation_clock_window", "smoke", epochs=after[0], root=rec_root)
+    assert not result.agrees and [q.name for q in result.beyond] == [
+        f"anneal_short · epoch {grok + after[0]} · core_dim"
+    ]
+    # A snapshot is planted only into an empty folder, and only with weights of the run's shape.
+    planted = results / "planted"
+    plant_snapshot(planted, rec["branch_run"], grok, rec["branch_weights"])
+    assert snapshot_epochs(planted) == [grok]
+    assert all(torch.equal(load_snapshot(planted, grok).params[k], v) for k, v in at_branch.items())
+    with pytest.raises(StoreError, match="already holds a run"):
+        plant_snapshot(planted, rec["branch_run"], grok, rec["branch_weights"])
+    small = {k: v[:1] for k, v in rec["branch_weights"].items()}
+    with pytest.raises(StoreError, match="stacked weights do not match the architecture and seeds"):
+        plant_snapshot(results / "empty", rec["branch_run"], grok, small)

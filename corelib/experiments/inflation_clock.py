@@ -30,12 +30,15 @@ import pandas
 
 from .. import agreement
 from .._checks import MAX_EPOCHS, check_decay, check_seeds, check_settings
+from ..engine import plant_snapshot
 from ..results import fresh_results_root
 from . import modular_runs
 
 __all__ = [
     "REFERENCE_RATE",
     "WINDOW_ARMS",
+    "WINDOW_SAMPLE_ARMS",
+    "window_sample_agreement",
     "ClockParams",
     "steps_per_epoch",
     "pair_params",
@@ -926,6 +929,71 @@ def record_agreement(
         "differences": list(result.differences),
         "agreement": result,
     }
+
+
+WINDOW_SAMPLE_ARMS = ("restarted", "removed", "anneal_short", "anneal_long")
+"""The window's arms that branch at grokking: a record's branch weights re-derive their start."""
+
+
+def window_sample_agreement(
+    params: ClockParams,
+    record: dict[str, Any],
+    arm: str,
+    epochs: int,
+    *,
+    tolerance: float = 1e-6,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Re-derive the first ``epochs`` epochs of the window's ``arm`` after its branch from a record's
+    branch weights (:func:`corelib.experiments.paper_scale.recorded_window`), in a fresh results
+    root, and compare its snapshots and training history with the record's.
+
+    The weights at the branch stand in for the run up to it, so a sample of an arm that branches
+    late in a long run costs only its own epochs. Returns what :func:`record_agreement` returns
+    (``epochs``: the last epoch re-derived).
+    """
+    window = record["window"]
+    _check_sample(window, arm, epochs)
+    grok = window["grok_epoch"]
+    mp, kind = window_arms(params, grok)[arm]
+    shown = [r for r in window["arms"][arm]["records"] if r["epoch"] <= grok + epochs]
+    until = shown[-1]["epoch"]
+    with fresh_results_root():
+        plant_snapshot(modular_runs.arm_dir(mp, "wd"), record["branch_run"], grok, record["branch_weights"])
+        fresh = modular_runs.without_operators(modular_runs.analyse_arm(mp, kind, until, progress=progress))
+        fresh_history = modular_runs.history(mp, kind, until=until)
+    recorded_tree = {arm: shown, f"{arm} history": modular_runs.history_until(window["arms"][arm]["history"], until)}
+    fresh_tree = {arm: fresh, f"{arm} history": fresh_history}
+    result = agreement.compare(
+        recorded_tree,
+        fresh_tree,
+        agreement.snapshot_groups(shown, arm),
+        agreement.snapshot_groups(fresh, arm),
+        tolerance=tolerance,
+    )
+    return {
+        "epochs": until,
+        "arms": [arm],
+        "n_snapshots": len(shown),
+        "differences": list(result.differences),
+        "agreement": result,
+    }
+
+
+def _check_sample(window: dict[str, Any], arm: str, epochs: int) -> None:
+    """Refuse a sample :func:`window_sample_agreement` cannot re-derive, naming what would do."""
+    if arm not in WINDOW_SAMPLE_ARMS:
+        raise ValueError(
+            f"the sample's arm must branch at grokking, from the recorded weights: one of {WINDOW_SAMPLE_ARMS}; "
+            f"got {arm!r}."
+        )
+    grok = window["grok_epoch"]
+    after = [r["epoch"] - grok for r in window["arms"][arm]["records"] if r["epoch"] > grok]
+    if int(epochs) != epochs or not after or epochs < after[0]:
+        raise ValueError(
+            f"the sample must reach the arm's first snapshot after its branch: epochs >= {after[:1] or '?'} "
+            f"(epochs after the branch at {grok}); got {epochs!r}."
+        )
 
 
 def summarise(

@@ -17,8 +17,8 @@ from typing import Any
 import pandas as pd
 
 from .. import agreement, claims
-from ..recorded import compare_values, is_recorded, load_recorded, provenance
-from ..results import StoreError
+from ..recorded import BRANCH_WEIGHTS, compare_values, is_recorded, load_recorded, provenance, recorded_path
+from ..results import StoreError, load_tensors
 from ..sweeps import RECORD_FIELDS, condition_key
 from . import core_inflation, grokking_sweeps, inflation_clock, modular_addition, modular_runs
 
@@ -30,6 +30,7 @@ __all__ = [
     "inflation_agreement",
     "recorded_sweeps",
     "recorded_clock",
+    "recorded_window",
     "record_claims",
 ]
 
@@ -205,6 +206,28 @@ def recorded_clock(
     if stale is not None:
         raise stale
     return None
+
+
+def recorded_window(root: Path | str | None = None, profile: str = "paper") -> dict[str, Any] | None:
+    """The recorded window of ``profile`` (``inflation_clock_window``), which a chapter shows beside
+    its own settings' window; None when none is recorded. Returns ``params`` (the record's
+    :class:`~inflation_clock.ClockParams`), ``window`` (as :func:`inflation_clock.compact` keeps it),
+    ``branch_run`` and ``branch_weights`` (the identity and the verified weights of the run at the
+    branch, for :func:`inflation_clock.window_sample_agreement`), ``provenance`` and ``source``."""
+    name = "inflation_clock_window"
+    if not is_recorded(name, profile, root):
+        return None
+    rec = load_recorded(name, profile, root)
+    made = parameters_of(inflation_clock.ClockParams, rec["provenance"]["params"], name)
+    weights = load_tensors(recorded_path(name, profile, root) / BRANCH_WEIGHTS)
+    return {
+        "params": made,
+        "window": rec["window"],
+        "branch_run": rec["branch_run"],
+        "branch_weights": weights,
+        "provenance": rec["provenance"],
+        "source": source_label(rec["provenance"]),
+    }
 
 
 def record_claims(chapter: str, recorded: dict[str, Any] | grokking_sweeps.RecordedSweeps | None) -> None:
