@@ -313,3 +313,61 @@ def test_the_recorded_book_run_glues_the_numbers_its_prose_was_written_for():
     control = summary.window.arms["restarted"].core_dim
     assert values["removed_max_over_control"] == pytest.approx(removed.core_dim_max / control, abs=0.005)
     assert all(isinstance(v, (int, float)) or len(str(v).split()) <= 4 for v in values.values())
+
+
+def _record(epoch: int, dims: list[int]) -> dict:
+    models = [
+        {"core_dim": d, "necessary_rank": d, "sufficient_rank": d - 1, "modes": [1] * (d // 10), "test_acc": 1.0}
+        for d in dims
+    ]
+    return {"epoch": epoch, "models": models}
+
+
+def _history(epochs: range, spikes: dict[int, list[int]]) -> dict:
+    """Two seeds fitted from the first epoch; ``spikes``: per seed, the epochs it drops below 0.9."""
+    acc = [[0.5 if e in spikes.get(s, []) else 1.0 for s in range(2)] for e in epochs]
+    return {"epoch": list(epochs), "train_acc": acc}
+
+
+def test_the_window_as_its_arms_stood_at_an_earlier_epoch_has_known_answers():
+    window = {
+        "grok_epoch": 100,
+        "lr": 0.02,
+        "wd": 1.0,
+        "arms": {
+            "kept": {
+                "branch": None,
+                "records": [_record(e, [10 + e // 100, 12 + e // 100]) for e in (0, 100, 200, 300, 400)],
+                "history": _history(range(1, 401), {0: [150, 350]}),
+            },
+            "removed": {
+                "branch": 100,
+                "records": [_record(e, [10, 30]) for e in (100, 200, 300, 400)],
+                "history": _history(range(101, 401), {1: [250, 251, 380]}),
+            },
+            "removed_late": {
+                "branch": 300,
+                "records": [_record(e, [40, 40]) for e in (300, 400)],
+                "history": _history(range(301, 401), {}),
+            },
+        },
+    }
+    params = _smoke()
+    whole = inflation_clock.window_summary(params, window)
+    at = inflation_clock.window_summary(params, window, until=250)
+    assert set(whole.arms) == {"kept", "removed", "removed_late"} and set(at.arms) == {"kept", "removed"}
+    assert (at.arms["kept"].end, at.arms["kept"].core_dim_min, at.arms["kept"].core_dim_max) == (200, 12, 14)
+    assert at.arms["kept"].spikes_per_model == 0.5  # seed 0's spike at 150; the one at 350 is later
+    assert whole.arms["kept"].spikes_per_model == 1.0 and whole.arms["kept"].spikes_per_1000 == 1000 * 1.0 / 300
+    assert at.arms["removed"].spikes_per_model == 0.0  # its spike at 250 comes after its snapshot at 200
+    at_300 = inflation_clock.window_summary(params, window, until=300).arms["removed"]
+    assert (at_300.spikes_per_model, at_300.spikes_per_1000) == (0.5, 1000 * 0.5 / 200)  # per epoch since the branch
+    assert whole.arms["removed"].spikes_per_model == 1.0
+    assert whole.arms["removed_late"].at_branch.core_dim == 14.0  # the kept run at epoch 300: 13 and 15
+    assert list(inflation_clock.window_table(at).index) == ["kept", "removed"]
+    # At a tau: the summary up to the epoch where the window's clock reaches it.
+    tau = float(inflation_clock.tau_of(params, 0.02, 1.0, 250))
+    by_tau = inflation_clock.window_at_tau(params, window, [tau])
+    assert by_tau[tau] == at
+    table = inflation_clock.window_tau_table(by_tau)
+    assert table.index.names == ["tau", "arm"] and list(table.loc[tau].index) == ["kept", "removed"]

@@ -38,6 +38,8 @@ __all__ = [
     "REFERENCE_RATE",
     "WINDOW_ARMS",
     "WINDOW_SAMPLE_ARMS",
+    "window_at_tau",
+    "window_tau_table",
     "window_sample_agreement",
     "ClockParams",
     "steps_per_epoch",
@@ -601,31 +603,49 @@ def run_window(params: ClockParams, *, progress: bool = True) -> dict[str, Any]:
     return {"grok_epoch": grok, "lr": lr, "wd": wd, "arms": arms}
 
 
-def window_summary(params: ClockParams, window: dict[str, Any]) -> WindowSummary:
+def window_summary(params: ClockParams, window: dict[str, Any], until: int | None = None) -> WindowSummary:
     """Per arm at the window's end: mean core dimension (and its range over seeds), gap, modes
     and test accuracy, and the loss spikes from the branch to the end (every arm, the kept one
     included, counted from the common branch at grokking; the late removal from its own branch)
     as collapse episodes per model and per 1000 epochs (:func:`modular_runs.collapse_summary`); for the
-    late removal also the kept run's values at its branch, to tell whether removing decay deflates."""
+    late removal also the kept run's values at its branch, to tell whether removing decay deflates.
+
+    ``until``: the arms as they stood at that epoch instead (each at its last snapshot up to it,
+    its spikes counted up to it); an arm that has not passed its branch by then is left out."""
     grok = window["grok_epoch"]
     arms = {}
     for name, arm in window["arms"].items():
-        records, end = arm["records"], arm["records"][-1]["epoch"]
+        records = [r for r in arm["records"] if until is None or r["epoch"] <= until]
         start = arm["branch"] or grok
-        spikes = modular_runs.collapse_summary(arm["history"], start, end).per_model
-        at_branch = None
-        if name == "removed_late":
-            at = [r for r in window["arms"]["kept"]["records"] if r["epoch"] <= arm["branch"]]
-            at_branch = EndState(**_end_means(at))
-        arms[name] = WindowArm(
-            branch=arm["branch"],
-            end=end,
-            spikes_per_model=spikes,
-            spikes_per_1000=1000 * spikes / (end - start),
-            at_branch=at_branch,
-            **_end_means(records),
-        )
+        if not records or records[-1]["epoch"] <= start:
+            continue
+        arms[name] = _window_arm(window, name, records, start)
     return WindowSummary(grok_epoch=grok, tau_grok=float(tau_of(params, window["lr"], window["wd"], grok)), arms=arms)
+
+
+def _window_arm(window: dict[str, Any], name: str, records: list[dict], start: int) -> WindowArm:
+    """One arm of :func:`window_summary` at its last record of ``records``, its spikes from ``start``."""
+    arm, end = window["arms"][name], records[-1]["epoch"]
+    spikes = modular_runs.collapse_summary(modular_runs.history_until(arm["history"], end), start, end).per_model
+    at_branch = None
+    if name == "removed_late":
+        at = [r for r in window["arms"]["kept"]["records"] if r["epoch"] <= arm["branch"]]
+        at_branch = EndState(**_end_means(at))
+    return WindowArm(
+        branch=arm["branch"],
+        end=end,
+        spikes_per_model=spikes,
+        spikes_per_1000=1000 * spikes / (end - start),
+        at_branch=at_branch,
+        **_end_means(records),
+    )
+
+
+def window_at_tau(params: ClockParams, window: dict[str, Any], taus: Sequence[float]) -> dict[float, WindowSummary]:
+    """:func:`window_summary` as the arms stood at each tau of ``taus`` on the window's clock (at
+    the last snapshot up to the epoch where the clock reaches it)."""
+    lr, wd = window["lr"], window["wd"]
+    return {float(t): window_summary(params, window, until=round(epochs_for(params, lr, wd, t))) for t in taus}
 
 
 # ----------------------------------------------------------------------------- what the chapter shows
@@ -729,9 +749,10 @@ def same_product_table(clock: ClockSummary) -> pandas.DataFrame:
 def window_table(window: WindowSummary) -> pandas.DataFrame:
     """One row per arm of :func:`window_summary`: where it branched, its end, the mean core
     dimension with its range over seeds, modes, test accuracy and loss spikes per model and 1000
-    epochs after its branch; for the late removal, its core dimension at the branch too."""
+    epochs after its branch; for the late removal, its core dimension at the branch too. An arm
+    the summary leaves out (not yet branched) has no row."""
     rows = {}
-    for name in WINDOW_ARMS:
+    for name in (n for n in WINDOW_ARMS if n in window.arms):
         arm = window.arms[name]
         rows[name] = {
             "branch": "—" if arm.branch is None else arm.branch,
@@ -744,6 +765,11 @@ def window_table(window: WindowSummary) -> pandas.DataFrame:
             "spikes / 1000 ep.": round(arm.spikes_per_1000, 2),
         }
     return pandas.DataFrame.from_dict(rows, orient="index").rename_axis("arm")
+
+
+def window_tau_table(at_tau: dict[float, WindowSummary]) -> pandas.DataFrame:
+    """:func:`window_table` at each tau of :func:`window_at_tau`, indexed by (tau, arm)."""
+    return pandas.concat({tau: window_table(w) for tau, w in at_tau.items()}, names=["tau", "arm"])
 
 
 def finding_values(clock: ClockSummary, window: WindowSummary) -> dict[str, float]:
