@@ -34,11 +34,11 @@ import torch
 
 from corelib import agreement
 from corelib.agreement import Agreement
-from corelib.engine import snapshot_epochs, training_seconds
+from corelib.engine import load_snapshot, snapshot_epochs, training_seconds
 from corelib.experiments import inflation_clock, modular_runs, paper_scale
 from corelib.experiments.grokking_sweeps import SweepsParams
 from corelib.recorded import BRANCH_WEIGHTS, provenance, recorded_path
-from corelib.results import copy_file, fresh_results_root, save_json
+from corelib.results import fresh_results_root, load_json, load_tensors, save_json, save_tensors
 from corelib.sweeps import condition_dir, load_record, run_condition
 
 from .run_times import CODE_DIGITS, corelib_hash, git_commit
@@ -347,16 +347,16 @@ def _verify_inflation_clock(record: dict, epochs: int, tolerance: float) -> list
     return inflation_clock.record_agreement(params, record, epochs, tolerance=tolerance)["agreement"]
 
 
-def _window_kept(params: inflation_clock.ClockParams, profile: str) -> tuple[list[dict], dict, str]:
+def _window_kept(params: inflation_clock.ClockParams, profile: str, root: Path) -> tuple[list[dict], dict, str]:
     """The window's kept run to its horizon: snapshot records, history and where they come from.
     From the results root when it trained that far; else from the recorded core-inflation run of
-    ``profile`` when that run trained and analysed the same models (the window-only drivers train
-    the kept run only to its last branch)."""
+    ``profile`` in ``root`` when that run trained and analysed the same models (the window-only
+    drivers train the kept run only to its last branch; its history is recorded to 6 digits)."""
     base = inflation_clock.window_base(params)
     if _unfinished(base, "wd") is None:
         records = modular_runs.analyse_arm(base, "wd", base.long_epochs)
         return records, modular_runs.history(base, "wd", until=base.long_epochs), "results"
-    rec = paper_scale.recorded_inflation(profile=profile)
+    rec = paper_scale.recorded_inflation(root, profile)
     same = rec is not None and all(
         getattr(rec["params"], k)() == getattr(base, k)() for k in ("training_identity", "analysis_identity")
     )
@@ -370,10 +370,10 @@ def _window_kept(params: inflation_clock.ClockParams, profile: str) -> tuple[lis
     return records, modular_runs.history_until(rec["histories"]["wd"], base.long_epochs), rec["source"]
 
 
-def _export_inflation_clock_window(profile: str, folder: Path) -> dict:
-    params = clock_params(profile)
+def _window_records(params: inflation_clock.ClockParams, profile: str, root: Path) -> dict:
+    """The finished window of ``profile`` as :func:`inflation_clock.run_window` returns it."""
     finish = f"finish it with `python -m acebook.paper_runs advance inflation_clock --window --profile {profile}`."
-    kept, kept_history, kept_source = _window_kept(params, profile)
+    kept, kept_history, kept_source = _window_kept(params, profile, root)
     grok = inflation_clock.window_branch_epoch(params, kept)
     if grok is None:
         raise SystemExit(f"the window's kept run of the {profile}-profile run never grokked: no window to record.")
@@ -382,30 +382,75 @@ def _export_inflation_clock_window(profile: str, folder: Path) -> dict:
         at = None if arm == "wd" else _unfinished(mp, arm)
         if at is not None:
             raise SystemExit(f"the window's arm {name!r} of the {profile}-profile run is at epoch {at}; {finish}")
-    window = {"grok_epoch": grok, "lr": params.window_pair[0], "wd": params.window_pair[1], "arms": {}}
-    for name, (mp, arm) in arms.items():
-        window["arms"][name] = {
+    window = {"grok_epoch": grok, "lr": params.window_pair[0], "wd": params.window_pair[1], "kept_source": kept_source}
+    window["arms"] = {
+        name: {
             "params": mp,
             "branch": None if arm == "wd" else mp.branch_epoch,
             "records": kept if arm == "wd" else modular_runs.analyse_arm(mp, arm, mp.long_epochs),
             "history": kept_history if arm == "wd" else modular_runs.history(mp, arm, until=mp.long_epochs),
         }
+        for name, (mp, arm) in arms.items()
+    }
+    return window
+
+
+def _branch_weights(params: inflation_clock.ClockParams, window: dict, profile: str) -> dict[str, torch.Tensor]:
+    """The weights every arm that branches at grokking started from: the results root's kept run
+    at the branch. Refused unless each such arm's record at the branch is that snapshot's analysis."""
+    base = inflation_clock.window_base(params)
+    grok, source = window["grok_epoch"], modular_runs.arm_dir(base, "wd")
+    if grok not in snapshot_epochs(source):
+        raise SystemExit(
+            f"the results root holds no snapshot of the window's kept run at its branch (epoch {grok}); train the "
+            f"window there with `python -m acebook.paper_runs advance inflation_clock --window --profile {profile}`."
+        )
+    start = modular_runs.analyse_arm(base, "wd", grok)[-1]
+    for name, arm in window["arms"].items():
+        at = next((r for r in arm["records"] if r["epoch"] == grok), None)
+        if arm["branch"] == grok and at != start:
+            raise SystemExit(
+                f"the window's arm {name!r} did not start from the results root's kept run at epoch {grok} (its "
+                "record there is not that snapshot's analysis): the arms and the kept run are of different runs."
+            )
+    return load_snapshot(source, grok, "cpu").params
+
+
+def _export_inflation_clock_window(profile: str, folder: Path) -> dict:
+    params = clock_params(profile)
+    window = _window_records(params, profile, folder.parent)
+    weights = _branch_weights(params, window, profile)
     save_json(folder / "window.json", inflation_clock.compact({}, window)["window"], compact=True)
-    source = modular_runs.arm_dir(inflation_clock.window_base(params), "wd")
-    copy_file(source / "run.json", folder / "branch_run.json")
-    copy_file(source / "snapshots" / f"epoch_{grok:06d}.safetensors", folder / BRANCH_WEIGHTS)
-    sample = _window_sample_epochs(window)
+    save_json(
+        folder / "branch_run.json", load_json(modular_runs.arm_dir(window["arms"]["kept"]["params"], "wd") / "run.json")
+    )
+    save_tensors(folder / BRANCH_WEIGHTS, weights)
     return {
         "params": asdict(params),
         "precision": params.precision,
-        "kept_run": kept_source,
+        "kept_run": window["kept_source"],
+        "core_dims_at_branch": _core_dims_at_branch(window),
         "training_seconds": {
-            f"window {name}": training_seconds(modular_runs.arm_dir(mp, arm))
-            for name, (mp, arm) in arms.items()
-            if arm != "wd"
+            f"window {name}": training_seconds(modular_runs.arm_dir(arm["params"], "no_wd"))
+            for name, arm in window["arms"].items()
+            if arm["branch"] is not None
         },
-        "rederive": f"python -m acebook.record verify inflation_clock_window{_profile_flag(profile)} --epochs {sample}",
+        "rederive": (
+            f"python -m acebook.record verify inflation_clock_window{_profile_flag(profile)} "
+            f"--epochs {_window_sample_epochs(window)}"
+        ),
     }
+
+
+def _core_dims_at_branch(window: dict) -> dict[str, list]:
+    """Per seed, the core dimension at the branch of the kept run shown and of the weights the arms
+    started from: equal when both are one run; a kept run recorded on another machine differs."""
+    grok = window["grok_epoch"]
+
+    def dims(arm: str) -> list:
+        return [m["core_dim"] for m in next(r for r in window["arms"][arm]["records"] if r["epoch"] == grok)["models"]]
+
+    return {"kept run": dims("kept"), "branch weights": dims(WINDOW_SAMPLE_ARM)}
 
 
 WINDOW_SAMPLE_ARM = "anneal_short"
@@ -416,14 +461,18 @@ def _window_sample_epochs(window: dict) -> int:
     """Epochs after the branch of the default sample: to the sample arm's second snapshot after it."""
     grok = window["grok_epoch"]
     after = [r["epoch"] - grok for r in window["arms"][WINDOW_SAMPLE_ARM]["records"] if r["epoch"] > grok]
+    if not after:
+        raise SystemExit(f"the window's arm {WINDOW_SAMPLE_ARM!r} has no snapshot after its branch: nothing to sample.")
     return after[min(1, len(after) - 1)]
 
 
-def _verify_inflation_clock_window(record: dict, epochs: int, tolerance: float, root: Path | str | None) -> Agreement:
-    profile = record["provenance"]["profile"]
-    rec = paper_scale.recorded_window(root, profile)
+def _verify_inflation_clock_window(record: dict, epochs: int, tolerance: float, folder: Path) -> Agreement:
+    params = paper_scale.parameters_of(
+        inflation_clock.ClockParams, record["provenance"]["params"], "inflation_clock_window"
+    )
+    with_weights = {**record, "branch_weights": load_tensors(folder / BRANCH_WEIGHTS)}
     return inflation_clock.window_sample_agreement(
-        rec["params"], rec, WINDOW_SAMPLE_ARM, epochs, tolerance=tolerance, progress=False
+        params, with_weights, WINDOW_SAMPLE_ARM, epochs, tolerance=tolerance, progress=False
     )["agreement"]
 
 
@@ -488,7 +537,7 @@ def verify(
         if name == "inflation_clock":
             return _verify_inflation_clock(record, epochs, tolerance)
         if name == "inflation_clock_window":
-            return _verify_inflation_clock_window(record, epochs, tolerance, root)
+            return _verify_inflation_clock_window(record, epochs, tolerance, recorded_path(name, profile, root))
         return _verify_grokking_sweeps(record, condition, seeds, tolerance)
 
 

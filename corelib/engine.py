@@ -624,16 +624,19 @@ def plant_snapshot(run_dir: Path, meta: dict, epoch: int, params: dict[str, torc
     """Make ``run_dir`` a run that holds one committed weight snapshot: ``params`` at ``epoch``, of
     the run whose identity (``run.json``) is ``meta``. A branch from it (``train_stack(...,
     start=(run_dir, epoch))``) is then the branch of that run, without training it: how a record's
-    branch point is re-derived from its weights alone. Refuses a folder that already holds a run."""
+    branch point is re-derived from its weights alone. Refuses a folder that holds anything of a
+    run already, and weights that do not fit ``meta``'s architecture and seeds."""
     run = Path(run_dir)
-    if (run / "run.json").exists():
-        raise StoreError(f"{run} already holds a run; plant a snapshot only into an empty folder.")
-    if int(epoch) != epoch or epoch < 0:
+    if not isinstance(epoch, int) or epoch < 0:
         raise ValueError(f"epoch must be a whole number >= 0, got {epoch!r}.")
-    stack = SeedStack(TransformerConfig(**meta["model"]), meta["seeds"], params)  # refuses weights of another shape
-    save_json(run / "run.json", meta)
-    results.save_tensors(_snapshot_path(run, int(epoch)), stack.params)
-    save_json(run / "progress.json", {"epoch": int(epoch), "state": None, "snapshots": [int(epoch)]})
+    stack = SeedStack(TransformerConfig(**meta["model"]), meta["seeds"], params)
+    with results.run_lock(run, "planting a snapshot"):
+        if any((run / name).exists() for name in ("run.json", "progress.json", "snapshots")):
+            raise StoreError(f"{run} already holds a run; plant a snapshot only into an empty folder.")
+        results.save_tensors(_snapshot_path(run, epoch), stack.params)
+        save_json(run / "run.json", meta)
+        # Last: until progress.json names it, the snapshot is not committed and nothing reads it.
+        save_json(run / "progress.json", {"epoch": epoch, "state": None, "snapshots": [epoch]})
 
 
 def load_history(run_dir: Path) -> dict:

@@ -347,7 +347,7 @@ def test_the_window_as_its_arms_stood_at_an_earlier_epoch_has_known_answers():
             },
             "removed_late": {
                 "branch": 300,
-                "records": [_record(e, [40, 40]) for e in (300, 400)],
+                "records": [_record(300, [13, 16]), _record(400, [40, 40])],
                 "history": _history(range(301, 401), {}),
             },
         },
@@ -363,7 +363,12 @@ def test_the_window_as_its_arms_stood_at_an_earlier_epoch_has_known_answers():
     at_300 = inflation_clock.window_summary(params, window, until=300).arms["removed"]
     assert (at_300.spikes_per_model, at_300.spikes_per_1000) == (0.5, 1000 * 0.5 / 200)  # per epoch since the branch
     assert whole.arms["removed"].spikes_per_model == 1.0
-    assert whole.arms["removed_late"].at_branch.core_dim == 14.0  # the kept run at epoch 300: 13 and 15
+    assert whole.arms["removed_late"].at_branch.core_dim == 14.5  # its own start, not the kept run's 13 and 15
+    started_unseen = {**window, "arms": {**window["arms"]}}
+    started_unseen["arms"]["removed_late"] = {**window["arms"]["removed_late"]}
+    started_unseen["arms"]["removed_late"]["records"] = [_record(400, [40, 40])]
+    unseen = inflation_clock.window_summary(params, started_unseen).arms["removed_late"]
+    assert unseen.at_branch.core_dim == 14.0  # without its own snapshot there: the kept run's at 300
     assert list(inflation_clock.window_table(at).index) == ["kept", "removed"]
     # At a tau: the summary up to the epoch where the window's clock reaches it.
     tau = float(inflation_clock.tau_of(params, 0.02, 1.0, 250))
@@ -371,3 +376,10 @@ def test_the_window_as_its_arms_stood_at_an_earlier_epoch_has_known_answers():
     assert by_tau[tau] == at
     table = inflation_clock.window_tau_table(by_tau)
     assert table.index.names == ["tau", "arm"] and list(table.loc[tau].index) == ["kept", "removed"]
+    for bad in (-1.0, float("nan"), float("inf"), "12"[:0]):
+        with pytest.raises(ValueError, match="taus must be finite numbers >= 0"):
+            inflation_clock.window_at_tau(params, window, [bad])
+    # Unless asked for an earlier epoch, an arm not trained past its branch is refused, not left out.
+    window["arms"]["removed_late"]["records"] = [_record(300, [13, 16])]
+    with pytest.raises(ValueError, match="arm 'removed_late' has no snapshot after its branch at epoch 300"):
+        inflation_clock.window_summary(params, window)

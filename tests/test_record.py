@@ -331,7 +331,7 @@ def test_the_committed_clock_record_is_the_book_settings_of_its_chapter():
 
 
 @pytest.mark.slow
-def test_the_window_alone_is_exported_and_an_arm_re_derived_from_its_branch_weights(results):
+def test_the_window_alone_is_exported_and_an_arm_re_derived_from_its_branch_weights(results, monkeypatch):
     import shutil
 
     from corelib.engine import load_snapshot, plant_snapshot, snapshot_epochs
@@ -346,7 +346,8 @@ def test_the_window_alone_is_exported_and_an_arm_re_derived_from_its_branch_weig
     rec = paper_scale.recorded_window(rec_root, "smoke")
     assert rec["params"] == params and rec["source"].startswith("recorded smoke-profile run (commit ")
     assert rec["provenance"]["kept_run"] == "results" and "window anneal_short" in rec["provenance"]["training_seconds"]
-    assert rec["provenance"]["rederive"].startswith("python -m acebook.record verify inflation_clock_window")
+    dims = rec["provenance"]["core_dims_at_branch"]
+    assert dims["kept run"] == dims["branch weights"]  # one run: the kept run shown is the one branched from
     assert paper_scale.recorded_window(rec_root, "book") is None
     np.testing.assert_equal(  # what the chapter shows of the record is what it computed
         dataclasses.asdict(inflation_clock.window_summary(params, rec["window"])),
@@ -360,6 +361,10 @@ def test_the_window_alone_is_exported_and_an_arm_re_derived_from_its_branch_weig
     # a fresh results root (this one is emptied so nothing can be read back instead).
     shutil.rmtree(results / "results")
     after = [r["epoch"] - grok for r in rec["window"]["arms"]["anneal_short"]["records"] if r["epoch"] > grok]
+    assert (
+        rec["provenance"]["rederive"]
+        == f"python -m acebook.record verify inflation_clock_window --profile smoke --epochs {after[1]}"
+    )
     sample = inflation_clock.window_sample_agreement(params, rec, "anneal_short", after[1], progress=False)
     n = sum(r["epoch"] <= grok + after[1] for r in rec["window"]["arms"]["anneal_short"]["records"])
     assert (sample["epochs"], sample["arms"], sample["n_snapshots"]) == (grok + after[1], ["anneal_short"], n)
@@ -368,8 +373,14 @@ def test_the_window_alone_is_exported_and_an_arm_re_derived_from_its_branch_weig
     assert record.verify("inflation_clock_window", "smoke", epochs=after[0], root=rec_root).identical
     with pytest.raises(ValueError, match="must branch at grokking, from the recorded weights"):
         inflation_clock.window_sample_agreement(params, rec, "removed_late", after[0], progress=False)
-    with pytest.raises(ValueError, match=r"must reach the arm's first snapshot after its branch: epochs >= \["):
-        inflation_clock.window_sample_agreement(params, rec, "removed", 0, progress=False)
+    for bad in (0, after[-1] + 1, None, 2.5):
+        with pytest.raises(ValueError, match=f"must be a whole number from {after[0]} .* to {after[-1]} .*; got {bad}"):
+            inflation_clock.window_sample_agreement(params, rec, "removed", bad, progress=False)
+    other = inflation_clock.ClockParams.from_namespace(
+        {**chapter_parameters("inflation_clock", "smoke"), "seeds": [7, 8]}
+    )
+    with pytest.raises(ValueError, match="branch weights belong to another run .* differ in seeds"):
+        inflation_clock.window_sample_agreement(other, rec, "removed", after[0], progress=False)
     # A record whose arm moved beyond the seeds' spread is refused, naming the quantity.
     window = load_recorded("inflation_clock_window", "smoke", rec_root)["window"]
     last = next(r for r in window["arms"]["anneal_short"]["records"] if r["epoch"] == grok + after[0])["models"]
@@ -388,6 +399,27 @@ def test_the_window_alone_is_exported_and_an_arm_re_derived_from_its_branch_weig
     assert all(torch.equal(load_snapshot(planted, grok).params[k], v) for k, v in at_branch.items())
     with pytest.raises(StoreError, match="already holds a run"):
         plant_snapshot(planted, rec["branch_run"], grok, rec["branch_weights"])
+    (results / "half").mkdir()
+    save_json(results / "half" / "progress.json", {"epoch": 0, "state": None, "snapshots": []})
+    with pytest.raises(StoreError, match="already holds a run"):  # a run's files without its run.json
+        plant_snapshot(results / "half", rec["branch_run"], grok, rec["branch_weights"])
     small = {k: v[:1] for k, v in rec["branch_weights"].items()}
     with pytest.raises(StoreError, match="stacked weights do not match the architecture and seeds"):
         plant_snapshot(results / "empty", rec["branch_run"], grok, small)
+    # The paper's window: the drivers train the kept run only to its last branch, and the kept arm
+    # shown is the recorded core-inflation run of the same models (here: this test's own).
+    from acebook import paper_runs
+
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(results / "window_only"))
+    paper_runs.advance_clock("smoke", chunk=40, window_only=True)
+    kept = whole["arms"]["kept"]
+    stand_in = {"params": inflation_clock.window_base(params), "arms": {"wd": kept["records"]}}
+    stand_in |= {"histories": {"wd": kept["history"]}, "source": "a recorded core-inflation run"}
+    monkeypatch.setattr(paper_scale, "recorded_inflation", lambda root=None, profile="paper": stand_in)
+    record.export("inflation_clock_window", "smoke", results / "recorded2")
+    again = paper_scale.recorded_window(results / "recorded2", "smoke")
+    assert again["provenance"]["kept_run"] == "a recorded core-inflation run"
+    assert again["window"] == rec["window"]  # the same runs, trained in pieces
+    monkeypatch.setattr(paper_scale, "recorded_inflation", lambda root=None, profile="paper": None)
+    with pytest.raises(SystemExit, match="no recorded core-inflation run of the same models reaches it"):
+        record.export("inflation_clock_window", "smoke", results / "recorded3")

@@ -30,7 +30,7 @@ import pandas
 
 from .. import agreement
 from .._checks import MAX_EPOCHS, check_decay, check_seeds, check_settings
-from ..engine import plant_snapshot
+from ..engine import PrefixData, plant_snapshot
 from ..results import fresh_results_root
 from . import modular_runs
 
@@ -608,16 +608,25 @@ def window_summary(params: ClockParams, window: dict[str, Any], until: int | Non
     and test accuracy, and the loss spikes from the branch to the end (every arm, the kept one
     included, counted from the common branch at grokking; the late removal from its own branch)
     as collapse episodes per model and per 1000 epochs (:func:`modular_runs.collapse_summary`); for the
-    late removal also the kept run's values at its branch, to tell whether removing decay deflates.
+    late removal also its values at its branch (the snapshot it started from; the kept run's when
+    the arm's records do not hold it), to tell whether removing decay deflates.
 
-    ``until``: the arms as they stood at that epoch instead (each at its last snapshot up to it,
-    its spikes counted up to it); an arm that has not passed its branch by then is left out."""
+    ``until``: the arms as they stood at that epoch instead, each at its last snapshot up to it
+    (its spikes counted up to that snapshot). An arm with no snapshot after its branch by then is
+    left out: the late removal before it branches, and every arm before the first snapshot after
+    grokking (the kept run's spikes are counted from grokking too)."""
     grok = window["grok_epoch"]
     arms = {}
     for name, arm in window["arms"].items():
         records = [r for r in arm["records"] if until is None or r["epoch"] <= until]
         start = arm["branch"] or grok
         if not records or records[-1]["epoch"] <= start:
+            if until is None:
+                raise ValueError(
+                    f"the window's arm {name!r} has no snapshot after its branch at epoch {start}: it has not been "
+                    "trained yet; finish it (inflation_clock.run_window, or `python -m acebook.paper_runs advance "
+                    "inflation_clock --window` for a profile's run) before summarising it."
+                )
             continue
         arms[name] = _window_arm(window, name, records, start)
     return WindowSummary(grok_epoch=grok, tau_grok=float(tau_of(params, window["lr"], window["wd"], grok)), arms=arms)
@@ -628,8 +637,9 @@ def _window_arm(window: dict[str, Any], name: str, records: list[dict], start: i
     arm, end = window["arms"][name], records[-1]["epoch"]
     spikes = modular_runs.collapse_summary(modular_runs.history_until(arm["history"], end), start, end).per_model
     at_branch = None
-    if name == "removed_late":
-        at = [r for r in window["arms"]["kept"]["records"] if r["epoch"] <= arm["branch"]]
+    if name == "removed_late":  # the weights it started from: its own snapshot at the branch
+        own = [r for r in arm["records"] if r["epoch"] == arm["branch"]]
+        at = own or [r for r in window["arms"]["kept"]["records"] if r["epoch"] <= arm["branch"]]
         at_branch = EndState(**_end_means(at))
     return WindowArm(
         branch=arm["branch"],
@@ -641,11 +651,23 @@ def _window_arm(window: dict[str, Any], name: str, records: list[dict], start: i
     )
 
 
+def _is_tau(t: Any) -> bool:
+    try:
+        return math.isfinite(float(t)) and float(t) >= 0
+    except (TypeError, ValueError):
+        return False
+
+
 def window_at_tau(params: ClockParams, window: dict[str, Any], taus: Sequence[float]) -> dict[float, WindowSummary]:
     """:func:`window_summary` as the arms stood at each tau of ``taus`` on the window's clock (at
-    the last snapshot up to the epoch where the clock reaches it)."""
+    the last snapshot at or before the epoch where the clock reaches it)."""
+    bad = [t for t in taus if not _is_tau(t)]
+    if bad:
+        raise ValueError(f"taus must be finite numbers >= 0 (tau = lr x wd x optimizer steps); got {bad}.")
     lr, wd = window["lr"], window["wd"]
-    return {float(t): window_summary(params, window, until=round(epochs_for(params, lr, wd, t))) for t in taus}
+    # The epoch the clock reaches tau in, not after it: float noise must not push an exact epoch down.
+    until = {float(t): math.floor(epochs_for(params, lr, wd, t) + 1e-9) for t in taus}
+    return {t: window_summary(params, window, until=e) for t, e in until.items()}
 
 
 # ----------------------------------------------------------------------------- what the chapter shows
@@ -750,7 +772,7 @@ def window_table(window: WindowSummary) -> pandas.DataFrame:
     """One row per arm of :func:`window_summary`: where it branched, its end, the mean core
     dimension with its range over seeds, modes, test accuracy and loss spikes per model and 1000
     epochs after its branch; for the late removal, its core dimension at the branch too. An arm
-    the summary leaves out (not yet branched) has no row."""
+    the summary leaves out (see :func:`window_summary`'s ``until``) has no row."""
     rows = {}
     for name in (n for n in WINDOW_ARMS if n in window.arms):
         arm = window.arms[name]
@@ -980,6 +1002,7 @@ def window_sample_agreement(
     """
     window = record["window"]
     _check_sample(window, arm, epochs)
+    _check_branch_run(params, record["branch_run"])
     grok = window["grok_epoch"]
     mp, kind = window_arms(params, grok)[arm]
     shown = [r for r in window["arms"][arm]["records"] if r["epoch"] <= grok + epochs]
@@ -1015,10 +1038,25 @@ def _check_sample(window: dict[str, Any], arm: str, epochs: int) -> None:
         )
     grok = window["grok_epoch"]
     after = [r["epoch"] - grok for r in window["arms"][arm]["records"] if r["epoch"] > grok]
-    if int(epochs) != epochs or not after or epochs < after[0]:
+    if not after:
+        raise ValueError(f"the recorded arm {arm!r} has no snapshot after its branch at epoch {grok}; re-export it.")
+    if not isinstance(epochs, int) or not after[0] <= epochs <= after[-1]:
         raise ValueError(
-            f"the sample must reach the arm's first snapshot after its branch: epochs >= {after[:1] or '?'} "
-            f"(epochs after the branch at {grok}); got {epochs!r}."
+            f"the sample's epochs after the branch at {grok} must be a whole number from {after[0]} (the arm's first "
+            f"snapshot after it) to {after[-1]} (its last); got {epochs!r}."
+        )
+
+
+def _check_branch_run(params: ClockParams, run: dict[str, Any]) -> None:
+    """Refuse branch weights of another run than the window's kept run at ``params``."""
+    base = window_base(params)
+    train = PrefixData.from_tokens(*modular_runs.make_data(base)["train"])
+    expected = {"model": base.model_config().to_dict(), "seeds": list(base.seeds), "train_data": train.fingerprint()}
+    differs = sorted(k for k, v in expected.items() if run.get(k) != v)
+    if differs:
+        raise ValueError(
+            f"the record's branch weights belong to another run than these settings' kept run (they differ in "
+            f"{', '.join(differs)}); pass the record's own settings (its ``params``) or re-export it."
         )
 
 

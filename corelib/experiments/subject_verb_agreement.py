@@ -698,7 +698,7 @@ def gate_table(steering: dict) -> pandas.DataFrame:
     steering criteria is the claims' question (:func:`corelib.plots.meets_steering_criteria`).
 
     One row per gate of the grid, indexed by ``gate`` (ascending), with the columns
-    ``decisions``, ``inverted``, ``inversion rate`` (NaN without a decision), ``clean-verb rate``,
+    ``decisions``, ``inverted``, ``inversion rate`` (missing, NaN or None, without a decision), ``clean-verb rate``,
     ``decisions not steered``, ``steered steps``, ``decision-free controls``,
     ``decision-free unchanged``, ``controls`` and ``controls unchanged`` (counts and shares).
     """
@@ -728,7 +728,7 @@ def _gate_row(gate: float, steered: dict, control_pairs: list[dict]) -> dict:
     }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # a DataFrame has no single truth value: compare the fields
 class ControlSummary:
     """What steering did to the control continuations (:func:`control_summary`).
 
@@ -1131,9 +1131,11 @@ def _nan_max(values) -> float:
 
 
 def _steering_values(params: SVAParams, summary: SVASummary) -> dict[str, object]:
+    import pandas as pd
+
     models = summary.models
     controls = [control_summary(m.steering) for m in models]
-    changed = [r for c in controls for _, r in c.table.iterrows() if not r["unchanged"]]
+    changed = pd.concat([c.table.loc[~c.table["unchanged"].astype(bool)] for c in controls], ignore_index=True)
     return {
         "gate_value": params.gate,
         "cap_value": params.cap,
@@ -1154,7 +1156,7 @@ def _steering_values(params: SVAParams, summary: SVASummary) -> dict[str, object
         "free_total": sum(c.decision_free for c in controls),
         "free_unchanged": sum(c.decision_free_unchanged for c in controls),
         "control_changed": len(changed),
-        "control_changed_verbs": int(sum(r["verbs in base text"] for r in changed)),
+        "control_changed_verbs": int(changed["verbs in base text"].astype(bool).sum()),
         "temperature_value": params.temperature,
         "top_k_value": params.top_k,
         "n_samples_value": params.n_samples,
