@@ -28,6 +28,12 @@ def _smoke_inflation() -> modular_runs.ModularParams:
     return modular_runs.ModularParams.from_namespace(chapter_parameters("core_inflation", "smoke"))
 
 
+def _smoke_clock():
+    from corelib.experiments import inflation_clock
+
+    return inflation_clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "smoke"))
+
+
 def test_compare_values_reports_each_difference_with_its_place():
     a = {"x": [1, 2.0, None], "y": {"z": "s"}}
     assert compare_values(a, json.loads(json.dumps(a)), 1e-6) == []
@@ -223,8 +229,7 @@ def test_chapter_costs_are_recorded_per_profile_and_told_at_the_top_of_a_chapter
 def test_the_clock_experiment_is_exported_shown_from_the_record_and_re_derived(results):
     from corelib.experiments import inflation_clock
 
-    params = inflation_clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "smoke"))
-    rec_root = results / "recorded"
+    params, rec_root = _smoke_clock(), results / "recorded"
     with pytest.raises(SystemExit, match="of the smoke-profile run is at epoch 0"):
         record.export("inflation_clock", "smoke", rec_root)
     computed = inflation_clock.run(params, progress=False)
@@ -337,8 +342,7 @@ def test_the_window_alone_is_exported_and_an_arm_re_derived_from_its_branch_weig
     from corelib.engine import load_snapshot, plant_snapshot, snapshot_epochs
     from corelib.experiments import inflation_clock
 
-    params = inflation_clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "smoke"))
-    rec_root = results / "recorded"
+    params, rec_root = _smoke_clock(), results / "recorded"
     with pytest.raises(SystemExit, match="kept run of the smoke-profile run is at epoch 0 of"):
         record.export("inflation_clock_window", "smoke", rec_root)
     whole = inflation_clock.run_window(params, progress=False)
