@@ -26,6 +26,7 @@ import platform
 import re
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from corelib.agreement import Agreement
 from corelib.engine import load_snapshot, snapshot_epochs, training_seconds
 from corelib.experiments import inflation_clock, modular_runs, paper_scale
 from corelib.experiments.grokking_sweeps import SweepsParams
-from corelib.recorded import BRANCH_WEIGHTS, provenance, recorded_path
+from corelib.recorded import BRANCH_WEIGHTS, provenance, recorded_path, recorded_root
 from corelib.results import fresh_results_root, load_json, load_tensors, save_json, save_tensors
 from corelib.sweeps import condition_dir, load_record, run_condition
 
@@ -544,8 +545,6 @@ def verify(
 def export_costs(profile: str, root: Path | str | None = None) -> Path:
     """Add the computed run times of ``profile`` in the results root to ``recorded/chapter_costs.json``
     (run after a cold build of that profile, with the machine to itself); returns the file."""
-    from corelib.recorded import recorded_root
-
     from .run_times import COSTS_FILE, chapter_costs, recorded_run_times
 
     folder = Path(root) if root is not None else recorded_root()
@@ -568,21 +567,52 @@ def export_costs(profile: str, root: Path | str | None = None) -> Path:
 CLAIMS_FILE = "book_claims.json"  # in recorded/: every claim and finding as the book profile judged it
 
 
-def export_claims(profile: str = "book", root: Path | str | None = None, missing_ok: bool = False) -> Path:
+def export_claims(
+    profile: str = "book",
+    root: Path | str | None = None,
+    missing_ok: bool = False,
+    only: Sequence[str] | None = None,
+) -> Path:
     """Write every claim and finding as the results root judges them (:func:`citation_rows`) to
     ``recorded/book_claims.json``: the statuses the chapters' sentences are checked against
     (``tests/test_citations.py``). Run after a build of ``profile`` in which every chapter with
     claims ran with that profile; anything else is refused before writing, unless ``missing_ok``:
     then the chapters not run are listed under ``not_run`` and their claims are judged on the
-    recorded runs alone (a sentence citing anything else of theirs fails the test)."""
-    from corelib.claims import CLAIMS, FINDINGS, RECORDED_SUFFIX, load_records
-    from corelib.recorded import recorded_root
+    recorded runs alone (a sentence citing anything else of theirs fails the test).
+
+    ``only``: re-judge just these chapters' claims, after a build of them alone, and keep every
+    other row of the file as it is (their commit and machine under ``updated``)."""
+    from corelib.claims import CLAIMS, FINDINGS
 
     from .claims_page import citation_rows
-    from .run_times import git_commit
+
+    folder = Path(root) if root is not None else recorded_root()
+    chapters = sorted({c.chapter for c in CLAIMS + FINDINGS})
+    if only is not None:
+        return _update_claims(folder / CLAIMS_FILE, profile, list(only), chapters)
+    records, wrong = _claims_records(profile, chapters, missing_ok)
+    rows = citation_rows(records)
+    data = {
+        "profile": profile,
+        "exported": time.strftime("%Y-%m-%d %H:%M"),
+        "commit": git_commit(),
+        "machine": machine(),
+        "not_run": sorted(wrong) if missing_ok else [],
+        "rows": {cid: {k: row[k] for k in _CLAIM_FIELDS} for cid, row in rows.items()},
+    }
+    save_json(folder / CLAIMS_FILE, data)
+    return folder / CLAIMS_FILE
+
+
+_CLAIM_FIELDS = ("ours", "status", "within tolerance", "source", "this build")
+
+
+def _claims_records(profile: str, chapters: list[str], missing_ok: bool) -> tuple[dict, dict]:
+    """The results root's claim records, and the chapters among ``chapters`` not recorded with
+    ``profile`` (refused unless ``missing_ok``: then only their recorded runs' values are kept)."""
+    from corelib.claims import RECORDED_SUFFIX, load_records
 
     records = load_records()
-    chapters = sorted({c.chapter for c in CLAIMS + FINDINGS})
     wrong = {ch: records.get(ch, {}).get("profile", "not run") for ch in chapters}
     wrong = {ch: p for ch, p in wrong.items() if p != profile}
     if missing_ok:  # a chapter not run keeps only what a recorded run measured for it
@@ -592,19 +622,39 @@ def export_claims(profile: str = "book", root: Path | str | None = None, missing
             f"these chapters' claims were not recorded with the {profile} profile: {wrong}; build the book with "
             f"`ace-book build --profile {profile}` first."
         )
+    return records, wrong
+
+
+def _update_claims(path: Path, profile: str, only: list[str], chapters: list[str]) -> Path:
+    """Re-judge ``only``'s claims in the file at ``path`` from the results root; keep the rest."""
+    from corelib.claims import CLAIMS, FINDINGS
+
+    from .claims_page import citation_rows
+
+    unknown = sorted(set(only) - set(chapters))
+    if unknown or not only:
+        raise SystemExit(f"--only takes chapters with claims, some of {chapters}; got {only}.")
+    if not path.exists():
+        raise SystemExit(f"{path} does not exist yet: record every chapter once, without --only.")
+    data = load_json(path)
+    if data.get("profile") != profile:
+        raise SystemExit(f"{path} holds the {data.get('profile')!r} profile's statuses, not the {profile!r} one's.")
+    records, _ = _claims_records(profile, only, missing_ok=False)
     rows = citation_rows(records)
-    keep = ("ours", "status", "within tolerance", "source", "this build")
-    data = {
-        "profile": profile,
-        "exported": time.strftime("%Y-%m-%d %H:%M"),
-        "commit": git_commit(),
-        "machine": machine(),
-        "not_run": sorted(wrong) if missing_ok else [],
-        "rows": {cid: {k: row[k] for k in keep} for cid, row in rows.items()},
-    }
-    folder = Path(root) if root is not None else recorded_root()
-    save_json(folder / CLAIMS_FILE, data)
-    return folder / CLAIMS_FILE
+    mine = {c.id for c in CLAIMS + FINDINGS if c.chapter in only}
+    data["rows"].update({cid: {k: rows[cid][k] for k in _CLAIM_FIELDS} for cid in sorted(mine)})
+    data["rows"] = dict(sorted(data["rows"].items(), key=lambda kv: _claim_order(kv[0])))
+    stamp = {"exported": time.strftime("%Y-%m-%d %H:%M"), "commit": git_commit(), "machine": machine()}
+    data.setdefault("updated", {}).update({ch: stamp for ch in only})
+    save_json(path, data)
+    return path
+
+
+def _claim_order(cid: str) -> int:
+    """A claim's place in :data:`CLAIMS` followed by :data:`FINDINGS`: the order the file lists them."""
+    from corelib.claims import CLAIMS, FINDINGS
+
+    return [c.id for c in CLAIMS + FINDINGS].index(cid)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -619,6 +669,7 @@ def main(argv: list[str] | None = None) -> int:
     cl = sub.add_parser("claims", help="record every claim's status as a build of a profile judged it")
     cl.add_argument("--profile", default="book")
     cl.add_argument("--missing-ok", action="store_true", help="list chapters not run instead of refusing")
+    cl.add_argument("--only", nargs="+", help="re-judge only these chapters (after a build of them alone)")
     ve = sub.add_parser("verify", help="re-derive a sample of a record and compare")
     ve.add_argument("name", choices=sorted(_EXPORTERS))
     ve.add_argument("--profile", default="paper")
@@ -640,7 +691,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.command == "claims":
         print(
-            f"recorded the {args.profile}-profile statuses in {export_claims(args.profile, missing_ok=args.missing_ok)}"
+            f"recorded the {args.profile}-profile statuses in "
+            f"{export_claims(args.profile, missing_ok=args.missing_ok, only=args.only)}"
         )
         return 0
     if args.command == "costs":

@@ -305,6 +305,31 @@ FINDINGS: tuple[Claim, ...] = (
     _new_finding("window.late_removal_deflates", _CLOCK, "weight decay removed late: mean core dimension at the "
        "late branch minus at the window's end", "not tested by the paper", _above(0),
        "holds when the mean core is smaller at the end than where the decay was removed"),
+    # the window on the paper's own clock (lr 1e-3, wd 1, to epoch 20000), from its record
+    _new_finding("window_paper.kept_inflates", _CLOCK, "paper's clock, weight decay kept: core dimension at "
+       "the window's end (tau 60) against at grokking, smallest seed at the end minus largest at grokking",
+       "cores inflate after grokking under weight decay (Figure 3A)", _above(0), _RANGES),
+    _new_finding("window_paper.anneal_smaller", _CLOCK, "paper's clock, weight decay annealed after grokking "
+       "(over tau 1.5 and 6) against kept: core dimension at the window's end, smallest kept seed minus largest "
+       "annealed seed", "annealing soon after grokking may keep the core compact (proposed, untested)",
+       _above(0), _RANGES),
+    _new_finding("window_paper.anneal_near_grokking", _CLOCK, "paper's clock: growth of the mean core from "
+       "grokking to the window's end, the annealed arm that grew most over the kept arm", "annealing soon after "
+       "grokking may keep the core compact (proposed, untested)", _below(0.5), "holds when the annealed cores "
+       "grow less than half as much as the kept one: near their size at grokking while it inflates"),
+    _new_finding("window_paper.removed_smaller", _CLOCK, "paper's clock, weight decay removed at grokking "
+       "against kept: core dimension at the window's end, smallest kept seed minus largest removed seed",
+       "removing weight decay keeps cores compact (Figure 3A)", _above(0), _RANGES),
+    _new_finding("window_paper.restart_smaller", _CLOCK, "paper's clock, weight decay kept and the optimizer "
+       "restarted at grokking, against the uninterrupted run: core dimension at the window's end, smallest "
+       "uninterrupted seed minus largest restarted seed", "not considered by the paper (its removed arm also "
+       "restarts AdamW)", _above(0), _RANGES),
+    _new_finding("window_paper.late_removal_deflates", _CLOCK, "paper's clock, weight decay removed late "
+       "(tau 18): core dimension at that branch against at the window's end, smallest seed at the branch "
+       "minus largest at the end", "not tested by the paper", _above(0), _RANGES),
+    _new_finding("window_paper.all_generalise", _CLOCK, "paper's clock: the lowest mean test accuracy of any "
+       "arm at the window's end", "not tested by the paper", _at_least(0.99),
+       "holds when every arm still generalises (at least 99 % test accuracy)"),
     # own_model: a tense core in SmolLM2, and ACE beside the directions fitted to a label
     _new_finding("own.tense_flip_inverts", "own_model", "tense core flipped at the chosen layer: tense AUC on "
        "held-out prompts", "tense is not studied by the paper", _below(0.5),

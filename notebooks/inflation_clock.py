@@ -219,7 +219,7 @@ display(inflation_clock.same_product_table(summary.clock))
 # not a rescaled copy of the same arms on the paper's.
 
 # %% tags=["hide-input"]
-fig = plots.figure_window(summary)
+fig = plots.figure_window(summary.window_curves)
 glue("fig_window", fig, display=False)
 plt.close(fig)
 

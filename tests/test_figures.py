@@ -321,8 +321,10 @@ def _inputs(name: str) -> tuple[tuple, dict]:
     if name == "figure_recorded_inflation":
         (arms,), where = _inflation_inputs("figure_inflation")
         return ({"arms": arms, "params": SimpleNamespace(**where)},), {}
-    if name in ("figure_clock", "figure_window"):
+    if name == "figure_clock":
         return (_clock_inputs(),), {}
+    if name == "figure_window":
+        return (_clock_inputs().window_curves,), {}
     if name == "figure_message":
         return ("No paper-scale run is recorded.",), {}
     if name in ("figure_spectra", "figure_from_data", "figure_pca"):

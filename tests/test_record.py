@@ -14,7 +14,7 @@ from acebook.runner import chapter_parameters
 from corelib.experiments import core_inflation, grokking_sweeps, modular_runs, paper_scale
 from corelib.experiments.grokking_sweeps import SweepsParams
 from corelib.recorded import compare_values, is_recorded, load_recorded, recorded_path
-from corelib.results import StoreError, save_json
+from corelib.results import StoreError, load_json, save_json
 from corelib.sweeps import run_sweep
 
 
@@ -225,6 +225,39 @@ def test_chapter_costs_are_recorded_per_profile_and_told_at_the_top_of_a_chapter
     assert "about 6 minutes" in text and text.endswith("about 4.2 hours with the paper's settings (`--profile paper`).")
 
 
+def test_one_chapters_claims_are_re_judged_and_the_other_rows_kept(results, monkeypatch):
+    from corelib import claims
+
+    rec = results / "recorded"
+    monkeypatch.setenv("ACE_PROFILE", "book")
+    chapters = sorted({c.chapter for c in claims.CLAIMS + claims.FINDINGS})
+    for ch in chapters:
+        claims.record(ch, {}, settings={})
+    claims.record("markov_chain", {"markov.rank": 2}, settings={})
+    claims.record("inflation_clock", {"window.anneal_larger": 7.0}, settings={})
+    before = load_json(record.export_claims("book", rec))
+    assert before["rows"]["window.anneal_larger"]["status"] == "holds" and "updated" not in before
+    # A later build of one chapter: only its rows change.
+    claims.record("markov_chain", {"markov.rank": 5}, settings={})
+    claims.record("inflation_clock", {"window.anneal_larger": -3.0, "window.anneal_smaller": 1.0}, settings={})
+    after = load_json(record.export_claims("book", rec, only=["inflation_clock"]))
+    assert after["rows"]["window.anneal_larger"]["status"] == "does not hold"
+    assert after["rows"]["window.anneal_smaller"]["status"] == "holds"
+    assert after["rows"]["markov.rank"] == before["rows"]["markov.rank"]  # not re-judged
+    assert list(after["rows"]) == list(before["rows"]) and set(after["updated"]) == {"inflation_clock"}
+    assert (after["commit"], after["exported"]) == (before["commit"], before["exported"])
+    with pytest.raises(SystemExit, match="--only takes chapters with claims"):
+        record.export_claims("book", rec, only=["../claims"])
+    with pytest.raises(SystemExit, match="holds the 'book' profile's statuses, not the 'paper' one's"):
+        record.export_claims("paper", rec, only=["inflation_clock"])
+    with pytest.raises(SystemExit, match="does not exist yet: record every chapter once"):
+        record.export_claims("book", results / "elsewhere", only=["inflation_clock"])
+    monkeypatch.setenv("ACE_PROFILE", "smoke")
+    claims.record("inflation_clock", {}, settings={})
+    with pytest.raises(SystemExit, match="not recorded with the book profile: {'inflation_clock': 'smoke'}"):
+        record.export_claims("book", rec, only=["inflation_clock"])
+
+
 @pytest.mark.slow
 def test_the_clock_experiment_is_exported_shown_from_the_record_and_re_derived(results):
     from corelib.experiments import inflation_clock
@@ -369,7 +402,11 @@ def test_the_window_alone_is_exported_and_an_arm_re_derived_from_its_branch_weig
         rec["provenance"]["rederive"]
         == f"python -m acebook.record verify inflation_clock_window --profile smoke --epochs {after[1]}"
     )
-    sample = inflation_clock.window_sample_agreement(params, rec, "anneal_short", after[1], progress=False)
+    from corelib.experiments import inflation_clock_window
+
+    shown = inflation_clock_window.show(rec, sample_arm="anneal_short", sample_epochs=after[1], progress=False)
+    assert shown.end == inflation_clock.window_summary(params, rec["window"]) and shown.source == rec["source"]
+    sample = shown.sample
     n = sum(r["epoch"] <= grok + after[1] for r in rec["window"]["arms"]["anneal_short"]["records"])
     assert (sample["epochs"], sample["arms"], sample["n_snapshots"]) == (grok + after[1], ["anneal_short"], n)
     assert sample["differences"] == [] and sample["agreement"].agrees and sample["agreement"].identical

@@ -41,6 +41,8 @@ __all__ = [
     "window_at_tau",
     "window_tau_table",
     "window_sample_agreement",
+    "window_curves",
+    "state_at",
     "ClockParams",
     "steps_per_epoch",
     "pair_params",
@@ -1071,7 +1073,19 @@ def summarise(
     if extra is not None:  # its full horizon: a pair at its (lr, wd) is the same run, shorter
         runs = {label: r for label, r in runs.items() if (r["lr"], r["wd"]) != (extra["lr"], extra["wd"])}
         runs[RECORDED_LABEL] = extra
-    window_curves = {
+    return {
+        "clock": clock_summary(params, runs, recorded),
+        "curves": {m: curves(params, runs, m) for m in METRICS},
+        "window": window_summary(params, window),
+        "window_curves": window_curves(window),
+    }  # the fields of ClockChapter but ``record``
+
+
+def window_curves(window: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per arm of a window (:func:`run_window`, or a record's): ``epochs`` of its snapshots, its
+    ``branch`` (None for the kept run), and per snapshot and seed (snapshots x seeds) its
+    ``core_dim``, ``modes`` and ``test_acc``: what :func:`corelib.plots.figure_window` draws."""
+    return {
         name: {
             "epochs": modular_runs.epochs_of(arm["records"]),
             "branch": arm["branch"],
@@ -1080,12 +1094,16 @@ def summarise(
         }
         for name, arm in window["arms"].items()
     }
-    return {
-        "clock": clock_summary(params, runs, recorded),
-        "curves": {m: curves(params, runs, m) for m in METRICS},
-        "window": window_summary(params, window),
-        "window_curves": window_curves,
-    }  # the fields of ClockChapter but ``record``
+
+
+def state_at(records: list[dict], epoch: int) -> EndState:
+    """The models of an arm's snapshot ``records`` at ``epoch`` (seed means and the core
+    dimension's range over seeds); an error naming the snapshots there are when none is at it."""
+    at = [r for r in records if r["epoch"] == epoch]
+    if not at:
+        have = [r["epoch"] for r in records]
+        raise ValueError(f"no snapshot at epoch {epoch}: the arm has snapshots at {have[:3]} ... {have[-3:]}.")
+    return EndState(**_end_means(at))
 
 
 def run(

@@ -46,10 +46,10 @@ def figure_clock(summary: ClockChapter) -> plt.Figure:
     return fig
 
 
-def figure_window(summary: ClockChapter) -> plt.Figure:
+def figure_window(curves: dict[str, dict]) -> plt.Figure:
     """Core dimension, modes and test accuracy of the window's arms against epochs, mean ± sem,
-    each arm's branch dotted."""
-    curves = summary.window_curves
+    each arm's branch dotted; ``curves`` is
+    :func:`corelib.experiments.inflation_clock.window_curves`'s (``ClockChapter.window_curves``)."""
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), layout="constrained")
     for name, c in curves.items():
         color = WINDOW_COLORS.get(name, "0.5")

@@ -1,0 +1,241 @@
+"""The interpretability window on the paper's own clock, shown from its record.
+
+The paper ends by proposing to anneal weight decay soon after grokking, to keep the compact core
+that forms there. The clock chapter's ``paper`` profile puts that to the test on the paper's clock
+(lr 1e-3, weight decay 1): the window's arms (:data:`inflation_clock.WINDOW_ARMS`) branch from the
+kept run at grokking and train to epoch 20 000 (tau 60), three seeds each. That costs about eleven
+hours of one core, so it is recorded once (``recorded/inflation_clock_window_paper``, read by
+:func:`corelib.experiments.paper_scale.recorded_window`), and every build shows the record after
+re-deriving a sample of it from the recorded weights at the branch
+(:func:`inflation_clock.window_sample_agreement`).
+
+:func:`show` reads the record into a :class:`PaperWindow`; :func:`finding_values` measures the
+book's findings ``window_paper.*`` on it (:data:`corelib.claims.FINDINGS`); :func:`glue_values`
+gives the numbers the chapter's prose quotes; :func:`seeds_needed` says how many seeds would tell
+two arms apart where three do not.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas
+
+from . import inflation_clock
+from .inflation_clock import ClockParams, EndState, WindowSummary
+
+__all__ = [
+    "TAUS",
+    "ANNEALED",
+    "PaperWindow",
+    "show",
+    "tau_table",
+    "finding_values",
+    "seeds_needed",
+    "glue_values",
+]
+
+TAUS = (12.0, 30.0, 60.0)
+"""Where the chapter reads the arms: the fast clock's window end, halfway, and the paper's end."""
+
+ANNEALED = ("anneal_short", "anneal_long")
+"""The arms whose weight decay is annealed to zero after grokking (over tau 1.5 and 6)."""
+
+_Z_TWO_SIDED_5 = 1.959964  # the normal quantile of 0.975: a two-sided test at the 5 % level
+_Z_POWER_80 = 0.841621  # the normal quantile of 0.8: 80 % power
+
+
+@dataclass(frozen=True)
+class PaperWindow:
+    """The recorded window on the paper's clock (:func:`show`).
+
+    Attributes:
+        params: the record's settings.
+        source: how the book names the record (profile, commit, export date).
+        end: every arm at the window's end.
+        at_tau: ``{tau: WindowSummary}``, every arm as it stood at each tau of :data:`TAUS`.
+        at_branch: ``{arm: EndState}``, every arm at its branch, from its own snapshot there (the
+            kept run at grokking, where the others branch).
+        curves: per arm, its snapshots' epochs and per-seed values (snapshots x seeds) of the core
+            dimension, modes and test accuracy (:func:`inflation_clock.window_curves`).
+        sample: the sample re-derived from the branch weights and compared with the record
+            (:func:`inflation_clock.window_sample_agreement`'s result), None when not checked.
+        sample_arm: the arm of that sample.
+        training_seconds: per arm trained for the record, its training time.
+        core_dims_at_branch: per seed at grokking, the core dimension of the kept run shown
+            (``"kept run"``) and of the weights the arms branched from (``"branch weights"``).
+    """
+
+    params: ClockParams
+    source: str
+    end: WindowSummary
+    at_tau: dict[float, WindowSummary]
+    at_branch: dict[str, EndState]
+    curves: dict[str, dict[str, Any]]
+    sample: dict[str, Any] | None
+    sample_arm: str
+    training_seconds: dict[str, float]
+    core_dims_at_branch: dict[str, list[float]]
+
+
+def _check_sample_request(arm: str, epochs: int) -> None:
+    if arm not in inflation_clock.WINDOW_SAMPLE_ARMS:
+        raise ValueError(
+            f"window_sample_arm must be an arm that branches at grokking, one of "
+            f"{inflation_clock.WINDOW_SAMPLE_ARMS}; got {arm!r}."
+        )
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
+        raise ValueError(
+            f"window_check_epochs must be a whole number of epochs after the branch (0: check nothing); got {epochs!r}."
+        )
+
+
+def show(
+    recorded: dict[str, Any] | None,
+    *,
+    sample_arm: str = "anneal_short",
+    sample_epochs: int = 200,
+    progress: bool = True,
+) -> PaperWindow | None:
+    """The record ``recorded`` (:func:`~corelib.experiments.paper_scale.recorded_window`'s) as the
+    chapter shows it, after re-deriving its arm ``sample_arm`` for ``sample_epochs`` epochs after
+    the branch from the recorded branch weights (0: no re-derivation). None without a record."""
+    _check_sample_request(sample_arm, sample_epochs)
+    if recorded is None:
+        return None
+    params, window = recorded["params"], recorded["window"]
+    sample = None
+    if sample_epochs:
+        sample = inflation_clock.window_sample_agreement(params, recorded, sample_arm, sample_epochs, progress=progress)
+    prov = recorded["provenance"]
+    return PaperWindow(
+        params=params,
+        source=recorded["source"],
+        end=inflation_clock.window_summary(params, window),
+        at_tau=inflation_clock.window_at_tau(params, window, TAUS),
+        at_branch=_at_branch(window),
+        curves=inflation_clock.window_curves(window),
+        sample=sample,
+        sample_arm=sample_arm,
+        training_seconds=dict(prov.get("training_seconds") or {}),
+        core_dims_at_branch=dict(prov.get("core_dims_at_branch") or {}),
+    )
+
+
+def _at_branch(window: dict[str, Any]) -> dict[str, EndState]:
+    """Every arm at its own branch (the kept run at grokking)."""
+    grok = window["grok_epoch"]
+    return {
+        name: inflation_clock.state_at(arm["records"], arm["branch"] or grok) for name, arm in window["arms"].items()
+    }
+
+
+def tau_table(pw: PaperWindow) -> pandas.DataFrame:
+    """Every arm at each tau of :data:`TAUS`, indexed by (tau, arm): what
+    :func:`inflation_clock.window_table` shows of one."""
+    return inflation_clock.window_tau_table(pw.at_tau)
+
+
+def _growth(pw: PaperWindow, arm: str) -> float:
+    """How much an arm's mean core grew from its branch to the window's end."""
+    return pw.end.arms[arm].core_dim - pw.at_branch[arm].core_dim
+
+
+def finding_values(pw: PaperWindow) -> dict[str, float]:
+    """The values of the findings ``window_paper.*`` (:data:`corelib.claims.FINDINGS`), measured
+    at the window's end: with three seeds, two arms differ only where their seed ranges do not
+    overlap, and each value is the gap between the ranges (positive when they are apart)."""
+    end, branch = pw.end.arms, pw.at_branch
+    kept = end["kept"]
+    kept_growth = _growth(pw, "kept")
+    return {
+        "window_paper.kept_inflates": kept.core_dim_min - branch["kept"].core_dim_max,
+        "window_paper.anneal_smaller": kept.core_dim_min - max(end[a].core_dim_max for a in ANNEALED),
+        "window_paper.anneal_near_grokking": (
+            max(_growth(pw, a) for a in ANNEALED) / kept_growth if kept_growth > 0 else float("nan")
+        ),
+        "window_paper.removed_smaller": kept.core_dim_min - end["removed"].core_dim_max,
+        "window_paper.restart_smaller": kept.core_dim_min - end["restarted"].core_dim_max,
+        "window_paper.late_removal_deflates": branch["removed_late"].core_dim_min - end["removed_late"].core_dim_max,
+        "window_paper.all_generalise": min(arm.test_acc for arm in end.values()),
+    }
+
+
+def seeds_needed(pw: PaperWindow, arm: str, other: str = "kept") -> float:
+    """Seeds per arm that a two-sided test at the 5 % level would need to tell ``arm`` from
+    ``other`` by their mean core dimension at the window's end with 80 % power, if the difference
+    and the spread over seeds were what the record measured: ``2 (z_0.975 + z_0.8)^2 s^2 / d^2``
+    (the normal approximation), ``s`` the pooled standard deviation over seeds and ``d`` the
+    difference of the means; at least 2, infinite when the means are equal."""
+    a, b = (_end_dims(pw, name) for name in (arm, other))
+    d = float(np.mean(a) - np.mean(b))
+    pooled = ((len(a) - 1) * np.var(a, ddof=1) + (len(b) - 1) * np.var(b, ddof=1)) / (len(a) + len(b) - 2)
+    if d == 0:
+        return math.inf
+    return max(2.0, math.ceil(2 * (_Z_TWO_SIDED_5 + _Z_POWER_80) ** 2 * float(pooled) / d**2))
+
+
+def _end_dims(pw: PaperWindow, arm: str) -> np.ndarray:
+    """The per-seed core dimensions of ``arm`` at its last snapshot (seeds without one left out)."""
+    last = np.asarray(pw.curves[arm]["core_dim"], dtype=float)[-1]
+    return last[np.isfinite(last)]
+
+
+def _arm_glue(name: str, arm: Any, tau: float) -> dict[str, float]:
+    key = f"pw_{name}_{tau:g}"
+    return {
+        f"{key}_core": round(arm.core_dim, 1),
+        f"{key}_min": arm.core_dim_min,
+        f"{key}_max": arm.core_dim_max,
+        f"{key}_modes": round(arm.modes, 1),
+        f"{key}_acc": round(arm.test_acc, 3),
+        f"{key}_spikes": round(arm.spikes_per_1000, 2),
+    }
+
+
+def _dims(values: list[float]) -> str:
+    return ", ".join(f"{v:.0f}" for v in values)
+
+
+def glue_values(pw: PaperWindow) -> dict[str, float | int | str]:
+    """The numbers the chapter's prose quotes of the paper-clock window, by glue name: per arm
+    and tau of :data:`TAUS`, ``pw_<arm>_<tau>_core`` (mean core dimension), ``_min``, ``_max``
+    (its range over seeds), ``_modes``, ``_acc`` and ``_spikes`` (per 1000 epochs since the
+    branch); the arms at their branch; the seeds :func:`seeds_needed` per arm against the kept run;
+    and how the sample re-derived (``pw_checked_*``, as :func:`inflation_clock.record_numbers`)."""
+    out: dict[str, float | int | str] = {}
+    for tau, summary in pw.at_tau.items():
+        for name, arm in summary.arms.items():
+            out.update(_arm_glue(name, arm, tau))
+    lr, wd = pw.params.window_pair
+    late = pw.end.arms["removed_late"]
+    branch = pw.at_branch[inflation_clock.WINDOW_SAMPLE_ARMS[0]]  # every arm at grokking starts from these
+    out.update(
+        {
+            "pw_n_seeds": len(pw.params.seeds),
+            "pw_grok": pw.end.grok_epoch,
+            "pw_tau_grok": round(pw.end.tau_grok, 2),
+            "pw_end_epoch": pw.end.arms["kept"].end,
+            "pw_kept_branch_core": round(pw.at_branch["kept"].core_dim, 1),
+            "pw_branch_core": round(branch.core_dim, 1),
+            "pw_kept_branch_dims": _dims(pw.core_dims_at_branch.get("kept run", [])),
+            "pw_weights_branch_dims": _dims(pw.core_dims_at_branch.get("branch weights", [])),
+            "pw_anneal_short_epochs": round(inflation_clock.epochs_for(pw.params, lr, wd, pw.params.anneal[0])),
+            "pw_anneal_long_epochs": round(inflation_clock.epochs_for(pw.params, lr, wd, pw.params.anneal[1])),
+            "pw_late_tau": pw.params.late_removal,
+            "pw_late_branch": late.branch,
+            "pw_late_at_branch": round(pw.at_branch["removed_late"].core_dim, 1),
+            "pw_late_at_branch_min": pw.at_branch["removed_late"].core_dim_min,
+            "pw_late_at_branch_max": pw.at_branch["removed_late"].core_dim_max,
+            "pw_training_hours": round(sum(pw.training_seconds.values()) / 3600, 1),
+            "pw_sample_arm": pw.sample_arm.replace("_", " "),
+        }
+    )
+    for name in ("restarted", "removed", *ANNEALED):
+        out[f"pw_seeds_{name}"] = seeds_needed(pw, name)
+    checked = inflation_clock.record_numbers(None if pw.sample is None else {"agreement": pw.sample})
+    out.update({f"pw_{k}": v for k, v in checked.items() if k != "record_minutes"})
+    return out

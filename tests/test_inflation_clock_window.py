@@ -1,0 +1,156 @@
+"""The window on the paper's clock, read from its record: known answers on a made-up record."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from acebook.runner import chapter_parameters
+from corelib import claims
+from corelib.experiments import inflation_clock, inflation_clock_window
+
+
+def _params() -> inflation_clock.ClockParams:
+    return inflation_clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "paper"))
+
+
+def _snapshot(epoch: int, dims: list[int], acc: float = 1.0) -> dict:
+    models = [
+        {"core_dim": d, "necessary_rank": d, "sufficient_rank": d - 1, "modes": [1] * (d // 10), "test_acc": acc}
+        for d in dims
+    ]
+    return {"epoch": epoch, "models": models}
+
+
+def _quiet(first: int, last: int) -> dict:
+    """A training history of three seeds without a loss spike."""
+    epochs = list(range(first, last + 1))
+    return {"epoch": epochs, "train_acc": [[1.0, 1.0, 1.0] for _ in epochs]}
+
+
+def _arm(branch: int | None, snapshots: dict[int, list[int]], acc: float = 1.0) -> dict:
+    start = branch or 0
+    return {
+        "branch": branch,
+        "records": [_snapshot(e, d, acc) for e, d in sorted(snapshots.items())],
+        "history": _quiet(start + 1, max(snapshots)),
+    }
+
+
+_BRANCH = [12, 16, 18]  # the weights the arms branch from, at grokking (epoch 800)
+
+
+def _after(mid: list[int], end: list[int]) -> dict[int, list[int]]:
+    return {800: _BRANCH, 4000: mid, 10000: mid, 20000: end}
+
+
+def _recorded(**arms: dict) -> dict:
+    window = {
+        "grok_epoch": 800,
+        "lr": 1e-3,
+        "wd": 1.0,
+        "arms": {
+            "kept": _arm(None, {0: [0, 0, 0], 800: [12, 15, 17], 4000: [24, 30, 34], 20000: [42, 50, 63]}),
+            "restarted": _arm(800, _after([31, 40, 56], [36, 38, 42])),
+            "removed": _arm(800, _after([12, 12, 46], [10, 12, 47])),
+            "anneal_short": _arm(800, _after([12, 30, 44], [20, 25, 30])),
+            "anneal_long": _arm(800, _after([14, 30, 40], [25, 30, 35]), acc=0.98),
+            "removed_late": _arm(6000, {6000: [40, 45, 50], 10000: [35, 40, 44], 20000: [30, 35, 41]}),
+            **arms,
+        },
+    }
+    return {
+        "params": _params(),
+        "window": window,
+        "source": "recorded paper-profile run (commit abc1234, exported 2026-11-30)",
+        "provenance": {
+            "training_seconds": {"window removed": 3600.0, "window anneal_long": 5400.0},
+            "core_dims_at_branch": {"kept run": [12, 15, 17], "branch weights": _BRANCH},
+        },
+    }
+
+
+def test_the_findings_have_known_answers_on_a_made_up_record():
+    pw = inflation_clock_window.show(_recorded(), sample_epochs=0)
+    values = inflation_clock_window.finding_values(pw)
+    kept_growth = np.mean([42, 50, 63]) - np.mean([12, 15, 17])
+    assert values == pytest.approx(
+        {
+            "window_paper.kept_inflates": 42 - 17,
+            "window_paper.anneal_smaller": 42 - 35,
+            "window_paper.anneal_near_grokking": (30 - np.mean(_BRANCH)) / kept_growth,  # the longer ramp grew more
+            "window_paper.removed_smaller": 42 - 47,
+            "window_paper.restart_smaller": 42 - 42,
+            "window_paper.late_removal_deflates": 40 - 41,  # its own snapshot at the branch, not the kept run's
+            "window_paper.all_generalise": 0.98,
+        }
+    )
+    judged = {c.id: c.holds(values[c.id]) for c in claims.FINDINGS if c.id in values}
+    assert judged == {
+        "window_paper.kept_inflates": True,
+        "window_paper.anneal_smaller": True,
+        "window_paper.anneal_near_grokking": True,
+        "window_paper.removed_smaller": False,
+        "window_paper.restart_smaller": False,  # touching ranges are not told apart
+        "window_paper.late_removal_deflates": False,
+        "window_paper.all_generalise": False,
+    }
+
+
+def test_the_arms_are_read_at_each_tau_on_the_papers_clock():
+    pw = inflation_clock_window.show(_recorded(), sample_epochs=0)
+    assert (pw.end.grok_epoch, round(pw.end.tau_grok, 2)) == (800, 2.4)
+    assert {tau: s.arms["kept"].end for tau, s in pw.at_tau.items()} == {12.0: 4000, 30.0: 4000, 60.0: 20000}
+    assert "removed_late" not in pw.at_tau[12.0].arms  # it branches at tau 18
+    assert pw.at_tau[30.0].arms["removed_late"].end == 10000
+    assert pw.at_tau[60.0] == pw.end
+    assert pw.at_branch["kept"].core_dim_max == 17 and pw.at_branch["removed"].core_dim_max == 18
+    table = inflation_clock_window.tau_table(pw)
+    assert table.loc[(60.0, "anneal_long"), "seeds"] == "25–35"
+    assert list(table.loc[12.0].index) == ["kept", "restarted", "removed", "anneal_short", "anneal_long"]
+
+
+def test_the_seeds_needed_reach_80_percent_power_and_one_fewer_does_not():
+    pw = inflation_clock_window.show(_recorded(), sample_epochs=0)
+    kept, other = np.array([42.0, 50.0, 63.0]), np.array([25.0, 30.0, 35.0])
+    d, s = kept.mean() - other.mean(), math.sqrt((kept.var(ddof=1) + other.var(ddof=1)) / 2)
+
+    def power(n):  # a two-sided z-test at the 5 % level, n seeds per arm
+        return stats.norm.cdf(d / (s * math.sqrt(2 / n)) - stats.norm.ppf(0.975))
+
+    n = inflation_clock_window.seeds_needed(pw, "anneal_long")
+    assert n == 3 and power(n) >= 0.8 and power(n - 1) < 0.8
+    close = _recorded(restarted=_arm(800, _after([1, 2, 3], [44, 50, 60])))  # a difference of 0.33
+    many = inflation_clock_window.seeds_needed(inflation_clock_window.show(close, sample_epochs=0), "restarted")
+    assert many > 1000
+    same = _recorded(removed=_arm(800, _after([1, 2, 3], [42, 50, 63])))
+    assert (
+        inflation_clock_window.seeds_needed(inflation_clock_window.show(same, sample_epochs=0), "removed") == math.inf
+    )
+
+
+def test_the_glued_numbers_name_each_arm_and_tau():
+    values = inflation_clock_window.glue_values(inflation_clock_window.show(_recorded(), sample_epochs=0))
+    assert (values["pw_kept_60_core"], values["pw_kept_60_min"], values["pw_kept_60_max"]) == (51.7, 42, 63)
+    assert values["pw_anneal_long_60_acc"] == 0.98 and values["pw_kept_12_core"] == 29.3
+    assert "pw_removed_late_12_core" not in values and values["pw_removed_late_30_core"] == 39.7
+    assert (values["pw_anneal_short_epochs"], values["pw_anneal_long_epochs"], values["pw_late_branch"]) == (
+        500,
+        2000,
+        6000,
+    )
+    assert (values["pw_kept_branch_dims"], values["pw_weights_branch_dims"]) == ("12, 15, 17", "12, 16, 18")
+    assert values["pw_training_hours"] == 2.5 and values["pw_checked_epochs"] == 0
+    assert all(isinstance(v, (int, float)) or len(str(v).split()) <= 4 for v in values.values())
+
+
+def test_a_bad_sample_request_is_refused_before_any_work():
+    with pytest.raises(ValueError, match="window_sample_arm must be an arm that branches at grokking"):
+        inflation_clock_window.show(None, sample_arm="kept")
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="window_check_epochs must be a whole number"):
+            inflation_clock_window.show(None, sample_epochs=bad)
+    assert inflation_clock_window.show(None) is None
