@@ -589,6 +589,8 @@ def export_claims(
     folder = Path(root) if root is not None else recorded_root()
     chapters = sorted({c.chapter for c in CLAIMS + FINDINGS})
     if only is not None:
+        if missing_ok:
+            raise SystemExit("--only re-judges chapters that were built; it does not take --missing-ok.")
         return _update_claims(folder / CLAIMS_FILE, profile, list(only), chapters)
     records, wrong = _claims_records(profile, chapters, missing_ok)
     rows = citation_rows(records)
@@ -643,18 +645,24 @@ def _update_claims(path: Path, profile: str, only: list[str], chapters: list[str
     rows = citation_rows(records)
     mine = {c.id for c in CLAIMS + FINDINGS if c.chapter in only}
     data["rows"].update({cid: {k: rows[cid][k] for k in _CLAIM_FIELDS} for cid in sorted(mine)})
-    data["rows"] = dict(sorted(data["rows"].items(), key=lambda kv: _claim_order(kv[0])))
+    data["rows"] = _known_rows(data["rows"])
+    data["not_run"] = [ch for ch in data.get("not_run", []) if ch not in only]
     stamp = {"exported": time.strftime("%Y-%m-%d %H:%M"), "commit": git_commit(), "machine": machine()}
     data.setdefault("updated", {}).update({ch: stamp for ch in only})
     save_json(path, data)
     return path
 
 
-def _claim_order(cid: str) -> int:
-    """A claim's place in :data:`CLAIMS` followed by :data:`FINDINGS`: the order the file lists them."""
+def _known_rows(rows: dict[str, dict]) -> dict[str, dict]:
+    """``rows`` in the order of :data:`CLAIMS` followed by :data:`FINDINGS`, the order the file
+    lists them; the rows of ids the registry no longer has are dropped, and named."""
     from corelib.claims import CLAIMS, FINDINGS
 
-    return [c.id for c in CLAIMS + FINDINGS].index(cid)
+    order = [c.id for c in CLAIMS + FINDINGS]
+    stale = sorted(set(rows) - set(order))
+    if stale:
+        print(f"dropped the rows of claims the registry no longer has: {stale}", file=sys.stderr)
+    return {cid: rows[cid] for cid in order if cid in rows}
 
 
 def main(argv: list[str] | None = None) -> int:

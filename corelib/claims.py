@@ -315,8 +315,9 @@ FINDINGS: tuple[Claim, ...] = (
        _above(0), _RANGES),
     _new_finding("window_paper.anneal_near_grokking", _CLOCK, "paper's clock: growth of the mean core from "
        "grokking to the window's end, the annealed arm that grew most over the kept arm", "annealing soon after "
-       "grokking may keep the core compact (proposed, untested)", _below(0.5), "holds when the annealed cores "
-       "grow less than half as much as the kept one: near their size at grokking while it inflates"),
+       "grokking may keep the core compact (proposed, untested)", _below(0.5), "holds when each annealed arm's "
+       "mean core grows less than half as much as the kept arm's: near its size at grokking while the kept one "
+       "inflates (means over the seeds, not ranges; not measured when the kept core does not grow)"),
     _new_finding("window_paper.removed_smaller", _CLOCK, "paper's clock, weight decay removed at grokking "
        "against kept: core dimension at the window's end, smallest kept seed minus largest removed seed",
        "removing weight decay keeps cores compact (Figure 3A)", _above(0), _RANGES),
@@ -325,11 +326,11 @@ FINDINGS: tuple[Claim, ...] = (
        "uninterrupted seed minus largest restarted seed", "not considered by the paper (its removed arm also "
        "restarts AdamW)", _above(0), _RANGES),
     _new_finding("window_paper.late_removal_deflates", _CLOCK, "paper's clock, weight decay removed late "
-       "(tau 18): core dimension at that branch against at the window's end, smallest seed at the branch "
+       "in the window: core dimension at that branch against at the window's end, smallest seed at the branch "
        "minus largest at the end", "not tested by the paper", _above(0), _RANGES),
-    _new_finding("window_paper.all_generalise", _CLOCK, "paper's clock: the lowest mean test accuracy of any "
-       "arm at the window's end", "not tested by the paper", _at_least(0.99),
-       "holds when every arm still generalises (at least 99 % test accuracy)"),
+    _new_finding("window_paper.all_generalise", _CLOCK, "paper's clock: the lowest test accuracy of any "
+       "model (any arm, any seed) at the window's end", "not tested by the paper", _at_least(0.99),
+       "holds when every model still generalises (at least 99 % test accuracy)"),
     # own_model: a tense core in SmolLM2, and ACE beside the directions fitted to a label
     _new_finding("own.tense_flip_inverts", "own_model", "tense core flipped at the chosen layer: tense AUC on "
        "held-out prompts", "tense is not studied by the paper", _below(0.5),

@@ -127,9 +127,67 @@ def test_the_seeds_needed_reach_80_percent_power_and_one_fewer_does_not():
     many = inflation_clock_window.seeds_needed(inflation_clock_window.show(close, sample_epochs=0), "restarted")
     assert many > 1000
     same = _recorded(removed=_arm(800, _after([1, 2, 3], [42, 50, 63])))
-    assert (
-        inflation_clock_window.seeds_needed(inflation_clock_window.show(same, sample_epochs=0), "removed") == math.inf
+    assert inflation_clock_window.seeds_needed(inflation_clock_window.show(same, sample_epochs=0), "removed") is None
+    assert inflation_clock_window.glue_values(inflation_clock_window.show(same, sample_epochs=0))[
+        "pw_seeds_removed"
+    ] == ("no number")
+    # Uneven seeds: a seed without a core at the end is left out; one seed has no spread.
+    uneven = _recorded(removed=_arm(800, _after([1, 2, 3], [10, 12, 0])))
+    uneven["window"]["arms"]["removed"]["records"][-1]["models"][2]["core_dim"] = None
+    pw = inflation_clock_window.show(uneven, sample_epochs=0)
+    a = np.array([10.0, 12.0])
+    pooled = (a.var(ddof=1) + 2 * kept.var(ddof=1)) / 3
+    expected = math.ceil(
+        2 * (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) ** 2 * pooled / (a.mean() - kept.mean()) ** 2
     )
+    assert inflation_clock_window.seeds_needed(pw, "removed") == max(2, expected)
+    for seed in (0, 1):
+        uneven["window"]["arms"]["removed"]["records"][-1]["models"][seed]["core_dim"] = None
+    with pytest.raises(ValueError, match="'removed' has 0 and 'kept' has 3 seeds with a core at the end"):
+        inflation_clock_window.seeds_needed(inflation_clock_window.show(uneven, sample_epochs=0), "removed")
+
+
+def test_the_arm_that_grew_most_decides_and_a_kept_run_that_did_not_grow_is_not_measured():
+    short = _recorded(anneal_short=_arm(800, _after([12, 30, 44], [30, 35, 40])))
+    values = inflation_clock_window.finding_values(inflation_clock_window.show(short, sample_epochs=0))
+    kept_growth = np.mean([42, 50, 63]) - np.mean([12, 15, 17])
+    assert values["window_paper.anneal_near_grokking"] == pytest.approx((35 - np.mean(_BRANCH)) / kept_growth)
+    assert values["window_paper.anneal_smaller"] == 42 - 40
+    flat = _recorded(kept=_arm(None, {0: [0, 0, 0], 800: [12, 15, 17], 20000: [11, 16, 17]}))
+    values = inflation_clock_window.finding_values(inflation_clock_window.show(flat, sample_epochs=0))
+    assert math.isnan(values["window_paper.anneal_near_grokking"])
+    near = next(c for c in claims.FINDINGS if c.id == "window_paper.anneal_near_grokking")
+    assert claims.status(near, {"values": values}) == ("does not hold", False)
+
+
+def test_one_model_that_stops_generalising_fails_every_arm_generalising():
+    rec = _recorded()
+    rec["window"]["arms"]["removed"]["records"][-1]["models"][1]["test_acc"] = 0.9
+    pw = inflation_clock_window.show(rec, sample_epochs=0)
+    assert pw.end.arms["removed"].test_acc == pytest.approx(2.9 / 3)  # the arm's mean is above 0.95
+    assert inflation_clock_window.finding_values(pw)["window_paper.all_generalise"] == 0.9
+
+
+def test_spikes_are_counted_from_each_arms_branch_up_to_each_tau():
+    rec = _recorded()
+    history = rec["window"]["arms"]["removed"]["history"]
+    for epoch in (900, 901, 5000):  # seed 0 drops below 90 % train accuracy twice, seed 2 once
+        history["train_acc"][epoch - 801] = [0.5, 1.0, 0.5 if epoch == 5000 else 1.0]
+    pw = inflation_clock_window.show(rec, sample_epochs=0)
+    at_12, at_60 = pw.at_tau[12.0].arms["removed"], pw.at_tau[60.0].arms["removed"]
+    assert (at_12.end, at_12.spikes_per_model) == (4000, pytest.approx(1 / 3))  # the episode 900-901 only
+    assert at_60.spikes_per_model == pytest.approx(1.0) and at_60.spikes_per_1000 == pytest.approx(1000 / 19200)
+    assert at_12.spikes_per_1000 == pytest.approx(1000 / 3 / 3200)
+    values = inflation_clock_window.glue_values(pw)
+    assert (values["pw_removed_12_spikes"], values["pw_removed_60_spikes"]) == (0.1, 0.05)
+
+
+def test_an_arm_without_a_snapshot_at_its_branch_is_named():
+    rec = _recorded()
+    rec["window"]["arms"]["kept"]["records"] = rec["window"]["arms"]["kept"]["records"][2:]
+    rec["window"]["arms"]["removed"]["records"] = rec["window"]["arms"]["removed"]["records"][1:]
+    with pytest.raises(ValueError, match="'kept' has no snapshot at its branch \\(epoch 800\\)"):
+        inflation_clock_window.show(rec, sample_epochs=0)
 
 
 def test_the_glued_numbers_name_each_arm_and_tau():

@@ -246,6 +246,16 @@ def test_one_chapters_claims_are_re_judged_and_the_other_rows_kept(results, monk
     assert after["rows"]["markov.rank"] == before["rows"]["markov.rank"]  # not re-judged
     assert list(after["rows"]) == list(before["rows"]) and set(after["updated"]) == {"inflation_clock"}
     assert (after["commit"], after["exported"]) == (before["commit"], before["exported"])
+    # A file from before a claim was added, with a row the registry dropped and chapters not run.
+    stale = {**after, "not_run": ["inflation_clock", "markov_chain"]}
+    stale["rows"] = {"gone.claim": after["rows"]["markov.rank"], **after["rows"]}
+    del stale["rows"]["window.anneal_smaller"]
+    save_json(rec / record.CLAIMS_FILE, stale)
+    again = load_json(record.export_claims("book", rec, only=["inflation_clock"]))
+    assert list(again["rows"]) == list(before["rows"]) and again["rows"]["window.anneal_smaller"]["status"] == "holds"
+    assert again["not_run"] == ["markov_chain"]
+    with pytest.raises(SystemExit, match="does not take --missing-ok"):
+        record.export_claims("book", rec, missing_ok=True, only=["inflation_clock"])
     with pytest.raises(SystemExit, match="--only takes chapters with claims"):
         record.export_claims("book", rec, only=["../claims"])
     with pytest.raises(SystemExit, match="holds the 'book' profile's statuses, not the 'paper' one's"):

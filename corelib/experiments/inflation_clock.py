@@ -43,6 +43,7 @@ __all__ = [
     "window_sample_agreement",
     "window_curves",
     "state_at",
+    "arm_at_branch",
     "ClockParams",
     "steps_per_epoch",
     "pair_params",
@@ -278,7 +279,8 @@ class WindowArm(EndState):
         end: its last epoch.
         spikes_per_model: loss spikes (collapse episodes) per model from the branch to the end.
         spikes_per_1000: the same per 1000 epochs.
-        at_branch: for the late removal, the kept run's state at its branch (else None).
+        at_branch: for the late removal, the models it started from (:func:`arm_at_branch`; else
+            None).
     """
 
     branch: int | None
@@ -463,8 +465,8 @@ def _end_means(records: list[dict]) -> dict[str, float]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a metric no seed has gives NaN
         out = {m: float(np.nanmean(_metric(last, m))) for m in METRICS}
-    dims = _metric(last, "core_dim")[0]
-    out["core_dim_min"], out["core_dim_max"] = float(np.nanmin(dims)), float(np.nanmax(dims))
+        dims = _metric(last, "core_dim")[0]
+        out["core_dim_min"], out["core_dim_max"] = float(np.nanmin(dims)), float(np.nanmax(dims))
     out["test_acc"] = float(np.mean([m["test_acc"] for m in last[0]["models"]]))
     return out
 
@@ -638,11 +640,7 @@ def _window_arm(window: dict[str, Any], name: str, records: list[dict], start: i
     """One arm of :func:`window_summary` at its last record of ``records``, its spikes from ``start``."""
     arm, end = window["arms"][name], records[-1]["epoch"]
     spikes = modular_runs.collapse_summary(modular_runs.history_until(arm["history"], end), start, end).per_model
-    at_branch = None
-    if name == "removed_late":  # the weights it started from: its own snapshot at the branch
-        own = [r for r in arm["records"] if r["epoch"] == arm["branch"]]
-        at = own or [r for r in window["arms"]["kept"]["records"] if r["epoch"] <= arm["branch"]]
-        at_branch = EndState(**_end_means(at))
+    at_branch = arm_at_branch(window, name) if name == "removed_late" else None
     return WindowArm(
         branch=arm["branch"],
         end=end,
@@ -1094,6 +1092,19 @@ def window_curves(window: dict[str, Any]) -> dict[str, dict[str, Any]]:
         }
         for name, arm in window["arms"].items()
     }
+
+
+def arm_at_branch(window: dict[str, Any], name: str) -> EndState:
+    """The models the arm ``name`` of ``window`` started from: its own snapshot at its branch
+    (for the kept run, at grokking), else the kept run's last snapshot at or before the branch; an
+    error when there is neither."""
+    arm = window["arms"][name]
+    branch = arm["branch"] if arm["branch"] is not None else window["grok_epoch"]
+    own = [r for r in arm["records"] if r["epoch"] == branch]
+    at = own or [r for r in window["arms"]["kept"]["records"] if r["epoch"] <= branch]
+    if not at:
+        raise ValueError(f"the arm {name!r} has no snapshot at its branch (epoch {branch}), nor has the kept run.")
+    return EndState(**_end_means(at))
 
 
 def state_at(records: list[dict], epoch: int) -> EndState:

@@ -57,8 +57,11 @@ class PaperWindow:
         source: how the book names the record (profile, commit, export date).
         end: every arm at the window's end.
         at_tau: ``{tau: WindowSummary}``, every arm as it stood at each tau of :data:`TAUS`.
-        at_branch: ``{arm: EndState}``, every arm at its branch, from its own snapshot there (the
-            kept run at grokking, where the others branch).
+        at_branch: ``{arm: EndState}``, the models each arm started from
+            (:func:`inflation_clock.arm_at_branch`): the kept run at grokking; the arms that
+            branch at grokking from the branch weights (the kept models trained to grokking again,
+            another realisation of them: ``core_dims_at_branch``); the late removal from its own
+            snapshot where it branches (tau ``params.late_removal``).
         curves: per arm, its snapshots' epochs and per-seed values (snapshots x seeds) of the core
             dimension, modes and test accuracy (:func:`inflation_clock.window_curves`).
         sample: the sample re-derived from the branch weights and compared with the record
@@ -126,11 +129,8 @@ def show(
 
 
 def _at_branch(window: dict[str, Any]) -> dict[str, EndState]:
-    """Every arm at its own branch (the kept run at grokking)."""
-    grok = window["grok_epoch"]
-    return {
-        name: inflation_clock.state_at(arm["records"], arm["branch"] or grok) for name, arm in window["arms"].items()
-    }
+    """The models every arm started from (:func:`inflation_clock.arm_at_branch`)."""
+    return {name: inflation_clock.arm_at_branch(window, name) for name in window["arms"]}
 
 
 def tau_table(pw: PaperWindow) -> pandas.DataFrame:
@@ -146,8 +146,11 @@ def _growth(pw: PaperWindow, arm: str) -> float:
 
 def finding_values(pw: PaperWindow) -> dict[str, float]:
     """The values of the findings ``window_paper.*`` (:data:`corelib.claims.FINDINGS`), measured
-    at the window's end: with three seeds, two arms differ only where their seed ranges do not
-    overlap, and each value is the gap between the ranges (positive when they are apart)."""
+    at the window's end. With three seeds, two arms are told apart only where their seed ranges
+    do not overlap: five findings are the gap between two ranges (positive when they are apart).
+    ``anneal_near_grokking`` is a ratio of mean growths since the branch (NaN, not measured, when
+    the kept run's mean core did not grow), and ``all_generalise`` the lowest test accuracy of any
+    model of any arm."""
     end, branch = pw.end.arms, pw.at_branch
     kept = end["kept"]
     kept_growth = _growth(pw, "kept")
@@ -160,27 +163,34 @@ def finding_values(pw: PaperWindow) -> dict[str, float]:
         "window_paper.removed_smaller": kept.core_dim_min - end["removed"].core_dim_max,
         "window_paper.restart_smaller": kept.core_dim_min - end["restarted"].core_dim_max,
         "window_paper.late_removal_deflates": branch["removed_late"].core_dim_min - end["removed_late"].core_dim_max,
-        "window_paper.all_generalise": min(arm.test_acc for arm in end.values()),
+        "window_paper.all_generalise": min(float(np.min(_end_values(pw, a, "test_acc"))) for a in end),
     }
 
 
-def seeds_needed(pw: PaperWindow, arm: str, other: str = "kept") -> float:
-    """Seeds per arm that a two-sided test at the 5 % level would need to tell ``arm`` from
-    ``other`` by their mean core dimension at the window's end with 80 % power, if the difference
-    and the spread over seeds were what the record measured: ``2 (z_0.975 + z_0.8)^2 s^2 / d^2``
-    (the normal approximation), ``s`` the pooled standard deviation over seeds and ``d`` the
-    difference of the means; at least 2, infinite when the means are equal."""
-    a, b = (_end_dims(pw, name) for name in (arm, other))
+def seeds_needed(pw: PaperWindow, arm: str, other: str = "kept") -> int | None:
+    """Seeds per arm that a two-sided z-test at the 5 % level would need to tell the mean core
+    dimension of ``arm`` from that of ``other`` at the window's end with 80 % power, if the
+    difference and the spread over seeds were what the record measured:
+    ``ceil(2 (z_0.975 + z_0.8)^2 s^2 / d^2)``, at least 2, with ``s`` the pooled standard
+    deviation over seeds and ``d`` the difference of the means; None when the means are equal (no
+    number of seeds would do). It sizes a test of the means, which needs fewer seeds than ranges
+    that stop overlapping. Each arm needs at least two seeds with a core at the end."""
+    a, b = (_end_values(pw, name, "core_dim") for name in (arm, other))
+    if min(len(a), len(b)) < 2:
+        raise ValueError(
+            f"seeds_needed estimates the spread over seeds: {arm!r} has {len(a)} and {other!r} has {len(b)} "
+            "seeds with a core at the end; it needs at least two each."
+        )
     d = float(np.mean(a) - np.mean(b))
-    pooled = ((len(a) - 1) * np.var(a, ddof=1) + (len(b) - 1) * np.var(b, ddof=1)) / (len(a) + len(b) - 2)
     if d == 0:
-        return math.inf
-    return max(2.0, math.ceil(2 * (_Z_TWO_SIDED_5 + _Z_POWER_80) ** 2 * float(pooled) / d**2))
+        return None
+    pooled = ((len(a) - 1) * np.var(a, ddof=1) + (len(b) - 1) * np.var(b, ddof=1)) / (len(a) + len(b) - 2)
+    return max(2, math.ceil(2 * (_Z_TWO_SIDED_5 + _Z_POWER_80) ** 2 * float(pooled) / d**2))
 
 
-def _end_dims(pw: PaperWindow, arm: str) -> np.ndarray:
-    """The per-seed core dimensions of ``arm`` at its last snapshot (seeds without one left out)."""
-    last = np.asarray(pw.curves[arm]["core_dim"], dtype=float)[-1]
+def _end_values(pw: PaperWindow, arm: str, metric: str) -> np.ndarray:
+    """The per-seed ``metric`` of ``arm`` at its last snapshot (seeds without one left out)."""
+    last = np.asarray(pw.curves[arm][metric], dtype=float)[-1]
     return last[np.isfinite(last)]
 
 
@@ -235,7 +245,8 @@ def glue_values(pw: PaperWindow) -> dict[str, float | int | str]:
         }
     )
     for name in ("restarted", "removed", *ANNEALED):
-        out[f"pw_seeds_{name}"] = seeds_needed(pw, name)
+        n = seeds_needed(pw, name)
+        out[f"pw_seeds_{name}"] = "no number" if n is None else n
     checked = inflation_clock.record_numbers(None if pw.sample is None else {"agreement": pw.sample})
     out.update({f"pw_{k}": v for k, v in checked.items() if k != "record_minutes"})
     return out
