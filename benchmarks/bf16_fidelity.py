@@ -15,6 +15,10 @@ project root::
     python benchmarks/bf16_fidelity.py                     # the paper's condition, 12 seeds
     python benchmarks/bf16_fidelity.py --seeds 3 --omega 3 # quicker, fewer seeds
     python benchmarks/bf16_fidelity.py --model modular     # the modular chapters' 2-layer model, 1200 epochs
+
+For the modular model it also compares, at the last epoch, each seed's core dimension and
+number of rotational modes (ACE on the final snapshot). ``--out FILE`` writes the comparison
+with its provenance (machine, CPU flags, torch, commit, rates) as JSON, e.g. for ``recorded/``.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from corelib.experiments.modular_runs import ModularParams  # noqa: E402
 from corelib.sweeps import Condition, run_condition  # noqa: E402
 
 QUANTITIES = ("t_mem", "t_gen", "delay")
+END_QUANTITIES = ("core_dim", "modes")
+"""What the modular model adds at its last epoch: the core ACE finds, and its rotational modes."""
 
 
 def cliffs_delta(a: np.ndarray, b: np.ndarray) -> float:
@@ -44,10 +50,10 @@ def cliffs_delta(a: np.ndarray, b: np.ndarray) -> float:
     return float(diff.mean())
 
 
-def compare(fp32: list[dict], bf16: list[dict]) -> dict[str, dict]:
+def compare(fp32: list[dict], bf16: list[dict], quantities: tuple[str, ...] = QUANTITIES) -> dict[str, dict]:
     """Per quantity: the two samples' medians, U, p, Cliff's delta (values missing in a seed are left out)."""
     out = {}
-    for q in QUANTITIES:
+    for q in quantities:
         a = np.array([r[q] for r in bf16 if r[q] is not None], dtype=float)
         b = np.array([r[q] for r in fp32 if r[q] is not None], dtype=float)
         if len(a) < 2 or len(b) < 2:
@@ -88,6 +94,47 @@ def modular_records(n_seeds: int, epochs: int, precision: str) -> list[dict]:
     return out
 
 
+def modular_end_state(n_seeds: int, epochs: int, precision: str) -> list[dict]:
+    """Per seed of :func:`modular_records`' models, the core dimension and the number of rotational
+    modes at the snapshot of epoch ``epochs`` (the models must have been trained to it)."""
+    params = replace(ModularParams(), seeds=tuple(range(1031, 1031 + n_seeds)), precision=precision)
+    last = modular.analyse_arm(params, "wd", epochs)[-1]
+    if last["epoch"] != epochs:
+        raise SystemExit(f"no snapshot at epoch {epochs} (the last is {last['epoch']}): pick a snapshot epoch.")
+    return [{"core_dim": m["core_dim"], "modes": len(m["modes"])} for m in last["models"]]
+
+
+def _provenance(args: argparse.Namespace, rates: dict[str, str]) -> dict:
+    import torch
+
+    from acebook.record import machine
+    from acebook.run_times import git_commit
+    from corelib.engine import _cpu_has_bf16
+
+    return {
+        "args": vars(args),
+        "machine": machine(),
+        "bf16_native": _cpu_has_bf16(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "commit": git_commit(),
+        "finished": time.strftime("%Y-%m-%d %H:%M"),
+        "rates": rates,
+    }
+
+
+def _print(result: dict[str, dict]) -> None:
+    for q, r in result.items():
+        if "U" not in r:
+            print(f"{q}: too few seeds with a value (bf16 {r['n_bf16']}, fp32 {r['n_fp32']})")
+            continue
+        print(
+            f"{q:8s}: median fp32 {r['median_fp32']:8.1f}, bf16 {r['median_bf16']:8.1f} "
+            f"(ratio {r['median_bf16'] / r['median_fp32']:.3f}); Mann-Whitney U = {r['U']:.1f}, "
+            f"p = {r['p']:.3f}; Cliff's delta = {r['cliffs_delta']:+.2f} (n = {r['n_bf16']}, {r['n_fp32']})"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -101,6 +148,7 @@ def main() -> None:
     ap.add_argument("--p", type=int, default=53, help="modulus")
     ap.add_argument("--omega", type=float, default=1.0, help="weight decay")
     ap.add_argument("--batch", type=int, default=512, help="minibatch size (0: full batch)")
+    ap.add_argument("--out", type=Path, help="write the comparison and its provenance to this JSON file")
     args = ap.parse_args()
     if args.seeds < 2:
         ap.error(f"--seeds must be at least 2 for a two-sample test, got {args.seeds}")
@@ -110,7 +158,7 @@ def main() -> None:
         print(f"the modular chapters' model, {args.seeds} seeds, {args.epochs} epochs (times in epochs)")
     else:
         print(f"condition {cond.label()}, seeds {params.seeds[0]}..{params.seeds[-1]} (times in steps)")
-    records = {}
+    records, ends, rates = {}, {}, {}
     for precision in ("fp32", "bf16"):
         t0 = time.perf_counter()
         if args.model == "modular":
@@ -121,18 +169,20 @@ def main() -> None:
         elapsed = time.perf_counter() - t0
         steps = sum(r["stopped_at"] for r in records[precision])
         unit = "seed-epochs" if args.model == "modular" else "seed-steps"
-        rate = f"{steps / elapsed:.1f} {unit}/s" if elapsed > 5 else "read back from the store"
-        print(f"{precision}: {steps} {unit} in {elapsed:.1f} s ({rate})")
+        rates[precision] = f"{steps / elapsed:.1f} {unit}/s" if elapsed > 5 else "read back from the store"
+        print(f"{precision}: {steps} {unit} in {elapsed:.1f} s ({rates[precision]})")
+        if args.model == "modular":
+            ends[precision] = modular_end_state(args.seeds, args.epochs, precision)
     result = compare(records["fp32"], records["bf16"])
-    for q, r in result.items():
-        if "U" not in r:
-            print(f"{q}: too few seeds with a value (bf16 {r['n_bf16']}, fp32 {r['n_fp32']})")
-            continue
-        print(
-            f"{q:6s}: median fp32 {r['median_fp32']:8.0f}, bf16 {r['median_bf16']:8.0f} "
-            f"(ratio {r['median_bf16'] / r['median_fp32']:.3f}); Mann-Whitney U = {r['U']:.1f}, "
-            f"p = {r['p']:.3f}; Cliff's delta = {r['cliffs_delta']:+.2f} (n = {r['n_bf16']}, {r['n_fp32']})"
-        )
+    if ends:
+        result.update(compare(ends["fp32"], ends["bf16"], END_QUANTITIES))
+    _print(result)
+    if args.out is not None:
+        from corelib.results import save_json
+
+        seeds = {p: [{**r, **e} for r, e in zip(records[p], ends.get(p, [{}] * len(records[p])))] for p in records}
+        save_json(args.out, {"comparison": result, "seeds": seeds, "provenance": _provenance(args, rates)})
+        print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -88,6 +88,9 @@ window_branch = None     # tau of the branch; None: at grokking
 snapshot_unit = 100      # snapshot interval at the paper's lr x wd
 use_record = True        # show a recorded run of exactly these settings
 check_epochs = 238       # epochs of that record re-derived and compared
+# the window on the paper's clock, read from its record (every profile)
+window_sample_arm = "anneal_short"  # the arm re-derived from the branch
+window_check_epochs = 200  # its epochs after the branch (0: none)
 
 # %% tags=["hide-input"]
 from myst_nb import glue
@@ -384,6 +387,50 @@ ex.check_told_apart(told_apart);
 # ```{include} ../solutions/inflation_clock.md
 # :start-after: <!-- ex-clock-apart -->
 # :end-before: <!-- end ex-clock-apart -->
+# ```
+# ````
+#
+# ```{exercise} How many seeds would tell them apart?
+# :label: ex-clock-seeds
+#
+# 🔴🔴🔴⚪⚪ · 🔵🔵🔵🔵⚪ · about 15 minutes
+#
+# Ranges that overlap are not told apart, but more seeds might separate them. Suppose a
+# difference $d$ of two arms' mean core dimensions and a spread $s$ over seeds (the sample
+# standard deviation, pooled over both arms) are what the record measured. A two-sided
+# $z$-test at the 5 % level on the means of $n$ seeds per arm then has 80 % power when
+# $|d| / (s\sqrt{2/n}) \ge z_{0.975} + z_{0.8}$. Write `seeds_for_power(a, b)`, the smallest
+# such whole $n$ (at least 2) for the per-seed values `a` and `b`. Then compare your answer for
+# the paper clock's arms with the seeds the chapter quotes above: why does a test of the means
+# need fewer seeds than ranges that stop overlapping, and what does it assume?
+#
+# **Expected result**: 2 seeds for the fast clock's annealed arm (22, 31, 37) against the kept
+# one (13, 14, 15) and 7 for (40, 52, 61) against (36, 38, 42); the check prints "all 5 cases
+# pass".
+# ```
+#
+# ```{admonition} Hint
+# :class: dropdown
+#
+# `scipy.stats.norm.ppf(0.975)` and `norm.ppf(0.8)` give the two quantiles; pool the variances
+# as $((n_a - 1)s_a^2 + (n_b - 1)s_b^2) / (n_a + n_b - 2)$.
+# ```
+
+# %%
+def seeds_for_power(a, b):
+    """Seeds per arm for 80 % power at the 5 % level (an int >= 2)."""
+    raise NotImplementedError  # your code here
+
+
+ex.check_seeds_for_power(seeds_for_power);
+
+# %% [markdown]
+# ````{solution} ex-clock-seeds
+# :class: dropdown
+#
+# ```{include} ../solutions/inflation_clock.md
+# :start-after: <!-- ex-clock-seeds -->
+# :end-before: <!-- end ex-clock-seeds -->
 # ```
 # ````
 #

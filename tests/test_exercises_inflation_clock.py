@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from corelib.exercises import inflation_clock as ex
@@ -53,3 +54,33 @@ def test_the_told_apart_solution_passes_and_matches_the_chapters_rule(capsys):
 def test_the_told_apart_check_catches_means_and_touching_ranges(wrong, says):
     with pytest.raises(AssertionError, match=says):
         ex.check_told_apart(wrong)
+
+
+def test_the_seeds_solution_passes_and_agrees_with_the_chapters_count(capsys):
+    from corelib.experiments import inflation_clock_window
+    from test_inflation_clock_window import _recorded
+
+    seeds_for_power = run_solution("inflation_clock", "ex-clock-seeds")["seeds_for_power"]
+    assert ex.check_seeds_for_power(seeds_for_power) is True
+    assert "all 5 cases pass" in capsys.readouterr().out
+    pw = inflation_clock_window.show(_recorded(), sample_epochs=0)
+    for arm in ("restarted", "anneal_short", "anneal_long"):
+        ends = [inflation_clock_window._end_values(pw, name, "core_dim") for name in (arm, "kept")]
+        assert seeds_for_power(*ends) == inflation_clock_window.seeds_needed(pw, arm)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "says"),
+    [
+        (
+            lambda a, b: max(
+                2, math.ceil(2 * 2.8016**2 * ((np.var(a) + np.var(b)) / 2) / (np.mean(a) - np.mean(b)) ** 2)
+            ),
+            "sample variance over seeds",
+        ),
+        (lambda a, b: 2 * 2.8016**2 * np.var(a + b, ddof=1) / (np.mean(a) - np.mean(b)) ** 2, "round up"),
+    ],
+)
+def test_the_seeds_check_names_an_unpooled_spread_and_a_fraction_of_a_seed(wrong, says):
+    with pytest.raises(AssertionError, match=says):
+        ex.check_seeds_for_power(wrong)

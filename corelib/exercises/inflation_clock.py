@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from scipy import stats
 
 from . import Case, check_function
 
-__all__ = ["check_epochs_to_tau", "check_told_apart"]
+__all__ = ["check_epochs_to_tau", "check_told_apart", "check_seeds_for_power"]
 
 
 def _epochs(tau: float, lr: float, wd: float, n_train: int, batch_size: int) -> float:
@@ -69,3 +70,49 @@ def check_told_apart(told_apart: Callable) -> bool:
         ),
     ]
     return check_function(told_apart, cases, name="told_apart", hints=hints)
+
+
+def _power(d: float, s: float, n: int) -> float:
+    """The power of a two-sided z-test at the 5 % level of a difference ``d`` of two means of ``n``
+    seeds each with spread ``s`` (the far tail left out, as the normal approximation does)."""
+    return float(stats.norm.cdf(abs(d) / (s * np.sqrt(2 / n)) - stats.norm.ppf(0.975)))
+
+
+def _seeds_by_search(a, b) -> int:
+    """The fewest seeds per arm (at least 2) with 80 % power, found by trying n = 2, 3, ...: an
+    independent way to the closed form the exercise asks for."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    d = a.mean() - b.mean()
+    s = np.sqrt(((len(a) - 1) * a.var(ddof=1) + (len(b) - 1) * b.var(ddof=1)) / (len(a) + len(b) - 2))
+    n = 2
+    while _power(d, s, n) < 0.8:
+        n += 1
+    return n
+
+
+def check_seeds_for_power(seeds_for_power: Callable) -> bool:
+    """Check ``seeds_for_power(a, b)``: the seeds per arm a two-sided z-test at the 5 % level needs
+    to tell the means of ``a`` and ``b`` (per-seed values) apart with 80 % power, taking their
+    difference and pooled spread as measured; at least 2."""
+    pairs = [
+        ([31.0, 22.0, 37.0], [14.0, 13.0, 15.0], "the fast clock's annealed arm against the kept one"),
+        ([17.0, 71.0, 67.0], [13.0, 15.0, 14.0], "a wide range far from the other"),
+        ([13.0, 15.0, 14.0], [18.0, 20.0, 18.0], "kept against restarted"),
+        ([40.0, 52.0, 61.0], [36.0, 38.0, 42.0], "a small difference, a wide spread"),
+        ([12.0, 16.0, 14.0, 15.0], [15.0, 18.0, 20.0], "four seeds against three"),
+    ]
+    cases = [Case((a, b), _seeds_by_search(a, b), what) for a, b, what in pairs]
+
+    def without_pooling(c: Case) -> int:
+        a, b = (np.asarray(x, float) for x in c.args)
+        z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
+        return max(2, int(np.ceil(2 * z**2 * (a.var() + b.var()) / 2 / (a.mean() - b.mean()) ** 2)))
+
+    hints = [
+        (
+            lambda got, c: got == without_pooling(c),
+            "use the sample variance over seeds (ddof=1), pooled over both arms.",
+        ),
+        (lambda got, c: isinstance(got, float) and not float(got).is_integer(), "round up to a whole seed."),
+    ]
+    return check_function(seeds_for_power, cases, name="seeds_for_power", hints=hints, rtol=0, atol=0)

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 import pandas
 
-from . import inflation_clock
+from .. import claims
+from . import inflation_clock, modular_runs
 from .inflation_clock import ClockParams, EndState, WindowSummary
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "show",
     "tau_table",
     "finding_values",
+    "record_claims",
     "seeds_needed",
     "glue_values",
 ]
@@ -167,6 +169,17 @@ def finding_values(pw: PaperWindow) -> dict[str, float]:
     }
 
 
+def record_claims(pw: PaperWindow | None) -> None:
+    """Record the findings ``window_paper.*`` measured on the record ``pw`` for the claims page,
+    under the record's name and with its settings that differ from the paper's; without a record,
+    forget what an earlier one left."""
+    if pw is None:
+        claims.forget_recorded("inflation_clock")
+        return
+    settings = claims.deviations(pw.params.base(), modular_runs.ModularParams(), ignore=["eval_every"])
+    claims.record("inflation_clock", finding_values(pw), settings=settings, source=pw.source)
+
+
 def seeds_needed(pw: PaperWindow, arm: str, other: str = "kept") -> int | None:
     """Seeds per arm that a two-sided z-test at the 5 % level would need to tell the mean core
     dimension of ``arm`` from that of ``other`` at the window's end with 80 % power, if the
@@ -211,11 +224,12 @@ def _dims(values: list[float]) -> str:
 
 
 def glue_values(pw: PaperWindow) -> dict[str, float | int | str]:
-    """The numbers the chapter's prose quotes of the paper-clock window, by glue name: per arm
-    and tau of :data:`TAUS`, ``pw_<arm>_<tau>_core`` (mean core dimension), ``_min``, ``_max``
-    (its range over seeds), ``_modes``, ``_acc`` and ``_spikes`` (per 1000 epochs since the
-    branch); the arms at their branch; the seeds :func:`seeds_needed` per arm against the kept run;
-    and how the sample re-derived (``pw_checked_*``, as :func:`inflation_clock.record_numbers`)."""
+    """The numbers the chapter's prose quotes of the paper-clock window, by glue name: the clock
+    (``pw_pair``) and the taus of :data:`TAUS` (``pw_tau_0`` ...); per arm and tau,
+    ``pw_<arm>_<tau>_core`` (mean core dimension), ``_min``, ``_max`` (its range over seeds),
+    ``_modes``, ``_acc`` and ``_spikes`` (per 1000 epochs since the branch); the arms at their
+    branch; the seeds :func:`seeds_needed` per arm against the kept run; and how the sample
+    re-derived (``pw_checked_*``, as :func:`inflation_clock.record_numbers`)."""
     out: dict[str, float | int | str] = {}
     for tau, summary in pw.at_tau.items():
         for name, arm in summary.arms.items():
@@ -226,6 +240,8 @@ def glue_values(pw: PaperWindow) -> dict[str, float | int | str]:
     out.update(
         {
             "pw_n_seeds": len(pw.params.seeds),
+            "pw_pair": inflation_clock.pair_label(lr, wd),
+            **{f"pw_tau_{i}": tau for i, tau in enumerate(TAUS)},
             "pw_grok": pw.end.grok_epoch,
             "pw_tau_grok": round(pw.end.tau_grok, 2),
             "pw_end_epoch": pw.end.arms["kept"].end,
