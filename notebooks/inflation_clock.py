@@ -400,9 +400,12 @@ ex.check_told_apart(told_apart);
 # standard deviation, pooled over both arms) are what the record measured. A two-sided
 # $z$-test at the 5 % level on the means of $n$ seeds per arm then has 80 % power when
 # $|d| / (s\sqrt{2/n}) \ge z_{0.975} + z_{0.8}$. Write `seeds_for_power(a, b)`, the smallest
-# such whole $n$ (at least 2) for the per-seed values `a` and `b`. Then compare your answer for
-# the paper clock's arms with the seeds the chapter quotes above: why does a test of the means
-# need fewer seeds than ranges that stop overlapping, and what does it assume?
+# such whole $n$ (at least 2) for the per-seed values `a` and `b`, whose means differ. Then
+# apply it to the paper clock's arms (an arm's per-seed core dimensions at the end are
+# `paper.curves[arm]["core_dim"][-1]`, NaN where a seed has none) and compare with the seeds the
+# chapter quotes above, which come from the exact $t$-test: why does the $t$-test ask for a seed
+# or two more, why does a test of the means need fewer seeds than ranges that stop overlapping,
+# and what does the count assume?
 #
 # **Expected result**: 2 seeds for the fast clock's annealed arm (22, 31, 37) against the kept
 # one (13, 14, 15) and 7 for (40, 52, 61) against (36, 38, 42); the check prints "all 5 cases

@@ -66,7 +66,8 @@ def test_the_seeds_solution_passes_and_agrees_with_the_chapters_count(capsys):
     pw = inflation_clock_window.show(_recorded(), sample_epochs=0)
     for arm in ("restarted", "anneal_short", "anneal_long"):
         ends = [inflation_clock_window._end_values(pw, name, "core_dim") for name in (arm, "kept")]
-        assert seeds_for_power(*ends) == inflation_clock_window.seeds_needed(pw, arm)
+        z_count, t_count = seeds_for_power(*ends), inflation_clock_window.seeds_needed(pw, arm)
+        assert z_count <= t_count <= z_count + 2  # the chapter's t-test asks for a seed or two more
 
 
 @pytest.mark.parametrize(
@@ -79,6 +80,13 @@ def test_the_seeds_solution_passes_and_agrees_with_the_chapters_count(capsys):
             "sample variance over seeds",
         ),
         (lambda a, b: 2 * 2.8016**2 * np.var(a + b, ddof=1) / (np.mean(a) - np.mean(b)) ** 2, "round up"),
+        (
+            lambda a, b: max(
+                2,
+                math.ceil(2 * 2.8016**2 * (np.var(a, ddof=1) + np.var(b, ddof=1)) / 2 / (np.mean(a) - np.mean(b)) ** 2),
+            ),
+            "weight each arm's variance by its degrees of freedom",
+        ),
     ],
 )
 def test_the_seeds_check_names_an_unpooled_spread_and_a_fraction_of_a_seed(wrong, says):

@@ -92,8 +92,8 @@ def _seeds_by_search(a, b) -> int:
 
 def check_seeds_for_power(seeds_for_power: Callable) -> bool:
     """Check ``seeds_for_power(a, b)``: the seeds per arm a two-sided z-test at the 5 % level needs
-    to tell the means of ``a`` and ``b`` (per-seed values) apart with 80 % power, taking their
-    difference and pooled spread as measured; at least 2."""
+    to tell the means of ``a`` and ``b`` (per-seed values, with different means) apart with 80 %
+    power, taking their difference and pooled spread as measured; at least 2."""
     pairs = [
         ([31.0, 22.0, 37.0], [14.0, 13.0, 15.0], "the fast clock's annealed arm against the kept one"),
         ([17.0, 71.0, 67.0], [13.0, 15.0, 14.0], "a wide range far from the other"),
@@ -108,11 +108,21 @@ def check_seeds_for_power(seeds_for_power: Callable) -> bool:
         z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
         return max(2, int(np.ceil(2 * z**2 * (a.var() + b.var()) / 2 / (a.mean() - b.mean()) ** 2)))
 
+    def unweighted(c: Case) -> int:
+        a, b = (np.asarray(x, float) for x in c.args)
+        z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
+        pooled = (a.var(ddof=1) + b.var(ddof=1)) / 2
+        return max(2, int(np.ceil(2 * z**2 * pooled / (a.mean() - b.mean()) ** 2)))
+
     hints = [
         (
             lambda got, c: got == without_pooling(c),
             "use the sample variance over seeds (ddof=1), pooled over both arms.",
         ),
         (lambda got, c: isinstance(got, float) and not float(got).is_integer(), "round up to a whole seed."),
+        (
+            lambda got, c: got == unweighted(c),
+            "weight each arm's variance by its degrees of freedom, n - 1, when the arms have different seeds.",
+        ),
     ]
     return check_function(seeds_for_power, cases, name="seeds_for_power", hints=hints, rtol=0, atol=0)

@@ -1094,16 +1094,18 @@ def window_curves(window: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def arm_at_branch(window: dict[str, Any], name: str) -> EndState:
+def arm_at_branch(window: dict[str, Any], name: str, *, fallback: bool = True) -> EndState:
     """The models the arm ``name`` of ``window`` started from: its own snapshot at its branch
-    (for the kept run, at grokking), else the kept run's last snapshot at or before the branch; an
-    error when there is neither."""
+    (for the kept run, at grokking), else, with ``fallback``, the kept run's last snapshot at or
+    before the branch (right only when the arm branched from that very run); an error when there
+    is none."""
     arm = window["arms"][name]
     branch = arm["branch"] if arm["branch"] is not None else window["grok_epoch"]
-    own = [r for r in arm["records"] if r["epoch"] == branch]
-    at = own or [r for r in window["arms"]["kept"]["records"] if r["epoch"] <= branch]
+    at = [r for r in arm["records"] if r["epoch"] == branch]
+    if not at and fallback:
+        at = [r for r in window["arms"]["kept"]["records"] if r["epoch"] <= branch]
     if not at:
-        raise ValueError(f"the arm {name!r} has no snapshot at its branch (epoch {branch}), nor has the kept run.")
+        raise ValueError(f"the arm {name!r} has no snapshot at its branch (epoch {branch}) to start from.")
     return EndState(**_end_means(at))
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pandas
+from scipy import stats
 
 from .. import claims
 from . import inflation_clock, modular_runs
@@ -37,6 +38,7 @@ __all__ = [
     "finding_values",
     "record_claims",
     "seeds_needed",
+    "t_test_power",
     "glue_values",
 ]
 
@@ -46,8 +48,7 @@ TAUS = (12.0, 30.0, 60.0)
 ANNEALED = ("anneal_short", "anneal_long")
 """The arms whose weight decay is annealed to zero after grokking (over tau 1.5 and 6)."""
 
-_Z_TWO_SIDED_5 = 1.959964  # the normal quantile of 0.975: a two-sided test at the 5 % level
-_Z_POWER_80 = 0.841621  # the normal quantile of 0.8: 80 % power
+_ALPHA, _POWER = 0.05, 0.8  # a two-sided test at the 5 % level, with 80 % power
 
 
 @dataclass(frozen=True)
@@ -104,13 +105,18 @@ def show(
     sample_arm: str = "anneal_short",
     sample_epochs: int = 200,
     progress: bool = True,
-) -> PaperWindow | None:
+) -> PaperWindow:
     """The record ``recorded`` (:func:`~corelib.experiments.paper_scale.recorded_window`'s) as the
     chapter shows it, after re-deriving its arm ``sample_arm`` for ``sample_epochs`` epochs after
-    the branch from the recorded branch weights (0: no re-derivation). None without a record."""
+    the branch from the recorded branch weights (0: no re-derivation); an error naming the fix
+    without a record."""
     _check_sample_request(sample_arm, sample_epochs)
     if recorded is None:
-        return None
+        raise ValueError(
+            "no recorded window on the paper's clock: recorded/inflation_clock_window_paper/ is missing; restore it "
+            "with `git checkout -- recorded/` (or export a finished run: `python -m acebook.record export "
+            "inflation_clock_window`)."
+        )
     params, window = recorded["params"], recorded["window"]
     sample = None
     if sample_epochs:
@@ -131,8 +137,9 @@ def show(
 
 
 def _at_branch(window: dict[str, Any]) -> dict[str, EndState]:
-    """The models every arm started from (:func:`inflation_clock.arm_at_branch`)."""
-    return {name: inflation_clock.arm_at_branch(window, name) for name in window["arms"]}
+    """The models every arm started from (:func:`inflation_clock.arm_at_branch`), each from its own
+    snapshot at its branch: the kept run shown is another realisation, never a stand-in."""
+    return {name: inflation_clock.arm_at_branch(window, name, fallback=False) for name in window["arms"]}
 
 
 def tau_table(pw: PaperWindow) -> pandas.DataFrame:
@@ -141,30 +148,43 @@ def tau_table(pw: PaperWindow) -> pandas.DataFrame:
     return inflation_clock.window_tau_table(pw.at_tau)
 
 
-def _growth(pw: PaperWindow, arm: str) -> float:
-    """How much an arm's mean core grew from its branch to the window's end."""
-    return pw.end.arms[arm].core_dim - pw.at_branch[arm].core_dim
+def _growths(pw: PaperWindow, arm: str) -> np.ndarray:
+    """Per seed of ``arm``, its core dimension at the window's end minus at its branch (seeds
+    without a core at either left out)."""
+    curve = pw.curves[arm]
+    start = curve["branch"] if curve["branch"] is not None else pw.end.grok_epoch
+    dims = np.asarray(curve["core_dim"], dtype=float)
+    growth = dims[-1] - dims[list(curve["epochs"]).index(start)]
+    return growth[np.isfinite(growth)]
+
+
+def _near_grokking(pw: PaperWindow) -> float:
+    """The largest growth of an annealed seed over the smallest growth of a kept seed (NaN when
+    some kept seed did not grow: there is no inflation to compare with)."""
+    kept = _growths(pw, "kept").min()
+    annealed = max(_growths(pw, a).max() for a in ANNEALED)
+    return float(annealed / kept) if kept > 0 else float("nan")
 
 
 def finding_values(pw: PaperWindow) -> dict[str, float]:
     """The values of the findings ``window_paper.*`` (:data:`corelib.claims.FINDINGS`), measured
     at the window's end. With three seeds, two arms are told apart only where their seed ranges
-    do not overlap: five findings are the gap between two ranges (positive when they are apart).
-    ``anneal_near_grokking`` is a ratio of mean growths since the branch (NaN, not measured, when
-    the kept run's mean core did not grow), and ``all_generalise`` the lowest test accuracy of any
-    model of any arm."""
+    do not overlap: seven findings are the gap between two ranges (positive when they are apart);
+    ``anneal_near_grokking`` compares the extremes of the seeds' growths since their branch (a
+    ratio, NaN when some kept seed did not grow), and ``all_generalise`` is the lowest test
+    accuracy of any model of any arm."""
     end, branch = pw.end.arms, pw.at_branch
-    kept = end["kept"]
-    kept_growth = _growth(pw, "kept")
+    kept, restarted = end["kept"], end["restarted"]
+    annealed_max = max(end[a].core_dim_max for a in ANNEALED)
     return {
         "window_paper.kept_inflates": kept.core_dim_min - branch["kept"].core_dim_max,
-        "window_paper.anneal_smaller": kept.core_dim_min - max(end[a].core_dim_max for a in ANNEALED),
-        "window_paper.anneal_near_grokking": (
-            max(_growth(pw, a) for a in ANNEALED) / kept_growth if kept_growth > 0 else float("nan")
-        ),
+        "window_paper.anneal_smaller": kept.core_dim_min - annealed_max,
+        "window_paper.anneal_near_grokking": _near_grokking(pw),
         "window_paper.removed_smaller": kept.core_dim_min - end["removed"].core_dim_max,
-        "window_paper.restart_smaller": kept.core_dim_min - end["restarted"].core_dim_max,
+        "window_paper.restart_smaller": kept.core_dim_min - restarted.core_dim_max,
         "window_paper.late_removal_deflates": branch["removed_late"].core_dim_min - end["removed_late"].core_dim_max,
+        "window_paper.anneal_below_restart": restarted.core_dim_min - annealed_max,
+        "window_paper.removed_below_restart": restarted.core_dim_min - end["removed"].core_dim_max,
         "window_paper.all_generalise": min(float(np.min(_end_values(pw, a, "test_acc"))) for a in end),
     }
 
@@ -181,24 +201,39 @@ def record_claims(pw: PaperWindow | None) -> None:
 
 
 def seeds_needed(pw: PaperWindow, arm: str, other: str = "kept") -> int | None:
-    """Seeds per arm that a two-sided z-test at the 5 % level would need to tell the mean core
-    dimension of ``arm`` from that of ``other`` at the window's end with 80 % power, if the
-    difference and the spread over seeds were what the record measured:
-    ``ceil(2 (z_0.975 + z_0.8)^2 s^2 / d^2)``, at least 2, with ``s`` the pooled standard
-    deviation over seeds and ``d`` the difference of the means; None when the means are equal (no
-    number of seeds would do). It sizes a test of the means, which needs fewer seeds than ranges
-    that stop overlapping. Each arm needs at least two seeds with a core at the end."""
+    """Seeds per arm that a two-sided two-sample t-test at the 5 % level would need to tell the
+    mean core dimension of ``arm`` from that of ``other`` at the window's end with 80 % power, if
+    the difference of the means and the pooled spread over seeds were what the record measured
+    (the power from the noncentral t distribution); at least 2, None when the means are equal
+    (no number of seeds would do). It sizes a test of the means, which needs fewer seeds than
+    ranges that stop overlapping, and it trusts a spread that three seeds estimate poorly. Each
+    arm needs at least two seeds with a core at the end."""
     a, b = (_end_values(pw, name, "core_dim") for name in (arm, other))
     if min(len(a), len(b)) < 2:
         raise ValueError(
             f"seeds_needed estimates the spread over seeds: {arm!r} has {len(a)} and {other!r} has {len(b)} "
             "seeds with a core at the end; it needs at least two each."
         )
-    d = float(np.mean(a) - np.mean(b))
+    d = abs(float(np.mean(a) - np.mean(b)))
     if d == 0:
         return None
-    pooled = ((len(a) - 1) * np.var(a, ddof=1) + (len(b) - 1) * np.var(b, ddof=1)) / (len(a) + len(b) - 2)
-    return max(2, math.ceil(2 * (_Z_TWO_SIDED_5 + _Z_POWER_80) ** 2 * float(pooled) / d**2))
+    spread = math.sqrt(((len(a) - 1) * np.var(a, ddof=1) + (len(b) - 1) * np.var(b, ddof=1)) / (len(a) + len(b) - 2))
+    if spread == 0:
+        return 2
+    z = stats.norm.ppf(1 - _ALPHA / 2) + stats.norm.ppf(_POWER)
+    n = max(2, math.ceil(2 * (z * spread / d) ** 2))  # the normal approximation: a lower bound
+    while t_test_power(d / spread, n) < _POWER:
+        n += 1
+    return n
+
+
+def t_test_power(effect: float, n: int, alpha: float = _ALPHA) -> float:
+    """The power of a two-sided two-sample t-test at level ``alpha`` with ``n`` seeds per arm, for
+    a difference of means of ``effect`` standard deviations (the noncentral t distribution)."""
+    df = 2 * n - 2
+    nc = effect * math.sqrt(n / 2)
+    crit = stats.t.ppf(1 - alpha / 2, df)
+    return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
 
 
 def _end_values(pw: PaperWindow, arm: str, metric: str) -> np.ndarray:
@@ -217,6 +252,15 @@ def _arm_glue(name: str, arm: Any, tau: float) -> dict[str, float]:
         f"{key}_acc": round(arm.test_acc, 3),
         f"{key}_spikes": round(arm.spikes_per_1000, 2),
     }
+
+
+def _seeds_text(pw: PaperWindow, arm: str) -> int | str:
+    """:func:`seeds_needed` against the kept run, or why there is no number."""
+    try:
+        n = seeds_needed(pw, arm)
+    except ValueError:
+        return "no estimate (too few seeds)"
+    return "no number" if n is None else n
 
 
 def _dims(values: list[float]) -> str:
@@ -261,8 +305,8 @@ def glue_values(pw: PaperWindow) -> dict[str, float | int | str]:
         }
     )
     for name in ("restarted", "removed", *ANNEALED):
-        n = seeds_needed(pw, name)
-        out[f"pw_seeds_{name}"] = "no number" if n is None else n
+        out[f"pw_seeds_{name}"] = _seeds_text(pw, name)
     checked = inflation_clock.record_numbers(None if pw.sample is None else {"agreement": pw.sample})
     out.update({f"pw_{k}": v for k, v in checked.items() if k != "record_minutes"})
+    out["pw_checked_after"] = 0 if pw.sample is None else pw.sample["epochs"] - pw.end.grok_epoch
     return out
