@@ -263,14 +263,22 @@ def _seeds_text(pw: PaperWindow, arm: str) -> int | str:
     return "no number" if n is None else n
 
 
+def _seed_values(pw: PaperWindow, arm: str, epoch: int, metric: str = "core_dim") -> list[float]:
+    """The per-seed ``metric`` of ``arm`` at its snapshot of ``epoch``, in the order of the seeds."""
+    curve = pw.curves[arm]
+    return list(np.asarray(curve[metric], dtype=float)[list(curve["epochs"]).index(epoch)])
+
+
 def _dims(values: list[float]) -> str:
-    return ", ".join(f"{v:.0f}" for v in values)
+    """Per-seed whole numbers as text ("none" for a seed without one)."""
+    return ", ".join(f"{v:.0f}" if math.isfinite(v) else "none" for v in values)
 
 
 def glue_values(pw: PaperWindow) -> dict[str, float | int | str]:
     """The numbers the chapter's prose quotes of the paper-clock window, by glue name: the clock
     (``pw_pair``) and the taus of :data:`TAUS` (``pw_tau_0`` ...); per arm and tau,
-    ``pw_<arm>_<tau>_core`` (mean core dimension), ``_min``, ``_max`` (its range over seeds),
+    ``pw_<arm>_<tau>_core`` (mean core dimension), ``_min``, ``_max`` (its range over seeds), ``_dims``
+    (each seed's, in the order of the seeds),
     ``_modes``, ``_acc`` and ``_spikes`` (per 1000 epochs since the branch); the arms at their
     branch; the seeds :func:`seeds_needed` per arm against the kept run; and how the sample
     re-derived (``pw_checked_*``, as :func:`inflation_clock.record_numbers`)."""
@@ -278,6 +286,7 @@ def glue_values(pw: PaperWindow) -> dict[str, float | int | str]:
     for tau, summary in pw.at_tau.items():
         for name, arm in summary.arms.items():
             out.update(_arm_glue(name, arm, tau))
+            out[f"pw_{name}_{tau:g}_dims"] = _dims(_seed_values(pw, name, arm.end))
     lr, wd = pw.params.window_pair
     late = pw.end.arms["removed_late"]
     branch = pw.at_branch[inflation_clock.WINDOW_SAMPLE_ARMS[0]]  # every arm at grokking starts from these
@@ -300,6 +309,7 @@ def glue_values(pw: PaperWindow) -> dict[str, float | int | str]:
             "pw_late_at_branch": round(pw.at_branch["removed_late"].core_dim, 1),
             "pw_late_at_branch_min": pw.at_branch["removed_late"].core_dim_min,
             "pw_late_at_branch_max": pw.at_branch["removed_late"].core_dim_max,
+            "pw_late_at_branch_dims": _dims(_seed_values(pw, "removed_late", late.branch)),
             "pw_training_hours": round(sum(pw.training_seconds.values()) / 3600, 1),
             "pw_sample_arm": pw.sample_arm.replace("_", " "),
         }
