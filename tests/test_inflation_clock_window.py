@@ -223,6 +223,7 @@ def test_the_glued_numbers_name_each_arm_and_tau():
     assert (values["pw_kept_branch_dims"], values["pw_weights_branch_dims"]) == ("12, 15, 17", "12, 16, 18")
     assert (values["pw_removed_60_dims"], values["pw_anneal_short_12_dims"]) == ("10, 12, 47", "12, 30, 44")
     assert values["pw_late_at_branch_dims"] == "40, 45, 50"
+    assert (values["pw_anneal_gap"], values["pw_max_spikes"]) == (42 - 35, 0.0)
     assert values["pw_training_hours"] == 2.5 and values["pw_checked_epochs"] == 0
     assert all(isinstance(v, (int, float)) or len(str(v).split()) <= 4 for v in values.values())
 

@@ -312,6 +312,8 @@ def glue_values(pw: PaperWindow) -> dict[str, float | int | str]:
             "pw_late_at_branch_dims": _dims(_seed_values(pw, "removed_late", late.branch)),
             "pw_training_hours": round(sum(pw.training_seconds.values()) / 3600, 1),
             "pw_sample_arm": pw.sample_arm.replace("_", " "),
+            "pw_anneal_gap": pw.end.arms["kept"].core_dim_min - max(pw.end.arms[a].core_dim_max for a in ANNEALED),
+            "pw_max_spikes": round(max(a.spikes_per_1000 for s in pw.at_tau.values() for a in s.arms.values()), 2),
         }
     )
     for name in ("restarted", "removed", *ANNEALED):
