@@ -201,9 +201,12 @@ def test_every_measured_claim_is_on_the_claims_page(built_book):
     measured = {cid for data in records.values() for cid in data["values"]}
     # the paper's claims and the book's own findings
     expected_chapters = {c.chapter for c in (*claims.CLAIMS, *claims.FINDINGS)} & set(project.chapters(root))
-    # and the chapters that show a recorded paper-scale run (here: smoke runs recorded by conftest.py)
-    # recorded its values too
-    shown = {f"{c}{claims.RECORDED_SUFFIX}" for c in ("modular_addition", "core_inflation", "grokking_sweeps")}
+    # and the chapters that show a recorded paper-scale run (here: smoke runs recorded by conftest.py,
+    # and the clock chapter's paper-clock window) recorded its values too
+    shown = {
+        f"{c}{claims.RECORDED_SUFFIX}"
+        for c in ("modular_addition", "core_inflation", "grokking_sweeps", "inflation_clock")
+    }
     assert set(records) == expected_chapters | shown, "every chapter with claims recorded them"
     html = (root / "_build" / "html" / "book" / "chapters" / "claims.html").read_text()
     missing = sorted(cid for cid in measured if f">{cid}<" not in html)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from corelib import claims
-from corelib.experiments import inflation_clock, modular_runs
+from corelib.experiments import inflation_clock, inflation_clock_window, modular_runs, paper_scale
 
 
 def _smoke() -> inflation_clock.ClockParams:
@@ -172,8 +172,11 @@ def test_every_glued_name_of_the_chapter_is_glued(tmp_path, monkeypatch):
     summary = inflation_clock.run(params, progress=False)
     values = inflation_clock.glue_values(params, summary.clock, summary.window)
     values.update(inflation_clock.record_numbers(summary.record))
-    assert used - {"cost", "fig_clock", "fig_window"} <= set(values), sorted(used - set(values))
-    assert {"cost", "fig_clock", "fig_window"} <= set(re.findall(r'glue\("(\w+)"', text))
+    paper = inflation_clock_window.show(paper_scale.recorded_window(), sample_epochs=0)
+    values.update(inflation_clock_window.glue_values(paper))
+    figures = {"cost", "fig_clock", "fig_window", "fig_paper_window"}
+    assert used - figures <= set(values), sorted(used - set(values))
+    assert figures <= set(re.findall(r'glue\("(\w+)"', text))
     assert all(isinstance(v, (int, float)) or len(str(v).split()) <= 4 for v in values.values())  # no sentences
 
 
