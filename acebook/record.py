@@ -77,8 +77,14 @@ def _code() -> dict[str, Any]:
 # ---------------------------------------------------------------- core inflation
 
 
-def inflation_params(profile: str) -> modular_runs.ModularParams:
-    return modular_runs.ModularParams.from_namespace(chapter_parameters("core_inflation", profile))
+def _values(chapter: str, profile: str, precision: str | None) -> dict:
+    """The chapter's parameters under ``profile``, with ``precision`` (None: the profile's)."""
+    values = chapter_parameters(chapter, profile)
+    return values if precision is None else {**values, "precision": precision}
+
+
+def inflation_params(profile: str, precision: str | None = None) -> modular_runs.ModularParams:
+    return modular_runs.ModularParams.from_namespace(_values("core_inflation", profile, precision))
 
 
 def _compact(records: list[dict]) -> list[dict]:
@@ -156,8 +162,8 @@ def _verify_core_inflation(record: dict, epochs: int, tolerance: float) -> list[
 # ---------------------------------------------------------------- grokking sweeps
 
 
-def sweeps_params(profile: str) -> SweepsParams:
-    return SweepsParams.from_namespace(chapter_parameters("grokking_sweeps", profile))
+def sweeps_params(profile: str, precision: str | None = None) -> SweepsParams:
+    return SweepsParams.from_namespace(_values("grokking_sweeps", profile, precision))
 
 
 _PROGRESS = re.compile(
@@ -289,8 +295,8 @@ def _verify_grokking_sweeps(record: dict, label: str, n_seeds: int | None, toler
 # ---------------------------------------------------------------- the clock of core inflation
 
 
-def clock_params(profile: str) -> inflation_clock.ClockParams:
-    return inflation_clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", profile))
+def clock_params(profile: str, precision: str | None = None) -> inflation_clock.ClockParams:
+    return inflation_clock.ClockParams.from_namespace(_values("inflation_clock", profile, precision))
 
 
 def _unfinished(mp: modular_runs.ModularParams, arm: str) -> int | None:

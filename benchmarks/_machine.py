@@ -11,8 +11,14 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
-from corelib.engine import DropoutStreams
+from corelib.engine import DropoutStreams, bf16_native
 from corelib.models import TransformerConfig
+
+NATIVE_BF16 = bf16_native("cpu")
+"""Whether this CPU computes bf16 matmuls in hardware; elsewhere the engine refuses bf16."""
+ENGINE_SIDES = (("engine", "fp32"), ("engine bf16", "bf16")) if NATIVE_BF16 else (("engine", "fp32"),)
+"""The engine's timed sides: its fp32 run, and its bf16 run where the CPU computes bf16 natively."""
+NO_BF16 = "bf16: not timed: this CPU would emulate it, and the engine refuses bf16 there (corelib.engine.bf16_native)"
 
 
 def matmul_gflops(n: int = 2048, repeats: int = 5, dtype: torch.dtype = torch.float32) -> float:

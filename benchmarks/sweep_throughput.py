@@ -44,7 +44,16 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _machine import counted_flops, mask_seconds, matmul_gflops, print_sides, reference_model  # noqa: E402
+from _machine import (  # noqa: E402
+    ENGINE_SIDES,
+    NATIVE_BF16,
+    NO_BF16,
+    counted_flops,
+    mask_seconds,
+    matmul_gflops,
+    print_sides,
+    reference_model,
+)
 from corelib.models import Transformer  # noqa: E402
 from corelib.sweeps import Condition, SweepConfig, SweepStats, condition_data, train_condition  # noqa: E402
 from corelib.tasks.modular import modular_addition_split  # noqa: E402
@@ -127,7 +136,7 @@ def main() -> None:
 
     # Fixed costs (initialising the models, the full accuracy of every seed when it stops) are
     # paid once per condition; a difference of two runs measures the cost of the steps alone.
-    for name, precision in (("engine", "fp32"), ("engine bf16", "bf16")):
+    for name, precision in ENGINE_SIDES:
         run(1, None, precision)  # warm-up: a first call's set-up would be charged to the 1-step run
         t_short, short = timed(1, precision)
         t_long, long_ = timed(args.steps, precision)
@@ -153,6 +162,7 @@ def main() -> None:
         "engine": f"sweep engine, {args.seeds} seeds together, early exit",
         "engine bf16": f"sweep engine, {args.seeds} seeds together, early exit, bf16 training",
     }
+    labels = {k: v for k, v in labels.items() if k in rates}
     gflops = print_sides(labels, rates, flops, peak, "seed-step")
     print(f"the engine evaluated {eval_per_seed_step:.0f} rows per seed-step")
     for name, label, target in (("authors", "the authors' loop", 4.5), ("in-house", "the in-house loop", 10)):
@@ -161,10 +171,13 @@ def main() -> None:
             f"engine {gflops['engine']:.1f} ({gflops['engine'] / peak:.0%} of peak), {label[4:]} "
             f"{gflops[name]:.1f} ({gflops[name] / peak:.0%} of peak)"
         )
-    print(
-        f"bf16: {rates['engine bf16'] / rates['engine']:.2f}x the engine's fp32 rate (adopted where >= 1.3x); "
-        f"{rates['engine bf16'] / rates['authors']:.1f}x the authors' loop (target >= 10x)"
-    )
+    if NATIVE_BF16:
+        print(
+            f"bf16: {rates['engine bf16'] / rates['engine']:.2f}x the engine's fp32 rate (adopted where >= 1.3x); "
+            f"{rates['engine bf16'] / rates['authors']:.1f}x the authors' loop (target >= 10x)"
+        )
+    else:
+        print(NO_BF16)
     # What no tuning of the engine's method can beat here: its counted fp32 FLOPs at the full
     # matmul peak, plus the masks.
     ceiling = 1 / (flops["engine"] / peak / 1e9 + masks)

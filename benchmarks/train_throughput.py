@@ -70,7 +70,16 @@ from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _machine import counted_flops, mask_seconds, matmul_gflops, print_sides, reference_model  # noqa: E402
+from _machine import (  # noqa: E402
+    ENGINE_SIDES,
+    NATIVE_BF16,
+    NO_BF16,
+    counted_flops,
+    mask_seconds,
+    matmul_gflops,
+    print_sides,
+    reference_model,
+)
 from acebook.project import profile_parameters  # noqa: E402
 from corelib.engine import PrefixData, StackConfig, train_stack  # noqa: E402
 from corelib.experiments.modular_runs import ModularParams  # noqa: E402
@@ -140,6 +149,33 @@ def per_epoch_flops(run: Callable[[int], object]) -> tuple[float, float]:
     return two - one, 2 * one - two
 
 
+def print_speed_ups(rates: dict[str, float], gflops: dict[str, float], peak: float) -> None:
+    """The fp32 engine against each loop, with the target and each side's share of the peak; then bf16."""
+    for name, label, target in (
+        ("authors", "the authors' loop", "  (target >= 1.5x)"),
+        ("in-house", "the in-house loop", ""),
+    ):
+        print(
+            f"speed-up over {label}: {rates['engine'] / rates[name]:.2f}x{target}; GFLOP/s: engine "
+            f"{gflops['engine']:.1f} ({gflops['engine'] / peak:.0%} of peak), {label[4:]} "
+            f"{gflops[name]:.1f} ({gflops[name] / peak:.0%} of peak)"
+        )
+    print_bf16(rates, gflops)
+
+
+def print_bf16(rates: dict[str, float], gflops: dict[str, float]) -> None:
+    """The bf16 side against the fp32 engine and the authors' loop, with its share of the bf16 peak."""
+    if not NATIVE_BF16:
+        print(NO_BF16)
+        return
+    bf16_peak = matmul_gflops(dtype=torch.bfloat16)
+    print(
+        f"bf16: {rates['engine bf16'] / rates['engine']:.2f}x the engine's fp32 rate (adopted where >= 1.3x); "
+        f"{rates['engine bf16'] / rates['authors']:.2f}x the authors' loop (target >= 2.5x); "
+        f"{gflops['engine bf16'] / bf16_peak:.0%} of the measured {bf16_peak:.1f} GFLOP/s bf16 matmul peak"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=int, default=20)
@@ -185,8 +221,10 @@ def main() -> None:
     # timed run pays a first call's set-up.
     counts = {"authors": per_epoch_flops(authors), "in-house": per_epoch_flops(in_house)}
     train_e, save_e = per_epoch_flops(engine)
-    counts["engine"] = counts["engine bf16"] = (train_e / len(seeds), save_e / len(seeds))
-    engine(1, "bf16")  # warm-up
+    counts["engine"] = (train_e / len(seeds), save_e / len(seeds))
+    if NATIVE_BF16:
+        counts["engine bf16"] = counts["engine"]
+        engine(1, "bf16")  # warm-up
     saves = save_points(args.epochs) / args.epochs
     flops = {name: train + save * saves for name, (train, save) in counts.items()}
 
@@ -196,7 +234,7 @@ def main() -> None:
         for seed in seeds:
             loop(args.epochs, seed)
         rates[name] = len(seeds) * args.epochs / (time.perf_counter() - t0)
-    for name, precision in (("engine", "fp32"), ("engine bf16", "bf16")):
+    for name, precision in ENGINE_SIDES:
         t0 = time.perf_counter()
         engine(args.epochs, precision)
         rates[name] = len(seeds) * args.epochs / (time.perf_counter() - t0)
@@ -212,22 +250,9 @@ def main() -> None:
         "engine": f"vectorised engine, {len(seeds)} seeds together",
         "engine bf16": f"vectorised engine, {len(seeds)} seeds together, bf16",
     }
+    labels = {k: v for k, v in labels.items() if k in rates}
     gflops = print_sides(labels, rates, flops, peak, "seed-epoch")
-    for name, label, target in (
-        ("authors", "the authors' loop", "  (target >= 1.5x)"),
-        ("in-house", "the in-house loop", ""),
-    ):
-        print(
-            f"speed-up over {label}: {rates['engine'] / rates[name]:.2f}x{target}; GFLOP/s: engine "
-            f"{gflops['engine']:.1f} ({gflops['engine'] / peak:.0%} of peak), {label[4:]} "
-            f"{gflops[name]:.1f} ({gflops[name] / peak:.0%} of peak)"
-        )
-    bf16_peak = matmul_gflops(dtype=torch.bfloat16)
-    print(
-        f"bf16: {rates['engine bf16'] / rates['engine']:.2f}x the engine's fp32 rate (adopted where >= 1.3x); "
-        f"{rates['engine bf16'] / rates['authors']:.2f}x the authors' loop (target >= 2.5x); "
-        f"{gflops['engine bf16'] / bf16_peak:.0%} of the measured {bf16_peak:.1f} GFLOP/s bf16 matmul peak"
-    )
+    print_speed_ups(rates, gflops, peak)
     # What no implementation of the engine's method can beat on this machine: its fp32 matmuls at
     # the full peak, plus the masks.
     ceiling = 1 / (flops["engine"] / peak / 1e9 + masks)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import time
-import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -56,7 +55,9 @@ __all__ = [
     "training_seconds",
     "stacked_last_logits",
     "dropout_seed",
+    "bf16_native",
     "check_precision",
+    "resolve_precision",
     "PRECISIONS",
 ]
 
@@ -153,8 +154,46 @@ PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}
 def check_precision(precision: str) -> torch.dtype:
     """The compute dtype of a training precision, or an error naming the choices."""
     if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}.")
+        fix = " (resolve 'auto' for a device with resolve_precision first)" if precision == "auto" else ""
+        raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}{fix}.")
     return PRECISIONS[precision]
+
+
+def bf16_native(device: torch.device | str) -> bool:
+    """Whether ``device`` computes bf16 matmuls in hardware.
+
+    A CPU with AVX512-BF16 or AMX (as oneDNN reports it), a CUDA GPU of compute capability 8.0 or
+    later (Ampere on) or a ROCm GPU. Elsewhere (an older CPU or GPU, Apple's MPS) bf16 is emulated
+    or was never validated, and the book does not train in it.
+    """
+    device = torch.device(device)
+    if device.type == "cpu":
+        return _cpu_has_bf16()
+    if device.type == "cuda" and torch.cuda.is_available():
+        if torch.version.hip:
+            return True
+        index = torch.cuda.current_device() if device.index is None else device.index
+        return torch.cuda.get_device_capability(index)[0] >= 8
+    return False
+
+
+def resolve_precision(precision: str, device: torch.device | str) -> str:
+    """The training precision to use on ``device``: ``"fp32"`` or ``"bf16"``.
+
+    ``"auto"`` is bf16 where the hardware computes it natively (:func:`bf16_native`), else fp32.
+    ``"bf16"`` where it would be emulated is refused: it trains slower than fp32 there, and its
+    rounding is not the one ``recorded/bf16_fidelity_*.json`` validated.
+    """
+    if precision == "auto":
+        return "bf16" if bf16_native(device) else "fp32"
+    check_precision(precision)
+    if precision == "bf16" and not bf16_native(device):
+        raise ValueError(
+            f"precision 'bf16' would be emulated on {torch.device(device)} (bf16 matmuls need a CPU with "
+            "AVX512-BF16 or AMX, or a CUDA GPU of compute capability 8.0 or later): it would train slower "
+            "than fp32. Use precision='fp32', or 'auto', which picks bf16 only where the hardware has it."
+        )
+    return precision
 
 
 @dataclass(frozen=True)
@@ -418,10 +457,8 @@ class StackOptimizer:
     def __init__(
         self, stack: SeedStack, lr: float, weight_decay: float | Sequence[float], precision: str = "fp32"
     ) -> None:
-        self.lr, self.precision = lr, precision
-        self.dtype = check_precision(precision)
-        if self.dtype == torch.bfloat16 and stack.device.type == "cpu" and not _cpu_has_bf16():
-            warnings.warn("this CPU has no bf16 matrix units: bf16 training will be slower than fp32.", stacklevel=2)
+        self.lr, self.precision = lr, resolve_precision(precision, stack.device)
+        self.dtype = PRECISIONS[self.precision]
         for v in stack.params.values():
             v.requires_grad_(True)
         # The fused kernel: the same algorithm in one pass per tensor, equal up to float rounding.

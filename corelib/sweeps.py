@@ -36,7 +36,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from .engine import DropoutStreams, PrefixData, SeedStack, Trainer, check_precision, stacked_last_logits
+from .engine import DropoutStreams, PrefixData, SeedStack, Trainer, resolve_precision, stacked_last_logits
 from .masks import MASK_GENERATOR
 from .models import DEVICE_VARIABLE, MODEL_REVISION, TransformerConfig, default_device
 from .results import (
@@ -139,10 +139,11 @@ class SweepConfig:
     # so the last n mod B examples of each permutation are skipped (2 steps per permutation at
     # p = 53, B = 512). True keeps that partial batch instead (3 steps).
     keep_partial_batch: bool = False
-    precision: str = "fp32"  # "bf16": training passes in bf16 (corelib.engine.StackOptimizer); accuracies in fp32
+    # "bf16": training passes in bf16 (corelib.engine.StackOptimizer), accuracies in fp32; "auto": bf16 where native
+    precision: str = "fp32"
 
     def __post_init__(self):
-        check_precision(self.precision)
+        object.__setattr__(self, "precision", resolve_precision(self.precision, default_device()))
         if not 0.0 < self.threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], got {self.threshold}; the paper uses 0.99.")
         if self.patience_epochs < 0:

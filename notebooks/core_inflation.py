@@ -87,7 +87,7 @@ snapshot_every = 100     # analysis interval up to late_after
 snapshot_every_late = 500  # analysis interval after late_after
 late_after = 2000
 eval_every = 10
-precision = "fp32"  # or "bf16": training passes in bfloat16
+precision = "fp32"  # or "bf16", or "auto" (bf16 where native)
 n_jacobians = 64
 energy = 0.99
 

@@ -85,7 +85,7 @@ train_fraction = 0.5  # share of the p^2 pairs used for training
 split_seed = 42  # permutation of the pairs before the split
 threshold = 0.99  # accuracy that counts as memorised or generalised
 patience_epochs = 10  # epochs run after generalising (paper: 100)
-precision = "bf16"  # training passes in bfloat16 (paper: "fp32")
+precision = "fp32"  # or "bf16", or "auto" (bf16 where native)
 n_boot = 1000  # bootstrap replicates for the fitted constants' spread
 # None follows joblib's configuration (1 process unless configured)
 n_jobs = None  # joblib processes for the conditions
@@ -439,10 +439,9 @@ ex.check_power_law(power_law);
 # weight decay the same curve holds with $\Omega$ divided by $\omega$. Test that: from the
 # recorded fit (`recorded.fit_p`) and `corelib.theory.grok_time`, predict the mean delay at
 # $p = 53$, $\omega = 3$, full batch. Then train that condition, three seeds, with the
-# chapter's model (`corelib.sweeps.run_sweep`), in fp32: on a CPU without bf16 matrix units
-# fp32 is the faster of the two, and the book checked that the two precisions give delays
-# within 1.5 % of each other. Training took 3.2 minutes on one core (CPU time measured with
-# `/usr/bin/time` and `OMP_NUM_THREADS=1`).
+# chapter's model (`corelib.sweeps.run_sweep`) in fp32, the chapter's precision. Training
+# took 3.2 minutes on one core (CPU time measured with `/usr/bin/time` and
+# `OMP_NUM_THREADS=1`).
 #
 # **Expected result**: a prediction of about 527 steps; the three seeds' delays are 563–575
 # steps (mean 571), 8 % above it.

@@ -81,7 +81,7 @@ snapshot_every = 100   # analyse the models every this many epochs
 snapshot_every_late = 500  # after late_after (the next chapter's run)
 late_after = 2000
 eval_every = 10        # test accuracy every this many epochs
-precision = "fp32"     # or "bf16": training passes in bfloat16
+precision = "fp32"     # or "bf16", or "auto" (bf16 where native)
 n_jacobians = 64       # Jacobian samples per ACE (the reference: 1000)
 energy = 0.99          # energy threshold of the initial core rank
 

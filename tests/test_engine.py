@@ -8,7 +8,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,9 +23,11 @@ from corelib.engine import (
     SequenceData,
     StackConfig,
     StackOptimizer,
+    bf16_native,
     epoch_order,
     load_history,
     load_snapshot,
+    resolve_precision,
     snapshot_epochs,
     train_stack,
     training_seconds,
@@ -365,7 +366,10 @@ def test_bad_settings_are_refused_with_clear_errors():
 
 
 @pytest.mark.parametrize("model_cfg", [CFG, DROP], ids=["no dropout", "dropout"])
-def test_a_bf16_step_takes_the_gradient_of_the_bf16_model_into_fp32_weights(model_cfg):
+def test_a_bf16_step_takes_the_gradient_of_the_bf16_model_into_fp32_weights(model_cfg, monkeypatch):
+    import corelib.engine as engine
+
+    monkeypatch.setattr(engine, "_cpu_has_bf16", lambda: True)  # the arithmetic, emulated or not
     train, _ = _prefix_data()
     idx = torch.stack([epoch_order(len(train), s, 0)[:16] for s in SEEDS])
     stack = SeedStack.initialise(model_cfg, SEEDS, "cpu")
@@ -419,17 +423,31 @@ def test_training_seconds_add_up_over_the_processes_that_trained_a_run(tmp_path)
     assert training_seconds(run) > first  # the extension's time is added, not restarted
 
 
-def test_bf16_on_a_cpu_without_bf16_units_warns(monkeypatch):
+def test_bf16_is_refused_where_emulated_and_auto_picks_it_only_where_native(monkeypatch):
     import corelib.engine as engine
+    from corelib.experiments.modular_runs import ModularParams
+    from corelib.sweeps import SweepConfig
 
     stack = SeedStack.initialise(CFG, SEEDS[:1], "cpu")
     monkeypatch.setattr(engine, "_cpu_has_bf16", lambda: False)
-    with pytest.warns(UserWarning, match="no bf16 matrix units"):
+    fix = r"would be emulated on cpu .* Use precision='fp32', or 'auto'"
+    with pytest.raises(ValueError, match=fix):
         StackOptimizer(stack, 1e-3, 0.0, precision="bf16")
+    monkeypatch.setenv("ACE_DEVICE", "cpu")
+    for make in (ModularParams, SweepConfig):  # refused when the settings are made, before any training
+        with pytest.raises(ValueError, match=fix):
+            make(precision="bf16")
+        assert make(precision="auto").precision == "fp32"
+    assert resolve_precision("auto", "cpu") == "fp32" and resolve_precision("fp32", "cpu") == "fp32"
+    assert not bf16_native("mps")  # never validated there: auto keeps fp32
     monkeypatch.setattr(engine, "_cpu_has_bf16", lambda: True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        StackOptimizer(SeedStack.initialise(CFG, SEEDS[:1], "cpu"), 1e-3, 0.0, precision="bf16")
+    assert StackOptimizer(stack, 1e-3, 0.0, precision="auto").dtype == torch.bfloat16
+    assert ModularParams(precision="auto").precision == "bf16"  # resolved: the run's identity says bf16
+    assert ModularParams(precision="auto").training_identity() == ModularParams(precision="bf16").training_identity()
+    with pytest.raises(ValueError, match=r"got 'auto' \(resolve 'auto' for a device with resolve_precision first\)"):
+        StackConfig(epochs=1, precision="auto")
+    with pytest.raises(ValueError, match=r"precision must be one of \['bf16', 'fp32'\], got 'fp16'"):
+        resolve_precision("fp16", "cpu")
 
 
 def test_a_weight_decay_schedule_equals_the_plain_loop_setting_it_each_epoch(tmp_path):

@@ -141,7 +141,7 @@ def test_the_prediction_solution_runs_and_predicts_the_stated_delay(monkeypatch)
                              "delay": [563, 575, 574]})  # fmt: skip
 
     monkeypatch.setattr(sweeps, "run_sweep", fake_run_sweep)
-    book = {"n_seeds": 3, "moduli": [43, 61, 79], "p_weight_decay": 3.0, "p_max_epochs": 4000, "precision": "bf16"}
+    book = {"n_seeds": 3, "moduli": [43, 61, 79], "p_weight_decay": 3.0, "p_max_epochs": 4000, "precision": "auto"}
     ns = {"recorded": paper_scale.recorded_sweeps(n_boot=2), "params": grokking_sweeps.SweepsParams(**book)}
     exec(compile(solution_code("grokking_sweeps", "sweeps-ex-predict"), "predict", "exec"), ns)
     assert ns["predicted"] == pytest.approx(527, abs=1)

@@ -11,6 +11,8 @@ import pandas as pd
 
 from corelib import claims
 from corelib._checks import check_decay, check_memory, check_seed, check_settings, is_whole
+from corelib.engine import resolve_precision
+from corelib.models import default_device
 from corelib.sweeps import (
     PAPER_SWEEPS,
     Condition,
@@ -70,6 +72,7 @@ class SweepsParams:
     n_jobs: int | None = None
 
     def __post_init__(self):
+        object.__setattr__(self, "precision", resolve_precision(self.precision, default_device()))
         if isinstance(self.omegas, (str, bytes)) or isinstance(self.moduli, (str, bytes)):
             raise ValueError("SweepsParams: omegas and moduli must be lists of numbers, e.g. omegas=[1, 2, 3].")
         object.__setattr__(self, "omegas", tuple(self.omegas))

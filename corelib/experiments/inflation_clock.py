@@ -30,7 +30,8 @@ import pandas
 
 from .. import agreement
 from .._checks import MAX_EPOCHS, check_decay, check_seeds, check_settings
-from ..engine import PrefixData, plant_snapshot
+from ..engine import PrefixData, plant_snapshot, resolve_precision
+from ..models import default_device
 from ..results import fresh_results_root
 from . import modular_runs
 
@@ -117,7 +118,7 @@ class ClockParams:
     d_ff: int = 512
     n_layers: int = 2
     dropout: float = 0.1
-    precision: str = "fp32"
+    precision: str = "fp32"  # or "bf16", or "auto": bf16 where the hardware computes it natively
     eval_every: int = 10
     n_jacobians: int = 64
     energy: float = 0.99
@@ -132,6 +133,7 @@ class ClockParams:
     snapshot_unit: int = 100  # snapshot interval at the reference rate (then 20x it, every 5x)
 
     def __post_init__(self):
+        object.__setattr__(self, "precision", resolve_precision(self.precision, default_device()))
         # the seed noise that every comparison is judged against needs two seeds at least
         object.__setattr__(self, "seeds", check_seeds("ClockParams", self.seeds, at_least=2))
         try:

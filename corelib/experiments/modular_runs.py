@@ -32,7 +32,15 @@ from .. import ace, operators
 from .._checks import check_decay, check_memory, check_seed, check_seeds, check_settings, is_number, is_whole
 from ..agreement import SEED_ERRORS
 from ..claims import deviations
-from ..engine import PrefixData, StackConfig, load_history, load_snapshot, snapshot_epochs, train_stack
+from ..engine import (
+    PrefixData,
+    StackConfig,
+    load_history,
+    load_snapshot,
+    resolve_precision,
+    snapshot_epochs,
+    train_stack,
+)
 from ..interventions import ReadoutAccuracy, ablation_curve, accuracy, refine_rank
 from ..masks import MASK_GENERATOR
 from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
@@ -109,7 +117,7 @@ class ModularParams:
     snapshot_every_late: int = 500
     late_after: int = 2000
     eval_every: int = 10  # test accuracy every this many epochs (and at every snapshot)
-    precision: str = "fp32"  # "bf16": training matmuls in bf16 (corelib.engine.StackOptimizer)
+    precision: str = "fp32"  # "bf16": training matmuls in bf16 (StackOptimizer); "auto": bf16 where native
     n_jacobians: int = 64  # the reference code used 1000
     energy: float = 0.99
     jacobian_seed: int = 0
@@ -119,6 +127,7 @@ class ModularParams:
     grok_threshold: float = 0.99
 
     def __post_init__(self):
+        object.__setattr__(self, "precision", resolve_precision(self.precision, default_device()))
         self._check_settings()
         self._check_values()
         self._check_model()
