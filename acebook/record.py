@@ -38,7 +38,7 @@ from corelib.agreement import Agreement
 from corelib.engine import load_snapshot, snapshot_epochs, training_seconds
 from corelib.experiments import inflation_clock, modular_runs, paper_scale
 from corelib.experiments.grokking_sweeps import SweepsParams
-from corelib.recorded import BRANCH_WEIGHTS, provenance, recorded_path, recorded_root
+from corelib.recorded import BRANCH_WEIGHTS, HISTORIES, history_tensors, provenance, recorded_path, recorded_root
 from corelib.results import fresh_results_root, load_json, load_tensors, save_json, save_tensors
 from corelib.sweeps import condition_dir, load_record, run_condition
 
@@ -427,7 +427,10 @@ def _export_inflation_clock_window(profile: str, folder: Path) -> dict:
     params = clock_params(profile)
     window = _window_records(params, profile, folder.parent)
     weights = _branch_weights(params, window, profile)
-    save_json(folder / "window.json", inflation_clock.compact({}, window)["window"], compact=True)
+    compacted = inflation_clock.compact({}, window)["window"]
+    histories = {name: arm.pop("history") for name, arm in compacted["arms"].items()}
+    save_json(folder / "window.json", compacted, compact=True)
+    save_tensors(folder / HISTORIES, history_tensors(histories))
     save_json(
         folder / "branch_run.json", load_json(modular_runs.arm_dir(window["arms"]["kept"]["params"], "wd") / "run.json")
     )

@@ -17,9 +17,11 @@ A recorded folder holds ``provenance.json`` and the results of one experiment:
   (the branch epoch and, per arm, its snapshot records and training history). Its ``book``
   profile is recorded too: the chapter's full experiment takes longer than the book's time.
 - ``inflation_clock_window``: the window alone, on a clock whose pairs are not all run (the
-  paper's): ``window.json`` as above, ``branch_run.json`` (the identity of the run the arms
-  branch from) and ``branch_weights.safetensors`` (its weights at the branch), from which a
-  build re-derives the first epochs of an arm without training up to the branch.
+  paper's): ``window.json`` as above but without the histories, which are in
+  ``histories.safetensors`` (float32: a tenth of their size in JSON, and the precision the
+  engine computes them in), ``branch_run.json`` (the identity of the run the arms branch from)
+  and ``branch_weights.safetensors`` (its weights at the branch), from which a build re-derives
+  the first epochs of an arm without training up to the branch.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .results import PROJECT_ROOT, StoreError, load_json
+import torch
+
+from .results import PROJECT_ROOT, StoreError, load_json, load_tensors
 
 __all__ = [
     "RECORDED_DIR",
@@ -40,6 +44,9 @@ __all__ = [
     "provenance",
     "compare_values",
     "BRANCH_WEIGHTS",
+    "HISTORIES",
+    "history_tensors",
+    "histories_from_tensors",
 ]
 
 RECORDED_DIR = PROJECT_ROOT / "recorded"
@@ -59,6 +66,44 @@ _PARTS = {
 
 BRANCH_WEIGHTS = "branch_weights.safetensors"
 """The file of an ``inflation_clock_window`` record that holds the weights at the branch."""
+
+HISTORIES = "histories.safetensors"
+"""The file of an ``inflation_clock_window`` record that holds each arm's training history."""
+
+_HISTORY_KEYS = ("epoch", "loss", "train_acc", "test_acc")
+
+
+def history_tensors(histories: dict[str, dict[str, list]]) -> dict[str, torch.Tensor]:
+    """Training histories (``{arm: corelib.engine.load_history(...)}``) as named tensors: per arm,
+    ``<arm>.epoch`` (int32, epochs), ``<arm>.loss`` and ``.train_acc`` (float32, epochs x seeds),
+    ``.test_acc`` (float32, the rows where it was measured) and ``.test_rows`` (int32, which rows
+    those are). Values are rounded to float32, within 6e-8 of the given ones relative to their size."""
+    out = {}
+    for arm, hist in histories.items():
+        if set(hist) != set(_HISTORY_KEYS) or "." in arm:
+            raise ValueError(f"history of {arm!r}: expected an arm name without '.' and the keys {_HISTORY_KEYS}.")
+        n_seeds = len(hist["loss"][0]) if hist["loss"] else 0
+        measured = [i for i, row in enumerate(hist["test_acc"]) if row is not None]
+        out[f"{arm}.epoch"] = torch.tensor(hist["epoch"], dtype=torch.int32)
+        out[f"{arm}.test_rows"] = torch.tensor(measured, dtype=torch.int32)
+        for key in ("loss", "train_acc"):
+            out[f"{arm}.{key}"] = torch.tensor(hist[key], dtype=torch.float32).reshape(-1, n_seeds)
+        test = [hist["test_acc"][i] for i in measured]
+        out[f"{arm}.test_acc"] = torch.tensor(test, dtype=torch.float32).reshape(-1, n_seeds)
+    return out
+
+
+def histories_from_tensors(tensors: dict[str, torch.Tensor]) -> dict[str, dict[str, list]]:
+    """The histories :func:`history_tensors` stored, as :func:`corelib.engine.load_history` gives
+    them (a test accuracy that was not measured is None again)."""
+    out = {}
+    for arm in sorted({k.rsplit(".", 1)[0] for k in tensors}):
+        hist = {key: tensors[f"{arm}.{key}"].tolist() for key in ("epoch", "loss", "train_acc")}
+        test: list[list[float] | None] = [None] * len(hist["epoch"])
+        for i, row in zip(tensors[f"{arm}.test_rows"].tolist(), tensors[f"{arm}.test_acc"].tolist()):
+            test[i] = row
+        out[arm] = {**hist, "test_acc": test}
+    return out
 
 
 def recorded_path(name: str, profile: str = "paper", root: Path | str | None = None) -> Path:
@@ -90,6 +135,10 @@ def load_recorded(name: str, profile: str = "paper", root: Path | str | None = N
     folder = recorded_path(name, profile, root)
     for part in _PARTS[name]:
         out[part] = load_json(folder / f"{part}.json")
+    if name == "inflation_clock_window":  # its histories, stored apart in float32
+        histories = histories_from_tensors(load_tensors(folder / HISTORIES))
+        for arm, kept in out["window"]["arms"].items():
+            kept["history"] = histories[arm]
     return out
 
 

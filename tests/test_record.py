@@ -474,3 +474,34 @@ def test_the_window_alone_is_exported_and_an_arm_re_derived_from_its_branch_weig
     monkeypatch.setattr(paper_scale, "recorded_inflation", lambda root=None, profile="paper": None)
     with pytest.raises(SystemExit, match="no recorded core-inflation run of the same models reaches it"):
         record.export("inflation_clock_window", "smoke", results / "recorded3")
+
+
+def test_histories_are_stored_as_float32_tensors_and_read_back_as_the_engine_gives_them():
+    from corelib.recorded import histories_from_tensors, history_tensors
+
+    third = 1 / 3  # not a float32: rounded on the way
+    hist = {
+        "epoch": [801, 802, 803],
+        "loss": [[2.5, third], [1.0, 0.5], [0.25, 0.125]],
+        "train_acc": [[0.5, 1.0], [1.0, 1.0], [0.75, 1.0]],
+        "test_acc": [None, [0.5, 0.25], None],
+    }
+    tensors = history_tensors({"kept": hist, "removed": {**hist, "test_acc": [None] * 3}})
+    assert tensors["kept.loss"].dtype == torch.float32 and tensors["kept.loss"].shape == (3, 2)
+    assert tensors["kept.test_rows"].tolist() == [1] and tensors["removed.test_acc"].shape == (0, 2)
+    back = histories_from_tensors(tensors)
+    assert back["removed"]["test_acc"] == [None, None, None] and back["kept"]["test_acc"] == hist["test_acc"]
+    assert back["kept"]["epoch"] == hist["epoch"] and back["kept"]["train_acc"] == hist["train_acc"]
+    assert back["kept"]["loss"][0][1] != third and back["kept"]["loss"][0][1] == pytest.approx(third, rel=6e-8)
+    with pytest.raises(ValueError, match="expected an arm name without '.' and the keys"):
+        history_tensors({"a.b": hist})
+
+
+def test_the_committed_window_record_keeps_its_histories_in_float32_beside_the_records():
+    rec = load_recorded("inflation_clock_window", "paper")
+    folder = recorded_path("inflation_clock_window", "paper")
+    assert "history" not in json.loads((folder / "window.json").read_text())["arms"]["kept"]
+    for arm in rec["window"]["arms"].values():
+        hist = arm["history"]
+        assert len(hist["epoch"]) == len(hist["loss"]) == len(hist["test_acc"]) > 1000
+        assert sum(row is not None for row in hist["test_acc"]) == pytest.approx(len(hist["epoch"]) / 10, abs=2)
