@@ -30,13 +30,19 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import torch
 from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+# Imported here, not when the results are written: a run of an hour must not meet edited modules.
+from acebook.record import machine  # noqa: E402
+from acebook.run_times import git_commit  # noqa: E402
+from corelib.engine import bf16_native, training_seconds  # noqa: E402
 from corelib.experiments import modular_runs as modular  # noqa: E402
 from corelib.experiments.grokking_sweeps import SweepsParams  # noqa: E402
 from corelib.experiments.modular_runs import ModularParams  # noqa: E402
+from corelib.results import save_json  # noqa: E402
 from corelib.sweeps import Condition, run_condition  # noqa: E402
 
 QUANTITIES = ("t_mem", "t_gen", "delay")
@@ -96,8 +102,6 @@ def modular_records(n_seeds: int, epochs: int, precision: str) -> list[dict]:
 
 def modular_seconds(n_seeds: int, precision: str) -> float:
     """The seconds :func:`modular_records`' training took, as its run folder recorded them."""
-    from corelib.engine import training_seconds
-
     params = replace(ModularParams(), seeds=tuple(range(1031, 1031 + n_seeds)), precision=precision)
     return training_seconds(modular.arm_dir(params, "wd"))
 
@@ -111,16 +115,10 @@ def modular_end_state(n_seeds: int, epochs: int, precision: str) -> list[dict]:
 
 
 def _provenance(args: argparse.Namespace, rates: dict[str, str]) -> dict:
-    import torch
-
-    from acebook.record import machine
-    from acebook.run_times import git_commit
-    from corelib.engine import _cpu_has_bf16
-
     return {
-        "args": vars(args),
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "machine": machine(),
-        "bf16_native": _cpu_has_bf16(),
+        "bf16_native": bf16_native("cpu"),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "commit": git_commit(),
@@ -186,8 +184,6 @@ def main() -> None:
         result.update(compare(ends["fp32"], ends["bf16"], END_QUANTITIES))
     _print(result)
     if args.out is not None:
-        from corelib.results import save_json
-
         seeds = {p: [{**r, **e} for r, e in zip(records[p], ends.get(p, [{}] * len(records[p])))] for p in records}
         save_json(args.out, {"comparison": result, "seeds": seeds, "provenance": _provenance(args, rates)})
         print(f"wrote {args.out}")
