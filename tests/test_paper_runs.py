@@ -270,5 +270,5 @@ def test_a_precision_is_resolved_per_run_and_refused_where_emulated_before_any_w
     assert paper_runs._inflation_jobs("smoke", "auto")[0].params.precision == "bf16"
     assert paper_runs._sweep_plans("smoke", "auto")[1][0][1].precision == "bf16"
     assert paper_runs._inflation_jobs("smoke")[0].params.precision == "fp32"
-    bf16, fp32 = (modular_runs.arm_dir(paper_runs._inflation_jobs("smoke", p)[0].params, "wd") for p in ("bf16", "fp32"))
-    assert bf16 != fp32  # a run's precision is part of its identity
+    folders = [modular_runs.arm_dir(paper_runs._inflation_jobs("smoke", p)[0].params, "wd") for p in ("bf16", "fp32")]
+    assert folders[0] != folders[1]  # a run's precision is part of its identity
