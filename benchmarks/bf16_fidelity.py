@@ -116,7 +116,7 @@ def modular_end_state(n_seeds: int, epochs: int, precision: str) -> list[dict]:
 
 def _provenance(args: argparse.Namespace, rates: dict[str, str]) -> dict:
     return {
-        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "args": {k: v for k, v in vars(args).items() if k != "out"},  # the settings, not where they went
         "machine": machine(),
         "bf16_native": bf16_native("cpu"),
         "torch": torch.__version__,

@@ -42,6 +42,10 @@ The matmuls are under half the time: the elementwise chain of each block (bias, 
 activation and their gradients: ``mul``, ``add``, ``sum``) and the Python between operators
 cost as much again, which is where a faster engine has to gain. The masks are counter-based so
 that a seed's draws do not depend on the stack; they are part of every recorded number.
+Fusing that chain with ``torch.compile`` (inductor; the vmapped forward pass, loss and backward
+pass as one graph without breaks, static shapes) was timed against the eager step, alternating,
+3 x 20 steps each on one thread (AMD EPYC with AVX512-BF16, 2026-11-27): 0.94-0.95x the eager
+rate, after 12 s of compilation. The engine stays eager.
 
 It also prints each side's FLOPs per second (counted on the operations it dispatches) against this
 machine's fp32 matmul peak, the time of the dropout masks, the engine's ceiling (its FLOPs at the

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -177,7 +178,6 @@ def test_sweep_benchmark_refuses_a_single_step():
 
 
 def test_bf16_fidelity_compares_samples_by_cliffs_delta_consistent_with_mann_whitney():
-    import numpy as np
     from scipy import stats
 
     from bf16_fidelity import cliffs_delta, compare
@@ -245,3 +245,36 @@ def test_the_engine_profile_accounts_for_the_wall_time():
     assert run.returncode == 0, run.stderr[-2000:]
     shares = [float(s) for s in re.findall(r"ms per seed-epoch\s+([\d.]+)%", run.stdout)]
     assert len(shares) >= 6 and sum(shares) == pytest.approx(100, abs=1.0), run.stdout
+
+
+def _fidelity_records() -> list:
+    return sorted((ROOT / "recorded").glob("bf16_fidelity_*.json"))
+
+
+def test_bf16_fidelity_is_recorded_for_both_models_with_12_seeds_a_side():
+    from corelib.results import load_json
+
+    models = {load_json(path)["provenance"]["args"]["model"] for path in _fidelity_records()}
+    assert models == {"modular", "sweeps"}
+    for path in _fidelity_records():
+        rec = load_json(path)
+        assert len(rec["seeds"]["fp32"]) == len(rec["seeds"]["bf16"]) >= 12, path.name
+        prov = rec["provenance"]
+        assert prov["bf16_native"] is True and prov["machine"]["cpu"] and prov["commit"], path.name
+
+
+@pytest.mark.parametrize("path", _fidelity_records(), ids=lambda p: p.stem)
+def test_a_recorded_bf16_fidelity_is_what_its_seeds_give(path):
+    from bf16_fidelity import END_QUANTITIES, QUANTITIES, compare
+    from corelib.results import load_json
+
+    rec = load_json(path)
+    quantities = tuple(q for q in (*QUANTITIES, *END_QUANTITIES) if q in rec["comparison"])
+    again = compare(rec["seeds"]["fp32"], rec["seeds"]["bf16"], quantities)
+    assert again.keys() == rec["comparison"].keys(), path.name
+    for q, row in again.items():
+        assert row == pytest.approx(rec["comparison"][q]), (path.name, q)
+    for q, row in rec["comparison"].items():  # the medians are of the recorded seeds
+        for precision in ("fp32", "bf16"):
+            values = [s[q] for s in rec["seeds"][precision] if s[q] is not None]
+            assert row[f"median_{precision}"] == pytest.approx(float(np.median(values))), (path.name, q)
