@@ -42,6 +42,7 @@ from corelib.engine import bf16_native, training_seconds  # noqa: E402
 from corelib.experiments import modular_runs as modular  # noqa: E402
 from corelib.experiments.grokking_sweeps import SweepsParams  # noqa: E402
 from corelib.experiments.modular_runs import ModularParams  # noqa: E402
+from corelib.models import default_device  # noqa: E402
 from corelib.results import save_json  # noqa: E402
 from corelib.sweeps import Condition, run_condition  # noqa: E402
 
@@ -118,7 +119,8 @@ def _provenance(args: argparse.Namespace, rates: dict[str, str]) -> dict:
     return {
         "args": {k: v for k, v in vars(args).items() if k != "out"},  # the settings, not where they went
         "machine": machine(),
-        "bf16_native": bf16_native("cpu"),
+        "device": str(default_device()),
+        "bf16_native": bf16_native(default_device()),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "commit": git_commit(),
@@ -156,6 +158,11 @@ def main() -> None:
     args = ap.parse_args()
     if args.seeds < 2:
         ap.error(f"--seeds must be at least 2 for a two-sample test, got {args.seeds}")
+    if not bf16_native(default_device()):
+        ap.error(
+            f"{default_device()} would emulate bf16 (a CPU without AVX512-BF16 or AMX, a GPU before compute "
+            "capability 8.0), where the engine refuses it: run the check where the hardware has it"
+        )
     params = SweepsParams(n_seeds=args.seeds)
     cond = Condition(p=args.p, weight_decay=args.omega, batch_size=args.batch or None)
     if args.model == "modular":
