@@ -424,16 +424,25 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    try:
-        if args.command == "advance":
-            _advance_command(args)
-        elif args.command == "pack":
-            pack(args.name, args.profile, window_only=args.window, precision=args.precision)
-        else:
-            unpack(args.name)
-    except ValueError as exc:  # settings refused before any work, e.g. bf16 where it would be emulated
-        raise SystemExit(f"paper_runs {args.command} {args.name}: {exc}") from None
+    if args.command == "advance":
+        _check_settings(args)
+        _advance_command(args)
+    elif args.command == "pack":
+        _check_settings(args)
+        pack(args.name, args.profile, window_only=args.window, precision=args.precision)
+    else:
+        unpack(args.name)
     return 0
+
+
+def _check_settings(args: argparse.Namespace) -> None:
+    """Refuse the profile's settings with the options given (e.g. bf16 where it would be emulated)
+    before any work, as a message rather than a traceback."""
+    make = {"core_inflation": inflation_params, "inflation_clock": clock_params, "grokking_sweeps": sweeps_params}
+    try:
+        make[args.name](args.profile, args.precision)
+    except ValueError as exc:
+        raise SystemExit(f"paper_runs {args.command} {args.name}: {exc}") from None
 
 
 def _advance_command(args: argparse.Namespace) -> None:

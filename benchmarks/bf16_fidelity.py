@@ -43,7 +43,7 @@ from corelib.experiments import modular_runs as modular  # noqa: E402
 from corelib.experiments.grokking_sweeps import SweepsParams  # noqa: E402
 from corelib.experiments.modular_runs import ModularParams  # noqa: E402
 from corelib.models import default_device  # noqa: E402
-from corelib.results import save_json  # noqa: E402
+from corelib.results import load_json, save_json  # noqa: E402
 from corelib.sweeps import Condition, run_condition  # noqa: E402
 
 QUANTITIES = ("t_mem", "t_gen", "delay")
@@ -57,8 +57,24 @@ def cliffs_delta(a: np.ndarray, b: np.ndarray) -> float:
     return float(diff.mean())
 
 
+def paired(fp32: list[dict], bf16: list[dict], q: str) -> dict[str, float]:
+    """The seeds' own shifts: each seed trains from the same weights, data order and dropout masks in
+    both precisions, so its bf16 value is paired with its fp32 one. The Wilcoxon signed-rank test
+    of the differences (two-sided; W, p; zero differences dropped, p = 1 when all are zero) and
+    their median (bf16 - fp32), over the seeds with a value in both."""
+    if any(r.get("seed") != s.get("seed") for r, s in zip(fp32, bf16)):
+        raise ValueError("the fp32 and bf16 records must list the same seeds in the same order.")
+    diff = np.array([s[q] - r[q] for r, s in zip(fp32, bf16) if None not in (r[q], s[q])], dtype=float)
+    if not diff.any():
+        return {"n_pairs": len(diff), "W": 0.0, "p_paired": 1.0, "median_shift": 0.0}
+    test = stats.wilcoxon(diff)
+    return {"n_pairs": len(diff), "W": float(test.statistic), "p_paired": float(test.pvalue),
+            "median_shift": float(np.median(diff))}  # fmt: skip
+
+
 def compare(fp32: list[dict], bf16: list[dict], quantities: tuple[str, ...] = QUANTITIES) -> dict[str, dict]:
-    """Per quantity: the two samples' medians, U, p, Cliff's delta (values missing in a seed are left out)."""
+    """Per quantity: the two samples' medians, Mann-Whitney U and p, Cliff's delta (values missing
+    in a seed are left out), and the paired test of the seeds' shifts (:func:`paired`)."""
     out = {}
     for q in quantities:
         a = np.array([r[q] for r in bf16 if r[q] is not None], dtype=float)
@@ -75,6 +91,7 @@ def compare(fp32: list[dict], bf16: list[dict], quantities: tuple[str, ...] = QU
             "U": float(test.statistic),
             "p": float(test.pvalue),
             "cliffs_delta": cliffs_delta(a, b),
+            **paired(fp32, bf16, q),
         }
     return out
 
@@ -137,11 +154,12 @@ def _print(result: dict[str, dict]) -> None:
         print(
             f"{q:8s}: median fp32 {r['median_fp32']:8.1f}, bf16 {r['median_bf16']:8.1f} "
             f"(ratio {r['median_bf16'] / r['median_fp32']:.3f}); Mann-Whitney U = {r['U']:.1f}, "
-            f"p = {r['p']:.3f}; Cliff's delta = {r['cliffs_delta']:+.2f} (n = {r['n_bf16']}, {r['n_fp32']})"
+            f"p = {r['p']:.3f}; Cliff's delta = {r['cliffs_delta']:+.2f} (n = {r['n_bf16']}, {r['n_fp32']}); "
+            f"paired: median shift {r['median_shift']:+.1f}, Wilcoxon W = {r['W']:.1f}, p = {r['p_paired']:.3f}"
         )
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--model",
@@ -155,7 +173,49 @@ def main() -> None:
     ap.add_argument("--omega", type=float, default=1.0, help="weight decay")
     ap.add_argument("--batch", type=int, default=512, help="minibatch size (0: full batch)")
     ap.add_argument("--out", type=Path, help="write the comparison and its provenance to this JSON file")
+    ap.add_argument("--recompare", type=Path, help="recompute a written comparison from its seeds (no training)")
+    return ap
+
+
+def recompare(path: Path) -> dict[str, dict]:
+    """Recompute the comparison of a file ``--out`` wrote from the seeds it keeps, with this
+    version's :func:`compare`, and write it back; the provenance names the commit that did."""
+    rec = load_json(path)
+    quantities = tuple(q for q in (*QUANTITIES, *END_QUANTITIES) if q in rec["comparison"])
+    rec["comparison"] = compare(rec["seeds"]["fp32"], rec["seeds"]["bf16"], quantities)
+    rec["provenance"]["compared"] = {"commit": git_commit(), "at": time.strftime("%Y-%m-%d %H:%M")}
+    save_json(path, rec)
+    return rec["comparison"]
+
+
+def _train(args: argparse.Namespace, precision: str) -> tuple[list[dict], list[dict], str]:
+    """One precision's seeds: their records, end states (modular model) and training rate."""
+    t0, ends = time.perf_counter(), []
+    if args.model == "modular":
+        records = modular_records(args.seeds, args.epochs, precision)
+    else:
+        params = SweepsParams(n_seeds=args.seeds)
+        cond = Condition(p=args.p, weight_decay=args.omega, batch_size=args.batch or None)
+        cfg = replace(params.config(params.omega_max_epochs), precision=precision)
+        records = run_condition(cond, params.seeds, cfg, progress=True)
+    elapsed = time.perf_counter() - t0
+    if args.model == "modular":
+        if elapsed <= 5:  # read back: the store kept the training's time
+            elapsed = modular_seconds(args.seeds, precision)
+        ends = modular_end_state(args.seeds, args.epochs, precision)
+    steps = sum(r["stopped_at"] for r in records)
+    unit = "seed-epochs" if args.model == "modular" else "seed-steps"
+    rate = f"{steps / elapsed:.1f} {unit}/s" if elapsed > 5 else "read back from the store"
+    print(f"{precision}: {steps} {unit} in {elapsed:.1f} s ({rate})")
+    return records, ends, rate
+
+
+def main() -> None:
+    ap = _parser()
     args = ap.parse_args()
+    if args.recompare is not None:
+        _print(recompare(args.recompare))
+        return
     if args.seeds < 2:
         ap.error(f"--seeds must be at least 2 for a two-sample test, got {args.seeds}")
     if not bf16_native(default_device()):
@@ -163,35 +223,19 @@ def main() -> None:
             f"{default_device()} would emulate bf16 (a CPU without AVX512-BF16 or AMX, a GPU before compute "
             "capability 8.0), where the engine refuses it: run the check where the hardware has it"
         )
-    params = SweepsParams(n_seeds=args.seeds)
-    cond = Condition(p=args.p, weight_decay=args.omega, batch_size=args.batch or None)
     if args.model == "modular":
         print(f"the modular chapters' model, {args.seeds} seeds, {args.epochs} epochs (times in epochs)")
     else:
-        print(f"condition {cond.label()}, seeds {params.seeds[0]}..{params.seeds[-1]} (times in steps)")
-    records, ends, rates = {}, {}, {}
-    for precision in ("fp32", "bf16"):
-        t0 = time.perf_counter()
-        if args.model == "modular":
-            records[precision] = modular_records(args.seeds, args.epochs, precision)
-        else:
-            cfg = replace(params.config(params.omega_max_epochs), precision=precision)
-            records[precision] = run_condition(cond, params.seeds, cfg, progress=True)
-        elapsed = time.perf_counter() - t0
-        if args.model == "modular" and elapsed <= 5:  # read back: the store kept the training's time
-            elapsed = modular_seconds(args.seeds, precision)
-        steps = sum(r["stopped_at"] for r in records[precision])
-        unit = "seed-epochs" if args.model == "modular" else "seed-steps"
-        rates[precision] = f"{steps / elapsed:.1f} {unit}/s" if elapsed > 5 else "read back from the store"
-        print(f"{precision}: {steps} {unit} in {elapsed:.1f} s ({rates[precision]})")
-        if args.model == "modular":
-            ends[precision] = modular_end_state(args.seeds, args.epochs, precision)
+        print(f"condition p={args.p} wd={args.omega:g} B={args.batch or 'full'}, {args.seeds} seeds (times in steps)")
+    trained = {precision: _train(args, precision) for precision in ("fp32", "bf16")}
+    records = {p: t[0] for p, t in trained.items()}
     result = compare(records["fp32"], records["bf16"])
-    if ends:
-        result.update(compare(ends["fp32"], ends["bf16"], END_QUANTITIES))
+    if args.model == "modular":
+        result.update(compare(trained["fp32"][1], trained["bf16"][1], END_QUANTITIES))
     _print(result)
     if args.out is not None:
-        seeds = {p: [{**r, **e} for r, e in zip(records[p], ends.get(p, [{}] * len(records[p])))] for p in records}
+        seeds = {p: [{**r, **e} for r, e in zip(t[0], t[1] or [{}] * len(t[0]))] for p, t in trained.items()}
+        rates = {p: t[2] for p, t in trained.items()}
         save_json(args.out, {"comparison": result, "seeds": seeds, "provenance": _provenance(args, rates)})
         print(f"wrote {args.out}")
 

@@ -32,6 +32,7 @@ any tuning of its method could reach here. Run from the project root::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -54,7 +55,7 @@ from _machine import (  # noqa: E402
     print_sides,
     reference_model,
 )
-from corelib.models import Transformer  # noqa: E402
+from corelib.models import DEVICE_VARIABLE, Transformer  # noqa: E402
 from corelib.sweeps import Condition, SweepConfig, SweepStats, condition_data, train_condition  # noqa: E402
 from corelib.tasks.modular import modular_addition_split  # noqa: E402
 
@@ -190,4 +191,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    os.environ[DEVICE_VARIABLE] = "cpu"  # every side on the CPU, measured against its matmul peak
     main()

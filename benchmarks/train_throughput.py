@@ -61,6 +61,7 @@ project root::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -87,7 +88,7 @@ from _machine import (  # noqa: E402
 from acebook.project import profile_parameters  # noqa: E402
 from corelib.engine import PrefixData, StackConfig, train_stack  # noqa: E402
 from corelib.experiments.modular_runs import ModularParams  # noqa: E402
-from corelib.models import Transformer  # noqa: E402
+from corelib.models import DEVICE_VARIABLE, Transformer  # noqa: E402
 from corelib.tasks.modular import modular_addition_split  # noqa: E402
 
 SAVE_EVERY = 100  # the reference saves the weights, and measures the test accuracy, every 100 epochs
@@ -278,4 +279,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    os.environ[DEVICE_VARIABLE] = "cpu"  # every side on the CPU, measured against its matmul peak
     main()

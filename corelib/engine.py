@@ -162,16 +162,14 @@ def check_precision(precision: str) -> torch.dtype:
 def bf16_native(device: torch.device | str) -> bool:
     """Whether ``device`` computes bf16 matmuls in hardware.
 
-    A CPU with AVX512-BF16 or AMX (as oneDNN reports it), a CUDA GPU of compute capability 8.0 or
-    later (Ampere on) or a ROCm GPU. Elsewhere (an older CPU or GPU, Apple's MPS) bf16 is emulated
-    or was never validated, and the book does not train in it.
+    A CPU with AVX512-BF16 or AMX tiles, or an NVIDIA GPU of compute capability 8.0 or later
+    (Ampere on). Elsewhere (an older CPU or GPU, a ROCm GPU, whose bf16 units this check cannot
+    tell, Apple's MPS) bf16 is emulated or was never validated, and the book does not train in it.
     """
     device = torch.device(device)
     if device.type == "cpu":
         return _cpu_has_bf16()
-    if device.type == "cuda" and torch.cuda.is_available():
-        if torch.version.hip:
-            return True
+    if device.type == "cuda" and torch.cuda.is_available() and not torch.version.hip:
         index = torch.cuda.current_device() if device.index is None else device.index
         return torch.cuda.get_device_capability(index)[0] >= 8
     return False
@@ -190,7 +188,7 @@ def resolve_precision(precision: str, device: torch.device | str) -> str:
     if precision == "bf16" and not bf16_native(device):
         raise ValueError(
             f"precision 'bf16' would be emulated on {torch.device(device)} (bf16 matmuls need a CPU with "
-            "AVX512-BF16 or AMX, or a CUDA GPU of compute capability 8.0 or later): it would train slower "
+            "AVX512-BF16 or AMX, or an NVIDIA GPU of compute capability 8.0 or later): it would train slower "
             "than fp32. Use precision='fp32', or 'auto', which picks bf16 only where the hardware has it."
         )
     return precision
@@ -435,9 +433,12 @@ class SeedStack:
 
 
 def _cpu_has_bf16() -> bool:
-    """Whether oneDNN runs bf16 matmuls natively on this CPU (AVX512-BF16 or AMX)."""
+    """Whether this CPU has bf16 matrix instructions (AVX512-BF16 or AMX tiles).
+
+    Not oneDNN's own bf16 check, which holds on any AVX-512 CPU (Skylake on), where it emulates bf16
+    and runs a matmul slower than in fp32."""
     try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
     except (AttributeError, RuntimeError):
         return False
 

@@ -18,8 +18,8 @@ A recorded folder holds ``provenance.json`` and the results of one experiment:
   profile is recorded too: the chapter's full experiment takes longer than the book's time.
 - ``inflation_clock_window``: the window alone, on a clock whose pairs are not all run (the
   paper's): ``window.json`` as above but without the histories, which are in
-  ``histories.safetensors`` (float32: a tenth of their size in JSON, and the precision the
-  engine computes them in), ``branch_run.json`` (the identity of the run the arms branch from)
+  ``histories.safetensors`` (float32, under a third of their size in JSON; the training passes
+  compute in float32 too), ``branch_run.json`` (the identity of the run the arms branch from)
   and ``branch_weights.safetensors`` (its weights at the branch), from which a build re-derives
   the first epochs of an arm without training up to the branch.
 """
@@ -82,6 +82,8 @@ def history_tensors(histories: dict[str, dict[str, list]]) -> dict[str, torch.Te
     for arm, hist in histories.items():
         if set(hist) != set(_HISTORY_KEYS) or "." in arm:
             raise ValueError(f"history of {arm!r}: expected an arm name without '.' and the keys {_HISTORY_KEYS}.")
+        if not hist["loss"]:
+            raise ValueError(f"history of {arm!r} is empty: train the arm before recording it.")
         n_seeds = len(hist["loss"][0]) if hist["loss"] else 0
         measured = [i for i, row in enumerate(hist["test_acc"]) if row is not None]
         out[f"{arm}.epoch"] = torch.tensor(hist["epoch"], dtype=torch.int32)
@@ -137,6 +139,12 @@ def load_recorded(name: str, profile: str = "paper", root: Path | str | None = N
         out[part] = load_json(folder / f"{part}.json")
     if name == "inflation_clock_window":  # its histories, stored apart in float32
         histories = histories_from_tensors(load_tensors(folder / HISTORIES))
+        missing = sorted(set(out["window"]["arms"]) - set(histories))
+        if missing:
+            raise StoreError(
+                f"{folder / HISTORIES} holds no history of the arms {missing}; restore the record with `git "
+                f"checkout -- recorded/{folder.name}` or export it again (`python -m acebook.record export {name}`)."
+            )
         for arm, kept in out["window"]["arms"].items():
             kept["history"] = histories[arm]
     return out

@@ -278,3 +278,20 @@ def test_a_recorded_bf16_fidelity_is_what_its_seeds_give(path):
         for precision in ("fp32", "bf16"):
             values = [s[q] for s in rec["seeds"][precision] if s[q] is not None]
             assert row[f"median_{precision}"] == pytest.approx(float(np.median(values))), (path.name, q)
+
+
+def test_bf16_fidelity_pairs_each_seed_with_itself_and_tests_the_shifts():
+    from scipy import stats
+
+    from bf16_fidelity import paired
+
+    fp32 = [{"seed": s, "delay": 100 + 10 * s} for s in range(8)]
+    shifted = [{"seed": s, "delay": 100 + 10 * s + 5 + (s % 3)} for s in range(8)]
+    out = paired(fp32, shifted, "delay")  # every seed 5-7 later: invisible to Mann-Whitney, not here
+    assert out["median_shift"] == 6.0 and out["n_pairs"] == 8
+    assert out["p_paired"] == pytest.approx(stats.wilcoxon([5, 6, 7, 5, 6, 7, 5, 6]).pvalue) and out["p_paired"] < 0.01
+    assert paired(fp32, fp32, "delay") == {"n_pairs": 8, "W": 0.0, "p_paired": 1.0, "median_shift": 0.0}
+    gaps = [{**r, "delay": None} if r["seed"] == 0 else r for r in shifted]
+    assert paired(fp32, gaps, "delay")["n_pairs"] == 7  # a seed without a value in one precision is left out
+    with pytest.raises(ValueError, match="same seeds in the same order"):
+        paired(fp32, shifted[::-1], "delay")

@@ -474,3 +474,15 @@ def test_a_weight_decay_schedule_equals_the_plain_loop_setting_it_each_epoch(tmp
     assert not torch.equal(flat.params["embed.weight"], stack.params["embed.weight"])  # 7.0 throughout differs
     with pytest.raises(ValueError, match="increasing epochs"):
         StackConfig(epochs=5, decay_knots=((3, 1.0), (1, 0.0)))
+
+
+def test_a_cpu_has_bf16_only_with_its_matrix_instructions_not_by_onednns_avx512_check(monkeypatch):
+    import corelib.engine as engine
+
+    # oneDNN calls any AVX-512 CPU bf16-capable, and emulates bf16 there, slower than fp32
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True, raising=False)
+    for avx512_bf16, amx in ((False, False), (True, False), (False, True)):
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda v=avx512_bf16: v)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda v=amx: v)
+        assert engine._cpu_has_bf16() == (avx512_bf16 or amx)
+        assert bf16_native("cpu") == (avx512_bf16 or amx)

@@ -505,3 +505,20 @@ def test_the_committed_window_record_keeps_its_histories_in_float32_beside_the_r
         hist = arm["history"]
         assert len(hist["epoch"]) == len(hist["loss"]) == len(hist["test_acc"]) > 1000
         assert sum(row is not None for row in hist["test_acc"]) == pytest.approx(len(hist["epoch"]) / 10, abs=2)
+
+
+def test_a_window_record_without_an_arms_history_is_refused_naming_the_fix(tmp_path, monkeypatch):
+    import shutil
+
+    from corelib.recorded import HISTORIES, histories_from_tensors, history_tensors
+    from corelib.results import load_tensors, save_tensors
+
+    folder = tmp_path / "inflation_clock_window_paper"
+    shutil.copytree(recorded_path("inflation_clock_window", "paper"), folder)
+    histories = histories_from_tensors(load_tensors(folder / HISTORIES))
+    del histories["removed"]
+    save_tensors(folder / HISTORIES, history_tensors(histories))
+    with pytest.raises(StoreError, match=r"holds no history of the arms \['removed'\]; restore the record"):
+        load_recorded("inflation_clock_window", "paper", tmp_path)
+    with pytest.raises(ValueError, match="history of 'kept' is empty: train the arm"):
+        history_tensors({"kept": {"epoch": [], "loss": [], "train_acc": [], "test_acc": []}})
