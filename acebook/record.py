@@ -564,10 +564,11 @@ def export_costs(profile: str, root: Path | str | None = None) -> Path:
             f"no chapter of the results root was computed with the {profile} profile; build it first "
             f"(`ace-book build --profile {profile}` on an empty results folder)."
         )
+    here = machine()
     for r in found:
         keep = {k: r[k] for k in ("seconds", "threads", "finished", "commit") if k in r}
-        costs["chapters"].setdefault(r["chapter"], {})[profile] = keep
-    costs["machine"] = machine()
+        costs["chapters"].setdefault(r["chapter"], {})[profile] = {**keep, "cpu": here["cpu"]}
+    costs.setdefault("machine", here)  # the machine of the entries that name no CPU of their own
     folder.mkdir(parents=True, exist_ok=True)
     save_json(folder / COSTS_FILE, costs)
     return folder / COSTS_FILE

@@ -190,7 +190,7 @@ def cost_sentence(chapter: str, folder: str | os.PathLike | None = None) -> str:
             "Its cost has not been measured yet on a reference machine; the claims page lists how long "
             "each chapter of this build took."
         )
-    where = f"{book.get('threads', '?')} CPU threads ({machine.get('cpu', 'a CPU')})"
+    where = f"{book.get('threads', '?')} CPU threads ({book.get('cpu') or machine.get('cpu', 'a CPU')})"
     text = f"With the book's settings this chapter takes about {_duration(book['seconds'])} on {where}"
     if paper is None and profile_parameters(chapter, "paper") == profile_parameters(chapter, "book"):
         return text + "; they are also the paper's settings."

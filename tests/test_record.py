@@ -223,6 +223,14 @@ def test_chapter_costs_are_recorded_per_profile_and_told_at_the_top_of_a_chapter
     record.export_costs("paper", rec)  # adds the paper profile, keeps the book's
     text = run_times.cost_sentence("modular_addition", rec)
     assert "about 6 minutes" in text and text.endswith("about 4.2 hours with the paper's settings (`--profile paper`).")
+    # each chapter names the CPU it was timed on: a later export on another machine keeps the others'
+    costs = json.loads((rec / "chapter_costs.json").read_text())
+    costs["chapters"]["markov_chain"]["book"]["cpu"] = "Another CPU"
+    save_json(rec / "chapter_costs.json", costs)
+    record.export_costs("paper", rec)
+    assert "(Another CPU)" in run_times.cost_sentence("markov_chain", rec)
+    here = record.machine()["cpu"]
+    assert f"({here})" in run_times.cost_sentence("modular_addition", rec)
 
 
 def test_one_chapters_claims_are_re_judged_and_the_other_rows_kept(results, monkeypatch):
