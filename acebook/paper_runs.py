@@ -11,9 +11,11 @@
 
 ``--precision auto`` is the fast path: bf16 training passes where the hardware computes bf16
 natively (1.7-1.9x the fp32 rate on a CPU with AVX512-BF16 or AMX), fp32 elsewhere. Its fidelity
-is recorded in ``recorded/bf16_fidelity_*.json``; the book's own profiles train in fp32, so that
-readers on different machines compare like with like. A run's precision is part of its identity:
-``pack`` and a later ``advance`` must name the same one.
+is recorded in ``recorded/bf16_fidelity_*.json`` (to epoch 1200 of the modular model, on a CPU).
+A run's precision is part of its identity: ``pack`` and a later ``advance`` must name the same
+one, and the chapter shows the run when it is run with it too (``ace-book run core_inflation
+--profile paper -p precision auto``). The records in ``recorded/`` are of fp32 runs, as every
+profile of the book trains in fp32, so that readers on different machines compare like with like.
 
 ``advance`` does what ``python -m acebook.runner run <chapter> --profile paper`` computes, in an
 order that keeps the work safe when the process is stopped: core inflation trains each arm in
