@@ -10,7 +10,7 @@
     python -m acebook.paper_runs advance grokking_sweeps --precision auto  # bf16 where the CPU/GPU has it
 
 ``--precision auto`` is the fast path: bf16 training passes where the hardware computes bf16
-natively (1.7-1.9x the fp32 rate on a CPU with AVX512-BF16 or AMX), fp32 elsewhere. Its fidelity
+natively (1.6-1.9x the fp32 rate on a CPU with AVX512-BF16), fp32 elsewhere. Its fidelity
 is recorded in ``recorded/bf16_fidelity_*.json`` (to epoch 1200 of the modular model, on a CPU).
 A run's precision is part of its identity: ``pack`` and a later ``advance`` must name the same
 one, and the chapter shows the run when it is run with it too (``ace-book run core_inflation
