@@ -137,7 +137,7 @@ def load_recorded(name: str, profile: str = "paper", root: Path | str | None = N
     folder = recorded_path(name, profile, root)
     for part in _PARTS[name]:
         out[part] = load_json(folder / f"{part}.json")
-    if name == "inflation_clock_window":  # its histories, stored apart in float32
+    if name == "inflation_clock_window" and (folder / HISTORIES).exists():  # earlier exports kept them in JSON
         histories = histories_from_tensors(load_tensors(folder / HISTORIES))
         missing = sorted(set(out["window"]["arms"]) - set(histories))
         if missing:

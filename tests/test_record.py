@@ -530,3 +530,17 @@ def test_a_window_record_without_an_arms_history_is_refused_naming_the_fix(tmp_p
         load_recorded("inflation_clock_window", "paper", tmp_path)
     with pytest.raises(ValueError, match="history of 'kept' is empty: train the arm"):
         history_tensors({"kept": {"epoch": [], "loss": [], "train_acc": [], "test_acc": []}})
+
+
+def test_a_window_record_of_an_earlier_export_with_its_histories_in_json_still_loads(tmp_path):
+    import shutil
+
+    from corelib.recorded import HISTORIES
+    from corelib.results import remove
+
+    folder = tmp_path / "inflation_clock_window_paper"
+    shutil.copytree(recorded_path("inflation_clock_window", "paper"), folder)
+    now = load_recorded("inflation_clock_window", "paper", tmp_path)
+    save_json(folder / "window.json", now["window"], compact=True)  # histories inside, as exports before
+    remove(folder / HISTORIES)
+    assert load_recorded("inflation_clock_window", "paper", tmp_path)["window"] == now["window"]
