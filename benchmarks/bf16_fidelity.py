@@ -101,10 +101,15 @@ def _first_epoch(epochs: list[int], values: list, threshold: float) -> int | Non
     return next((e for e, v in zip(epochs, values) if v is not None and v >= threshold), None)
 
 
+def modular_params(n_seeds: int, precision: str) -> ModularParams:
+    """The modular chapters' settings for seeds 1031, 1032, ... (the first three are the paper's)."""
+    return replace(ModularParams(), seeds=tuple(range(1031, 1031 + n_seeds)), precision=precision)
+
+
 def modular_records(n_seeds: int, epochs: int, precision: str) -> list[dict]:
     """Memorisation and grokking epochs of the modular-addition chapters' 2-layer models (seeds
     1031, 1032, ...; the first three are the paper's), trained with weight decay to ``epochs``."""
-    params = replace(ModularParams(), seeds=tuple(range(1031, 1031 + n_seeds)), precision=precision)
+    params = modular_params(n_seeds, precision)
     modular.train_arm(params, "wd", epochs)
     hist = modular.history(params, "wd", until=epochs)
     out = []
@@ -120,14 +125,14 @@ def modular_records(n_seeds: int, epochs: int, precision: str) -> list[dict]:
 
 def modular_seconds(n_seeds: int, precision: str) -> float:
     """The seconds :func:`modular_records`' training took, as its run folder recorded them."""
-    params = replace(ModularParams(), seeds=tuple(range(1031, 1031 + n_seeds)), precision=precision)
+    params = modular_params(n_seeds, precision)
     return training_seconds(modular.arm_dir(params, "wd"))
 
 
 def modular_end_state(n_seeds: int, epochs: int, precision: str) -> list[dict]:
     """Per seed of :func:`modular_records`' models, the core dimension and the number of rotational
     modes at epoch ``epochs``, the run's horizon (always a snapshot; the models were trained to it)."""
-    params = replace(ModularParams(), seeds=tuple(range(1031, 1031 + n_seeds)), precision=precision)
+    params = modular_params(n_seeds, precision)
     last = modular.analyse_arm(params, "wd", epochs)[-1]
     return [{"core_dim": m["core_dim"], "modes": len(m["modes"])} for m in last["models"]]
 
