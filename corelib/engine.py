@@ -37,6 +37,7 @@ from .fastpath import mask_feed, masked_forward, prefix_last_logits
 from .masks import MASK_GENERATOR, DropoutStreams, dropout_seed
 from .models import Transformer, TransformerConfig, default_device
 from .results import StoreError, load_json, params_key, save_json
+from .seed_linear import per_seed, per_seed_products
 
 __all__ = [
     "epoch_order",
@@ -408,6 +409,13 @@ class SeedStack:
         ``params``: the weights to compute with (default: the stack's own), e.g. a bf16 copy.
         """
         params = self.params if params is None else params
+        dtype = next(iter(params.values())).dtype
+        with per_seed(per_seed_products(len(self), self.device, dtype)):
+            return self._train_logits(data, idx, masks, params)
+
+    def _train_logits(
+        self, data: Data, idx: torch.Tensor, masks: list[torch.Tensor] | None, params: dict
+    ) -> torch.Tensor:
         if isinstance(data, SequenceData):
             if masks is None:
                 return _stacked_fn(self.cfg, "all")(params, data.inputs[idx])

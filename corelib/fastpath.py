@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from .models import Block, Transformer, TransformerConfig
+from .seed_linear import linear
 
 __all__ = ["masked_forward", "prefix_last_logits", "mask_feed", "mask_shapes", "trailing_part"]
 
@@ -48,7 +49,7 @@ def _project(block: Block, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor,
     if not block.post:
         x = block.ln1(x)
     b, t, _ = x.shape
-    return attn.qkv(x).view(b, t, 3, attn.n_heads, attn.d_head).unbind(dim=2)
+    return linear(attn.qkv, x).view(b, t, 3, attn.n_heads, attn.d_head).unbind(dim=2)
 
 
 def _attend(block: Block, q, k, v, drop: Drop) -> torch.Tensor:
@@ -66,7 +67,7 @@ def _attend(block: Block, q, k, v, drop: Drop) -> torch.Tensor:
         z = (pattern.permute(0, 2, 3, 1)[..., None] * v[:, None]).sum(2)
     else:
         z = torch.einsum("bhqk,bkhd->bqhd", pattern, v)
-    return attn.out(z.reshape(b, t, attn.n_heads * attn.d_head))
+    return linear(attn.out, z.reshape(b, t, attn.n_heads * attn.d_head))
 
 
 def _block(block: Block, x: torch.Tensor, qkv, past, drop: Drop) -> torch.Tensor:
@@ -78,9 +79,9 @@ def _block(block: Block, x: torch.Tensor, qkv, past, drop: Drop) -> torch.Tensor
     fc, act, _, proj = block.mlp
     if block.post:
         x = block.ln1(x + a)
-        return block.ln2(x + drop(proj(drop(act(fc(x))))))
+        return block.ln2(x + drop(linear(proj, drop(act(linear(fc, x))))))
     x = x + a
-    return x + drop(proj(drop(act(fc(block.ln2(x))))))
+    return x + drop(linear(proj, drop(act(linear(fc, block.ln2(x))))))
 
 
 def masked_forward(
@@ -105,7 +106,7 @@ def masked_forward(
             x = _block(block, last, _project(block, last), (k, v), drop)
         else:
             x = _block(block, x, _project(block, x), None, drop)
-    logits = model.unembed(model.ln_final(x))
+    logits = linear(model.unembed, model.ln_final(x))
     return logits[:, -1] if last_only else logits
 
 
@@ -133,7 +134,7 @@ def prefix_last_logits(
         x = _block(block, x, qkv if i == 0 else _project(block, x), past, _no_drop)
         if i + 1 < len(model.blocks):
             p = _block(block, p, _project(block, p), None, _no_drop)
-    return model.unembed(model.ln_final(x))[:, 0]
+    return linear(model.unembed, model.ln_final(x))[:, 0]
 
 
 def mask_feed(masks: Sequence[torch.Tensor]) -> Drop:

@@ -15,11 +15,18 @@ The bits of an element are two rounds of a 32-bit integer mixer (xorshift-multip
 "lowbias32" constants of C. Wellons' hash prospector) keyed by a 64-bit SplitMix64 hash of
 (stream, draw, site). An element is kept when its 32 bits, read as an unsigned number, are at
 least ``round(p * 2**32)``: the dropout rate is ``p`` to within ``2**-32``.
+
+On a CPU the integer chain of a site (some 25 passes over its elements in eager mode) is compiled
+by ``torch.compile`` into one loop, which makes drawing the masks 10 to 40 times faster; the
+arithmetic is exact, so the masks are the same, bit for bit (a test holds the two equal). Where
+compiling is impossible (no C++ compiler, an unsupported platform) or ``ACE_FUSED_MASKS=0`` is
+set, the eager chain is used. Other devices draw eagerly.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Iterable, Sequence
 
 import torch
@@ -28,7 +35,7 @@ from .fastpath import mask_shapes
 from .models import TransformerConfig
 from .results import StoreError
 
-__all__ = ["MASK_GENERATOR", "DropoutStreams", "dropout_seed", "site_keys", "element_bits"]
+__all__ = ["MASK_GENERATOR", "DropoutStreams", "dropout_seed", "site_keys", "element_bits", "site_mask"]
 
 # Recorded in the identity of every run with dropout: masks of another generator are another run.
 MASK_GENERATOR = "splitmix64-keyed lowbias32x2"
@@ -107,6 +114,35 @@ def element_bits(keys: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def site_mask(keys: torch.Tensor, positions: torch.Tensor, threshold: int, scale: float) -> torch.Tensor:
+    """One site's float mask (S, N): ``scale`` where an element is kept, 0 where it is dropped.
+
+    ``keys`` (S, 2) the site's key words, ``positions`` (N,) int32 positions of the elements in
+    the site's full mask, ``threshold`` the signed form of the unsigned cut ``round(p * 2**32)``.
+    """
+    bits = element_bits(keys, positions)
+    bits ^= -(1 << 31)  # unsigned order as signed order
+    return torch.where(bits >= threshold, scale, 0.0)
+
+
+FUSED_MASKS_VARIABLE = "ACE_FUSED_MASKS"  # "0": draw the masks eagerly, without compiling
+_compiled_site_mask: object = None  # the compiled site_mask; False once compiling has failed
+
+
+def _draw_site(keys: torch.Tensor, positions: torch.Tensor, threshold: int, scale: float) -> torch.Tensor:
+    """:func:`site_mask`, by its compiled form on a CPU where compiling works."""
+    global _compiled_site_mask
+    fuse = positions.device.type == "cpu" and os.environ.get(FUSED_MASKS_VARIABLE, "1") != "0"
+    if fuse and _compiled_site_mask is not False:
+        try:
+            if _compiled_site_mask is None:
+                _compiled_site_mask = torch.compile(site_mask, dynamic=True)
+            return _compiled_site_mask(keys, positions, threshold, scale)
+        except Exception:  # no C++ compiler or an unsupported platform: the eager chain is exact too
+            _compiled_site_mask = False
+    return site_mask(keys, positions, threshold, scale)
+
+
 @functools.lru_cache(maxsize=256)
 def _positions(full: torch.Size, used: torch.Size, device: torch.device) -> torch.Tensor:
     """Flat positions in a mask of shape ``full`` of its trailing part of shape ``used`` (int32)."""
@@ -165,9 +201,8 @@ class DropoutStreams:
         scale = 1.0 / (1.0 - self.p)
         masks = []
         for site, (f, u) in enumerate(zip(full, used)):
-            bits = element_bits(keys[:, site], _positions(f, u, device))
-            bits ^= -(1 << 31)  # unsigned order as signed order
-            masks.append(torch.where(bits >= self._threshold, scale, 0.0).to(dtype))
+            mask = _draw_site(keys[:, site], _positions(f, u, device).flatten(), self._threshold, scale)
+            masks.append(mask.view(len(self), *u).to(dtype))
         self.draws += 1
         return masks
 

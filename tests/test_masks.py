@@ -161,3 +161,46 @@ def test_bad_settings_and_foreign_states_are_refused():
 def test_a_dropout_rate_too_close_to_one_for_32_bit_thresholds_is_refused():
     with pytest.raises(ValueError, match=r"at most 1 - 2\*\*-33"):
         DropoutStreams(1 - 2**-34, [1])
+
+
+# ---------------------------------------------------------------- the compiled (fused) drawing on the CPU
+
+
+@pytest.mark.parametrize("n_seeds, n", [(1, 7), (3, 4096), (12, 3 * 512 + 5)])
+def test_the_compiled_site_mask_equals_the_eager_chain_bit_for_bit(n_seeds, n):
+    from corelib import masks
+
+    keys = site_keys(torch.arange(n_seeds, dtype=torch.int64) * 977 + 5, 123_456, 1)[:, 0]
+    positions = (torch.arange(n, dtype=torch.int64) * 2_654_435 % (1 << 31)).to(torch.int32)
+    threshold = DropoutStreams(0.1, [0])._threshold
+    eager = masks.site_mask(keys, positions, threshold, 1 / 0.9)
+    fused = torch.compile(masks.site_mask, dynamic=True)(keys, positions, threshold, 1 / 0.9)
+    assert torch.equal(fused, eager)
+    if n > 1000:  # the mask is a dropout mask at all
+        assert 0.08 < float((eager == 0).float().mean()) < 0.12
+
+
+def test_masks_are_drawn_eagerly_when_compiling_fails_or_is_switched_off(monkeypatch):
+    from corelib import masks
+
+    calls = []
+
+    def failing_compile(fn, **kwargs):
+        calls.append(fn)
+
+        def run(*args):
+            raise RuntimeError("no C++ compiler")
+
+        return run
+
+    reference = DropoutStreams(0.1, [1, 2]).draw(CFG, 5, 4, "cpu")
+    monkeypatch.setattr(torch, "compile", failing_compile)
+    monkeypatch.setenv(masks.FUSED_MASKS_VARIABLE, "0")
+    monkeypatch.setattr(masks, "_compiled_site_mask", None)
+    off = DropoutStreams(0.1, [1, 2]).draw(CFG, 5, 4, "cpu")
+    assert calls == [] and masks._compiled_site_mask is None
+    monkeypatch.delenv(masks.FUSED_MASKS_VARIABLE)
+    fallen_back = DropoutStreams(0.1, [1, 2]).draw(CFG, 5, 4, "cpu")
+    assert len(calls) == 1 and masks._compiled_site_mask is False
+    for a, b, c in zip(reference, off, fallen_back):
+        assert torch.equal(a, b) and torch.equal(a, c)
