@@ -129,10 +129,23 @@ FUSED_MASKS_VARIABLE = "ACE_FUSED_MASKS"  # "0": draw the masks eagerly, without
 _compiled_site_mask: object = None  # the compiled site_mask; False once compiling has failed
 
 
+def _dispatch_mode_active() -> bool:
+    """Whether a dispatch mode (a FLOP counter, say) is active: a compiled call made inside one
+    leaves the compiled function slower than eager for the rest of the process."""
+    try:
+        return torch._C._len_torch_dispatch_stack() > 0
+    except AttributeError:  # a torch without this query: assume none
+        return False
+
+
 def _draw_site(keys: torch.Tensor, positions: torch.Tensor, threshold: int, scale: float) -> torch.Tensor:
     """:func:`site_mask`, by its compiled form on a CPU where compiling works."""
     global _compiled_site_mask
-    fuse = positions.device.type == "cpu" and os.environ.get(FUSED_MASKS_VARIABLE, "1") != "0"
+    fuse = (
+        positions.device.type == "cpu"
+        and os.environ.get(FUSED_MASKS_VARIABLE, "1") != "0"
+        and not _dispatch_mode_active()
+    )
     if fuse and _compiled_site_mask is not False:
         try:
             if _compiled_site_mask is None:
@@ -201,7 +214,8 @@ class DropoutStreams:
         scale = 1.0 / (1.0 - self.p)
         masks = []
         for site, (f, u) in enumerate(zip(full, used)):
-            mask = _draw_site(keys[:, site], _positions(f, u, device).flatten(), self._threshold, scale)
+            # Contiguous keys: a strided view would compile one kernel per site.
+            mask = _draw_site(keys[:, site].contiguous(), _positions(f, u, device).flatten(), self._threshold, scale)
             masks.append(mask.view(len(self), *u).to(dtype))
         self.draws += 1
         return masks
