@@ -22,30 +22,40 @@ epoch (which a short benchmark needs, so each timed run has one save point per s
   weights). Its set-up and the save points are in the timed runs of every side.
 
 Where the engine's time goes (``benchmarks/profile_engine.py``: torch.profiler, self time of its
-operators grouped by kind, one thread, 3 seeds x 5 epochs after a warm-up; AMD EPYC without
-AVX-512, 2026-11-26; 193 ms per seed-epoch with the profiler on):
+operators grouped by kind, one thread, 3 seeds x 5 epochs after a warm-up; AMD EPYC with
+AVX512-BF16, 2026-11-27; 91 ms per seed-epoch with the profiler on):
 
 =====================  ======  =====
 kind                   ms      share
 =====================  ======  =====
-matmul (bmm, vmapped)  86.2    45 %
-elementwise            47.5    25 %
-Python and dispatch    23.4    12 %
-dropout masks          18.1     9 %
-copies and shapes      12.3     6 %
-layer norm              2.7     1 %
-attention softmax       1.8     1 %
-AdamW (fused)           1.5     1 %
+matmul (bmm, vmapped)  56.9    62 %
+elementwise            16.3    18 %
+Python and dispatch     8.9    10 %
+copies and shapes       4.3     5 %
+dropout masks           1.9     2 %
+layer norm              1.3     1 %
+attention softmax       1.0     1 %
+AdamW (fused)           0.6     1 %
 =====================  ======  =====
 
-The matmuls are under half the time: the elementwise chain of each block (bias, residual,
-activation and their gradients: ``mul``, ``add``, ``sum``) and the Python between operators
-cost as much again, which is where a faster engine has to gain. The masks are counter-based so
-that a seed's draws do not depend on the stack; they are part of every recorded number.
+Two changes brought it there, neither of which changes a number the engine computes (a test
+trains the book's model both ways and compares the weights bit for bit):
+
+- **The dropout masks** (9 % of the time before) are drawn by one compiled loop per step and
+  site instead of some 25 eager integer passes (:mod:`corelib.masks`; ``torch.compile``, exact
+  integer arithmetic): 9.3 -> 1.9 ms per seed-epoch on one thread.
+- **One matrix product per seed** (:mod:`corelib.seed_linear`): on two threads PyTorch hands a
+  batched product's three seeds to its two threads one matrix each, so one thread idled for a
+  third of every product (139-156 GFLOP/s against 182-195 one seed at a time). With one thread,
+  as profiled here, nothing changes.
+
+On two threads the profile reads matmul 49 %, Python and dispatch 21 %, elementwise 18 %: the
+elementwise chain of each block (bias, residual, activation and their gradients: ``mul``,
+``add``, ``sum``) and the Python between operators are where a faster engine has to gain.
 Fusing that chain with ``torch.compile`` (inductor; the vmapped forward pass, loss and backward
 pass as one graph without breaks, static shapes) was timed against the eager step, alternating,
 3 x 20 steps each on one thread (AMD EPYC with AVX512-BF16, 2026-11-27): 0.94-0.95x the eager
-rate, after 12 s of compilation. The engine stays eager.
+rate, after 12 s of compilation. The engine's passes stay eager.
 
 It also prints each side's FLOPs per second (counted on the operations it dispatches) against this
 machine's fp32 matmul peak, the time of the dropout masks, the engine's ceiling (its FLOPs at the

@@ -125,6 +125,7 @@ def site_mask(keys: torch.Tensor, positions: torch.Tensor, threshold: int, scale
     return torch.where(bits >= threshold, scale, 0.0)
 
 
+PROFILE_LABEL = "ace::dropout_masks"  # the profiler range around a step's masks
 FUSED_MASKS_VARIABLE = "ACE_FUSED_MASKS"  # "0": draw the masks eagerly, without compiling
 _compiled_site_mask: object = None  # the compiled site_mask; False once compiling has failed
 
@@ -207,7 +208,10 @@ class DropoutStreams:
         coarser than float32 the scale ``1 / (1 - p)`` is rounded (bf16: 1.109375 for p = 0.1);
         the engine draws float32 masks and rounds only the products.
         """
-        device = torch.device(device)
+        with torch.profiler.record_function(PROFILE_LABEL):  # a compiled kernel is otherwise invisible to it
+            return self._draw(model_cfg, batch, length, torch.device(device), last_only, dtype)
+
+    def _draw(self, model_cfg, batch, length, device, last_only, dtype) -> list[torch.Tensor]:
         full = mask_shapes(model_cfg, batch, length)
         used = mask_shapes(model_cfg, batch, length, last_only=True) if last_only else full
         keys = site_keys(self._stream_keys(device), self.draws, len(full))
