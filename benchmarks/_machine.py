@@ -11,6 +11,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
+from corelib.cpu_memory import retain_freed_memory
 from corelib.engine import DropoutStreams, bf16_native
 from corelib.models import TransformerConfig
 
@@ -19,6 +20,18 @@ NATIVE_BF16 = bf16_native("cpu")
 ENGINE_SIDES = (("engine", "fp32"), ("engine bf16", "bf16")) if NATIVE_BF16 else (("engine", "fp32"),)
 """The engine's timed sides: its fp32 run, and its bf16 run where the CPU computes bf16 natively."""
 NO_BF16 = "bf16: not timed: this CPU would emulate it, and the engine refuses bf16 there (corelib.engine.bf16_native)"
+
+
+def same_allocator_for_every_side() -> str:
+    """Apply the engine's malloc settings (:mod:`corelib.cpu_memory`) before any side runs.
+
+    The engine applies them when it starts training, and they hold for the rest of the process;
+    applied first, every side is timed under them, so no ratio credits the engine with a setting
+    any loop could use. Returns a line for the benchmark's header.
+    """
+    if retain_freed_memory():
+        return "freed memory kept for reuse (corelib.cpu_memory) for every side"
+    return "malloc left at its defaults for every side"
 
 
 def matmul_gflops(n: int = 2048, repeats: int = 5, dtype: torch.dtype = torch.float32) -> float:

@@ -54,6 +54,7 @@ from _machine import (  # noqa: E402
     matmul_gflops,
     print_sides,
     reference_model,
+    same_allocator_for_every_side,
 )
 from corelib.models import DEVICE_VARIABLE, Transformer  # noqa: E402
 from corelib.sweeps import Condition, SweepConfig, SweepStats, condition_data, train_condition  # noqa: E402
@@ -104,11 +105,12 @@ def main() -> None:
         ap.error(f"--steps must be at least 2 (the cost of the steps is a difference of two runs), got {args.steps}")
     cfg, cond = SweepConfig(dropout=args.dropout), Condition(p=53, weight_decay=1.0, batch_size=512)
     seeds = [42 + s for s in range(args.seeds)]
+    allocator = same_allocator_for_every_side()
     peak = matmul_gflops()
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, p = {cond.p}, batch "
         f"{cond.batch_size}, dropout {cfg.dropout:g}, {args.steps} steps; fp32 matmul peak measured: "
-        f"{peak:.1f} GFLOP/s"
+        f"{peak:.1f} GFLOP/s; {allocator}"
     )
 
     model_cfg = cfg.model_config(cond.p)

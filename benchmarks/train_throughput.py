@@ -94,6 +94,7 @@ from _machine import (  # noqa: E402
     matmul_gflops,
     print_sides,
     reference_model,
+    same_allocator_for_every_side,
 )
 from acebook.project import profile_parameters  # noqa: E402
 from corelib.engine import PrefixData, StackConfig, train_stack  # noqa: E402
@@ -205,9 +206,9 @@ def main() -> None:
     model_cfg = p.model_config()
     seeds = list(args.seeds)
     print(
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {len(seeds)} seeds, "
-        f"{args.epochs} epochs, {len(x_tr)} training pairs, batch {p.batch_size}, dropout {p.dropout}; "
-        f"test accuracy and saved weights every {SAVE_EVERY} epochs and at the last"
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {len(seeds)} seeds, {args.epochs} epochs, "
+        f"{len(x_tr)} training pairs, batch {p.batch_size}, dropout {p.dropout}; test accuracy and saved "
+        f"weights every {SAVE_EVERY} epochs and at the last; {same_allocator_for_every_side()}"
     )
 
     def authors(epochs: int, seed: int = seeds[0]) -> None:

@@ -33,6 +33,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
 from . import results
+from .cpu_memory import retain_freed_memory
 from .fastpath import mask_feed, masked_forward, prefix_last_logits
 from .masks import MASK_GENERATOR, DropoutStreams, dropout_seed
 from .models import Transformer, TransformerConfig, default_device
@@ -562,6 +563,8 @@ class Trainer:
         if bool(stack.cfg.dropout) != (streams is not None):
             raise ValueError(f"dropout is {stack.cfg.dropout}: give DropoutStreams exactly when it is > 0.")
         self.stack, self.data, self.streams = stack, data, streams
+        if stack.device.type == "cpu":
+            retain_freed_memory()  # a step's large tensors then reuse the last step's memory
         self.opt = StackOptimizer(stack, lr, weight_decay, precision)
         self.batch = min(batch_size, len(data))
         self.end = len(data) if keep_partial_batch else len(data) - len(data) % self.batch
