@@ -13,6 +13,7 @@ import os
 import subprocess
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,8 @@ __all__ = [
     "results_written_since",
     "COSTS_FILE",
     "chapter_costs",
-    "cost_sentence",
+    "ChapterCost",
+    "chapter_cost",
 ]
 
 RUN_TIMES = "run_times"  # folder of the results root
@@ -179,21 +181,36 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} hours"
 
 
-def cost_sentence(chapter: str, folder: str | os.PathLike | None = None) -> str:
-    """What ``chapter`` costs on the machine its costs were measured on, with the book's settings
-    and with the paper's, as a sentence for the top of the chapter."""
+@dataclass(frozen=True)
+class ChapterCost:
+    """What computing a chapter costs on the machine it was timed on: the values its header glues.
+
+    The header's sentence is written in the chapter; these are the values it cites:
+
+    - ``machine``: the threads and CPU it was timed on, e.g. ``"2 CPU threads (AMD EPYC)"``;
+    - ``book``: the time with the book's settings, e.g. ``"about 6 minutes"``, or ``"not measured yet"``;
+    - ``paper``: the time with the paper's settings, ``"not timed"``, or, where the paper's settings
+      are the book's, the book's time marked ``"(the same settings)"``.
+    """
+
+    machine: str
+    book: str
+    paper: str
+
+
+def chapter_cost(chapter: str, folder: str | os.PathLike | None = None) -> ChapterCost:
+    """The :class:`ChapterCost` of ``chapter`` from ``recorded/chapter_costs.json`` (or ``folder``)."""
     costs = chapter_costs(folder)
     entry, machine = costs["chapters"].get(chapter, {}), costs.get("machine", {})
     book, paper = entry.get("book"), entry.get("paper")
     if book is None:
-        return (
-            "Its cost has not been measured yet on a reference machine; the claims page lists how long "
-            "each chapter of this build took."
-        )
+        return ChapterCost("a reference machine", "not measured yet", "not measured yet")
     where = f"{book.get('threads', '?')} CPU threads ({book.get('cpu') or machine.get('cpu', 'a CPU')})"
-    text = f"With the book's settings this chapter takes about {_duration(book['seconds'])} on {where}"
-    if paper is None and profile_parameters(chapter, "paper") == profile_parameters(chapter, "book"):
-        return text + "; they are also the paper's settings."
-    if paper is None:
-        return text + "; the paper's settings (`--profile paper`) have not been timed there."
-    return text + f", and about {_duration(paper['seconds'])} with the paper's settings (`--profile paper`)."
+    book_time = f"about {_duration(book['seconds'])}"
+    if paper is not None:
+        paper_time = f"about {_duration(paper['seconds'])}"
+    elif profile_parameters(chapter, "paper") == profile_parameters(chapter, "book"):
+        paper_time = f"{book_time} (the same settings)"
+    else:
+        paper_time = "not timed"
+    return ChapterCost(where, book_time, paper_time)

@@ -33,7 +33,10 @@
 # covariance matrices and Jacobians. Linear time-invariant systems are introduced where they are
 # needed.
 #
-# **Time**: about 40 minutes to read, 2 hours with the exercises. {glue:text}`cost`
+# **Time**: about 40 minutes to read, 2 hours with the exercises.
+#
+# **Computing it** on {glue:text}`cost_machine`: {glue:text}`cost_book` with the book's
+# settings, {glue:text}`cost_paper` with the paper's (`--profile paper`).
 # ```
 #
 # {term}`Algorithmic Core Extraction` (ACE) looks for the few directions of a layer's activation space
@@ -80,9 +83,12 @@ pca_decorrelate = True  # components exactly uncorrelated in the sample
 # %% tags=["hide-input"]
 from myst_nb import glue
 
-from acebook.run_times import cost_sentence
+from acebook.run_times import chapter_cost
 
-glue("cost", cost_sentence("ace_method"), display=False)
+cost = chapter_cost("ace_method")
+glue("cost_machine", cost.machine, display=False)
+glue("cost_book", cost.book, display=False)
+glue("cost_paper", cost.paper, display=False)
 
 # %%
 import matplotlib.pyplot as plt

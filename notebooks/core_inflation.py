@@ -43,7 +43,10 @@
 # necessary and sufficient ranks, the shift operator and its modes); Fourier series on a cycle
 # of $p$ points; AdamW and its decoupled weight decay.
 #
-# **Time**: about 40 minutes to read, 100 with the exercises. {glue:text}`cost`
+# **Time**: about 40 minutes to read, 100 with the exercises.
+#
+# **Computing it** on {glue:text}`cost_machine`: {glue:text}`cost_book` with the book's
+# settings, {glue:text}`cost_paper` with the paper's (`--profile paper`).
 # ```
 #
 # The previous chapter stopped shortly after grokking, when the {term}`cores <core>` were compact.
@@ -94,9 +97,12 @@ energy = 0.99
 # %% tags=["hide-input"]
 from myst_nb import glue
 
-from acebook.run_times import cost_sentence
+from acebook.run_times import chapter_cost
 
-glue("cost", cost_sentence("core_inflation"), display=False)
+cost = chapter_cost("core_inflation")
+glue("cost_machine", cost.machine, display=False)
+glue("cost_book", cost.book, display=False)
+glue("cost_paper", cost.paper, display=False)
 
 # %%
 import matplotlib.pyplot as plt

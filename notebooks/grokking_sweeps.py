@@ -37,7 +37,10 @@
 # {doc}`grokking_theory` (the margin model that predicts the delay); logarithms, least squares,
 # and the bootstrap.
 #
-# **Time**: about 30 minutes to read, 80 with the exercises. {glue:text}`cost`
+# **Time**: about 30 minutes to read, 80 with the exercises.
+#
+# **Computing it** on {glue:text}`cost_machine`: {glue:text}`cost_book` with the book's
+# settings, {glue:text}`cost_paper` with the paper's (`--profile paper`).
 # ```
 #
 # A transformer trained on half of the pairs $(a, b)$ of modular addition first **memorises** its
@@ -93,9 +96,12 @@ n_jobs = None  # joblib processes for the conditions
 # %% tags=["hide-input"]
 from myst_nb import glue
 
-from acebook.run_times import cost_sentence
+from acebook.run_times import chapter_cost
 
-glue("cost", cost_sentence("grokking_sweeps"), display=False)
+cost = chapter_cost("grokking_sweeps")
+glue("cost_machine", cost.machine, display=False)
+glue("cost_book", cost.book, display=False)
+glue("cost_paper", cost.paper, display=False)
 
 # %%
 import matplotlib.pyplot as plt

@@ -38,7 +38,10 @@
 # decay). The mathematics: roots of unity, the Cauchy--Schwarz inequality, a linear ODE of first
 # order, the Taylor series of $\log(1 - x)$.
 #
-# **Time**: about 35 minutes to read, 2 hours with the exercises. {glue:text}`cost`
+# **Time**: about 35 minutes to read, 2 hours with the exercises.
+#
+# **Computing it** on {glue:text}`cost_machine`: {glue:text}`cost_book` with the book's
+# settings, {glue:text}`cost_paper` with the paper's (`--profile paper`).
 # ```
 #
 # After a transformer has memorised modular addition, {term}`weight decay` keeps pulling on its
@@ -81,9 +84,12 @@ seed = 0  # random seed of the synthetic delays
 # %% tags=["hide-input"]
 from myst_nb import glue
 
-from acebook.run_times import cost_sentence
+from acebook.run_times import chapter_cost
 
-glue("cost", cost_sentence("grokking_theory"), display=False)
+cost = chapter_cost("grokking_theory")
+glue("cost_machine", cost.machine, display=False)
+glue("cost_book", cost.book, display=False)
+glue("cost_paper", cost.paper, display=False)
 
 # %%
 import matplotlib.pyplot as plt

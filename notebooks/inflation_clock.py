@@ -37,7 +37,10 @@
 # necessary and sufficient ranks) and {doc}`grokking_theory` (why the relaxation time scales as
 # $1/(\eta\omega)$); AdamW's decoupled weight decay.
 #
-# **Time**: about 30 minutes to read, 60 with the exercises. {glue:text}`cost`
+# **Time**: about 30 minutes to read, 60 with the exercises.
+#
+# **Computing it** on {glue:text}`cost_machine`: {glue:text}`cost_book` with the book's
+# settings, {glue:text}`cost_paper` with the paper's (`--profile paper`).
 # ```
 #
 # The paper ends with two ideas that it does not test. This chapter tests both with the
@@ -96,9 +99,12 @@ window_check_epochs = 200  # its epochs after the branch (0: none)
 # %% tags=["hide-input"]
 from myst_nb import glue
 
-from acebook.run_times import cost_sentence
+from acebook.run_times import chapter_cost
 
-glue("cost", cost_sentence("inflation_clock"), display=False)
+cost = chapter_cost("inflation_clock")
+glue("cost_machine", cost.machine, display=False)
+glue("cost_book", cost.book, display=False)
+glue("cost_paper", cost.paper, display=False)
 
 # %%
 import matplotlib.pyplot as plt

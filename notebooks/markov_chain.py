@@ -36,7 +36,10 @@
 # **Before you start**: the chapter {doc}`ace_method` (what a core is); eigenvalues of a matrix,
 # least squares, and what a Markov chain's transition matrix is.
 #
-# **Time**: about 40 minutes to read, 60 with the exercises. {glue:text}`cost`
+# **Time**: about 40 minutes to read, 60 with the exercises.
+#
+# **Computing it** on {glue:text}`cost_machine`: {glue:text}`cost_book` with the book's
+# settings, {glue:text}`cost_paper` with the paper's (`--profile paper`).
 # ```
 #
 # This chapter reproduces the paper's first experiment (its Figure 1 and Tables A1–A3). Three
@@ -81,9 +84,12 @@ jacobian_seed = 0
 # %% tags=["hide-input"]
 from myst_nb import glue
 
-from acebook.run_times import cost_sentence
+from acebook.run_times import chapter_cost
 
-glue("cost", cost_sentence("markov_chain"), display=False)
+cost = chapter_cost("markov_chain")
+glue("cost_machine", cost.machine, display=False)
+glue("cost_book", cost.book, display=False)
+glue("cost_paper", cost.paper, display=False)
 
 # %%
 import matplotlib.pyplot as plt

@@ -37,7 +37,10 @@
 # (keeping and removing a core; fitting an operator in core coordinates); arithmetic modulo $p$,
 # the eigenvalues $e^{\pm i\theta}$ of a plane rotation, least squares.
 #
-# **Time**: about 35 minutes to read, 80 with the exercises. {glue:text}`cost`
+# **Time**: about 35 minutes to read, 80 with the exercises.
+#
+# **Computing it** on {glue:text}`cost_machine`: {glue:text}`cost_book` with the book's
+# settings, {glue:text}`cost_paper` with the paper's (`--profile paper`).
 # ```
 #
 # Transformers trained on $a + b \equiv c \pmod p$ famously **{term}`grok <grokking>`**
@@ -88,9 +91,12 @@ energy = 0.99          # energy threshold of the initial core rank
 # %% tags=["hide-input"]
 from myst_nb import glue
 
-from acebook.run_times import cost_sentence
+from acebook.run_times import chapter_cost
 
-glue("cost", cost_sentence("modular_addition"), display=False)
+cost = chapter_cost("modular_addition")
+glue("cost_machine", cost.machine, display=False)
+glue("cost_book", cost.book, display=False)
+glue("cost_paper", cost.paper, display=False)
 
 # %%
 import matplotlib.pyplot as plt

@@ -38,7 +38,10 @@
 # token, the AUC); projections onto a subspace, the angle between two vectors, logistic
 # regression.
 #
-# **Time**: about 35 minutes to read, 100 with the exercises. {glue:text}`cost`
+# **Time**: about 35 minutes to read, 100 with the exercises.
+#
+# **Computing it** on {glue:text}`cost_machine`: {glue:text}`cost_book` with the book's
+# settings, {glue:text}`cost_paper` with the paper's (`--profile paper`).
 # ```
 #
 # The previous chapters ran {term}`ACE` on the paper's models and tasks. This one is about using it on
@@ -90,9 +93,12 @@ hf_phrases = 32          # tense phrases (half to fit, half to test)
 # %% tags=["hide-input"]
 from myst_nb import glue
 
-from acebook.run_times import cost_sentence
+from acebook.run_times import chapter_cost
 
-glue("cost", cost_sentence("own_model"), display=False)
+cost = chapter_cost("own_model")
+glue("cost_machine", cost.machine, display=False)
+glue("cost_book", cost.book, display=False)
+glue("cost_paper", cost.paper, display=False)
 
 # %%
 import matplotlib.pyplot as plt

@@ -37,7 +37,10 @@
 # (keep, remove and flip interventions); what logits and a transformer's residual stream are;
 # Pearson and Spearman correlation. The AUC is introduced here.
 #
-# **Time**: about 40 minutes to read, 90 with the exercises. {glue:text}`cost`
+# **Time**: about 40 minutes to read, 90 with the exercises.
+#
+# **Computing it** on {glue:text}`cost_machine`: {glue:text}`cost_book` with the book's
+# settings, {glue:text}`cost_paper` with the paper's (`--profile paper`).
 # ```
 #
 # The toy models of the previous chapters were trained by us on tasks we designed. This chapter
@@ -97,9 +100,12 @@ generation_seed = 0
 # %% tags=["hide-input"]
 from myst_nb import glue
 
-from acebook.run_times import cost_sentence
+from acebook.run_times import chapter_cost
 
-glue("cost", cost_sentence("subject_verb_agreement"), display=False)
+cost = chapter_cost("subject_verb_agreement")
+glue("cost_machine", cost.machine, display=False)
+glue("cost_book", cost.book, display=False)
+glue("cost_paper", cost.paper, display=False)
 
 # %%
 import matplotlib.pyplot as plt

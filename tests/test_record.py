@@ -202,35 +202,36 @@ def test_unknown_experiments_and_missing_records_name_the_fix(tmp_path):
         load_recorded("core_inflation", "paper", tmp_path)
 
 
-def test_chapter_costs_are_recorded_per_profile_and_told_at_the_top_of_a_chapter(results, monkeypatch):
+def test_chapter_costs_are_recorded_per_profile_and_given_to_the_top_of_a_chapter(results, monkeypatch):
     from acebook import run_times
 
     rec = results / "recorded"
-    assert run_times.cost_sentence("modular_addition", rec).startswith("Its cost has not been measured yet")
+    unmeasured = run_times.ChapterCost("a reference machine", "not measured yet", "not measured yet")
+    assert run_times.chapter_cost("modular_addition", rec) == unmeasured
     with pytest.raises(SystemExit, match="no chapter of the results root was computed with the book profile"):
         record.export_costs("book", rec)
     run_times.record_run_time("modular_addition", "book", 372.0, computed=True)
     run_times.record_run_time("markov_chain", "book", 5.0, computed=False)  # read back: not a cost
     record.export_costs("book", rec)
-    text = run_times.cost_sentence("modular_addition", rec)
-    assert text.startswith("With the book's settings this chapter takes about 6 minutes on ")
-    assert "CPU threads" in text and text.endswith("have not been timed there.")
-    assert run_times.cost_sentence("markov_chain", rec).startswith("Its cost has not been measured yet")
+    cost = run_times.chapter_cost("modular_addition", rec)
+    here = record.machine()["cpu"]
+    assert cost.book == "about 6 minutes" and cost.paper == "not timed"
+    assert cost.machine.endswith(f"CPU threads ({here})") and cost.machine.split()[0].isdigit()
+    assert run_times.chapter_cost("markov_chain", rec) == unmeasured
     run_times.record_run_time("markov_chain", "book", 120.0, computed=True)
     record.export_costs("book", rec)  # the paper profile sets nothing else for this chapter
-    assert run_times.cost_sentence("markov_chain", rec).endswith("they are also the paper's settings.")
+    assert run_times.chapter_cost("markov_chain", rec).paper == "about 2 minutes (the same settings)"
     run_times.record_run_time("modular_addition", "paper", 4.2 * 3600, computed=True)
     record.export_costs("paper", rec)  # adds the paper profile, keeps the book's
-    text = run_times.cost_sentence("modular_addition", rec)
-    assert "about 6 minutes" in text and text.endswith("about 4.2 hours with the paper's settings (`--profile paper`).")
+    cost = run_times.chapter_cost("modular_addition", rec)
+    assert (cost.book, cost.paper) == ("about 6 minutes", "about 4.2 hours")
     # each chapter names the CPU it was timed on: a later export on another machine keeps the others'
     costs = json.loads((rec / "chapter_costs.json").read_text())
     costs["chapters"]["markov_chain"]["book"]["cpu"] = "Another CPU"
     save_json(rec / "chapter_costs.json", costs)
     record.export_costs("paper", rec)
-    assert "(Another CPU)" in run_times.cost_sentence("markov_chain", rec)
-    here = record.machine()["cpu"]
-    assert f"({here})" in run_times.cost_sentence("modular_addition", rec)
+    assert run_times.chapter_cost("markov_chain", rec).machine.endswith("(Another CPU)")
+    assert run_times.chapter_cost("modular_addition", rec).machine.endswith(f"({here})")
 
 
 def test_one_chapters_claims_are_re_judged_and_the_other_rows_kept(results, monkeypatch):
