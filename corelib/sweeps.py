@@ -277,19 +277,28 @@ class _ThresholdTest:
             start, size = start + size, 2 * size
         self.rows_evaluated = 0  # rows x seeds, for throughput accounting
 
+    def first_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The last tokens and prefix indices of the first chunk's rows."""
+        a, b = self.bounds[0]
+        return self.last[a:b], self.index[a:b]
+
     @torch.no_grad()
-    def passes(self, params: dict[str, torch.Tensor], which: torch.Tensor) -> torch.Tensor:
-        """Boolean (len(which),): does seed ``which[j]`` of the stacked ``params`` reach the threshold?"""
+    def passes(
+        self, params: dict[str, torch.Tensor], which: torch.Tensor, first_logits: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Boolean (len(which),): does seed ``which[j]`` of the stacked ``params`` reach the threshold?
+
+        ``first_logits``: the first chunk's logits of these seeds, where the caller computed them.
+        """
         k = len(which)
         errors = torch.zeros(k, dtype=torch.long, device=which.device)
         alive = torch.arange(k, device=which.device)  # positions in `which` still undecided
-        sub = (
-            params
-            if k == next(iter(params.values())).shape[0] and bool((which == torch.arange(k, device=which.device)).all())
-            else {n: v[which] for n, v in params.items()}
-        )
-        for a, b in self.bounds:
-            logits = self.fn(sub, self.last[a:b], self.index[a:b], self.prefixes)
+        sub = _seeds_of(params, which)
+        for i, (a, b) in enumerate(self.bounds):
+            if i == 0 and first_logits is not None:
+                logits = first_logits
+            else:
+                logits = self.fn(sub, self.last[a:b], self.index[a:b], self.prefixes)
             self.rows_evaluated += (b - a) * len(alive)
             errors[alive] += (logits.argmax(-1) != self.targets[a:b]).sum(dim=1)
             keep = errors[alive] <= self.budget
@@ -299,6 +308,30 @@ class _ThresholdTest:
                     break
                 sub = {n: v[keep] for n, v in sub.items()}
         return errors <= self.budget
+
+
+def _seeds_of(params: dict[str, torch.Tensor], which: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The stacked weights of the seeds at positions ``which`` (the stack itself when that is all of them)."""
+    k = len(which)
+    if k == next(iter(params.values())).shape[0] and bool((which == torch.arange(k, device=which.device)).all()):
+        return params
+    return {n: v[which] for n, v in params.items()}
+
+
+@torch.no_grad()
+def _first_chunks_together(
+    tests: Sequence[_ThresholdTest], params: dict[str, torch.Tensor], which: torch.Tensor
+) -> list[torch.Tensor]:
+    """The first chunk's logits of each of ``tests`` (on the same prefixes), from one forward pass.
+
+    A row's logits do not depend on the rows beside it, so each test gets what its own first
+    pass would compute; one pass instead of several saves a forward pass's fixed cost per step.
+    """
+    rows = [t.first_rows() for t in tests]
+    logits = tests[0].fn(
+        _seeds_of(params, which), torch.cat([r[0] for r in rows]), torch.cat([r[1] for r in rows]), tests[0].prefixes
+    )
+    return list(logits.split([len(r[0]) for r in rows], dim=1))
 
 
 @torch.no_grad()
@@ -322,18 +355,26 @@ def _mark_first_pass(
     seeds: Sequence[int],
     step: int,
     positions: Sequence[int] | None = None,
+    first_logits: torch.Tensor | None = None,
 ) -> None:
     """Set ``times[seed] = step`` for every seed without a time yet that passes ``check`` now.
 
     ``positions``: only the seeds at these positions of the stack (default: all of them).
+    ``first_logits``: the first chunk's logits of the pending seeds, where already computed.
     """
-    candidates = range(len(seeds)) if positions is None else positions
-    pending = [j for j in candidates if times[seeds[j]] is None]
+    pending = _pending(times, seeds, positions)
     if pending:
         device = next(iter(params.values())).device
-        for j, good in zip(pending, check.passes(params, torch.tensor(pending, device=device)).tolist()):
+        which = torch.tensor(pending, device=device)
+        for j, good in zip(pending, check.passes(params, which, first_logits).tolist()):
             if good:
                 times[seeds[j]] = step
+
+
+def _pending(times: dict[int, int | None], seeds: Sequence[int], positions: Sequence[int] | None = None) -> list[int]:
+    """Positions (among ``positions``, default all) of the seeds without a time yet."""
+    candidates = range(len(seeds)) if positions is None else positions
+    return [j for j in candidates if times[seeds[j]] is None]
 
 
 # --------------------------------------------------------------------------- training one condition
@@ -478,6 +519,7 @@ class _SeedMonitor:
         self.fn = stacked_last_logits(cfg.model_config(cond.p), shared_rows=True)
         self.train_test = _ThresholdTest(self.train, cfg.threshold, self.fn)
         self.test_test = _ThresholdTest(self.test, cfg.threshold, self.fn)
+        self.shared_prefixes = torch.equal(self.train.prefixes, self.test.prefixes)
         self.t_mem: dict[int, int | None] = dict.fromkeys(running)
         self.t_gen: dict[int, int | None] = dict.fromkeys(running)
         self.records: dict[int, dict] = {}
@@ -544,9 +586,18 @@ class _SeedMonitor:
             for j, s in enumerate(stack.seeds):
                 if self.t_mem[s] is None and correct[j] >= self.train_test.need:
                     self.t_mem[s] = step - 1
+        first = self._first_chunks(stack.seeds, params)
         if not self.free_train_acc:
-            _mark_first_pass(self.t_mem, self.train_test, params, stack.seeds, step)
-        _mark_first_pass(self.t_gen, self.test_test, params, stack.seeds, step)
+            _mark_first_pass(self.t_mem, self.train_test, params, stack.seeds, step, first_logits=first[0])
+        _mark_first_pass(self.t_gen, self.test_test, params, stack.seeds, step, first_logits=first[1])
+
+    def _first_chunks(self, seeds: Sequence[int], params: dict[str, torch.Tensor]) -> list[torch.Tensor | None]:
+        """Both tests' first-chunk logits from one pass, where both test the same seeds on the same prefixes."""
+        pending = _pending(self.t_mem, seeds)
+        if self.free_train_acc or not pending or pending != _pending(self.t_gen, seeds) or not self.shared_prefixes:
+            return [None, None]
+        which = torch.tensor(pending, device=next(iter(params.values())).device)
+        return _first_chunks_together((self.train_test, self.test_test), params, which)
 
     def _finish(self, stack: SeedStack, positions: list[int], step: int, reason: str) -> None:
         """Measure the final accuracies of the seeds at ``positions`` and hand on their records."""

@@ -174,7 +174,7 @@ def test_every_glued_name_of_the_chapter_is_glued(tmp_path, monkeypatch):
     values.update(inflation_clock.record_numbers(summary.record))
     paper = inflation_clock_window.show(paper_scale.recorded_window(), sample_epochs=0)
     values.update(inflation_clock_window.glue_values(paper))
-    figures = {"cost", "fig_clock", "fig_window", "fig_paper_window"}
+    figures = {"cost_machine", "cost_book", "cost_paper", "fig_clock", "fig_window", "fig_paper_window"}
     assert used - figures <= set(values), sorted(used - set(values))
     assert figures <= set(re.findall(r'glue\("(\w+)"', text))
     assert all(isinstance(v, (int, float)) or len(str(v).split()) <= 4 for v in values.values())  # no sentences

@@ -436,3 +436,26 @@ def test_the_recorded_sweeps_glue_numbers_not_sentences():
         assert float(values[name]) == pytest.approx(100 * fit["sd"] / fit["estimate"], rel=0.05)
     prose = [k for k, v in values.items() if isinstance(v, str) and ". " in v and k != "rec_rederive"]
     assert not prose, f"sentences glued: {prose}"
+
+
+def test_both_first_chunks_come_from_one_pass_with_the_logits_of_separate_passes():
+    cfg = SweepConfig(**TINY, threshold=0.9)
+    cond = Condition(p=11, weight_decay=1.0, batch_size=32)
+    train, test = overlap_data(cond, cfg)
+    stack = SeedStack.initialise(cfg.model_config(cond.p), [1, 2, 3], "cpu")
+    calls = []
+    fn = sweeps.stacked_last_logits(cfg.model_config(cond.p), shared_rows=True)
+
+    def counted(*args):
+        calls.append(args[1].shape[0])
+        return fn(*args)
+
+    tests = [sweeps._ThresholdTest(d, cfg.threshold, counted) for d in (train, test)]
+    which = torch.tensor([0, 2])
+    params = {k: v.detach() for k, v in stack.params.items()}
+    joint = sweeps._first_chunks_together(tests, params, which)
+    assert calls == [sum(len(t.first_rows()[0]) for t in tests)]
+    for t, logits in zip(tests, joint):
+        alone = fn({k: v[which] for k, v in params.items()}, *t.first_rows(), t.prefixes)
+        assert torch.equal(logits, alone)
+        assert torch.equal(t.passes(params, which, logits), t.passes(params, which))
