@@ -22,32 +22,37 @@ epoch (which a short benchmark needs, so each timed run has one save point per s
   weights). Its set-up and the save points are in the timed runs of every side.
 
 Where the engine's time goes (``benchmarks/profile_engine.py``: torch.profiler, self time of its
-operators grouped by kind, one thread, 3 seeds x 5 epochs after a warm-up; AMD EPYC with
-AVX512-BF16, 2026-11-27; 91 ms per seed-epoch with the profiler on):
+operators grouped by kind, one thread, 3 seeds x 5 epochs after a warm-up, ms per seed-epoch with
+the profiler on; both columns on the same AMD EPYC with AVX512-BF16, 2026-11-27, before and after
+the dropout masks were compiled):
 
-=====================  ======  =====
-kind                   ms      share
-=====================  ======  =====
-matmul (bmm, vmapped)  56.9    62 %
-elementwise            16.3    18 %
-Python and dispatch     8.9    10 %
-copies and shapes       4.3     5 %
-dropout masks           1.9     2 %
-layer norm              1.3     1 %
-attention softmax       1.0     1 %
-AdamW (fused)           0.6     1 %
-=====================  ======  =====
+=====================  ======  ======
+kind                   before  after
+=====================  ======  ======
+matmul (bmm, vmapped)  59.7    56.9
+elementwise            20.8    16.3
+Python and dispatch    10.7     8.9
+dropout masks           9.3     1.9
+copies and shapes       4.9     4.3
+layer norm              1.4     1.3
+attention softmax       1.1     1.0
+AdamW (fused)           0.6     0.6
+total                 108.6    91.2
+=====================  ======  ======
 
-Two changes brought it there, neither of which changes a number the engine computes (a test
-trains the book's model both ways and compares the weights bit for bit):
+The masks' gain is the change; the other rows moved by run-to-run noise. Three changes made the
+engine faster, none of them changing a number it computes:
 
-- **The dropout masks** (9 % of the time before) are drawn by one compiled loop per step and
-  site instead of some 25 eager integer passes (:mod:`corelib.masks`; ``torch.compile``, exact
-  integer arithmetic): 9.3 -> 1.9 ms per seed-epoch on one thread.
+- **The dropout masks** are drawn by one compiled loop per step and site instead of some 25 eager
+  integer passes (:mod:`corelib.masks`; ``torch.compile``, exact integer arithmetic; a test holds
+  the compiled masks equal to the eager ones and to a per-element reference).
 - **One matrix product per seed** (:mod:`corelib.seed_linear`): on two threads PyTorch hands a
   batched product's three seeds to its two threads one matrix each, so one thread idled for a
-  third of every product (139-156 GFLOP/s against 182-195 one seed at a time). With one thread,
-  as profiled here, nothing changes.
+  third of every product (139-156 GFLOP/s against 182-195 one seed at a time). A product is split
+  only where it was checked to give the batched product's values bit for bit; with one thread,
+  as profiled here, nothing is split.
+- **Freed memory kept for the next step** (:mod:`corelib.cpu_memory`, applied to every side of
+  this benchmark): the step's large tensors no longer fault in fresh pages.
 
 On two threads the profile reads matmul 49 %, Python and dispatch 21 %, elementwise 18 %: the
 elementwise chain of each block (bias, residual, activation and their gradients: ``mul``,

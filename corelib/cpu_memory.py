@@ -37,13 +37,14 @@ _applied: bool | None = None  # the outcome once settled for this process
 def retain_freed_memory() -> bool:
     """Keep freed blocks in glibc's heap for reuse (once per process); whether the settings are in force.
 
-    False where the process does not use glibc, where ``ACE_RETAIN_MEMORY=0``, or where glibc
-    refuses a setting.
+    False where the process does not use glibc, where glibc refuses a setting, or where
+    ``ACE_RETAIN_MEMORY=0`` and no earlier call applied them (settings once made stay for the
+    process).
     """
     global _applied
-    if os.environ.get(RETAIN_MEMORY_VARIABLE, "1") == "0":
-        return False
     if _applied is None:
+        if os.environ.get(RETAIN_MEMORY_VARIABLE, "1") == "0":
+            return False
         _applied = _set_thresholds()
     return _applied
 

@@ -18,24 +18,37 @@ least ``round(p * 2**32)``: the dropout rate is ``p`` to within ``2**-32``.
 
 On a CPU the integer chain of a site (some 25 passes over its elements in eager mode) is compiled
 by ``torch.compile`` into one loop, which makes drawing the masks 10 to 40 times faster; the
-arithmetic is exact, so the masks are the same, bit for bit (a test holds the two equal). Where
-compiling is impossible (no C++ compiler, an unsupported platform) or ``ACE_FUSED_MASKS=0`` is
-set, the eager chain is used. Other devices draw eagerly.
+arithmetic is exact, so the masks are the same, bit for bit (a test holds the two equal: the
+compiled C++ multiplies int32 words, whose wrap-around C++ leaves to the compiler, so the test
+checks it on the compiler at hand). Where
+compiling fails (no C++ compiler, an unsupported platform), the eager chain is used, with a
+warning; ``ACE_FUSED_MASKS=0`` asks for it. Other devices draw eagerly.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import warnings
 from collections.abc import Iterable, Sequence
 
 import torch
 
+from ._dispatch import dispatch_mode_active
 from .fastpath import mask_shapes
 from .models import TransformerConfig
 from .results import StoreError
 
-__all__ = ["MASK_GENERATOR", "DropoutStreams", "dropout_seed", "site_keys", "element_bits", "site_mask"]
+__all__ = [
+    "MASK_GENERATOR",
+    "DropoutStreams",
+    "dropout_seed",
+    "site_keys",
+    "element_bits",
+    "site_mask",
+    "FUSED_MASKS_VARIABLE",
+    "PROFILE_LABEL",
+]
 
 # Recorded in the identity of every run with dropout: masks of another generator are another run.
 MASK_GENERATOR = "splitmix64-keyed lowbias32x2"
@@ -130,30 +143,28 @@ FUSED_MASKS_VARIABLE = "ACE_FUSED_MASKS"  # "0": draw the masks eagerly, without
 _compiled_site_mask: object = None  # the compiled site_mask; False once compiling has failed
 
 
-def _dispatch_mode_active() -> bool:
-    """Whether a dispatch mode (a FLOP counter, say) is active: a compiled call made inside one
-    leaves the compiled function slower than eager for the rest of the process."""
-    try:
-        return torch._C._len_torch_dispatch_stack() > 0
-    except AttributeError:  # a torch without this query: assume none
-        return False
-
-
 def _draw_site(keys: torch.Tensor, positions: torch.Tensor, threshold: int, scale: float) -> torch.Tensor:
     """:func:`site_mask`, by its compiled form on a CPU where compiling works."""
     global _compiled_site_mask
     fuse = (
         positions.device.type == "cpu"
         and os.environ.get(FUSED_MASKS_VARIABLE, "1") != "0"
-        and not _dispatch_mode_active()
+        and not dispatch_mode_active()
     )
     if fuse and _compiled_site_mask is not False:
         try:
             if _compiled_site_mask is None:
                 _compiled_site_mask = torch.compile(site_mask, dynamic=True)
             return _compiled_site_mask(keys, positions, threshold, scale)
-        except Exception:  # no C++ compiler or an unsupported platform: the eager chain is exact too
+        except Exception as exc:  # no C++ compiler, an unsupported platform: the eager chain is exact too
             _compiled_site_mask = False
+            warnings.warn(
+                f"compiling the dropout masks failed ({type(exc).__name__}: {exc}); they are drawn "
+                f"eagerly from now on, with the same values but more slowly. Set {FUSED_MASKS_VARIABLE}=0 "
+                "to skip the attempt.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
     return site_mask(keys, positions, threshold, scale)
 
 
@@ -211,7 +222,15 @@ class DropoutStreams:
         with torch.profiler.record_function(PROFILE_LABEL):  # a compiled kernel is otherwise invisible to it
             return self._draw(model_cfg, batch, length, torch.device(device), last_only, dtype)
 
-    def _draw(self, model_cfg, batch, length, device, last_only, dtype) -> list[torch.Tensor]:
+    def _draw(
+        self,
+        model_cfg: TransformerConfig,
+        batch: int,
+        length: int,
+        device: torch.device,
+        last_only: bool,
+        dtype: torch.dtype,
+    ) -> list[torch.Tensor]:
         full = mask_shapes(model_cfg, batch, length)
         used = mask_shapes(model_cfg, batch, length, last_only=True) if last_only else full
         keys = site_keys(self._stream_keys(device), self.draws, len(full))

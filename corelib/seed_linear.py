@@ -5,10 +5,14 @@ batched matrix product (``bmm``). On a CPU, PyTorch spreads a batched product's 
 threads, one matrix per thread: three seeds on two threads keep one thread idle for a third of
 every product (``benchmarks/train_throughput.py``: the engine's products ran at 139-156 GFLOP/s
 batched and at 182-195 GFLOP/s one seed at a time, on two threads of an AMD EPYC). One product per
-seed lets every thread work on each. At the engine's sizes both call the same matrix kernel on
-the same operands, so the values are the same, bit for bit (a test holds training equal at the
-book's model size); products of fewer than ``MIN_ROWS`` rows, which MKL may round otherwise,
-stay batched.
+seed lets every thread work on each.
+
+The two need not round alike: the matrix library picks its kernel by shape, layout and thread
+count, and on two threads the engine's products came out equal bit for bit while at 3, 4 or 8
+threads some did not (those with 53 or 24 columns). So each product's shape and layout is checked
+once per process, on random operands, and split only if both ways gave the same values
+(:func:`_products`): the engine computes the numbers it computed before, on any thread count,
+and a seed's numbers do not depend on how many seeds train beside it.
 
 :func:`linear` is what the engine's forward passes (:mod:`corelib.fastpath`) call in place of
 ``layer(x)``: that is all it does, unless the caller has entered :func:`per_seed` (the engine
@@ -23,10 +27,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from ._dispatch import dispatch_mode_active
 
 __all__ = ["linear", "per_seed", "per_seed_products", "StackedLinear"]
 
@@ -59,23 +66,46 @@ def per_seed_products(n_seeds: int, device: torch.device, dtype: torch.dtype) ->
     return device.type == "cpu" and dtype == torch.float32 and n_seeds % threads != 0 and n_seeds < 4 * threads
 
 
-# Below this many rows a product is too small to gain from splitting, and MKL's small-matrix
-# kernels may round it otherwise than its batched one: it stays batched.
-MIN_ROWS = 64
+# Per product shape, layout, dtype and thread count: whether one product per seed gave exactly the
+# batched product's values on this machine (the first time that product came up).
+_same_as_batched: dict[tuple, bool] = {}
 
 
-def _products(a: torch.Tensor, b: torch.Tensor, split: bool) -> torch.Tensor:
-    """``torch.bmm(a, b)`` for (S, M, K) and (S, K, N); with ``split``, one product per seed."""
-    if not split:
-        return torch.bmm(a, b)
+def _split_products(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``torch.bmm(a, b)`` computed one product per seed."""
     out = torch.empty(a.shape[0], a.shape[1], b.shape[2], dtype=torch.result_type(a, b), device=a.device)
     for i in range(a.shape[0]):
         torch.mm(a[i], b[i], out=out[i])
     return out
 
 
+def _products(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``torch.bmm(a, b)`` for (S, M, K) and (S, K, N), one product per seed where that gives its values.
+
+    Which kernel a matrix library runs depends on the shapes, the layout and the thread count (at
+    3, 4 or 8 threads some products of 53 or 24 columns round otherwise one seed at a time). So
+    the first time a product comes up, both are computed on random operands of its shape and
+    layout and compared; the split is used for it from then on only if the two were equal bit
+    for bit.
+    """
+    if dispatch_mode_active():  # counting, say: the same products, batched, and no check to count
+        return torch.bmm(a, b)
+    key = (a.shape, a.stride(), b.shape, b.stride(), a.dtype, b.dtype, a.device, torch.get_num_threads())
+    if key not in _same_as_batched:
+        a_test, b_test = _like(a), _like(b)
+        _same_as_batched[key] = torch.equal(torch.bmm(a_test, b_test), _split_products(a_test, b_test))
+    return _split_products(a, b) if _same_as_batched[key] else torch.bmm(a, b)
+
+
+def _like(t: torch.Tensor) -> torch.Tensor:
+    """Random values in the shape and layout of ``t``, from a generator of their own (the global one is left alone)."""
+    g = torch.Generator(device=t.device).manual_seed(0)
+    out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+    return out.copy_(torch.randn(t.shape, generator=g, dtype=t.dtype, device=t.device))
+
+
 class StackedLinear(torch.autograd.Function):
-    """``x[s] @ weight[s].T + bias[s]`` for every seed s, one matrix product per seed (of ``MIN_ROWS`` rows or more).
+    """``x[s] @ weight[s].T + bias[s]`` for every seed s, one matrix product per seed where that gives the same values.
 
     x (S, ..., in), weight (S, out, in), bias (S, out) or None. The backward pass computes the
     products autograd computes for a batched ``F.linear``: the input's gradient ``dy @ W`` and
@@ -85,29 +115,27 @@ class StackedLinear(torch.autograd.Function):
     @staticmethod
     def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         s, k = x.shape[0], x.shape[-1]
-        x2 = x.reshape(s, -1, k)
-        y = _products(x2, weight.transpose(1, 2), x2.shape[1] >= MIN_ROWS)
+        y = _products(x.reshape(s, -1, k), weight.transpose(1, 2))
         if bias is not None:
             y += bias[:, None]
         return y.view(*x.shape[:-1], weight.shape[1])
 
     @staticmethod
-    def setup_context(ctx, inputs, output) -> None:
+    def setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
         x, weight, bias = inputs
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
 
     @staticmethod
-    def backward(ctx, dy: torch.Tensor):
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, weight = ctx.saved_tensors
         s, k, n = x.shape[0], x.shape[-1], weight.shape[1]
         dy2 = dy.reshape(s, -1, n)
-        split = dy2.shape[1] >= MIN_ROWS
         dx = dw = db = None
         if ctx.needs_input_grad[0]:
-            dx = _products(dy2, weight, split).view(x.shape)
+            dx = _products(dy2, weight).view(x.shape)
         if ctx.needs_input_grad[1]:
-            dw = _products(x.reshape(s, -1, k).transpose(1, 2), dy2, split).transpose(1, 2)
+            dw = _products(x.reshape(s, -1, k).transpose(1, 2), dy2).transpose(1, 2)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             db = dy2.sum(1)
         return dx, dw, db
@@ -121,13 +149,13 @@ class _Linear(torch.autograd.Function):
         return F.linear(x, weight, bias)
 
     @staticmethod
-    def setup_context(ctx, inputs, output) -> None:
+    def setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
         x, weight, bias = inputs
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
 
     @staticmethod
-    def backward(ctx, dy: torch.Tensor):
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, weight = ctx.saved_tensors
         dx = dy @ weight
         dw = dy.reshape(-1, dy.shape[-1]).T @ x.reshape(-1, x.shape[-1])
@@ -135,7 +163,7 @@ class _Linear(torch.autograd.Function):
         return dx, dw, db
 
     @staticmethod
-    def vmap(info, in_dims, x, weight, bias):
+    def vmap(info: Any, in_dims: tuple, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None):
         if in_dims[0] is None or in_dims[1] is None:  # nothing to split by seed: the batched product
             return torch.vmap(F.linear, in_dims=in_dims)(x, weight, bias), 0
         x, weight, bias = (_seeds_first(t, d, info.batch_size) for t, d in zip((x, weight, bias), in_dims))

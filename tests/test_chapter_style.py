@@ -88,9 +88,9 @@ def test_the_modular_chapters_share_their_settings_in_every_profile():
 
 def test_every_chapter_writes_its_cost_sentence_and_glues_only_its_values():
     for path in CHAPTERS:
-        text = path.read_text()
-        if "chapter_cost(" not in text:
+        if path.stem == "claims":  # the claims page costs nothing to compute
             continue
+        text = path.read_text()
         assert "# **Computing it** on {glue:text}`cost_machine`: {glue:text}`cost_book` with the book's" in text
         for name in ("cost_machine", "cost_book", "cost_paper"):
             assert f'glue("{name}", cost.{name.split("_")[1]}, display=False)' in text, (path.name, name)

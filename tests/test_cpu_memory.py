@@ -14,6 +14,7 @@ GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
 def test_switched_off_by_its_variable_without_touching_malloc(monkeypatch):
     monkeypatch.setenv(cpu_memory.RETAIN_MEMORY_VARIABLE, "0")
+    monkeypatch.setattr(cpu_memory, "_applied", None)
     monkeypatch.setattr(cpu_memory, "_set_thresholds", lambda: pytest.fail("malloc was changed"))
     assert cpu_memory.retain_freed_memory() is False
 
@@ -44,3 +45,9 @@ def test_the_engine_applies_it_when_it_trains_on_the_cpu(monkeypatch):
     data = PrefixData.from_tokens(torch.randint(0, 7, (10, 2)), torch.randint(0, 7, (10,)))
     Trainer(SeedStack.initialise(cfg, [0, 1], "cpu"), data, lr=1e-3, weight_decay=0.0, batch_size=4)
     assert calls == [1]
+
+
+def test_once_applied_the_settings_are_reported_in_force_even_when_switched_off_later(monkeypatch):
+    monkeypatch.setattr(cpu_memory, "_applied", True)
+    monkeypatch.setenv(cpu_memory.RETAIN_MEMORY_VARIABLE, "0")
+    assert cpu_memory.retain_freed_memory() is True

@@ -200,7 +200,15 @@ def test_masks_are_drawn_eagerly_when_compiling_fails_or_is_switched_off(monkeyp
     off = DropoutStreams(0.1, [1, 2]).draw(CFG, 5, 4, "cpu")
     assert calls == [] and masks._compiled_site_mask is None
     monkeypatch.delenv(masks.FUSED_MASKS_VARIABLE)
-    fallen_back = DropoutStreams(0.1, [1, 2]).draw(CFG, 5, 4, "cpu")
+    with pytest.warns(RuntimeWarning, match="compiling the dropout masks failed .*no C\\+\\+ compiler"):
+        fallen_back = DropoutStreams(0.1, [1, 2]).draw(CFG, 5, 4, "cpu")
     assert len(calls) == 1 and masks._compiled_site_mask is False
     for a, b, c in zip(reference, off, fallen_back):
         assert torch.equal(a, b) and torch.equal(a, c)
+
+
+def test_a_cpu_draw_runs_the_compiled_loop_where_this_machine_compiles():
+    from corelib import masks
+
+    DropoutStreams(0.1, [1, 2, 3]).draw(CFG, 8, 4, "cpu")
+    assert callable(masks._compiled_site_mask) and masks._compiled_site_mask is not masks.site_mask
