@@ -190,7 +190,7 @@ class ChapterCost:
     - ``machine``: the threads and CPU it was timed on, e.g. ``"2 CPU threads (AMD EPYC)"``;
     - ``book``: the time with the book's settings, e.g. ``"about 6 minutes"``, or ``"not measured yet"``;
     - ``paper``: the time with the paper's settings, ``"not timed"``, or, where the paper's settings
-      are the book's, the book's time marked ``"(the same settings)"``.
+      are the book's, the book's time marked ``"(same settings)"``.
     """
 
     machine: str
@@ -210,7 +210,7 @@ def chapter_cost(chapter: str, folder: str | os.PathLike | None = None) -> Chapt
     if paper is not None:
         paper_time = f"about {_duration(paper['seconds'])}"
     elif profile_parameters(chapter, "paper") == profile_parameters(chapter, "book"):
-        paper_time = f"{book_time} (the same settings)"
+        paper_time = f"{book_time} (same settings)"
     else:
         paper_time = "not timed"
     return ChapterCost(where, book_time, paper_time)

@@ -104,6 +104,13 @@ def _like(t: torch.Tensor) -> torch.Tensor:
     return out.copy_(torch.randn(t.shape, generator=g, dtype=t.dtype, device=t.device))
 
 
+def _save_for_backward(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+    """What a linear layer's backward pass needs: its input, its weight and whether it has a bias."""
+    x, weight, bias = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.has_bias = bias is not None
+
+
 class StackedLinear(torch.autograd.Function):
     """``x[s] @ weight[s].T + bias[s]`` for every seed s, one matrix product per seed where that gives the same values.
 
@@ -120,11 +127,7 @@ class StackedLinear(torch.autograd.Function):
             y += bias[:, None]
         return y.view(*x.shape[:-1], weight.shape[1])
 
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
-        x, weight, bias = inputs
-        ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
+    setup_context = staticmethod(_save_for_backward)
 
     @staticmethod
     def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
@@ -148,11 +151,7 @@ class _Linear(torch.autograd.Function):
     def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         return F.linear(x, weight, bias)
 
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
-        x, weight, bias = inputs
-        ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
+    setup_context = staticmethod(_save_for_backward)
 
     @staticmethod
     def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:

@@ -220,11 +220,13 @@ def test_chapter_costs_are_recorded_per_profile_and_given_to_the_top_of_a_chapte
     assert run_times.chapter_cost("markov_chain", rec) == unmeasured
     run_times.record_run_time("markov_chain", "book", 120.0, computed=True)
     record.export_costs("book", rec)  # the paper profile sets nothing else for this chapter
-    assert run_times.chapter_cost("markov_chain", rec).paper == "about 2 minutes (the same settings)"
+    assert run_times.chapter_cost("markov_chain", rec).paper == "about 2 minutes (same settings)"
     run_times.record_run_time("modular_addition", "paper", 4.2 * 3600, computed=True)
     record.export_costs("paper", rec)  # adds the paper profile, keeps the book's
     cost = run_times.chapter_cost("modular_addition", rec)
     assert (cost.book, cost.paper) == ("about 6 minutes", "about 4.2 hours")
+    for value in dataclasses.astuple(cost) + dataclasses.astuple(run_times.chapter_cost("markov_chain", rec)):
+        assert len(value.split()) <= 5, value  # values the chapter's sentence cites, not sentences
     # each chapter names the CPU it was timed on: a later export on another machine keeps the others'
     costs = json.loads((rec / "chapter_costs.json").read_text())
     costs["chapters"]["markov_chain"]["book"]["cpu"] = "Another CPU"

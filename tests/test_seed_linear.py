@@ -103,6 +103,18 @@ def test_the_check_leaves_the_global_random_stream_alone():
     assert torch.equal(torch.rand(3), expected)
 
 
+def test_within_per_seed_but_outside_vmap_gradients_are_the_layers_own():
+    layer = torch.nn.Linear(6, 3)
+    x = torch.randn(4, 5, 6, requires_grad=True)
+    with per_seed():
+        y = linear(layer, x)
+    weights = torch.linspace(-1, 1, y.numel()).view(y.shape)
+    grads = torch.autograd.grad((y * weights).sum(), (x, layer.weight, layer.bias))
+    expected = torch.autograd.grad((layer(x) * weights).sum(), (x, layer.weight, layer.bias))
+    for got, want in zip(grads, expected):
+        torch.testing.assert_close(got, want)
+
+
 def test_outside_per_seed_linear_is_the_layer_itself():
     layer = torch.nn.Linear(6, 3)
     x = torch.randn(2, 6)
