@@ -38,6 +38,7 @@ from corelib.agreement import Agreement
 from corelib.engine import load_snapshot, snapshot_epochs, training_seconds
 from corelib.experiments import inflation_clock, modular_runs, paper_scale
 from corelib.experiments.grokking_sweeps import SweepsParams
+from corelib.models import default_device
 from corelib.recorded import BRANCH_WEIGHTS, HISTORIES, history_tensors, provenance, recorded_path, recorded_root
 from corelib.results import fresh_results_root, load_json, load_tensors, save_json, save_tensors
 from corelib.sweeps import condition_dir, load_record, run_condition
@@ -62,12 +63,28 @@ def machine() -> dict[str, Any]:
         pass
     return {
         "cpu": cpu,
+        "device": compute_device(),
         "logical_cpus": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
     }
+
+
+def compute_device() -> str:
+    """What the runs of this process compute on: ``cpu``, or the GPU's name and its backend,
+    e.g. ``NVIDIA H200 (cuda)`` (:func:`corelib.models.default_device`)."""
+    device = default_device()
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} (cuda)"
+    return "Apple GPU (mps)" if device.type == "mps" else device.type
+
+
+def computed_on(machine_info: dict[str, Any]) -> str:
+    """The processor a record names: its GPU where it ran on one, else its CPU."""
+    device = machine_info.get("device", "cpu")  # records made before devices were named ran on a CPU
+    return machine_info.get("cpu", "?") if device == "cpu" else device
 
 
 def _code() -> dict[str, Any]:
@@ -732,7 +749,7 @@ def main(argv: list[str] | None = None) -> int:
     took = time.perf_counter() - t0
     info = provenance(args.name, args.profile)
     print(f"re-derived a sample of {args.name} ({args.profile}, recorded at {info['code']}) in {took:.0f} s")
-    _report(problems, info.get("machine", {}).get("cpu", "?"), machine().get("cpu", "?"))
+    _report(problems, computed_on(info.get("machine", {})), computed_on(machine()))
     return 0 if problems.agrees else 1
 
 

@@ -295,3 +295,63 @@ def test_bf16_fidelity_pairs_each_seed_with_itself_and_tests_the_shifts():
     assert paired(fp32, gaps, "delay")["n_pairs"] == 7  # a seed without a value in one precision is left out
     with pytest.raises(ValueError, match="same seeds in the same order"):
         paired(fp32, shifted[::-1], "delay")
+
+
+def test_a_condition_is_scaled_by_the_seeds_still_running_at_each_step():
+    from paper_profile_times import scaled_seconds
+
+    # seeds stop after 10, 20 and 40 steps; a step of 3 seeds takes 3 s, of 1 seed 1 s (2 s at 2)
+    assert scaled_seconds([40, 10, 20], full=3.0, single=1.0) == 10 * 3 + 10 * 2 + 20 * 1
+    assert scaled_seconds([7], full=5.0, single=2.0) == 7 * 2.0  # one seed: its own rate
+    assert scaled_seconds([5, 5], full=4.0, single=1.0) == 5 * 4.0  # seeds that stop together
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--warm-epochs", "150"], "--warm-epochs must be a multiple of 100"),
+        (["--steps", "0"], "--steps must be at least 1"),
+        (["--out", "/no/such/folder/times.json"], "--out: the folder /no/such/folder does not exist"),
+    ],
+)
+def test_the_paper_profile_timer_refuses_bad_arguments_before_any_work(args, message, monkeypatch):
+    import paper_profile_times
+
+    monkeypatch.setattr(paper_profile_times, "load_recorded", lambda *a: pytest.fail("read a record"))
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        paper_profile_times.main(args)
+
+
+GPU_TIMES = ROOT / "recorded" / "paper_profile_gpu.json"
+
+
+def test_the_recorded_gpu_times_are_the_recorded_runs_lengths_at_the_measured_rates():
+    """Each scaled time is recomputed here from the sweeps' records and the step times measured."""
+    from corelib.recorded import load_recorded
+    from corelib.results import load_json
+    from paper_profile_times import scaled_seconds
+
+    rec = load_json(GPU_TIMES)
+    assert rec["machine"]["device"].endswith("(cuda)") and rec["code"]["commit"], rec["machine"]
+    per_epoch = rec["core_inflation"]["seconds_per_epoch"]
+    for arm in rec["core_inflation"]["arms"]:
+        assert arm["seconds"] == pytest.approx(per_epoch * arm["epochs"], abs=0.05), arm
+    sweeps = load_recorded("grokking_sweeps")
+    cpu = sweeps["provenance"]["training_seconds"]
+    for row in rec["grokking_sweeps"]["conditions"]:
+        p, wd, batch = (part.split("=")[1] for part in row["condition"].split())
+        stops = {
+            r["seed"]: r["stopped_at"]
+            for r in sweeps["records"]
+            if (r["p"], r["weight_decay"]) == (int(p), float(wd)) and (batch == "full") == (r["batch_size"] != 512)
+        }
+        steps = rec["grokking_sweeps"]["step_seconds"][f"p={p} B={batch}"]
+        assert len(stops) == 12 and row["steps"] == max(stops.values()), row
+        assert row["seconds"] == pytest.approx(
+            scaled_seconds(list(stops.values()), steps["full_stack"], steps["one_seed"]), abs=0.05
+        ), row
+        assert row["recorded_cpu_seconds"] == cpu[row["condition"]]
+    totals = rec["totals_seconds"]
+    assert totals["grokking_sweeps"] == pytest.approx(sum(r["seconds"] for r in rec["grokking_sweeps"]["conditions"]))
+    assert totals["core_inflation"] == pytest.approx(sum(a["seconds"] for a in rec["core_inflation"]["arms"]))
+    assert all(check["agrees"] for check in rec["rederived_on_this_gpu"].values())
