@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from corelib.claims import claims_dir
 from corelib.recorded import recorded_root
 from corelib.results import json_files, load_json, results_root, save_json
@@ -37,6 +39,9 @@ __all__ = [
     "chapter_costs",
     "ChapterCost",
     "chapter_cost",
+    "GPU_TIMES_FILE",
+    "GpuPaperTimes",
+    "gpu_paper_times",
 ]
 
 RUN_TIMES = "run_times"  # folder of the results root
@@ -214,3 +219,71 @@ def chapter_cost(chapter: str, folder: str | os.PathLike | None = None) -> Chapt
     else:
         paper_time = "not timed"
     return ChapterCost(where, book_time, paper_time)
+
+
+GPU_TIMES_FILE = "paper_profile_gpu.json"  # in recorded/: benchmarks/paper_profile_times.py on a GPU
+
+
+@dataclass(frozen=True)
+class GpuPaperTimes:
+    """The paper profile timed on a GPU (``recorded/paper_profile_gpu.json``): the values the claims
+    page cites.
+
+    - ``device``: the GPU, e.g. ``"NVIDIA H200 (cuda)"``; ``measured``: the date;
+    - ``inflation``, ``sweeps``: the training time of the recorded runs on the GPU, scaled from
+      slices, e.g. ``"about 31 minutes"``; ``inflation_cpu``, ``sweeps_cpu``: the recorded runs'
+      own time on their CPU;
+    - ``inflation_z``, ``sweeps_z``: the largest change of a seed mean, in standard errors of the
+      difference, when a sample of each record was re-derived on the GPU; ``agrees``: whether
+      both re-derivations agreed with their records at the level of the claims;
+      ``inflation_epochs``: the epochs of core inflation re-derived; ``sweeps_condition``: the
+      sweep condition re-derived, e.g. ``"p=53 wd=3 B=512"``;
+    - ``table``: one row per arm and sweep condition, columns ``run``, ``part``, ``gpu_minutes``,
+      ``cpu_minutes`` (the record's CPU) and ``speed_up``.
+    """
+
+    device: str
+    measured: str
+    inflation: str
+    inflation_cpu: str
+    sweeps: str
+    sweeps_cpu: str
+    inflation_z: float
+    sweeps_z: float
+    agrees: bool
+    inflation_epochs: int
+    sweeps_condition: str
+    table: pd.DataFrame
+
+
+def gpu_paper_times(folder: str | os.PathLike | None = None) -> GpuPaperTimes | None:
+    """The :class:`GpuPaperTimes` recorded in ``recorded/`` (or ``folder``); None where none is."""
+    path = Path(folder if folder is not None else recorded_root()) / GPU_TIMES_FILE
+    if not path.exists():
+        return None
+    rec = load_json(path)
+    rows = [
+        ("core inflation", a["arm"], a["seconds"], a["recorded_cpu_seconds"]) for a in rec["core_inflation"]["arms"]
+    ]
+    rows += [
+        ("sweeps", c["condition"], c["seconds"], c["recorded_cpu_seconds"])
+        for c in rec["grokking_sweeps"]["conditions"]
+    ]
+    table = pd.DataFrame(rows, columns=["run", "part", "gpu_seconds", "cpu_seconds"])
+    table["speed_up"] = (table["cpu_seconds"] / table["gpu_seconds"]).round(1)
+    table[["gpu_minutes", "cpu_minutes"]] = (table[["gpu_seconds", "cpu_seconds"]] / 60).round(1)
+    totals, checks = rec["totals_seconds"], rec["rederived_on_this_gpu"]
+    return GpuPaperTimes(
+        device=rec["machine"]["device"],
+        measured=rec["measured"],
+        inflation=f"about {_duration(totals['core_inflation'])}",
+        inflation_cpu=f"about {_duration(totals['core_inflation_recorded_cpu'])}",
+        sweeps=f"about {_duration(totals['grokking_sweeps'])}",
+        sweeps_cpu=f"about {_duration(totals['grokking_sweeps_recorded_cpu'])}",
+        inflation_z=checks["core_inflation"]["largest_change_of_a_mean_in_standard_errors"],
+        sweeps_z=checks["grokking_sweeps"]["largest_change_of_a_mean_in_standard_errors"],
+        agrees=all(c["agrees"] for c in checks.values()),
+        inflation_epochs=checks["core_inflation"]["epochs"],
+        sweeps_condition=checks["grokking_sweeps"]["condition"],
+        table=table[["run", "part", "gpu_minutes", "cpu_minutes", "speed_up"]],
+    )

@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 
 from acebook import runner
+from acebook.run_times import GPU_TIMES_FILE
+from corelib.results import copy_file
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,6 +36,8 @@ def built_book(tmp_path_factory):
     mp.setenv("ACE_RECORDED_DIR", str(root / "recorded"))
     # The clock chapter shows the paper-clock window from its record in every profile.
     shutil.copytree(ROOT / "recorded" / WINDOW_RECORD, root / "recorded" / WINDOW_RECORD)
+    # The claims page shows the paper profile's times on a GPU from their record in every profile.
+    copy_file(ROOT / "recorded" / GPU_TIMES_FILE, root / "recorded" / GPU_TIMES_FILE)
     try:
         _record_smoke_runs(root / "recorded")
         index = runner.build_book("smoke", root=root)

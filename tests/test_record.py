@@ -547,3 +547,40 @@ def test_a_window_record_of_an_earlier_export_with_its_histories_in_json_still_l
     save_json(folder / "window.json", now["window"], compact=True)  # histories inside, as exports before
     remove(folder / HISTORIES)
     assert load_recorded("inflation_clock_window", "paper", tmp_path)["window"] == now["window"]
+
+
+def test_the_gpu_times_give_the_claims_page_short_values_and_a_table(tmp_path):
+    from acebook.run_times import GPU_TIMES_FILE, gpu_paper_times
+
+    assert gpu_paper_times(tmp_path) is None  # nothing recorded: the page says so
+    check = {"largest_change_of_a_mean_in_standard_errors": 0.5, "agrees": True}
+    save_json(
+        tmp_path / GPU_TIMES_FILE,
+        {
+            "machine": {"device": "Some GPU (cuda)"},
+            "measured": "2026-01-02",
+            "core_inflation": {"arms": [{"arm": "wd", "seconds": 600.0, "recorded_cpu_seconds": 6000.0}]},
+            "grokking_sweeps": {
+                "conditions": [{"condition": "p=53 wd=1 B=512", "seconds": 30.0, "recorded_cpu_seconds": 45.0}]
+            },
+            "totals_seconds": {
+                "core_inflation": 600.0,
+                "core_inflation_recorded_cpu": 6000.0,
+                "grokking_sweeps": 30.0,
+                "grokking_sweeps_recorded_cpu": 45.0,
+            },
+            "rederived_on_this_gpu": {
+                "core_inflation": {**check, "epochs": 1000},
+                "grokking_sweeps": {**check, "agrees": False, "condition": "p=53 wd=1 B=512"},
+            },
+        },
+    )
+    gpu = gpu_paper_times(tmp_path)
+    assert (gpu.device, gpu.inflation, gpu.inflation_cpu, gpu.sweeps) == (
+        "Some GPU (cuda)",
+        "about 10 minutes",
+        "about 1.7 hours",
+        "about 30 seconds",
+    )
+    assert gpu.agrees is False and gpu.inflation_epochs == 1000 and gpu.sweeps_condition == "p=53 wd=1 B=512"
+    assert list(gpu.table["speed_up"]) == [10.0, 1.5] and list(gpu.table["gpu_minutes"]) == [10.0, 0.5]
