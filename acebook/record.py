@@ -46,7 +46,7 @@ from corelib.sweeps import condition_dir, load_record, run_condition
 from .run_times import CODE_DIGITS, corelib_hash, git_commit
 from .runner import chapter_parameters
 
-__all__ = ["export", "export_costs", "verify", "machine", "main"]
+__all__ = ["export", "export_costs", "verify", "machine", "compute_device", "computed_on", "main"]
 
 _DROPPED = ("operator",)  # the fitted operator matrices: large, and re-derivable from the snapshots
 
@@ -63,7 +63,6 @@ def machine() -> dict[str, Any]:
         pass
     return {
         "cpu": cpu,
-        "device": compute_device(),
         "logical_cpus": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
@@ -73,8 +72,10 @@ def machine() -> dict[str, Any]:
 
 
 def compute_device() -> str:
-    """What the runs of this process compute on: ``cpu``, or the GPU's name and its backend,
-    e.g. ``NVIDIA H200 (cuda)`` (:func:`corelib.models.default_device`)."""
+    """What this process computes on: ``cpu``, or the GPU's name and its backend, e.g.
+    ``NVIDIA H200 (cuda)`` (:func:`corelib.models.default_device`). A record's ``machine`` is the
+    exporting process's, which need not have trained it, so this is named where the process
+    computes what it reports (``verify``, the benchmarks), not in exports."""
     device = default_device()
     if device.type == "cuda":
         return f"{torch.cuda.get_device_name(device)} (cuda)"
@@ -82,8 +83,8 @@ def compute_device() -> str:
 
 
 def computed_on(machine_info: dict[str, Any]) -> str:
-    """The processor a record names: its GPU where it ran on one, else its CPU."""
-    device = machine_info.get("device", "cpu")  # records made before devices were named ran on a CPU
+    """The processor a ``machine`` entry names: its ``device`` where that is a GPU, else its CPU."""
+    device = machine_info.get("device", "cpu")  # the recorded runs name no device: their CPU
     return machine_info.get("cpu", "?") if device == "cpu" else device
 
 
@@ -749,7 +750,7 @@ def main(argv: list[str] | None = None) -> int:
     took = time.perf_counter() - t0
     info = provenance(args.name, args.profile)
     print(f"re-derived a sample of {args.name} ({args.profile}, recorded at {info['code']}) in {took:.0f} s")
-    _report(problems, computed_on(info.get("machine", {})), computed_on(machine()))
+    _report(problems, computed_on(info.get("machine", {})), computed_on({**machine(), "device": compute_device()}))
     return 0 if problems.agrees else 1
 
 

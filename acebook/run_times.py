@@ -272,7 +272,7 @@ def gpu_paper_times(folder: str | os.PathLike | None = None) -> GpuPaperTimes | 
     table = pd.DataFrame(rows, columns=["run", "part", "gpu_seconds", "cpu_seconds"])
     table["speed_up"] = (table["cpu_seconds"] / table["gpu_seconds"]).round(1)
     table[["gpu_minutes", "cpu_minutes"]] = (table[["gpu_seconds", "cpu_seconds"]] / 60).round(1)
-    totals, checks = rec["totals_seconds"], rec["rederived_on_this_gpu"]
+    totals, checks = rec["totals_seconds"], rec["rederived"]
     return GpuPaperTimes(
         device=rec["machine"]["device"],
         measured=rec["measured"],

@@ -314,23 +314,24 @@ glue("other_code_chapters", str(other_code), display=False)
 # The recorded paper-scale runs trained for hours on a CPU. Timed on a GPU,
 # {glue:text}`gpu_device` (on {glue:text}`gpu_measured`), the same training takes
 # {glue:text}`gpu_inflation` for core inflation, where the record's CPU took
-# {glue:text}`gpu_inflation_cpu`, and {glue:text}`gpu_sweeps` for all thirteen
-# conditions of the sweeps, where the record's CPU took {glue:text}`gpu_sweeps_cpu`
-# (the sum over the conditions, each on one thread). A GPU lent for
-# minutes cannot train hours, so each run was timed over a slice of its own code
-# with the paper's settings, and the slice's rate was scaled to the records'
-# lengths (`benchmarks/paper_profile_times.py` gives the method). On the GPU a
-# training step of twelve stacked seeds takes about as long as a step of one: the
-# step is bound by launching its kernels, not by arithmetic, which is why the
-# largest moduli gain the most.
+# {glue:text}`gpu_inflation_cpu`, and {glue:text}`gpu_sweeps` for every condition
+# of the sweeps, where the record's CPU took {glue:text}`gpu_sweeps_cpu` (the sum
+# over the conditions, each trained on one thread). A GPU lent for minutes cannot
+# train for hours, so each run was timed over a slice of its own code with the
+# paper's settings, and the slice's rate was scaled to the records' lengths
+# (`benchmarks/paper_profile_times.py` gives the method and where it errs). On
+# the GPU a training step of the whole stack of seeds takes little longer than a
+# step of one seed, whatever the modulus: launching the step's kernels, not
+# arithmetic, sets its pace. That is why the largest moduli, the slowest
+# conditions on a CPU, gain the most.
 #
-# A sample of each record was also re-derived from scratch on that GPU. No value
-# was bit-identical, as expected, and both agree with their records at the level
-# the claims are made: the largest change of a seed mean was
-# {glue:text}`gpu_inflation_z` standard errors of the difference for core
-# inflation (its first {glue:text}`gpu_inflation_epochs` epochs) and
-# {glue:text}`gpu_sweeps_z` for one sweep condition
-# ({glue:text}`gpu_sweeps_condition`). The numbers are in
+# A sample of each of the two records was also re-derived from scratch on that
+# GPU. Neither re-derivation was bit-identical to its record, as expected on
+# other hardware, and both agree with their records at the level the claims are
+# made: the largest change of a seed mean was {glue:text}`gpu_inflation_z`
+# standard errors of the difference for core inflation (its first
+# {glue:text}`gpu_inflation_epochs` epochs) and {glue:text}`gpu_sweeps_z` for one
+# sweep condition ({glue:text}`gpu_sweeps_condition`). The numbers are in
 # `recorded/paper_profile_gpu.json`, with the machine.
 
 # %%

@@ -309,17 +309,41 @@ def test_a_condition_is_scaled_by_the_seeds_still_running_at_each_step():
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--warm-epochs", "150"], "--warm-epochs must be a multiple of 100"),
         (["--steps", "0"], "--steps must be at least 1"),
         (["--out", "/no/such/folder/times.json"], "--out: the folder /no/such/folder does not exist"),
+        (["--check", "p=54 wd=1 B=512"], "--check: no condition 'p=54 wd=1 B=512' in the sweeps' record"),
+        (["--rederive-condition", "p=53"], "--rederive-condition: no condition 'p=53'"),
+        (["--only", "core_inflation", "--check", "p=53 wd=3 B=512"], "--check trains a sweep condition"),
+        (["--only", "grokking_sweeps", "--out", "times.json"], "--out records both runs"),
     ],
 )
 def test_the_paper_profile_timer_refuses_bad_arguments_before_any_work(args, message, monkeypatch):
     import paper_profile_times
 
-    monkeypatch.setattr(paper_profile_times, "load_recorded", lambda *a: pytest.fail("read a record"))
+    for name in ("train_stack", "train_condition", "verify"):
+        monkeypatch.setattr(paper_profile_times, name, lambda *a, **k: pytest.fail("worked before refusing"))
     with pytest.raises(SystemExit, match=re.escape(message)):
         paper_profile_times.main(args)
+
+
+def test_a_rederivation_is_recorded_by_what_its_comparison_found():
+    from corelib.agreement import Agreement, QuantityAgreement
+    from paper_profile_times import agreement_summary
+
+    def quantity(recorded, rederived, allowed):
+        return QuantityAgreement("q", np.array(recorded), np.array(rederived), 2.0, allowed, 0.0, 1.0)
+
+    moved = Agreement(10, ("a: 1 vs 2",), (quantity([1, 2], [1, 2], 1.0), quantity([1, 2], [2, 3], 1.0)))
+    assert agreement_summary(moved, 12.34) == {
+        "seconds": 12.3,
+        "identical": False,
+        "values_moved": [1, 10],
+        "quantities_moved": [1, 2],
+        "largest_change_of_a_mean_in_standard_errors": 0.5,  # a mean moved by 1, its standard error 2
+        "agrees": True,
+    }
+    beyond = Agreement(10, ("a",), (quantity([1, 2], [5, 6], 1.0),))
+    assert agreement_summary(beyond, 1.0)["agrees"] is False
 
 
 GPU_TIMES = ROOT / "recorded" / "paper_profile_gpu.json"
@@ -329,7 +353,7 @@ def test_the_recorded_gpu_times_are_the_recorded_runs_lengths_at_the_measured_ra
     """Each scaled time is recomputed here from the sweeps' records and the step times measured."""
     from corelib.recorded import load_recorded
     from corelib.results import load_json
-    from paper_profile_times import scaled_seconds
+    from paper_profile_times import recorded_stops, scaled_seconds
 
     rec = load_json(GPU_TIMES)
     assert rec["machine"]["device"].endswith("(cuda)") and rec["code"]["commit"], rec["machine"]
@@ -354,4 +378,8 @@ def test_the_recorded_gpu_times_are_the_recorded_runs_lengths_at_the_measured_ra
     totals = rec["totals_seconds"]
     assert totals["grokking_sweeps"] == pytest.approx(sum(r["seconds"] for r in rec["grokking_sweeps"]["conditions"]))
     assert totals["core_inflation"] == pytest.approx(sum(a["seconds"] for a in rec["core_inflation"]["arms"]))
-    assert all(check["agrees"] for check in rec["rederived_on_this_gpu"].values())
+    assert all(check["agrees"] for check in rec["rederived"].values())
+    stops = recorded_stops(sweeps)  # the script's matching, against the one above
+    assert {r["condition"]: r["steps"] for r in rec["grokking_sweeps"]["conditions"]} == {
+        label: max(s) for label, s in stops.items()
+    }

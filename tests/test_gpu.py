@@ -60,22 +60,11 @@ def _identified(name: str, value: torch.Tensor, d_model: int) -> torch.Tensor:
     same ``q . b_k`` to a query's every score, which the softmax removes, so its gradient is zero in
     exact arithmetic and rounding noise on any device; Adam divides that noise by its own running
     size and moves the bias by up to ``lr`` per step, differently on each device
-    (``test_the_key_bias_has_no_gradient_but_rounding``)."""
+    (``tests/test_models.py::test_the_key_bias_has_no_gradient_but_rounding``)."""
     keep = torch.ones(value.shape[0], dtype=torch.bool)
     if name.endswith("attn.qkv.bias"):
         keep[d_model : 2 * d_model] = False
     return keep
-
-
-def test_the_key_bias_has_no_gradient_but_rounding():
-    torch.manual_seed(0)
-    cfg = TransformerConfig(vocab_size=11, d_model=32, n_heads=2, d_ff=64, n_layers=1, n_ctx=2, dropout=0.0)
-    (x, y), _ = modular_addition_split(11, 0.5, 0)
-    model = Transformer(cfg).to(DEVICE)
-    torch.nn.functional.cross_entropy(model(x.to(DEVICE))[:, -1], y.to(DEVICE)[:, -1]).backward()
-    grad = model.blocks[0].attn.qkv.bias.grad.abs()
-    queries, keys = grad[: cfg.d_model].max().item(), grad[cfg.d_model : 2 * cfg.d_model].max().item()
-    assert keys < 1e-6 * queries, (keys, queries)
 
 
 def test_ace_moments_accumulate_on_the_gpu_as_on_the_cpu():

@@ -67,3 +67,25 @@ def test_no_float64_cast_happens_on_the_device():
         or re.search(r'\.to\("cpu", torch\.float64\)', line)
     ]
     assert not found, found
+
+
+def test_the_key_bias_has_no_gradient_but_rounding():
+    """The key bias adds ``q . b_k`` to all of a query's scores, which the softmax removes: its
+    gradient is zero in exact arithmetic, so each device's rounding alone sets it (and AdamW turns
+    that noise into steps), which is why ``tests/test_gpu.py`` compares the trained models without it."""
+    from corelib.tasks.modular import modular_addition_split
+
+    torch.manual_seed(0)
+    cfg = TransformerConfig(vocab_size=11, d_model=32, n_heads=2, d_ff=64, n_layers=1, n_ctx=2, dropout=0.0)
+    (x, y), _ = modular_addition_split(11, 0.5, 0)
+    model32 = Transformer(cfg)
+    model64 = Transformer(cfg).double()
+    model64.load_state_dict({k: v.double() for k, v in model32.state_dict().items()})
+    ratios = {}
+    for name, model in (("float32", model32), ("float64", model64)):
+        torch.nn.functional.cross_entropy(model(x)[:, -1], y[:, -1]).backward()
+        grad = model.blocks[0].attn.qkv.bias.grad.abs()
+        queries, keys, values = (grad[i * cfg.d_model : (i + 1) * cfg.d_model].max().item() for i in range(3))
+        assert queries > 1e-4 and values > 1e-4, (name, queries, values)  # the other biases learn
+        ratios[name] = keys / queries
+    assert ratios["float32"] < 1e-5 and ratios["float64"] < 1e-12, ratios

@@ -569,7 +569,7 @@ def test_the_gpu_times_give_the_claims_page_short_values_and_a_table(tmp_path):
                 "grokking_sweeps": 30.0,
                 "grokking_sweeps_recorded_cpu": 45.0,
             },
-            "rederived_on_this_gpu": {
+            "rederived": {
                 "core_inflation": {**check, "epochs": 1000},
                 "grokking_sweeps": {**check, "agrees": False, "condition": "p=53 wd=1 B=512"},
             },
@@ -584,3 +584,11 @@ def test_the_gpu_times_give_the_claims_page_short_values_and_a_table(tmp_path):
     )
     assert gpu.agrees is False and gpu.inflation_epochs == 1000 and gpu.sweeps_condition == "p=53 wd=1 B=512"
     assert list(gpu.table["speed_up"]) == [10.0, 1.5] and list(gpu.table["gpu_minutes"]) == [10.0, 0.5]
+
+
+def test_a_verify_names_the_processor_it_computed_on(monkeypatch):
+    monkeypatch.setenv("ACE_DEVICE", "cpu")
+    assert record.compute_device() == "cpu"
+    assert record.computed_on({"cpu": "Some CPU"}) == "Some CPU"  # the recorded runs name no device
+    assert record.computed_on({"cpu": "Some CPU", "device": "cpu"}) == "Some CPU"
+    assert record.computed_on({"cpu": "Some CPU", "device": "Some GPU (cuda)"}) == "Some GPU (cuda)"
