@@ -383,3 +383,11 @@ def test_the_recorded_gpu_times_are_the_recorded_runs_lengths_at_the_measured_ra
     assert {r["condition"]: r["steps"] for r in rec["grokking_sweeps"]["conditions"]} == {
         label: max(s) for label, s in stops.items()
     }
+
+
+def test_the_recorded_gpu_times_were_checked_on_a_whole_condition():
+    """The slices' scaling against one condition trained whole on the same GPU: within a factor of 2."""
+    from corelib.results import load_json
+
+    check = load_json(GPU_TIMES)["grokking_sweeps"]["check"]
+    assert 0.5 < check["scaled_seconds"] / check["measured_seconds"] < 2.0, check
