@@ -1,6 +1,7 @@
 """The benchmark scripts: their FLOP counter gives known counts, their authors'-style model is our
 model's architecture, and the scripts run to the end, printing their ratios and ceilings."""
 
+import os
 import re
 import subprocess
 import sys
@@ -392,3 +393,17 @@ def test_the_recorded_gpu_times_were_checked_on_a_whole_condition():
 
     check = load_json(GPU_TIMES)["grokking_sweeps"]["check"]
     assert 0.5 < check["scaled_seconds"] / check["measured_seconds"] < 2.0, check
+
+
+@pytest.mark.slow
+def test_the_paper_profile_timer_runs_a_slice_and_scales_it(tmp_path):
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "paper_profile_times.py"), "--only", "core_inflation",
+         "--warm-epochs", "1", "--epochs", "2"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "ACE_RESULTS_DIR": str(tmp_path), "ACE_DEVICE": "cpu"},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = dict(re.findall(r"^  (wd|no_wd)\s+([\d.]+) s on cpu", run.stdout, flags=re.M))
+    assert set(rows) == {"wd", "no_wd"}, run.stdout
+    # both arms at one rate: their times stand as their epochs, 20000 to 19100
+    assert float(rows["no_wd"]) / float(rows["wd"]) == pytest.approx(19100 / 20000, abs=1e-3)
