@@ -400,7 +400,8 @@ def test_the_paper_profile_timer_runs_a_slice_and_scales_it(tmp_path):
     run = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "paper_profile_times.py"), "--only", "core_inflation",
          "--warm-epochs", "1", "--epochs", "2"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "ACE_RESULTS_DIR": str(tmp_path), "ACE_DEVICE": "cpu"},
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "ACE_RESULTS_DIR": str(tmp_path), "ACE_DEVICE": "cpu"},
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
     rows = dict(re.findall(r"^  (wd|no_wd)\s+([\d.]+) s on cpu", run.stdout, flags=re.M))
