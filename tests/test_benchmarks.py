@@ -144,7 +144,10 @@ def _check_report(out: str, targets: dict) -> None:
     "script, args, targets",
     [
         pytest.param(
-            "train_throughput.py", ["--epochs", "1"], {"authors'": "1.5", "in-house": ""}, marks=pytest.mark.slow
+            "train_throughput.py",
+            ["--epochs", "1", "--repeats", "2"],
+            {"authors'": "1.5", "in-house": ""},
+            marks=pytest.mark.slow,
         ),
         pytest.param(
             "sweep_throughput.py",
@@ -164,6 +167,10 @@ def test_benchmark_scripts_print_their_ratios_and_ceiling(script, args, targets)
     )
     assert run.returncode == 0, run.stderr[-2000:]
     _check_report(run.stdout, targets)
+    if "--repeats" in args:  # each round's ratio beside the medians
+        rounds = re.search(r"in each of the (\d+) rounds: (.+) \(medians above\)$", run.stdout, re.M)
+        n = int(args[args.index("--repeats") + 1])
+        assert rounds and int(rounds[1]) == n and len(re.findall(r"[\d.]+x", rounds[2])) == n, run.stdout
 
 
 @pytest.mark.slow
