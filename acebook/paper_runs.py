@@ -229,9 +229,7 @@ def advance_clock(
 
 def _sweep_plans(profile: str, precision: str | None = None):
     params = sweeps_params(profile, precision)
-    plans = [(c, params.config(params.omega_max_epochs)) for c in params.omega_conditions()]
-    plans += [(c, params.config(params.p_max_epochs)) for c in params.p_conditions()]
-    return params, plans
+    return params, params.plans()
 
 
 def advance_sweeps(

@@ -244,25 +244,20 @@ def sweep_wall_seconds(logs: list[Path]) -> dict[str, int]:
 def _export_grokking_sweeps(profile: str, folder: Path, logs: list[Path] | None = None) -> dict:
     params = sweeps_params(profile)
     records, missing = [], []
-    for conds, cap in (
-        (params.omega_conditions(), params.omega_max_epochs),
-        (params.p_conditions(), params.p_max_epochs),
-    ):
-        cfg = params.config(cap)
-        for cond in conds:
-            stored = condition_dir(cond, cfg)
-            for seed in params.seeds:
-                rec = load_record(stored, cond, cfg, seed)
-                records.append(rec)
-                if rec is None:
-                    missing.append(f"{cond.label()} seed {seed}")
+    for cond, cfg in params.plans():
+        stored = condition_dir(cond, cfg)
+        for seed in params.seeds:
+            rec = load_record(stored, cond, cfg, seed)
+            records.append(rec)
+            if rec is None:
+                missing.append(f"{cond.label()} seed {seed}")
     if missing:
         raise SystemExit(
             f"{len(missing)} (condition, seed) records of the {profile}-profile sweeps are missing "
             f"(e.g. {missing[0]}); "
             f"finish them with `python -m acebook.runner run grokking_sweeps --profile {profile}`."
         )
-    labels = [c.label() for c in (*params.omega_conditions(), *params.p_conditions())]
+    labels = [c.label() for c, _ in params.plans()]
     timed = sweep_wall_seconds(logs) if logs else {}  # read before anything is written
     save_json(folder / "records.json", records, compact=True)
     untimed = [label for label in labels if label not in timed]
@@ -284,20 +279,16 @@ def _export_grokking_sweeps(profile: str, folder: Path, logs: list[Path] | None 
 
 def _verify_grokking_sweeps(record: dict, label: str, n_seeds: int | None, tolerance: float) -> list[str]:
     params = SweepsParams(**record["provenance"]["params"])
-    plans = [(c, params.omega_max_epochs) for c in params.omega_conditions()]
-    plans += [(c, params.p_max_epochs) for c in params.p_conditions()]
-    matches = [(c, cap) for c, cap in plans if c.label() == label]
-    if not matches:
-        raise SystemExit(
-            f"no condition {label!r} in the record; choose one of {sorted({c.label() for c, _ in plans})}."
-        )
-    cond, cap = matches[0]
+    try:
+        cond, cfg = params.plan(label)
+    except ValueError as err:
+        raise SystemExit(f"the record: {err}") from None
     # The seeds train stacked; a smaller stack rounds differently in the last bits, which can move
     # a seed's threshold crossing by a step or two: only the whole stack is expected to match exactly.
     if n_seeds is not None and n_seeds < 1:
         raise SystemExit(f"--seeds must be at least 1 (or left out: every recorded seed); got {n_seeds}.")
     seeds = params.seeds if n_seeds is None else params.seeds[:n_seeds]
-    fresh = run_condition(cond, seeds, params.config(cap), progress=True)
+    fresh = run_condition(cond, seeds, cfg, progress=True)
     # A condition shared by both sweeps is recorded twice, with the same records.
     kept = {r["seed"]: r for r in record["records"] if r["condition"] == fresh[0]["condition"] and r["seed"] in seeds}
     kept = [kept.get(s) for s in seeds]

@@ -124,17 +124,16 @@ def inflation_times(record: dict, per_epoch: float) -> list[dict]:
 # ---------------------------------------------------------------- sweeps
 
 
-def sweep_conditions(params: SweepsParams) -> list[tuple[Condition, SweepConfig]]:
-    """Every condition of both sweeps with its sweep's configuration."""
-    plans = [(c, params.config(params.omega_max_epochs)) for c in params.omega_conditions()]
-    return plans + [(c, params.config(params.p_max_epochs)) for c in params.p_conditions()]
+def sweeps_params(record: dict) -> SweepsParams:
+    """The settings the sweeps' record was made with."""
+    return SweepsParams(**record["provenance"]["params"])
 
 
 def recorded_stops(record: dict) -> dict[str, list[int]]:
     """Each condition's label and the steps after which its seeds stopped, from the record."""
-    params = SweepsParams(**record["provenance"]["params"])
+    params = sweeps_params(record)
     stops = {}
-    for cond, cfg in sweep_conditions(params):
+    for cond, cfg in params.plans():
         key = condition_key(cond, cfg)  # a condition of both sweeps is recorded twice: one stop per seed
         by_seed = {r["seed"]: r["stopped_at"] for r in record["records"] if r["condition"] == key}
         if sorted(by_seed) != params.seeds:
@@ -173,7 +172,7 @@ def scaled_seconds(stops: Sequence[int], full: float, single: float) -> float:
 def sweep_step_table(params: SweepsParams, steps: int, device: torch.device) -> dict[tuple, tuple[float, float]]:
     """Seconds per step at 12 seeds and at 1, for each (p, batch) shape of the sweeps."""
     table = {}
-    for cond, cfg in sweep_conditions(params):
+    for cond, cfg in params.plans():
         shape = (cond.p, cond.batch_size)
         if shape not in table:
             table[shape] = tuple(step_seconds(cond, cfg, n, steps, device) for n in (params.n_seeds, 1))
@@ -184,11 +183,10 @@ def sweep_step_table(params: SweepsParams, steps: int, device: torch.device) -> 
 
 def sweep_times(record: dict, table: dict[tuple, tuple[float, float]]) -> list[dict]:
     """Each recorded condition's scaled time beside the record's CPU time."""
-    params = SweepsParams(**record["provenance"]["params"])
     cpu = record["provenance"].get("training_seconds", {})
     stops = recorded_stops(record)
     rows = []
-    for cond, _ in sweep_conditions(params):
+    for cond, _ in sweeps_params(record).plans():
         full, single = table[(cond.p, cond.batch_size)]
         label = cond.label()
         seconds = round(scaled_seconds(stops[label], full, single), 1)
@@ -200,8 +198,8 @@ def sweep_times(record: dict, table: dict[tuple, tuple[float, float]]) -> list[d
 
 def check_condition(record: dict, label: str, rows: list[dict], device: torch.device) -> dict:
     """Train one whole recorded condition; its measured time beside its scaled one."""
-    params = SweepsParams(**record["provenance"]["params"])
-    cond, cfg = next((c, cfg) for c, cfg in sweep_conditions(params) if c.label() == label)
+    params = sweeps_params(record)
+    cond, cfg = params.plan(label)
     seconds = timed(lambda: train_condition(cond, params.seeds, cfg, device=device, progress=False), device)
     scaled = next(r["seconds"] for r in rows if r["condition"] == label)
     return {"condition": label, "measured_seconds": round(seconds, 1), "scaled_seconds": scaled}
@@ -281,12 +279,14 @@ def _check_args(args: argparse.Namespace) -> None:
         raise SystemExit("--out records both runs; leave out --only (or --out, to print one run's times).")
     if args.check is not None and args.only == "core_inflation":
         raise SystemExit("--check trains a sweep condition; leave out --only core_inflation.")
-    labels = [
-        c.label() for c, _ in sweep_conditions(SweepsParams(**load_recorded("grokking_sweeps")["provenance"]["params"]))
-    ]
+    params = sweeps_params(load_recorded("grokking_sweeps"))
     for flag, label in (("--check", args.check), ("--rederive-condition", args.rederive_condition)):
-        if label is not None and label not in labels:
-            raise SystemExit(f"{flag}: no condition {label!r} in the sweeps' record; choose one of {labels}.")
+        if label is None:
+            continue
+        try:
+            params.plan(label)
+        except ValueError as err:
+            raise SystemExit(f"{flag}: {err}") from None
 
 
 def time_core_inflation(args: argparse.Namespace, device: torch.device) -> dict:
@@ -302,7 +302,7 @@ def time_core_inflation(args: argparse.Namespace, device: torch.device) -> dict:
 def time_sweeps(args: argparse.Namespace, device: torch.device) -> dict:
     """The sweeps' step times, scaled to the record's conditions; printed, and returned for ``--out``."""
     record = load_recorded("grokking_sweeps")
-    params = SweepsParams(**record["provenance"]["params"])
+    params = sweeps_params(record)
     recorded_stops(record)  # a damaged record is refused before the timing
     table = sweep_step_table(params, args.steps, device)
     out = {

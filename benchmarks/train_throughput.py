@@ -292,8 +292,7 @@ def main() -> None:
         "authors": lambda n: [authors(n, s) for s in seeds],
         "in-house": lambda n: [in_house(n, s) for s in seeds],
     }
-    sides |= {name: functools.partial(lambda n, precision: engine(n, precision), precision=precision)
-              for name, precision in ENGINE_SIDES}  # fmt: skip
+    sides |= {name: functools.partial(engine, precision=precision) for name, precision in ENGINE_SIDES}
     rounds = timed_rounds(sides, args.epochs, len(seeds), args.repeats)
     rates = {name: float(np.median(r)) for name, r in rounds.items()}
 

@@ -319,7 +319,7 @@ def test_a_condition_is_scaled_by_the_seeds_still_running_at_each_step():
     [
         (["--steps", "0"], "--steps must be at least 1"),
         (["--out", "/no/such/folder/times.json"], "--out: the folder /no/such/folder does not exist"),
-        (["--check", "p=54 wd=1 B=512"], "--check: no condition 'p=54 wd=1 B=512' in the sweeps' record"),
+        (["--check", "p=54 wd=1 B=512"], "--check: no condition 'p=54 wd=1 B=512' in these sweeps"),
         (["--rederive-condition", "p=53"], "--rederive-condition: no condition 'p=53'"),
         (["--only", "core_inflation", "--check", "p=53 wd=3 B=512"], "--check trains a sweep condition"),
         (["--only", "grokking_sweeps", "--out", "times.json"], "--out records both runs"),

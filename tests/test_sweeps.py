@@ -459,3 +459,20 @@ def test_both_first_chunks_come_from_one_pass_with_the_logits_of_separate_passes
         alone = fn({k: v[which] for k, v in params.items()}, *t.first_rows(), t.prefixes)
         assert torch.equal(logits, alone)
         assert torch.equal(t.passes(params, which, logits), t.passes(params, which))
+
+
+def test_the_sweeps_plans_pair_each_condition_with_its_sweeps_cap():
+    from corelib.experiments.grokking_sweeps import SweepsParams
+
+    params = SweepsParams(omegas=[1.0, 3.0], moduli=[31, 53], omega_max_epochs=700, p_max_epochs=900)
+    plans = params.plans()
+    assert [(c.label(), cfg.max_epochs) for c, cfg in plans] == [
+        ("p=53 wd=1 B=512", 700),
+        ("p=53 wd=3 B=512", 700),
+        ("p=31 wd=1 B=full", 900),
+        ("p=53 wd=1 B=full", 900),
+    ]
+    cond, cfg = params.plan("p=31 wd=1 B=full")
+    assert (cond.p, cond.batch_size, cfg.max_epochs) == (31, None, 900)
+    with pytest.raises(ValueError, match=r"no condition 'p=31 wd=3 B=full' in these sweeps; choose one of \["):
+        params.plan("p=31 wd=3 B=full")

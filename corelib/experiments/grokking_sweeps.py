@@ -148,6 +148,22 @@ class SweepsParams:
     def p_conditions(self) -> list[Condition]:
         return [Condition(p=q, weight_decay=self.p_weight_decay, batch_size=self.p_batch_size) for q in self.moduli]
 
+    def plans(self) -> list[tuple[Condition, SweepConfig]]:
+        """Every condition of both sweeps, the weight-decay sweep's first, each with its sweep's
+        configuration (a condition in both sweeps appears twice)."""
+        omega, p = self.config(self.omega_max_epochs), self.config(self.p_max_epochs)
+        return [(c, omega) for c in self.omega_conditions()] + [(c, p) for c in self.p_conditions()]
+
+    def plan(self, label: str) -> tuple[Condition, SweepConfig]:
+        """The condition labelled ``label`` (e.g. ``"p=53 wd=3 B=512"``) and its sweep's configuration."""
+        plans = self.plans()
+        for cond, cfg in plans:
+            if cond.label() == label:
+                return cond, cfg
+        raise ValueError(
+            f"no condition {label!r} in these sweeps; choose one of {sorted({c.label() for c, _ in plans})}."
+        )
+
 
 @dataclass(frozen=True)
 class SweepsSummary:
