@@ -140,9 +140,21 @@ def _check_limits(chunk: int, minutes: float, pieces: int | None) -> float:
     return time.monotonic() + 60 * minutes
 
 
-def _inflation_jobs(profile: str, precision: str | None = None) -> list[_Arm]:
+def _inflation_jobs(
+    profile: str, precision: str | None = None, dropout: float | None = None, arms: tuple[str, ...] | None = None
+) -> list[_Arm]:
+    """The arms to advance; ``dropout`` (None: the profile's) and ``arms`` (None: both) make a variant
+    of the profile's run, e.g. the weight-decay arm trained again without dropout."""
     params = inflation_params(profile, precision)
-    return [_Arm(params, arm, params.long_epochs, f"core_inflation {arm}") for arm in modular_runs.ARMS]
+    if dropout is not None:
+        params = replace(params, dropout=dropout)
+    label = "core_inflation" if dropout is None else f"core_inflation dropout {dropout:g}"
+    return [_Arm(params, arm, params.long_epochs, f"{label} {arm}") for arm in (arms or modular_runs.ARMS)]
+
+
+def variant_name(name: str, dropout: float | None) -> str:
+    """The folder in ``in_progress/`` of a run, or of its variant at another dropout."""
+    return name if dropout is None else f"{name}_dropout{dropout:g}"
 
 
 def advance_inflation(
@@ -151,13 +163,15 @@ def advance_inflation(
     chunk: int = 500,
     pieces: int | None = None,
     precision: str | None = None,
+    dropout: float | None = None,
+    arms: tuple[str, ...] | None = None,
 ) -> dict[str, int]:
     """Train and analyse the core-inflation arms of ``profile`` chunk by chunk until the horizon,
     or until ``minutes`` have passed or ``pieces`` chunks are done (no chunk is started after
     that); returns each arm's epoch. ``precision``: the training precision (None: the profile's;
     ``"auto"``: bf16 where the hardware computes it natively, see ``corelib.engine.resolve_precision``)."""
     deadline = _check_limits(chunk, minutes, pieces)
-    jobs = _inflation_jobs(profile, precision)
+    jobs = _inflation_jobs(profile, precision, dropout, arms)
     _advance(jobs, chunk, deadline, pieces)
     return {job.arm: _trained(job.params, job.arm) for job in jobs}
 
@@ -319,19 +333,21 @@ def pack(
     dest: Path | None = None,
     window_only: bool = False,
     precision: str | None = None,
+    dropout: float | None = None,
+    arms: tuple[str, ...] | None = None,
 ) -> Path:
     """Copy what resuming ``name``'s ``profile`` run (at ``precision``, None: the profile's) needs
     into ``dest`` (``in_progress/<name>``).
 
     Refuses to replace a pack that got further than the results root (unpack it first)."""
-    dest = Path(dest) if dest is not None else IN_PROGRESS / name
+    dest = Path(dest) if dest is not None else IN_PROGRESS / variant_name(name, dropout)
     fresh = dest.with_name(dest.name + ".new")
     if fresh.exists():
         shutil.rmtree(fresh)
     if name in ("core_inflation", "inflation_clock"):
         if name == "core_inflation":
-            params = inflation_params(profile, precision)
-            jobs, branches = _inflation_jobs(profile, precision), [params.branch_epoch]
+            jobs = _inflation_jobs(profile, precision, dropout, arms)
+            branches = [jobs[0].params.branch_epoch]
         else:
             jobs, branches = _clock_jobs(clock_params(profile, precision), window_only)
         # A branch snapshot is needed only until every arm starting from it has a state of its own.
@@ -419,6 +435,10 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--precision", choices=("fp32", "bf16", "auto"), default=None, help=_PRECISION_HELP)
     un = sub.add_parser("unpack", help="copy a packed run under the results root")
     un.add_argument("name", choices=EXPERIMENTS)
+    for p in (ad, pa, un):
+        p.add_argument("--dropout", type=float, default=None, help="core_inflation: a variant at this dropout")
+    for p in (ad, pa):
+        p.add_argument("--arm", choices=modular_runs.ARMS, default=None, help="core_inflation: this arm only")
     return ap
 
 
@@ -429,15 +449,30 @@ def main(argv: list[str] | None = None) -> int:
         _advance_command(args)
     elif args.command == "pack":
         _check_settings(args)
-        pack(args.name, args.profile, window_only=args.window, precision=args.precision)
+        pack(args.name, args.profile, window_only=args.window, precision=args.precision, **_variant(args))
     else:
-        unpack(args.name)
+        _check_variant(args)
+        unpack(args.name, IN_PROGRESS / variant_name(args.name, args.dropout))
     return 0
+
+
+def _check_variant(args: argparse.Namespace) -> None:
+    """``--dropout`` and ``--arm`` mean something for core_inflation only; a dropout is a probability."""
+    arm = getattr(args, "arm", None)
+    if (args.dropout is not None or arm is not None) and args.name != "core_inflation":
+        raise SystemExit(f"paper_runs {args.command} {args.name}: --dropout and --arm are for core_inflation only.")
+    if args.dropout is not None and not 0.0 <= args.dropout < 1.0:
+        raise SystemExit(f"paper_runs {args.command}: --dropout must be in [0, 1); got {args.dropout}.")
+
+
+def _variant(args: argparse.Namespace) -> dict:
+    return {} if args.name != "core_inflation" else {"dropout": args.dropout, "arms": (args.arm,) if args.arm else None}
 
 
 def _check_settings(args: argparse.Namespace) -> None:
     """Refuse the profile's settings with the options given (e.g. bf16 where it would be emulated)
     before any work, as a message rather than a traceback."""
+    _check_variant(args)
     make = {"core_inflation": inflation_params, "inflation_clock": clock_params, "grokking_sweeps": sweeps_params}
     try:
         make[args.name](args.profile, args.precision)
@@ -447,7 +482,7 @@ def _check_settings(args: argparse.Namespace) -> None:
 
 def _advance_command(args: argparse.Namespace) -> None:
     if args.name == "core_inflation":
-        print(advance_inflation(args.profile, args.minutes, args.chunk, args.pieces, args.precision))
+        print(advance_inflation(args.profile, args.minutes, args.chunk, args.pieces, args.precision, **_variant(args)))
     elif args.name == "inflation_clock":
         started = advance_clock(args.profile, args.minutes, args.chunk, args.pieces, args.window, args.precision)
         print(f"{started} pieces run")

@@ -94,3 +94,38 @@ def test_every_chapter_writes_its_cost_sentence_and_glues_only_its_values():
         assert "# **Computing it** on {glue:text}`cost_machine`: {glue:text}`cost_book` with the book's" in text
         for name in ("cost_machine", "cost_book", "cost_paper"):
             assert f'glue("{name}", cost.{name.split("_")[1]}, display=False)' in text, (path.name, name)
+
+
+# --------------------------------------------------------------------------- how the prose reads
+
+
+def test_the_reading_measures_count_what_they_say(tmp_path):
+    from acebook.readability import measure, paragraphs, sentences
+
+    text = (
+        "One short paragraph with {glue:text}`a` and {claim}`markov.rank <holds>`.\n\n"
+        "```python\nnot = prose + at_all\n```\n\n"
+        "```{admonition} Note\n:class: tip\n\nA note. It has two sentences.\n```\n\n"
+        "- an item\n- another item, $x + y$ inline.\n\n| a | table |\n"
+    )
+    assert paragraphs(text) == [
+        "One short paragraph with {glue:text}`a` and {claim}`markov.rank <holds>`.",
+        "A note. It has two sentences.",
+        "an item",
+        "another item, $x + y$ inline.",
+    ]
+    assert sentences("A note. It has two sentences. e.g. not here.") == ["A note.", "It has two sentences. e.g. not here."]
+    src = tmp_path / "probe.py"
+    src.write_text("# %% [markdown]\n" + "".join(f"# {line}\n" if line else "#\n" for line in text.splitlines()))
+    m = measure(src)
+    assert (m.paragraphs, m.most_values, m.longest_sentence, m.words) == (4, 2, 7, 7 + 6 + 2 + 4)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_every_chapter_reads_in_one_sitting(path):
+    """Paragraphs, sentences and values per paragraph within the book's limits (the table of every
+    chapter is printed on failure: ``python -m acebook.readability``)."""
+    from acebook.readability import measure, table
+
+    over = measure(path).over_limits()
+    assert not over, f"{path.name} is beyond the reading limits: {over}\n{table(CHAPTERS)}"
