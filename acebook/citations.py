@@ -23,7 +23,17 @@ from corelib.claims import claim
 
 from .claims_page import CITABLE_STATUSES, satisfies
 
-__all__ = ["Citation", "ROLE", "check_citations", "find_citations", "parse_target", "sentence_around"]
+__all__ = [
+    "Badge",
+    "Citation",
+    "ROLE",
+    "badge",
+    "check_citations",
+    "claim_anchor",
+    "find_citations",
+    "parse_target",
+    "sentence_around",
+]
 
 ROLE = re.compile(r"\{claim\}`([^`]*)`")
 _TARGET = re.compile(r"\s*(?P<id>[A-Za-z0-9_.]+)\s*(?:<(?P<declared>[^<>]+)>)?\s*")
@@ -112,3 +122,67 @@ def check_citations(citations: Iterable[Citation], rows: Mapping[str, Mapping]) 
                 f"the results give {row['status']!r} ({row['ours']}, within tolerance: {row['within tolerance']})"
             )
     return problems
+
+
+# The mark and the short word a verdict shows, per status: a reader takes it in at a glance.
+_FACES = {
+    "reproduced": ("✓", "reproduced"),
+    "holds": ("✓", "holds"),
+    "differs": ("≠", "differs"),
+    "does not hold": ("✗", "does not hold"),
+    "measured at reduced settings": ("≈", "reduced settings"),
+    "not run in this profile": ("○", "not run"),
+}
+
+
+@dataclass(frozen=True)
+class Badge:
+    """How one cited verdict shows on a page: a small badge after the phrase it supports.
+
+    Attributes:
+        claim_id: the cited claim or finding.
+        mark: one character for the status (✓ ≠ ✗ ≈ ○), then ⚠ when the sentence's premise fails.
+        word: the status in a word or two ("holds", "differs", "reduced settings").
+        status: the full status, for the badge's colour (``claim-<status with dashes>``).
+        tooltip: what the number is, its value, the paper's value and the bound, in one line.
+        anchor: the id of the claim's row on the claims page (``claim-markov-rank``).
+        premise_holds: whether the result gives the status the sentence assumes.
+    """
+
+    claim_id: str
+    mark: str
+    word: str
+    status: str
+    tooltip: str
+    anchor: str
+    premise_holds: bool
+
+    @property
+    def label(self) -> str:
+        """The badge's visible text, e.g. "✓ holds" or "≠ differs ⚠"."""
+        return f"{self.mark} {self.word}" + ("" if self.premise_holds else " ⚠")
+
+    @property
+    def css_class(self) -> str:
+        return "claim-" + self.status.replace(" ", "-")
+
+
+def claim_anchor(claim_id: str) -> str:
+    """The HTML id of a claim's row on the claims page."""
+    return "claim-" + re.sub(r"[^a-z0-9]+", "-", claim_id.lower()).strip("-")
+
+
+def badge(row: Mapping, declared: str | None) -> Badge:
+    """The :class:`Badge` of a cited row of :func:`acebook.claims_page.citation_rows`, for a
+    sentence that assumes the status ``declared`` (None: it assumes none)."""
+    status = row["status"]
+    mark, word = _FACES[status]
+    parts = [f"{row['claim']}: {row['ours']}"]
+    if not str(row["paper"]).startswith("—"):
+        parts.append(f"paper: {row['paper']}")
+    if row.get("tolerance"):
+        parts.append(f"holds when: {row['tolerance']}")
+    parts.append(status)
+    tooltip = " · ".join(" ".join(str(p).split()) for p in parts)
+    ok = declared is None or satisfies(row, declared)
+    return Badge(row["id"], mark, word, status, tooltip, claim_anchor(row["id"]), ok)

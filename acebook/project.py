@@ -30,6 +30,7 @@ __all__ = [
     "repository_url",
     "PLACEHOLDER_REPOSITORY",
     "output_path",
+    "site_source_path",
     "profile_parameters",
     "profiles",
     "project_root",
@@ -38,6 +39,7 @@ __all__ = [
 ]
 
 CHAPTER_DIR = "book/chapters"
+SITE_SOURCE_SUFFIX = ".mystnb"  # a notebook (JSON) that _config.yml's nb_custom_formats reads
 
 # The parameter object each chapter builds from its parameters cell (``X.from_namespace(globals())``):
 # the runner builds it too, from the same values, so a value it refuses is refused before a kernel
@@ -137,8 +139,14 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
 
 
 def output_path(name: str, root: str | os.PathLike | None = None) -> Path:
-    """Where the executed notebook of ``name`` is written."""
+    """Where the executed notebook of ``name`` is written, as its reader opens it: the numbers,
+    verdicts and figures in its prose (:func:`acebook.reader.reader_copy`)."""
     return project_root(root) / CHAPTER_DIR / f"{name}.ipynb"
+
+
+def site_source_path(name: str, root: str | os.PathLike | None = None) -> Path:
+    """The executed notebook of ``name`` with its MyST roles intact: what the site is rendered from."""
+    return project_root(root) / CHAPTER_DIR / f"{name}{SITE_SOURCE_SUFFIX}"
 
 
 def chapters(root: str | os.PathLike | None = None) -> list[str]:

@@ -58,6 +58,7 @@ from .project import (
     project_root,
     repository_url,
     show_path,
+    site_source_path,
     source_path,
 )
 from .run_times import RUN_TIMES, package_hash, record_run_time, results_written_since
@@ -284,7 +285,8 @@ class _Job:
     stores_results: bool = True
 
     def cached(self, root: Path) -> bool:
-        return _stored_key(output_path(self.name, root)) == self.key
+        keys = {_stored_key(output_path(self.name, root)), _stored_key(site_source_path(self.name, root))}
+        return keys == {self.key}
 
     def refresh_key(self) -> None:
         """Fold the current contents of the declared input folders into the cache key."""
@@ -457,10 +459,10 @@ def _execute(job: _Job, root: Path) -> Path:
     import nbformat
     import papermill
 
-    target = output_path(job.name, root)
+    target, site = output_path(job.name, root), site_source_path(job.name, root)
     failed = root / "_build" / "failed" / f"{job.name}.ipynb"
     running = root / "_build" / "runner" / f"{job.name}.ipynb"
-    for stale in (target, failed, running):
+    for stale in (target, site, failed, running):
         stale.unlink(missing_ok=True)  # never leave an old result looking current
     results.remove(claims_dir() / f"{job.name}.json")
     results.remove(claims_dir() / f"{job.name}{RECORDED_SUFFIX}.json")
@@ -505,11 +507,25 @@ def _execute(job: _Job, root: Path) -> Path:
         "seconds": seconds,
     }
     target.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, running)
-    os.replace(running, target)
+    _write_both(nb, running, site, target)
     computed = results_written_since(started) or not job.stores_results
     record_run_time(job.name, job.profile, seconds, computed=computed, root=root)
     return target
+
+
+def _write_both(nb: Any, running: Path, site: Path, target: Path) -> None:
+    """The site's source (roles intact) and the reader's copy (numbers in the prose), each
+    written whole before it takes its place."""
+    import nbformat
+
+    from .claims_page import citation_rows
+    from .reader import reader_copy
+
+    copy = reader_copy(nb, citation_rows())
+    nbformat.write(nb, running)
+    os.replace(running, site)
+    nbformat.write(copy, running)
+    os.replace(running, target)
 
 
 def _run_jobs(jobs: list[_Job], root: Path, force: bool) -> dict[str, dict[str, Any]]:
@@ -599,7 +615,7 @@ def build_book(
     profile_table(profile, root)  # fail early on an unknown profile
     if render:
         for name in (n for n in names if n not in selected):
-            if not output_path(name, root).exists():
+            if not site_source_path(name, root).exists():
                 raise ConfigError(
                     f"chapter {name!r} has never been executed; build it too (or all chapters), or pass --no-render"
                 )

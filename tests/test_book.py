@@ -64,3 +64,25 @@ def test_second_build_uses_the_cache(built_book, monkeypatch):
     runner.build_book("smoke", root=root, render=False)
     after = {n: project.output_path(n, root).stat().st_mtime for n in project.chapters(root)}
     assert before == after
+
+
+def test_the_reader_copies_show_every_number_in_plain_jupyter(built_book):
+    """What a student opens in Jupyter (the executed chapter, ``book/chapters/<name>.ipynb``),
+    exported to HTML by nbconvert as Jupyter renders it, holds no raw glue or claim role, and its
+    glued figures are images in the prose."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    from acebook.reader import RAW_ROLE
+
+    root, _ = built_book
+    for name in project.chapters(root):
+        nb = nbformat.read(project.output_path(name, root), as_version=4)
+        body, _ = HTMLExporter().from_notebook_node(nb)
+        left = sorted(set(RAW_ROLE.findall(body)))
+        assert not left, f"{name}: the reader's copy still shows {left}"
+        figures = sum(c.source.count("](attachment:") for c in nb.cells if c.cell_type == "markdown")
+        site = nbformat.read(project.site_source_path(name, root), as_version=4)
+        glued = sum(c.source.count("{glue:figure}") for c in site.cells if c.cell_type == "markdown")
+        assert figures == glued, name
+        assert body.count("data:image/png;base64") >= figures, f"{name}: an attached figure is not shown"

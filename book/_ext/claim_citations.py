@@ -1,9 +1,11 @@
 """The ``{claim}`` role: a sentence cites a claim of the paper or a finding of the book.
 
-``{claim}`inflation.sufficient_stable <differs>``` renders the value of the claim and its status
-as the claims page judges them (:func:`acebook.claims_page.citation_rows`, from the results the
-chapters recorded), e.g. "2.04 (paper: stable) · differs". The part in angle brackets is the status
-the sentence assumes. When the run behind the page gives another status (a reader reran the
+``{claim}`inflation.sufficient_stable <differs>``` renders as a small badge after the phrase it
+supports: the status as a mark and a word ("≠ differs"), coloured by status, as the claims page
+judges it (:func:`acebook.claims_page.citation_rows`, from the results the chapters recorded). Its
+tooltip says what the number is, its value, the paper's value and the bound; it links to the
+claim's row on the claims page (:func:`acebook.citations.badge`). The part in angle brackets is the
+status the sentence assumes. When the run behind the page gives another status (a reader reran the
 chapter with other parameters, say), the citation is marked and the page opens with a warning
 that quotes each sentence whose premise no longer holds: prose is never silently wrong. An
 unknown claim id or status is a Sphinx warning, which fails the book's build.
@@ -11,12 +13,17 @@ unknown claim id or status is a Sphinx warning, which fails the book's build.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from acebook.citations import parse_target
-from acebook.claims_page import citation_rows, satisfies
+from acebook.citations import badge, parse_target
+from acebook.claims_page import citation_rows
+
+CLAIMS_PAGE = "book/chapters/claims"
+STATIC = Path(__file__).parent / "static"
 
 logger = logging.getLogger(__name__)
 
@@ -42,11 +49,14 @@ def _rows(app: Sphinx) -> dict:
     return app._claim_rows
 
 
-def _rendered(row: dict) -> str:
-    if row["status"] == "not run in this profile":
-        return "not measured in this run"
-    paper = "" if row["paper"].startswith("—") else f" (paper: {row['paper']})"
-    return f"{row['ours']}{paper} · {row['status']}"
+def _badge_node(app: Sphinx, docname: str, row: dict, declared: str) -> nodes.reference:
+    """The badge of one citation: a link to the claim's row on the claims page, with a tooltip."""
+    b = badge(row, declared or None)
+    uri = "" if docname == CLAIMS_PAGE else app.builder.get_relative_uri(docname, CLAIMS_PAGE)
+    classes = ["claim-badge", b.css_class] + ([] if b.premise_holds else ["claim-premise"])
+    node = nodes.reference("", "", refuri=f"{uri}#{b.anchor}", reftitle=b.tooltip, classes=classes)
+    node += nodes.inline(text=b.label)
+    return node
 
 
 def _sentence(paragraph: nodes.Node, marker: str) -> str:
@@ -73,6 +83,11 @@ def _quoted(node: claim_citation) -> str:
 _MARK = "\u2063CITED\u2063"
 
 
+def _add_style(app: Sphinx) -> None:
+    app.config.html_static_path.append(str(STATIC))
+    app.add_css_file("claim_badges.css")
+
+
 def _fill(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     cited = list(doctree.findall(claim_citation))
     if not cited:
@@ -81,11 +96,10 @@ def _fill(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     sentences = [_quoted(node) for node in cited]
     for node, sentence in zip(cited, sentences):
         row, declared = rows[node["claim_id"]], node["declared"]
-        ok = not declared or satisfies(row, declared)
-        if not ok:
+        shown = _badge_node(app, docname, row, declared)
+        if "claim-premise" in shown["classes"]:
             broken.append((node["claim_id"], declared, row, sentence))
-        classes = ["claim-citation", f"claim-{row['status'].replace(' ', '-')}"] + ([] if ok else ["claim-premise"])
-        node.replace_self(nodes.inline(text=_rendered(row) + ("" if ok else " ⚠"), classes=classes))
+        node.replace_self(shown)
     if broken:
         _warn_at_top(doctree, broken)
 
@@ -118,5 +132,6 @@ def _warn_at_top(doctree: nodes.document, broken: list) -> None:
 def setup(app: Sphinx) -> dict:
     app.add_node(claim_citation)
     app.add_role("claim", claim_role)
+    app.connect("builder-inited", _add_style)
     app.connect("doctree-resolved", _fill)
     return {"parallel_read_safe": True, "parallel_write_safe": False}

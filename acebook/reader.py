@@ -1,0 +1,109 @@
+"""The reader's copy of an executed chapter: its prose with the numbers, verdicts and figures in it.
+
+A chapter's markdown cites its numbers with MyST roles (``{glue:text}`acc_min:.3f` ``), its
+verdicts with ``{claim}`markov.rank <holds>` `` and its figures with ``{glue:figure}`` blocks.
+Jupyter Book fills them in on the site; plain Jupyter, Colab or GitHub's preview show the raw
+role text. So the runner writes two files per executed chapter:
+
+- ``book/chapters/<name>.mystnb``: the executed notebook as papermill wrote it, roles intact. The
+  site is rendered from it (``_config.yml`` reads ``.mystnb`` as a notebook).
+- ``book/chapters/<name>.ipynb``: the reader's copy made by :func:`reader_copy`, the notebook a
+  student opens (``ace-book run … -o`` writes it too; the Binder and Colab buttons open it).
+  Every glued value is written in the prose with the format the site uses, every verdict is a
+  small link "✓ holds" with the value in its tooltip, every glued figure is an image attached to
+  its cell with its caption below, and glossary terms and page links read as plain words.
+
+Why a copy rather than an inline evaluation role (``{eval}`` of jupyterlab-myst): it works in
+every notebook viewer, with no extension to install and no kernel to run, and it shows the
+numbers of the run that produced them, not of whatever the kernel holds now.
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .citations import badge, parse_target
+
+__all__ = ["glued_values", "reader_copy", "RAW_ROLE"]
+
+RAW_ROLE = re.compile(r"\{(?:glue[a-z:]*|claim)\}")
+"""What must not be left in a reader's copy: the name of a glue or claim role or directive."""
+
+_GLUE_ROLE = re.compile(r"\{glue(?::text|:any)?\}`([^`]+)`")
+_CLAIM_ROLE = re.compile(r"\{claim\}`([^`]+)`")
+_FIGURE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{glue(?::figure)?\}\s*(?P<name>\S+)\s*\n(?P<body>.*?)^(?P=fence)\s*$", re.M | re.S)
+_TERM = re.compile(r"\{term\}`([^`<]+?)(?:\s*<[^`>]+>)?`")
+_DOC = re.compile(r"\{doc\}`(?:([^`<]+?)\s*<([^`>]+)>|([^`]+))`")
+_PREFIX = "application/papermill.record/"
+
+
+def glued_values(nb: Any) -> dict[str, dict[str, Any]]:
+    """Every value glued in an executed notebook, ``{name: mime bundle}`` (myst-nb's ``glue``)."""
+    out = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        for output in cell.get("outputs", []):
+            meta = output.get("metadata", {}).get("scrapbook")
+            if meta:
+                out[meta["name"]] = {k.removeprefix(_PREFIX): v for k, v in output.get("data", {}).items()}
+    return out
+
+
+def _text(bundle: Mapping[str, Any], spec: str) -> str:
+    from myst_nb.core.variables import format_plain_text
+
+    return format_plain_text(bundle.get("text/plain", ""), spec)
+
+
+def _glue_text(match: re.Match, values: Mapping[str, Mapping[str, Any]]) -> str:
+    name, _, spec = match[1].strip().partition(":")
+    if name not in values:
+        raise KeyError(f"{{glue}}`{match[1]}`: the chapter glues no value named {name!r}")
+    return _text(values[name], spec)
+
+
+def _claim_link(match: re.Match, rows: Mapping[str, Mapping[str, Any]]) -> str:
+    claim_id, declared = parse_target(match[1])
+    b = badge(rows[claim_id], declared)
+    return (
+        f'<a href="claims.ipynb#{b.anchor}" title="{html.escape(b.tooltip, quote=True)}">'
+        f"<b>{html.escape(b.label)}</b></a>"
+    )
+
+
+def _figure(match: re.Match, values: Mapping[str, Mapping[str, Any]], attachments: dict) -> str:
+    name = match["name"]
+    if name not in values or "image/png" not in values[name]:
+        raise KeyError(f"{{glue:figure}} {name}: the chapter glues no figure named {name!r}")
+    attachments[f"{name}.png"] = {"image/png": values[name]["image/png"]}
+    caption = "\n".join(line for line in match["body"].splitlines() if not re.match(r"^:[\w-]+:", line)).strip()
+    return f"![{name}](attachment:{name}.png)\n\n*{caption}*\n" if caption else f"![{name}](attachment:{name}.png)\n"
+
+
+def _plain_roles(text: str) -> str:
+    text = _TERM.sub(lambda m: m[1], text)
+    return _DOC.sub(lambda m: f"[{m[1] or m[3]}]({(m[2] or m[3]).strip()}.ipynb)", text)
+
+
+def reader_copy(nb: Any, rows: Mapping[str, Mapping[str, Any]]) -> Any:
+    """A copy of the executed notebook ``nb`` whose markdown shows the glued values, verdicts
+    (judged by ``rows``, :func:`acebook.claims_page.citation_rows`) and figures; raises KeyError
+    naming a role whose value the notebook does not hold."""
+    out = copy.deepcopy(nb)
+    values = glued_values(nb)
+    for cell in out.cells:
+        if cell.cell_type != "markdown":
+            continue
+        attachments: dict = dict(cell.get("attachments", {}))
+        text = _FIGURE.sub(lambda m: _figure(m, values, attachments), cell.source)
+        text = _GLUE_ROLE.sub(lambda m: _glue_text(m, values), text)
+        text = _CLAIM_ROLE.sub(lambda m: _claim_link(m, rows), text)
+        cell.source = _plain_roles(text)
+        if attachments:
+            cell["attachments"] = attachments
+    return out

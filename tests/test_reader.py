@@ -1,0 +1,120 @@
+"""The reader's copy of an executed chapter (acebook.reader): the prose with its numbers in it.
+
+A small executed notebook is built by hand: glued values of several kinds, a glued figure, a
+cited claim. Its reader's copy, rendered by nbconvert as Jupyter renders it, shows each value in
+the format the site uses (myst-nb's), the figure as an attached image with its caption, and the
+verdict as a link with its value in the tooltip.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from acebook.citations import badge, claim_anchor
+from acebook.reader import RAW_ROLE, glued_values, reader_copy
+
+PREFIX = "application/papermill.record/"
+
+
+def _glue(name: str, data: dict) -> dict:
+    return new_output(
+        "display_data", data={PREFIX + k: v for k, v in data.items()}, metadata={"scrapbook": {"name": name, "mime_prefix": PREFIX}}
+    )
+
+
+def _png() -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1, 1))
+    ax.plot([0, 1], [0, 1])
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+ROW = {
+    "id": "markov.rank",
+    "claim": "core rank of each model (99.9 % energy)",
+    "ours": "3",
+    "paper": "3",
+    "tolerance": "= 3",
+    "within tolerance": "yes",
+    "status": "reproduced",
+}
+
+
+@pytest.fixture
+def executed():
+    code = new_code_cell("glue(...)")
+    code.outputs = [
+        _glue("acc_min", {"text/plain": "0.987654"}),
+        _glue("n_models", {"text/plain": "3"}),
+        _glue("machine", {"text/plain": "'an AMD EPYC'"}),
+        _glue("fig_a", {"text/plain": "<Figure>", "image/png": _png()}),
+    ]
+    md = new_markdown_cell(
+        "The worst model keeps {glue:text}`acc_min:.3f` of its accuracy over {glue:text}`n_models` "
+        "models on {glue:text}`machine`; the {term}`core <core>` has the paper's rank "
+        "{claim}`markov.rank <reproduced>`. See {doc}`ace_method`.\n\n"
+        "```{glue:figure} fig_a\n:name: fig-a\n\n**A figure.** Its caption.\n```\n"
+    )
+    return new_notebook(cells=[code, md])
+
+
+def test_the_glued_values_are_read_from_the_outputs(executed):
+    values = glued_values(executed)
+    assert set(values) == {"acc_min", "n_models", "machine", "fig_a"}
+    assert values["acc_min"]["text/plain"] == "0.987654" and "image/png" in values["fig_a"]
+
+
+def test_the_reader_copy_writes_each_value_as_the_site_formats_it(executed):
+    copy = reader_copy(executed, {"markov.rank": ROW})
+    text = copy.cells[1].source
+    assert "keeps 0.988 of its accuracy over 3 models on an AMD EPYC;" in text
+    assert "the core has the paper's rank" in text and "See [ace_method](ace_method.ipynb)." in text
+    b = badge(ROW, "reproduced")
+    assert f'href="claims.ipynb#{claim_anchor("markov.rank")}"' in text and b.tooltip in text
+    assert "✓ reproduced" in text
+    assert "![fig_a](attachment:fig_a.png)" in text and "*Its caption.*" not in text  # bold kept
+    assert "**A figure.** Its caption." in text and ":name:" not in text
+    assert copy.cells[1].attachments["fig_a.png"]["image/png"] == glued_values(executed)["fig_a"]["image/png"]
+    assert executed.cells[1].source.count("{glue:text}") == 3  # the executed notebook is left alone
+
+
+def test_nbconvert_shows_the_numbers_and_the_figure(executed):
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter().from_notebook_node(reader_copy(executed, {"markov.rank": ROW}))
+    assert not RAW_ROLE.search(body)
+    assert "0.988" in body and "data:image/png;base64" in body
+    assert 'title="core rank of each model (99.9 % energy): 3 · paper: 3 · holds when: = 3 · reproduced"' in body
+
+
+def test_a_missing_value_is_named(executed):
+    executed.cells[1].source += "\nAnd {glue:text}`nowhere:.2f`."
+    with pytest.raises(KeyError, match="no value named 'nowhere'"):
+        reader_copy(executed, {"markov.rank": ROW})
+
+
+def test_the_badge_says_the_status_in_a_word_and_warns_on_a_broken_premise():
+    assert badge(ROW, "reproduced").label == "✓ reproduced"
+    broken = badge(ROW, "differs")
+    assert broken.label == "✓ reproduced ⚠" and not broken.premise_holds
+    differs = badge({**ROW, "status": "differs", "within tolerance": "no", "ours": "-53"}, "differs")
+    assert differs.label == "≠ differs" and differs.css_class == "claim-differs" and ": -53 ·" in differs.tooltip
+    none = badge({**ROW, "status": "not run in this profile", "paper": "— (the book's own)"}, None)
+    assert none.label == "○ not run" and "paper:" not in none.tooltip
+    assert claim_anchor("window_paper.kept_inflates") == "claim-window-paper-kept-inflates"
+
+
+def test_nbformat_accepts_the_copy(executed):
+    nbformat.validate(reader_copy(executed, {"markov.rank": ROW}))
