@@ -25,7 +25,20 @@ import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-__all__ = ["LIMITS", "TextMeasures", "chapter_markdown", "paragraphs", "sentences", "measure", "table"]
+__all__ = [
+    "LIMITS",
+    "MINUTES_PER_FIGURE",
+    "WORDS_PER_MINUTE",
+    "ChapterTime",
+    "TextMeasures",
+    "chapter_markdown",
+    "chapter_time",
+    "exercise_minutes",
+    "measure",
+    "paragraphs",
+    "sentences",
+    "table",
+]
 
 LIMITS = {"longest_paragraph": 150, "most_values": 6, "median_sentence": 25, "longest_sentence": 50}
 """Upper bounds per chapter: words in a paragraph, values in a paragraph, words in the median
@@ -166,6 +179,54 @@ def measure(source: Path | str) -> TextMeasures:
         long_sentences=sum(n > 40 for n in lengths),
         figures=markdown.count("{glue:figure}"),
     )
+
+
+WORDS_PER_MINUTE = 80
+"""A careful first reading of technical prose with formulas: about a third of the speed at which
+an adult reads a novel (the book's choice, written down here and in the README)."""
+MINUTES_PER_FIGURE = 3
+"""Time to read a multi-panel figure and its caption against the text."""
+
+_EXERCISE = re.compile(r"```\{exercise\}[^\n]*\n:label:\s*(?P<label>\S+).*?about (?P<minutes>\d+) minutes", re.S)
+
+
+def exercise_minutes(source: Path | str) -> dict[str, int]:
+    """Each exercise's label and the minutes its marks give ("🔴🔴⚪⚪⚪ · 🔵🔵⚪⚪⚪ · about 15 minutes")."""
+    found = {m["label"]: int(m["minutes"]) for m in _EXERCISE.finditer(chapter_markdown(source))}
+    n = chapter_markdown(source).count("```{exercise}")
+    if len(found) != n:
+        raise ValueError(f"{source}: {n} exercises but {len(found)} with a label and 'about N minutes' in their marks")
+    return found
+
+
+def _round_up(minutes: float, step: int = 5) -> int:
+    return max(step, int(-(-minutes // step) * step))
+
+
+@dataclass(frozen=True)
+class ChapterTime:
+    """How long a chapter takes a student, in minutes.
+
+    Attributes:
+        reading: a careful reading: prose at :data:`WORDS_PER_MINUTE` and each figure
+            :data:`MINUTES_PER_FIGURE`, rounded up to 5 minutes.
+        exercises: the sum of the exercises' own marks.
+    """
+
+    reading: int
+    exercises: int
+
+    @property
+    def total(self) -> int:
+        """Reading and every exercise."""
+        return self.reading + self.exercises
+
+
+def chapter_time(source: Path | str) -> ChapterTime:
+    """The :class:`ChapterTime` of the chapter at ``source`` (``notebooks/<name>.py``)."""
+    m = measure(source)
+    reading = _round_up(m.words / WORDS_PER_MINUTE + MINUTES_PER_FIGURE * m.figures)
+    return ChapterTime(reading, sum(exercise_minutes(source).values()))
 
 
 def table(sources: list[Path]) -> str:

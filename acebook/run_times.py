@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import time
 from collections.abc import Mapping
@@ -178,6 +179,19 @@ def chapter_costs(folder: str | os.PathLike | None = None) -> dict[str, Any]:
     return load_json(path) if path.exists() else {"machine": {}, "chapters": {}}
 
 
+_CPU_NOISE = re.compile(
+    r"\((?:R|TM|tm|r)\)|@.*$|\b(?:CPU|Processor|processor|with .*|\d+-Core|\d+-core)\b|(?:^|\s)\d+(?:th|rd|nd|st) Gen\b"
+)
+
+
+def short_cpu_name(name: str, words: int = 3) -> str:
+    """A CPU's name in at most ``words`` words, its trademarks, clock and filler left out:
+    "Intel(R) Xeon(R) Processor @ 2.50GHz" → "Intel Xeon", "AMD EPYC 7B13" → "AMD EPYC 7B13";
+    "a CPU" for an empty name."""
+    kept = _CPU_NOISE.sub(" ", name).split()
+    return " ".join(kept[:words]) or "a CPU"
+
+
 def _duration(seconds: float) -> str:
     if seconds < 90:
         return f"{seconds:.0f} seconds"
@@ -192,7 +206,8 @@ class ChapterCost:
 
     The header's sentence is written in the chapter; these are the values it cites:
 
-    - ``machine``: the threads and CPU it was timed on, e.g. ``"2 CPU threads (AMD EPYC)"``;
+    - ``machine``: the threads and CPU it was timed on, e.g. ``"2 CPU threads (AMD EPYC)"``
+      (:func:`short_cpu_name`), or ``"2 CPU threads (CPU not recorded)"``;
     - ``book``: the time with the book's settings, e.g. ``"about 6 minutes"``, or ``"not measured yet"``;
     - ``paper``: the time with the paper's settings, ``"not timed"``, or, where the paper's settings
       are the book's, the book's time marked ``"(same settings)"``.
@@ -206,11 +221,14 @@ class ChapterCost:
 def chapter_cost(chapter: str, folder: str | os.PathLike | None = None) -> ChapterCost:
     """The :class:`ChapterCost` of ``chapter`` from ``recorded/chapter_costs.json`` (or ``folder``)."""
     costs = chapter_costs(folder)
-    entry, machine = costs["chapters"].get(chapter, {}), costs.get("machine", {})
+    entry = costs["chapters"].get(chapter, {})
     book, paper = entry.get("book"), entry.get("paper")
     if book is None:
         return ChapterCost("a reference machine", "not measured yet", "not measured yet")
-    where = f"{book.get('threads', '?')} CPU threads ({book.get('cpu') or machine.get('cpu', 'a CPU')})"
+    # The CPU the time was measured on; an entry that did not record it says so, rather than
+    # naming the machine of a later export.
+    cpu = short_cpu_name(book["cpu"]) if book.get("cpu") else "CPU not recorded"
+    where = f"{book.get('threads', '?')} CPU threads ({cpu})"
     book_time = f"about {_duration(book['seconds'])}"
     if paper is not None:
         paper_time = f"about {_duration(paper['seconds'])}"

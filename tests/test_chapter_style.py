@@ -129,3 +129,27 @@ def test_every_chapter_reads_in_one_sitting(path):
 
     over = measure(path).over_limits()
     assert not over, f"{path.name} is beyond the reading limits: {over}\n{table(CHAPTERS)}"
+
+
+def test_the_time_to_read_follows_words_figures_and_the_exercises_marks(tmp_path):
+    import math
+
+    from acebook.readability import MINUTES_PER_FIGURE, WORDS_PER_MINUTE, chapter_time, exercise_minutes, measure
+
+    words = " ".join(["word"] * (WORDS_PER_MINUTE * 12))  # 12 minutes of prose
+    text = (
+        f"{words}\n\n```{{glue:figure}} fig_a\n:name: fig-a\n\nA caption.\n```\n\n"
+        "```{exercise} One\n:label: ex-one\n\n🔴⚪⚪⚪⚪ · 🔵⚪⚪⚪⚪ · about 15 minutes\n\nDo it.\n```\n\n"
+        "```{exercise} Two\n:label: ex-two\n\n🔴⚪⚪⚪⚪ · 🔵⚪⚪⚪⚪ · about 10 minutes, pen and paper\n\nThink.\n```\n"
+    )
+    src = tmp_path / "chapter.py"
+    src.write_text("# %% [markdown]\n" + "".join(f"# {line}\n" if line else "#\n" for line in text.splitlines()))
+    assert exercise_minutes(src) == {"ex-one": 15, "ex-two": 10}
+    t = chapter_time(src)
+    m = measure(src)
+    assert WORDS_PER_MINUTE * 12 < m.words < WORDS_PER_MINUTE * 12 + 30 and m.figures == 1
+    assert t.reading == 5 * math.ceil((m.words / WORDS_PER_MINUTE + MINUTES_PER_FIGURE) / 5)
+    assert (t.exercises, t.total) == (25, t.reading + 25)
+    src.write_text(src.read_text().replace("about 10 minutes", "ten minutes"))
+    with pytest.raises(ValueError, match="2 exercises but 1 with a label"):
+        exercise_minutes(src)

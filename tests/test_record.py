@@ -214,7 +214,7 @@ def test_chapter_costs_are_recorded_per_profile_and_given_to_the_top_of_a_chapte
     run_times.record_run_time("markov_chain", "book", 5.0, computed=False)  # read back: not a cost
     record.export_costs("book", rec)
     cost = run_times.chapter_cost("modular_addition", rec)
-    here = record.machine()["cpu"]
+    here = run_times.short_cpu_name(record.machine()["cpu"])
     assert cost.book == "about 6 minutes" and cost.paper == "not timed"
     assert cost.machine.endswith(f"CPU threads ({here})") and cost.machine.split()[0].isdigit()
     assert run_times.chapter_cost("markov_chain", rec) == unmeasured
@@ -229,11 +229,37 @@ def test_chapter_costs_are_recorded_per_profile_and_given_to_the_top_of_a_chapte
         assert len(value.split()) <= 5, value  # values the chapter's sentence cites, not sentences
     # each chapter names the CPU it was timed on: a later export on another machine keeps the others'
     costs = json.loads((rec / "chapter_costs.json").read_text())
-    costs["chapters"]["markov_chain"]["book"]["cpu"] = "Another CPU"
+    costs["chapters"]["markov_chain"]["book"]["cpu"] = "Another Chip 3000"
     save_json(rec / "chapter_costs.json", costs)
     record.export_costs("paper", rec)
-    assert run_times.chapter_cost("markov_chain", rec).machine.endswith("(Another CPU)")
+    assert run_times.chapter_cost("markov_chain", rec).machine.endswith("(Another Chip 3000)")
     assert run_times.chapter_cost("modular_addition", rec).machine.endswith(f"({here})")
+    # a time recorded without its CPU says so, not the CPU of the machine that exported the file
+    del costs["chapters"]["markov_chain"]["book"]["cpu"]
+    save_json(rec / "chapter_costs.json", costs)
+    assert run_times.chapter_cost("markov_chain", rec).machine == "2 CPU threads (CPU not recorded)"
+
+
+@pytest.mark.parametrize(
+    "name, short",
+    [
+        ("Intel(R) Xeon(R) Processor @ 2.50GHz", "Intel Xeon"),
+        ("Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz", "Intel Xeon Platinum"),
+        ("AMD EPYC 7B13", "AMD EPYC 7B13"),
+        ("AMD EPYC 9654 96-Core Processor", "AMD EPYC 9654"),
+        ("AMD Ryzen 7 7840U w/ Radeon 780M Graphics", "AMD Ryzen 7"),
+        ("13th Gen Intel(R) Core(TM) i7-1365U", "Intel Core i7-1365U"),
+        ("Apple M3 Max", "Apple M3 Max"),
+        ("aarch64", "aarch64"),
+        ("", "a CPU"),
+    ],
+)
+def test_a_cpu_is_named_in_a_few_words_whatever_it_is_called(name, short):
+    from acebook import run_times
+
+    assert run_times.short_cpu_name(name) == short
+    cost = f"2 CPU threads ({run_times.short_cpu_name(name)})"
+    assert len(cost.split()) <= 6
 
 
 def test_one_chapters_claims_are_re_judged_and_the_other_rows_kept(results, monkeypatch):
