@@ -736,6 +736,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("name", help="the chapter (see `ace-book list`)")
     run.add_argument("-o", "--output", type=Path, help="also write the executed notebook here")
+    reader = sub.add_parser(
+        "reader",
+        help="write the reader's copy of a notebook you executed yourself (numbers in the prose)",
+        description=(
+            "Write the reader's copy of an executed chapter: its prose with the glued numbers, verdicts "
+            "and figures written in, for plain Jupyter. For a chapter you ran live in JupyterLab: save it "
+            "as .ipynb, then run this on it."
+        ),
+    )
+    reader.add_argument("notebook", type=Path, help="an executed chapter (.ipynb)")
+    reader.add_argument("-o", "--output", type=Path, help="where to write it (default: <notebook>.read.ipynb)")
     _add_listing_commands(sub, where)
     return parser
 
@@ -854,6 +865,41 @@ def _check_device_option(name: str) -> None:
         raise ConfigError(f"--device: {exc}") from None
 
 
+def write_reader_copy(notebook: Path, output: Path | None = None) -> Path:
+    """Write the reader's copy (:func:`acebook.reader.reader_copy`) of the executed ``notebook`` to
+    ``output`` (default: ``<notebook>.read.ipynb`` beside it) and return its path. Refuses a notebook
+    that is not a file (a symlink included), an output that exists, and a notebook whose prose cites
+    a value it does not hold (one not executed to the end)."""
+    import nbformat
+
+    from .claims_page import citation_rows
+    from .reader import reader_copy
+
+    notebook = Path(notebook)
+    if notebook.is_symlink() or not notebook.is_file() or notebook.suffix != ".ipynb":
+        raise ConfigError(f"{notebook}: not a notebook file (.ipynb); name the executed chapter to read.")
+    output = Path(output) if output is not None else notebook.with_suffix(".read.ipynb")
+    _check_output(output)
+    if output.exists() or output.is_symlink():
+        raise ConfigError(f"-o {output}: exists; choose a new file (nothing is overwritten).")
+    try:
+        nb = nbformat.read(notebook, as_version=4)
+        copy = reader_copy(nb, citation_rows())
+    except KeyError as exc:
+        raise ConfigError(f"{notebook}: {exc.args[0]}; run every cell of the chapter, then save it.") from None
+    except (ValueError, nbformat.reader.NotJSONError) as exc:
+        raise ConfigError(f"{notebook}: not a readable notebook ({exc}).") from None
+    with tempfile.NamedTemporaryFile("w", dir=output.parent, suffix=".ipynb", delete=False) as tmp:
+        nbformat.write(copy, tmp)
+    try:
+        os.link(tmp.name, output)  # fails rather than replace a file made meanwhile
+    except FileExistsError:
+        raise ConfigError(f"-o {output}: exists; choose a new file (nothing is overwritten).") from None
+    finally:
+        os.unlink(tmp.name)
+    return output
+
+
 def _check_output(path: Path) -> None:
     """``-o``: a notebook file whose folder exists (or can be made) and can be written."""
     path = Path(path)
@@ -877,6 +923,9 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (``ace-book``, ``python -m acebook.runner``); returns the exit status."""
     args = _parser().parse_args(argv)
     try:
+        if args.command == "reader":
+            print(show_path(write_reader_copy(args.notebook, args.output)))
+            return 0
         if args.command == "params":
             _print_parameters(args.name, args.root)
             return 0

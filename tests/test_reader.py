@@ -118,3 +118,48 @@ def test_the_badge_says_the_status_in_a_word_and_warns_on_a_broken_premise():
 
 def test_nbformat_accepts_the_copy(executed):
     nbformat.validate(reader_copy(executed, {"markov.rank": ROW}))
+
+
+LIVE = [
+    "from myst_nb import glue\nacc = 2 / 3\nglue('acc', acc, display=False)\nglue('who', 'the third model', display=False)",
+    "The best accuracy is {glue:text}`acc:.2f`, reached by {glue:text}`who`.",
+]
+
+
+def test_a_chapter_run_live_gets_its_numbers_from_the_reader_command(tmp_path, capsys):
+    """A notebook executed cell by cell by a plain kernel (as JupyterLab does, no papermill), saved,
+    then given to ``ace-book reader``: the copy shows the numbers; the original is untouched, and
+    nothing that exists is overwritten."""
+    from nbclient import NotebookClient
+
+    from acebook import runner
+
+    nb = new_notebook(cells=[new_code_cell(LIVE[0]), new_markdown_cell(LIVE[1])])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    saved = tmp_path / "my_run.ipynb"
+    nbformat.write(nb, saved)
+    assert runner.main(["reader", str(saved)]) == 0
+    copy = nbformat.read(tmp_path / "my_run.read.ipynb", as_version=4)
+    assert copy.cells[1].source == "The best accuracy is 0.67, reached by the third model."
+    assert nbformat.read(saved, as_version=4).cells[1].source == LIVE[1]
+    assert runner.main(["reader", str(saved)]) == 2
+    assert "exists; choose a new file" in capsys.readouterr().err
+
+
+def test_the_reader_command_refuses_what_it_cannot_read(tmp_path, capsys):
+    from acebook import runner
+
+    unrun = tmp_path / "unrun.ipynb"
+    nbformat.write(new_notebook(cells=[new_code_cell(LIVE[0]), new_markdown_cell(LIVE[1])]), unrun)
+    assert runner.main(["reader", str(unrun)]) == 2
+    assert "no value named 'acc'; run every cell of the chapter" in capsys.readouterr().err
+    link = tmp_path / "link.ipynb"
+    link.symlink_to(unrun)
+    assert runner.main(["reader", str(link)]) == 2
+    assert "not a notebook file" in capsys.readouterr().err
+    junk = tmp_path / "junk.ipynb"
+    junk.write_text("{not json")
+    assert runner.main(["reader", str(junk)]) == 2
+    assert "not a readable notebook" in capsys.readouterr().err
+    assert not list(tmp_path.glob("*.read.ipynb"))
