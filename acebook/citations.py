@@ -25,6 +25,7 @@ from .claims_page import CITABLE_STATUSES, satisfies
 
 __all__ = [
     "Badge",
+    "anchored",
     "Citation",
     "ROLE",
     "badge",
@@ -170,6 +171,11 @@ class Badge:
 def claim_anchor(claim_id: str) -> str:
     """The HTML id of a claim's row on the claims page."""
     return "claim-" + re.sub(r"[^a-z0-9]+", "-", claim_id.lower()).strip("-")
+
+
+def anchored(claim_id: str) -> str:
+    """A claims-table cell for ``claim_id`` (HTML) holding the anchor its verdict badges link to."""
+    return f'<span id="{claim_anchor(claim_id)}">{claim_id}</span>'
 
 
 def badge(row: Mapping, declared: str | None) -> Badge:

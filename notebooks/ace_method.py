@@ -141,6 +141,10 @@ plots.use_book_style()
 # %% [markdown]
 # ## ACE on a linear system is balanced truncation
 #
+# On a linear system, ACE is balanced truncation: it returns the Hankel singular values and the
+# subspace that balanced truncation keeps, to rounding error. This section says why one should
+# expect it, then tests it on a random system.
+#
 # Consider the discrete-time linear time-invariant system
 #
 # $$
@@ -177,20 +181,6 @@ print(f"max relative error of the singular values: "
 print(f"largest principal angle, scipy / corelib:  "
       f"{lti.angle_scipy:.2e} / {lti.angle_corelib:.2e} rad")
 
-# %% [markdown]
-# For a random system with {glue:text}`n_states` states, {glue:text}`n_inputs` inputs,
-# {glue:text}`n_outputs` outputs and spectral radius {glue:text}`spectral_radius:.2f`, the ACE
-# singular values agree with the Hankel singular values to a maximum relative error of
-# {glue:text}`hankel_rel_err:.1e` (the book's tests accept at most
-# {glue:text}`hankel_rel_tol:.0e`), and the rank-{glue:text}`rank` core and the
-# balanced-truncation subspace are the same subspace: their largest
-# {term}`principal angle <principal angles>` is {glue:text}`angle_scipy:.1e` rad according to
-# `scipy.linalg.subspace_angles` and {glue:text}`angle_corelib:.1e` rad according to
-# `corelib.compare.principal_angles` (threshold {glue:text}`angle_tol_rad:.0e` rad). The two
-# computations share only the Gramians: the reference uses Cholesky factors, ACE uses symmetric
-# `eigh` factors. An energy threshold of {glue:text}`energy:.0%` would keep
-# {glue:text}`lti_energy_rank` states of this system.
-
 # %% tags=["hide-input"]
 fig = plots.figure_spectra(lti, tolerance=ace_method.HANKEL_REL_TOL)
 glue("fig_spectra", fig, display=False)
@@ -205,6 +195,25 @@ plt.close(fig)
 # relative difference for every index. It grows towards the small singular values, because a
 # perturbation of size $\epsilon_{\rm mach}\sigma_1$ is a larger fraction of a smaller $\sigma_i$,
 # but stays far below the acceptance threshold (dashed).
+# ```
+#
+# The random system has {glue:text}`n_states` states, {glue:text}`n_inputs` inputs,
+# {glue:text}`n_outputs` outputs and spectral radius {glue:text}`spectral_radius:.2f`.
+#
+# The ACE singular values agree with the Hankel singular values to a relative error of at most
+# {glue:text}`hankel_rel_err:.1e`. The rank-{glue:text}`rank` core and the balanced-truncation
+# subspace are the same subspace: their largest {term}`principal angle <principal angles>` is
+# {glue:text}`angle_scipy:.1e` rad. An energy threshold of {glue:text}`energy:.0%` would keep
+# {glue:text}`lti_energy_rank` states of this system.
+#
+# ```{admonition} Details: two independent computations, and the book's tolerances
+# :class: dropdown
+#
+# The two computations share only the Gramians: the reference uses Cholesky factors, ACE uses
+# symmetric `eigh` factors. The largest principal angle is {glue:text}`angle_scipy:.1e` rad
+# according to `scipy.linalg.subspace_angles` and {glue:text}`angle_corelib:.1e` rad according to
+# `corelib.compare.principal_angles`. The book's tests accept a relative error of at most
+# {glue:text}`hankel_rel_tol:.0e` and an angle of at most {glue:text}`angle_tol_rad:.0e` rad.
 # ```
 #
 # **Why they agree.** With $\mathbf{L}\mathbf{L}^\top = \mathbf{W}_c$ and
@@ -236,21 +245,25 @@ print(f"  ACE's square root:  {lti.hankel_rel_err:.2e}")
 
 # %% [markdown]
 # On this system the eigenvalue route is off by up to {glue:text}`eig_route_rel_err:.1e`
-# (relative), against {glue:text}`hankel_rel_err:.1e` between the two square-root routes. The
-# spread of the spectrum, $\sigma_1 / \sigma_n =$ {glue:text}`hsv_ratio:.1e`, sets how much
-# relative accuracy the smallest values can have at all: a system that is nearly non-minimal
-# (some state almost unreachable or unobservable) has tiny trailing singular values whose relative
-# error no method can keep at machine precision.
+# (relative), against {glue:text}`hankel_rel_err:.1e` between the two square-root routes.
+#
+# The spread of the spectrum, $\sigma_1 / \sigma_n =$ {glue:text}`hsv_ratio:.1e`, sets how much
+# relative accuracy the smallest values can have at all. In a system that is nearly non-minimal,
+# some state is almost unreachable or unobservable. Its trailing singular values are tiny, and no
+# method can keep their relative error at machine precision.
 
 # %% [markdown]
 # ## The same core from data
 #
+# From simulated activations, ACE finds the same core as from the exact moments. Its error is
+# that of a sample covariance, and it shrinks roughly like $N^{-1/2}$ in the number of samples.
+#
 # The Gramians are population moments. ACE in a network never sees them: it sees activations and
-# Jacobians. To connect the two, simulate the system driven by white noise, collect the states
-# $\mathbf{x}_t$ as "activations", and differentiate the read-out "next $H$ outputs" with
-# `corelib.ace.jacobians` (the horizon $H$ is chosen so that the neglected tail of
-# $\mathbf{O}^\top\mathbf{O}$ is negligible). The read-out is linear, so every Jacobian is the
-# same matrix $\mathbf{O}$ and the relevance moment is exact; all the sampling error is in the
+# Jacobians. To connect the two, we simulate the system driven by white noise and collect the
+# states $\mathbf{x}_t$ as "activations". Then we differentiate the read-out "next $H$ outputs"
+# with `corelib.ace.jacobians`, with a horizon $H$ long enough that the neglected tail of
+# $\mathbf{O}^\top\mathbf{O}$ is negligible. The read-out is linear, so every Jacobian is the
+# same matrix $\mathbf{O}$ and the relevance moment is exact. All the sampling error is in the
 # activity moment.
 
 # %%
@@ -269,14 +282,6 @@ glue("fig_from_data", fig, display=False)
 plt.close(fig)
 
 # %% [markdown]
-# With a horizon of $H =$ {glue:text}`horizon` steps the truncated $\mathbf{O}^\top\mathbf{O}$
-# differs from $\mathbf{W}_o$ by {glue:text}`horizon_tail:.0e` (relative), and
-# {glue:text}`n_jacobian_samples` Jacobian samples suffice. Averaged (root mean square) over
-# {glue:text}`sim_repeats` independent runs: from {glue:text}`sim_n_min` simulated steps, the leading {glue:text}`rank` ACE singular values are within
-# {glue:text}`data_err_min_n:.1e` of the Hankel values (relative error); from {glue:text}`sim_n_max` steps, within
-# {glue:text}`data_err_max_n:.1e`, and the data-driven core is within
-# {glue:text}`data_angle_max_n:.1f` degrees of the balanced-truncation subspace.
-#
 # ```{glue:figure} fig_from_data
 # :name: fig-ace-from-data
 #
@@ -284,11 +289,27 @@ plt.close(fig)
 # Carlo rate $N^{-1/2}$ of the sample covariance (the trajectory is correlated in time, so the
 # effective sample size is smaller than $N$).
 # ```
+#
+# From {glue:text}`sim_n_min` simulated steps, the leading ACE singular values are within
+# {glue:text}`data_err_min_n:.1e` of the Hankel values (relative error). From
+# {glue:text}`sim_n_max` steps they are within {glue:text}`data_err_max_n:.1e`, and the
+# data-driven core is within {glue:text}`data_angle_max_n:.1f` degrees of the
+# balanced-truncation subspace.
+#
+# ```{admonition} Details: the horizon and the averaging
+# :class: dropdown
+#
+# With a horizon of $H =$ {glue:text}`horizon` steps the truncated $\mathbf{O}^\top\mathbf{O}$
+# differs from $\mathbf{W}_o$ by {glue:text}`horizon_tail:.0e` (relative), and
+# {glue:text}`n_jacobian_samples` Jacobian samples suffice. Every error is a root mean square over
+# {glue:text}`sim_repeats` independent runs, for the leading {glue:text}`rank` singular values.
+# ```
 
 # %% [markdown]
 # ## When ACE and PCA disagree
 #
-# PCA ranks directions by activity alone. When the direction a computation uses is not the one
+# When the read-out listens only to the quietest direction, PCA ranks that direction last and
+# ACE ranks it first. PCA ranks directions by activity alone. When the direction a computation uses is not the one
 # with the most variance, PCA and ACE part ways. Here is the smallest example: $D$-dimensional
 # activations with independent components of decreasing spread along random orthogonal axes
 # $\mathbf{e}_1, \dots, \mathbf{e}_D$, from a large spread along $\mathbf{e}_1$ down to a small
@@ -303,9 +324,9 @@ plt.close(fig)
 # $\mathbf{S} = c\,\mathbf{w}\mathbf{w}^\top$ the ACE core is $\operatorname{span}(\mathbf{A}\mathbf{w})$:
 # the read-out direction weighted by activity, i.e. the covariance of every coordinate with the
 # read-out. That is $\mathbf{e}_D$ itself when $\mathbf{e}_D$ is a principal axis of the *sample*
-# covariance, so we draw the components and then make them exactly uncorrelated in the sample
-# (parameter `pca_decorrelate`); {ref}`ace-ex-tilt` shows what sampling noise does
-# without that step.
+# covariance. So we draw the components and then make them exactly uncorrelated in the sample
+# (parameter `pca_decorrelate`); {ref}`ace-ex-tilt` shows what sampling noise does without that
+# step.
 
 # %%
 decoy = ace_method.decoy_comparison(params)
@@ -315,12 +336,12 @@ print("angle to the read-out direction: "
       f"PCA {decoy.angle_pca:.2f} deg")
 
 # %% [markdown]
-# To see what each subspace is worth, {term}`keep` only the top-$k$ directions with the centred
-# core-only {term}`intervention`
+# To see what each subspace is worth, we {term}`keep` only the top-$k$ directions. The centred
+# core-only {term}`intervention` is
 # $\tilde{\mathbf{h}} = \bar{\mathbf{h}} + \mathbf{P}_k(\mathbf{h} - \bar{\mathbf{h}})$
-# (`Core.keep(h, centered=True)`; for PCA we wrap its basis in a `Core`), and score how much of
+# (`Core.keep(h, centered=True)`; for PCA we wrap its basis in a `Core`). We score how much of
 # the read-out survives by $R^2 = 1 - \sum_i (f(\mathbf{h}_i) - f(\tilde{\mathbf{h}}_i))^2 / \sum_i
-# (f(\mathbf{h}_i) - \overline{f})^2$.
+# (f(\mathbf{h}_i) - \overline{f})^2$. {ref}`ace-ex-keep` asks you to write this score yourself.
 
 # %%
 print("R^2 of the read-out, keeping the top k directions of")
@@ -349,14 +370,17 @@ for name, value in values.items():
 # when only the top-$k$ directions of each method survive.
 # ```
 #
-# With {glue:text}`pca_samples` activations in $D =$ {glue:text}`pca_dim` dimensions and a
-# {glue:text}`spread_ratio:.0f`-fold spread between the loudest and the quietest axis, ACE's
-# energy criterion picks a core of rank {glue:text}`ace_toy_rank`, within
-# {glue:text}`angle_ace_w:.0e` degrees of the read-out direction, while PCA's first direction is
-# {glue:text}`angle_pca_w:.1f` degrees away from it. Keeping the one ACE direction preserves the
-# read-out ($R^2 =$ {glue:text}`r2_ace_1:.3f`); keeping the first PCA direction destroys it
-# ($R^2 =$ {glue:text}`r2_pca_1:.3f`), and PCA needs all {glue:text}`pca_k_needed` directions
-# before the read-out survives -- because the direction that matters is the one PCA ranks last.
+# The example has {glue:text}`pca_samples` activations in $D =$ {glue:text}`pca_dim` dimensions,
+# with a {glue:text}`spread_ratio:.0f`-fold spread between the loudest and the quietest axis.
+#
+# ACE's energy criterion picks a core of rank {glue:text}`ace_toy_rank`, within
+# {glue:text}`angle_ace_w:.0e` degrees of the read-out direction. PCA's first direction is
+# {glue:text}`angle_pca_w:.1f` degrees away from it.
+#
+# Keeping the one ACE direction preserves the read-out ($R^2 =$ {glue:text}`r2_ace_1:.3f`).
+# Keeping the first PCA direction destroys it ($R^2 =$ {glue:text}`r2_pca_1:.3f`). PCA needs all
+# {glue:text}`pca_k_needed` directions before the read-out survives, because the direction that
+# matters is the one PCA ranks last.
 #
 # Real networks are rarely this adversarial, and the paper notes that ACE often agrees with PCA
 # on simple tasks. The example shows why agreement cannot be assumed: variance says where the
@@ -366,19 +390,19 @@ for name, value in values.items():
 # ## Summary
 #
 # - ACE reduces a layer to the directions that are both active (the activation covariance) and
-#   relevant (the mean $\mathbf{J}^\top\mathbf{J}$ of a read-out), through the SVD of the product
-#   of two $D \times D$ square-root factors; this is the paper's own shortcut for the SVD of the
-#   $N \times NK$ matrix $\mathbf{H}\mathbf{J}^\top$, and it gives the same singular values and
+#   relevant (the mean $\mathbf{J}^\top\mathbf{J}$ of a read-out). It takes the SVD of the
+#   product of two $D \times D$ square-root factors. This is the paper's own shortcut for the SVD
+#   of the $N \times NK$ matrix $\mathbf{H}\mathbf{J}^\top$, with the same singular values and
 #   the same core ({ref}`ace-ex-dxd`).
 # - What reproduces: the paper motivates ACE by saying that for a linear system it would reduce
-#   to balanced truncation. On the chapter's random system it does, to rounding error: the
+#   to balanced truncation. On the chapter's random system it does, to rounding error. The
 #   singular values are the Hankel singular values and the core is the balanced-truncation
-#   subspace ({numref}`fig-ace-hankel`; the differences measured are orders of magnitude below the
-#   tolerances of the book's tests, both given above). The algebra behind it is short and holds
-#   for any stable system.
+#   subspace ({numref}`fig-ace-hankel`). The differences measured are orders of magnitude below
+#   the tolerances of the book's tests. The algebra behind it is short and holds for any stable
+#   system.
 # - From sampled activations the singular values and the core approach the exact ones roughly
 #   at the rate of a sample covariance, $N^{-1/2}$, over the lengths simulated, though not at a
-#   steady rate ({numref}`fig-ace-from-data`); with samples correlated in time the effective $N$
+#   steady rate ({numref}`fig-ace-from-data`). With samples correlated in time, the effective $N$
 #   is smaller than the number of steps.
 # - Variance alone can rank the one relevant direction last: in the example built for it, the
 #   leading PCA direction keeps none of the read-out and ACE's single direction keeps all of it
@@ -393,14 +417,17 @@ for name, value in values.items():
 # ## How this chapter computes
 #
 # Everything is recomputed at every run, in seconds; the chapter stores no results. The loops
-# and the synthetic data live in `corelib.experiments.ace_method`; the exact side uses
-# `corelib.linear`, written independently of `corelib.ace`: the Gramians come from
-# `scipy.linalg.solve_discrete_lyapunov` and the Hankel singular values from Cholesky factors,
-# while ACE (`corelib.ace.from_moments`) factorises with `eigh` and, for these exact checks, no
-# jitter ($\varepsilon = 0$). On a network, `MomentAccumulator` streams activations and
-# Jacobians into $\mathbf{A}$ and $\mathbf{S}$ in float64 with memory independent of $N$, and
-# `extract` adds a jitter of {glue:text}`extract_eps:.0e` times the mean eigenvalue to both before
-# factorising. The simulated errors are root mean squares over the repeated trajectories. The tolerances quoted
+# and the synthetic data live in `corelib.experiments.ace_method`.
+#
+# The exact side uses `corelib.linear`, written independently of `corelib.ace`. The Gramians come
+# from `scipy.linalg.solve_discrete_lyapunov` and the Hankel singular values from Cholesky
+# factors. ACE (`corelib.ace.from_moments`) factorises with `eigh` and, for these exact checks,
+# no jitter ($\varepsilon = 0$).
+#
+# On a network, `MomentAccumulator` streams activations and Jacobians into $\mathbf{A}$ and
+# $\mathbf{S}$ in float64, with memory independent of $N$. `extract` adds a jitter of
+# {glue:text}`extract_eps:.0e` times the mean eigenvalue to both before factorising. The
+# simulated errors are root mean squares over the repeated trajectories. The tolerances quoted
 # above are those of `tests/test_chapter_checks.py`, which runs the same functions.
 
 # %% [markdown]
@@ -504,6 +531,52 @@ ex.check_ace_core(ace_core);
 # ```{include} ../solutions/ace_method.md
 # :start-after: <!-- ace-ex-core -->
 # :end-before: <!-- end ace-ex-core -->
+# ```
+# ````
+#
+# ```{exercise} What a subspace is worth
+# :label: ace-ex-keep
+#
+# 🔴🔴⚪⚪⚪ · 🔵🔵🔵🔵⚪ · about 15 minutes
+#
+# Write `keep_r2(readout, h, basis)`: the $R^2$ of the read-out after the centred core-only
+# intervention $\tilde{\mathbf{h}} = \bar{\mathbf{h}} + \mathbf{P}(\mathbf{h} - \bar{\mathbf{h}})$
+# onto the span of `basis` ($D \times k$, any basis of the subspace). `readout` maps an
+# $N \times D$ array to $N$ numbers. This is the score behind {numref}`fig-ace-pca`.
+#
+# **Expected result**: on the chapter's example, {glue:text}`r2_ace_1:.3f` for ACE's direction
+# and {glue:text}`r2_pca_1:.3f` for PCA's first; the check prints "keep_r2: all 6 cases pass".
+# ```
+#
+# ```{admonition} Hint 1
+# :class: dropdown
+#
+# $\mathbf{Q}\mathbf{Q}^\top$ is the orthogonal projector onto the span of $\mathbf{Q}$ only
+# when its columns are orthonormal. What does `np.linalg.qr` give you?
+# ```
+#
+# ```{admonition} Hint 2
+# :class: dropdown
+#
+# $R^2$ compares $f(\mathbf{h})$ with $f(\tilde{\mathbf{h}})$ sample by sample, relative to the
+# spread of $f(\mathbf{h})$ around its own mean. It can be negative.
+# ```
+
+# %%
+def keep_r2(readout, h, basis):
+    """R² of readout(h) after keeping only span(basis)."""
+    raise NotImplementedError  # your code here
+
+
+ex.check_keep_r2(keep_r2);
+
+# %% [markdown]
+# ````{solution} ace-ex-keep
+# :class: dropdown
+#
+# ```{include} ../solutions/ace_method.md
+# :start-after: <!-- ace-ex-keep -->
+# :end-before: <!-- end ace-ex-keep -->
 # ```
 # ````
 #

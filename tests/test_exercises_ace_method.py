@@ -96,7 +96,7 @@ def _cholesky(a, s, r):
         (_whitened, r"the core is span\(L U_r\)"),
         (_pca, r"top of the activity alone \(PCA\)"),
         (_squared, "these are the squares"),
-        (_cholesky, "which Cholesky refuses"),
+        (_cholesky, "If you used a Cholesky factorisation, it needs a positive-definite matrix"),
     ],
 )
 def test_the_ace_core_check_rejects_typical_mistakes(wrong, says):
@@ -106,6 +106,36 @@ def test_the_ace_core_check_rejects_typical_mistakes(wrong, says):
         ex.check_ace_core(wrong)
 
 
+def _inverts_activity(a, s, r):
+    """A right answer that also inverts the activity on the way (as np.linalg.inv does when the
+    matrix is exactly singular, which round-off hides here): no Cholesky anywhere."""
+    if np.linalg.matrix_rank(a) < len(a):
+        raise np.linalg.LinAlgError("Singular matrix")
+    return run_solution("ace_method", "ace-ex-core")["ace_core"](a, s, r)
+
+
+def test_a_linalg_error_is_reported_without_naming_a_routine_the_student_did_not_use():
+    from corelib.exercises import ace_method as ex
+
+    with pytest.raises(AssertionError) as err:
+        ex.check_ace_core(_inverts_activity)
+    message = str(err.value)
+    assert "LinAlgError" in message and "Singular matrix" in message and "case 5" in message
+    sentences = [t for t in message.replace("\n", " ").split(". ") if "cholesky" in t.lower()]
+    assert all(t.lstrip().startswith("If you") for t in sentences), sentences
+    assert "Cholesky refuses" not in message
+
+
+def test_a_linalg_error_message_stays_short():
+    from corelib.exercises import ace_method as ex
+
+    with pytest.raises(AssertionError) as err:
+        ex.check_ace_core(_cholesky)
+    message = str(err.value)
+    assert len(message.splitlines()) < 6 and len(message) < 1000
+    assert "a (6, 6) array starting [" in message  # the moments by their shape, not printed whole
+
+
 def test_a_basis_of_the_wrong_shape_is_reported_with_the_shape_expected():
     from corelib.exercises import ace_method as ex
 
@@ -113,8 +143,9 @@ def test_a_basis_of_the_wrong_shape_is_reported_with_the_shape_expected():
         sv, basis = run_solution("ace_method", "ace-ex-core")["ace_core"](a, s, r)
         return sv, basis.T
 
-    with pytest.raises(AssertionError, match=r"a rank-4 core in 12 dimensions is a \(12, 4\) matrix"):
+    with pytest.raises(AssertionError, match=r"a rank-4 core in 12 dimensions is a \(12, 4\) matrix") as err:
         ex.check_ace_core(transposed)
+    assert "is wrong on case 1" in str(err.value) and "raised" not in str(err.value)  # not an error of theirs
 
 
 def test_unfilled_stubs_are_reported_as_not_done_yet(capsys):
@@ -125,4 +156,52 @@ def test_unfilled_stubs_are_reported_as_not_done_yet(capsys):
 
     assert ex.check_energy_rank(stub) is False
     assert ex.check_ace_core(stub) is False
-    assert capsys.readouterr().out.count("not implemented yet") == 2
+    assert ex.check_keep_r2(stub) is False
+    assert capsys.readouterr().out.count("not implemented yet") == 3
+
+
+def test_the_keep_r2_solution_passes_its_check_and_matches_the_library(capsys):
+    from corelib.exercises import ace_method as ex
+    from corelib.experiments.ace_method import keep_r2
+
+    fn = run_solution("ace_method", "ace-ex-keep")["keep_r2"]
+    assert ex.check_keep_r2(fn) is True
+    assert "keep_r2: all 6 cases pass" in capsys.readouterr().out
+    rng = np.random.default_rng(2)
+    for _ in range(20):  # beyond the check's cases
+        d, k = rng.integers(2, 8), rng.integers(1, 3)
+        h = rng.standard_normal((200, d)) @ rng.standard_normal((d, d)) + rng.normal(0, 3, d)
+        w, q = rng.standard_normal(d), np.linalg.qr(rng.standard_normal((d, k)))[0]
+        f = lambda x, w=w: np.tanh(x @ w / 4)  # noqa: E731
+        assert fn(f, h, q) == pytest.approx(keep_r2(f, h, q, h.mean(axis=0)), rel=1e-9, abs=1e-12)
+
+
+def _r2(f, h, kept, total=None):
+    y, y_kept = f(h), f(kept)
+    return 1 - np.sum((y - y_kept) ** 2) / (np.sum((y - y.mean()) ** 2) if total is None else total(y))
+
+
+def _q(basis):
+    return np.linalg.qr(basis)[0]
+
+
+@pytest.mark.parametrize(
+    ("wrong", "says"),
+    [
+        (lambda f, h, b: _r2(f, h, h @ _q(b) @ _q(b).T), "keep the mean"),
+        (
+            lambda f, h, b: _r2(f, h, h.mean(0) + (h - h.mean(0)) @ b @ b.T),
+            "orthonormalise the basis first",
+        ),
+        (
+            lambda f, h, b: _r2(f, h, h.mean(0) + (h - h.mean(0)) @ _q(b) @ _q(b).T, lambda y: np.sum(y**2)),
+            "the read-out's variation around its mean",
+        ),
+        (lambda f, h, b: _r2(f, h, h - (h - h.mean(0)) @ _q(b) @ _q(b).T), "you removed the subspace"),
+    ],
+)
+def test_the_keep_r2_check_rejects_typical_mistakes(wrong, says):
+    from corelib.exercises import ace_method as ex
+
+    with pytest.raises(AssertionError, match=says):
+        ex.check_keep_r2(wrong)

@@ -61,7 +61,7 @@ def _modes_with(*, band=True, fold=True, drop_zero=True, rnd=np.rint):
         (_modes_with(drop_zero=False), "drop bin 0"),
         (_modes_with(band=False), r"keep only eigenvalues near the unit circle"),
         (_modes_with(rnd=np.floor), "round the angle to the nearest bin"),
-        (lambda eig, p: len(_modes_with()(eig, p)), "not how many there are"),
+        (lambda eig, p: len(_modes_with()(eig, p)), "not a single number"),
     ],
 )
 def test_the_rotational_modes_check_rejects_typical_mistakes(wrong, says):
@@ -112,10 +112,78 @@ def test_the_stubs_are_reported_as_not_done_yet(capsys):
 
     assert _ex().check_rotational_modes(stub) is False
     assert _ex().check_grokking_epoch(stub) is False
-    assert capsys.readouterr().out.count("not implemented yet") == 2
+    assert _ex().check_shift_operator(stub) is False
+    assert capsys.readouterr().out.count("not implemented yet") == 3
 
 
 def test_the_planted_clock_solution_names_one_mode():
     ns = run_solution("modular_addition", "ex-modular-modes")
     assert ns["planted_modes"]().tolist() == [3]
     assert ns["planted_modes"](freqs=(3, 7)).tolist() == [3, 7]
+
+
+def test_the_shift_operator_solution_passes_and_matches_the_library(capsys):
+    from corelib import operators
+
+    ns = run_solution("modular_addition", "ex-modular-shift")
+    fn = ns["shift_operator"]
+    assert _ex().check_shift_operator(fn) is True
+    assert "all 8 cases pass" in capsys.readouterr().out
+    assert np.allclose(np.abs(ns["eigenvalues"]), 1) and np.allclose(np.sort(ns["steps"]), [-3, 3])
+    rng = np.random.default_rng(5)
+    for p, k in ((7, 2), (29, 6), (53, 10)):  # beyond the check's cases: the same spectrum as the library's
+        r = rng.standard_normal((p, k))
+        r -= r.mean(axis=0)
+        ours = np.sort_complex(np.linalg.eigvals(fn(r)))
+        assert np.allclose(ours, np.sort_complex(operators.fit_shift_operator(r, rel_tol=0).eigenvalues))
+
+
+def _lstsq(x, y):
+    return np.linalg.lstsq(x, y, rcond=None)[0]
+
+
+@pytest.mark.parametrize(
+    ("wrong", "says"),
+    [
+        (lambda r: _lstsq(r, np.roll(r, -1, axis=0)), "you returned the transpose of A"),
+        (lambda r: _lstsq(r, np.roll(r, 1, axis=0)).T, "maps class c to class c - 1"),
+        (lambda r: _lstsq(r[:-1], r[1:]).T, "left out the step from class p - 1 back to class 0"),
+        (lambda r: _lstsq(r, np.roll(r, -1)).T, "without axis=0"),
+        (lambda r: np.linalg.eigvals(_lstsq(r, np.roll(r, -1, axis=0)).T), "not a vector"),
+        (lambda r: np.roll(r, -1, axis=0) @ np.linalg.pinv(r), r"it is \(k, k\)"),
+    ],
+)
+def test_the_shift_operator_check_rejects_typical_mistakes(wrong, says):
+    with pytest.raises(AssertionError, match=says):
+        _ex().check_shift_operator(wrong)
+
+
+def test_a_shift_operator_message_names_no_other_mistake_and_prints_no_whole_matrix():
+    def transposed(r):
+        return _lstsq(r, np.roll(r, -1, axis=0))
+
+    with pytest.raises(AssertionError) as caught:
+        _ex().check_shift_operator(transposed)
+    text = str(caught.value)
+    assert text.count("Hint:") == 1 and "c - 1" not in text
+    assert "a (4, 4) array" in text and "largest difference" in text
+
+
+def test_a_rotation_the_wrong_way_gets_the_hint_that_names_both_causes():
+    """On a clean clock the transpose of A and the backward fit are the same matrix: the hint says so."""
+    ex = _ex()
+    clock = ex._clock(53, (3,))
+    backward = ex._shift_mistakes(clock)["backward"]
+    case = ex.Case((clock,), ex._library_operator(clock), "clock")
+    hits = []
+
+    def catch(student, cases, *, hints, **kwargs):
+        hits.extend(text for test, text in hints if test(backward, case))
+        return True
+
+    original, ex.check_function = ex.check_function, catch
+    try:
+        ex.check_shift_operator(lambda r: r)
+    finally:
+        ex.check_function = original
+    assert len(hits) == 1 and "Either it is the transpose of A, or it maps class c to class c - 1" in hits[0]

@@ -219,3 +219,97 @@ def test_exercise_probes_follow_the_covariance():
     assert own_model.angle_deg(delta, delta / np.arange(1, 21)) == pytest.approx(
         np.degrees(np.arccos(np.sum(1 / np.arange(1, 21)) / np.sqrt(20 * np.sum(1 / np.arange(1, 21) ** 2))))
     )
+
+
+# --------------------------------------------------------------------------- what a failure message shows
+
+
+def _correct_margin(logits, plus, minus):
+    return logits[:, -1, plus].sum(-1) - logits[:, -1, minus].sum(-1)
+
+
+def _correct_angle(v, basis):
+    cos = np.linalg.norm(basis.T @ v) / np.linalg.norm(v)
+    return float(np.degrees(np.arccos(min(cos, 1.0))))
+
+
+def _correct_auc(scores, positive):
+    s, y = np.asarray(scores, float), np.asarray(positive).astype(bool)
+    d = s[y][:, None] - s[~y][None, :]
+    return float(np.mean((d > 0) + 0.5 * (d == 0)))
+
+
+def _message(check, fn) -> str:
+    with pytest.raises(AssertionError) as failed:
+        check(fn)
+    return str(failed.value)
+
+
+def _numbers(text: str) -> int:
+    import re
+
+    return len(re.findall(r"-?\d+\.\d+", text))
+
+
+def _raises(*args):
+    raise ValueError("shapes do not match")
+
+
+CHECKS = {
+    "logit_margin": (ex.check_logit_margin, lambda x, p, m: _correct_margin(x, p, m) + 1.0, "(5, 7, 40) array"),
+    "margin_auc": (ex.check_margin_auc, lambda s, y: 0.5, "(40,) array"),
+    "core_angle": (ex.check_core_angle, lambda v, q: _correct_angle(v, q) + 3.0, "(12,) array"),
+    "intervene": (ex.check_intervene, lambda h, q, mu, mode: h + 1.0, "(6, 10) array"),
+}
+
+
+@pytest.mark.parametrize("name", list(CHECKS))
+def test_a_wrong_answer_is_shown_by_its_shape_a_few_entries_and_the_largest_difference(name):
+    check, wrong, _ = CHECKS[name]
+    text = _message(check, wrong)
+    assert len(text) < 500 and _numbers(text) <= 12, text  # never a whole array
+    assert not any(line.lstrip().startswith("[") for line in text.splitlines()), text  # no matrix row by row
+    if name in ("logit_margin", "intervene"):  # array answers of the right shape
+        assert "largest difference" in text, text
+    if name == "intervene":
+        assert "a (6, 10) array" in text, text
+
+
+@pytest.mark.parametrize("name", list(CHECKS))
+def test_an_error_is_reported_with_its_arguments_by_shape(name):
+    check, _, shown = CHECKS[name]
+    text = _message(check, _raises)
+    assert "raised ValueError: shapes do not match" in text
+    assert shown in text and len(text) < 400 and _numbers(text) <= 12, text
+    assert "tensor(" not in text, text
+
+
+@pytest.mark.parametrize("name", list(CHECKS))
+def test_a_mistake_of_no_known_kind_gets_no_hint_that_names_a_cause(name):
+    """An answer off by a constant is none of the typical mistakes: no hint may say "you did X"."""
+    check, wrong, _ = CHECKS[name]
+    text = _message(check, wrong)
+    assert "Hint: you" not in text and "Hint: divide" not in text and "Hint: the sign" not in text, text
+    assert "sign does not matter" not in text, text
+
+
+def test_an_angle_above_ninety_degrees_is_not_blamed_on_the_sign():
+    """Degrees converted twice gives angles above 90 degrees too; the hint says what an angle to a
+    subspace is, not that the sign was used."""
+    text = _message(ex.check_core_angle, lambda v, q: float(np.degrees(np.radians(_correct_angle(v, q)) * 3)))
+    assert "between 0 and 90 degrees" in text and "sign" not in text, text
+
+
+def test_an_angle_of_zero_gets_a_hint_that_does_not_claim_the_cause():
+    text = _message(ex.check_core_angle, lambda v, q: 0.0)
+    assert "Hint: if you took the arccos of |Q^T v| itself" in text, text
+    assert "Hint: divide" not in text, text
+
+
+def test_the_auc_check_asks_for_ties_only_where_there_are_ties():
+    """An AUC that is right without ties but counts a tie as a loss fails on the first case with
+    ties, and only that case's hint speaks of ties."""
+    text = _message(ex.check_margin_auc, _ties_lost)
+    assert "every score tied" in text or "ties" in text.split("\n")[0], text
+    assert "ties must count one half" in text
+    assert "Hint" not in _message(ex.check_margin_auc, lambda s, y: _correct_auc(s, y) * 0.9)

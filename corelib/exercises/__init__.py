@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Case", "check_function"]
+__all__ = ["Case", "WrongAnswer", "check_function"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,12 @@ class Case:
     what: str
 
 
+class WrongAnswer(ValueError):
+    """Raised by a check's own code (not the student's) when an answer cannot even be compared,
+    e.g. a basis of the wrong shape: reported as a wrong answer, with its message, not as an
+    error the student's function raised."""
+
+
 def _close(got: Any, want: Any, rtol: float, atol: float) -> bool:
     try:
         a, b = np.asarray(got), np.asarray(want)
@@ -44,12 +50,69 @@ def _close(got: Any, want: Any, rtol: float, atol: float) -> bool:
         return False
 
 
-def _shown(x: Any) -> str:
-    if isinstance(x, np.ndarray):
-        return np.array2string(x, precision=4, threshold=12)
-    if isinstance(x, float):
+_FEW = 6  # an array with at most this many entries is shown whole; a larger one by its shape
+
+
+def _entries(a: np.ndarray) -> str:
+    """A few numbers, on one line, without brackets."""
+    text = np.array2string(a.ravel(), precision=4, separator=", ", max_line_width=10**6)[1:-1]
+    return " ".join(text.split()).replace(" ,", ",")  # no column alignment on one line
+
+
+def _shown(x: Any, *, limit: int = 160) -> str:
+    """A value in a message, on one line and short: a small array whole, a larger one by its shape
+    and first entries (a message must never print whole matrices)."""
+    if isinstance(x, tuple):  # arguments, or several results
+        shown = [_shown(v, limit=limit) for v in x[:_FEW]]
+        return "(" + ", ".join(shown + (["..."] if len(x) > _FEW else [])) + ("," if len(x) == 1 else "") + ")"
+    if isinstance(x, np.ndarray) or type(x) is list:  # a list subclass keeps its own repr
+        try:
+            a = np.asarray(x)
+        except (TypeError, ValueError):  # ragged: not an array
+            a = None
+        if a is not None and (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+            if a.size <= _FEW:
+                return f"[{_entries(a)}]" + (f" (shape {a.shape})" if a.ndim > 1 else "")
+            return f"a {a.shape} array starting [{_entries(a.ravel()[:3])}, ...]"
+    if isinstance(x, (float, np.floating)):
         return f"{x:.6g}"
-    return repr(x)
+    text = " ".join(repr(x).split())
+    return text if len(text) <= limit else text[: limit - 5] + " ..."
+
+
+def _difference(got: Any, want: Any, rtol: float = 1e-6, atol: float = 1e-9) -> str:
+    """Where an array answer departs from the expected one, in one line ('' for scalars)."""
+    try:
+        a, b = np.asarray(got), np.asarray(want)
+        if a.shape != b.shape:
+            return f"\n  shape {a.shape}, expected shape {b.shape}" if a.size > 1 or b.size > 1 else ""
+        if a.size <= 1 or not np.issubdtype(a.dtype, np.number):
+            return ""
+        missing = ~np.isfinite(a) & np.isfinite(b)
+        if missing.any():
+            i = np.unravel_index(np.argmax(missing), a.shape)
+            return f"\n  {int(missing.sum())} of {a.size} entries are not finite, e.g. at index {_index(i)}: {a[i]}"
+        gap = np.abs(a - b)
+        i = np.unravel_index(np.argmax(gap), a.shape)
+        wrong = int(np.count_nonzero(gap > rtol * np.abs(b) + atol))
+        return (
+            f"\n  {wrong} of {a.size} entries differ; the largest difference, {gap[i]:.3g}, is at index "
+            f"{_index(i)}: returned {_shown(a[i].item())}, expected {_shown(b[i].item())}"
+        )
+    except (TypeError, ValueError):
+        return ""
+
+
+def _index(i: tuple) -> str:
+    return str(int(i[0])) if len(i) == 1 else str(tuple(int(k) for k in i))
+
+
+def _error_text(exc: Exception, limit: int = 600) -> str:
+    """An exception's message, on at most four lines and ``limit`` characters (an error raised
+    with a whole array in its message must not flood the page)."""
+    lines = [ln.rstrip() for ln in str(exc).splitlines() if ln.strip()]
+    text = "\n    ".join(lines[:4]) + (" ..." if len(lines) > 4 else "")
+    return text if len(text) <= limit else text[: limit - 4] + " ..."
 
 
 def check_function(
@@ -76,15 +139,19 @@ def check_function(
         except NotImplementedError:
             print(f"{name}: not implemented yet. Fill in the stub, run its cell, then run this check again.")
             return False
+        except WrongAnswer as exc:  # the check could not compare the answer: say why
+            raise AssertionError(f"{name} is wrong on case {i} of {len(cases)} ({case.what}):\n  {exc}") from None
         except Exception as exc:  # the student's error, reported with the input that raised it
             raise AssertionError(
-                f"{name} raised {type(exc).__name__}: {exc}\n  on case {i} ({case.what}), arguments {_shown(case.args)}"
+                f"{name} raised {type(exc).__name__}: {_error_text(exc)}\n"
+                f"  on case {i} ({case.what}), arguments {_shown(case.args)}"
             ) from exc
         if not _close(got, case.expected, rtol, atol):
             extra = [text for test, text in hints if _safe(test, got, case)]
             raise AssertionError(
                 f"{name} is wrong on case {i} of {len(cases)} ({case.what}):\n"
                 f"  returned {_shown(got)}\n  expected {_shown(case.expected)}"
+                + _difference(got, case.expected, rtol, atol)
                 + "".join(f"\n  Hint: {t}" for t in extra)
             )
     print(f"{name}: all {len(cases)} cases pass.")

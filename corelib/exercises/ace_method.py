@@ -8,10 +8,12 @@ import numpy as np
 
 from ..ace import energy_rank, from_moments
 from ..compare import principal_angles
+from ..experiments.ace_method import decoy_activations
+from ..experiments.ace_method import keep_r2 as library_keep_r2
 from ..linear import gramians, random_stable_system
-from . import Case, check_function
+from . import Case, WrongAnswer, check_function
 
-__all__ = ["check_ace_core", "check_energy_rank"]
+__all__ = ["check_ace_core", "check_energy_rank", "check_keep_r2"]
 
 
 def _book_system_gramians() -> tuple[np.ndarray, np.ndarray]:
@@ -98,17 +100,19 @@ def _core_cases() -> list[tuple[np.ndarray, np.ndarray, int, str]]:
         (activity, relevance, 1, "the ACE-versus-PCA example: a loud axis and a rank-one read-out"),
         (_psd(8, 8, 4), _psd(8, 8, 5), 3, "a random full-rank pair in 8 dimensions, rank 3"),
         (np.eye(5), _psd(5, 5, 6), 2, "activity the identity: the core is the top of the relevance"),
-        (_psd(5, 3, 7), _psd(5, 5, 8), 2, "an activity of rank 3 in 5 dimensions (no Cholesky factor)"),
+        (_psd(5, 3, 7), _psd(5, 5, 8), 2, "an activity of rank 3 in 5 dimensions: a singular matrix"),
     ]
 
 
 def _orthonormal_basis(basis, d: int, r: int) -> np.ndarray:
     b = np.asarray(basis, dtype=float)
     if b.shape != (d, r):
-        raise ValueError(f"the basis has shape {b.shape}; a rank-{r} core in {d} dimensions is a ({d}, {r}) matrix.")
+        raise WrongAnswer(
+            f"the basis you returned has shape {b.shape}; a rank-{r} core in {d} dimensions is a ({d}, {r}) matrix."
+        )
     q, s, _ = np.linalg.svd(b, full_matrices=False)
     if s[-1] < 1e-10 * s[0]:
-        raise ValueError("the basis's columns are linearly dependent: they span fewer than r directions.")
+        raise WrongAnswer(f"the columns of your basis are linearly dependent: they span fewer than {r} directions.")
     return q
 
 
@@ -132,6 +136,36 @@ def _whitened_core(activity, relevance, r: int) -> np.ndarray:
     return np.linalg.svd(lf.T @ gf)[0][:, :r]
 
 
+def _linalg_advice(exc: np.linalg.LinAlgError) -> str:
+    """What a LinAlgError in the student's ace_core means here, without guessing which routine
+    raised it: the moments of the check are singular, and some routines refuse that."""
+    advice = (
+        f"a linear-algebra routine in your function failed ({exc}). Some of the check's moment "
+        "matrices are singular: positive semi-definite, with eigenvalues 0 (round-off can make them "
+        "slightly negative)."
+    )
+    if "positive definite" in str(exc):
+        advice += (
+            " If you used a Cholesky factorisation, it needs a positive-definite matrix: build the "
+            "square-root factor from eigh instead and clip tiny negative eigenvalues to 0."
+        )
+    else:
+        advice += (
+            " If you inverted or solved with one of them, or factorised it with Cholesky, use a "
+            "square-root factor from eigh instead: it exists for every such matrix."
+        )
+    return advice
+
+
+def _answer(student: Callable, a: np.ndarray, s: np.ndarray, r: int):
+    """The student's ``ace_core`` on copies of the moments (an in-place edit must not change the
+    cases), a LinAlgError reported in neutral words."""
+    try:
+        return student(a.copy(), s.copy(), r)
+    except np.linalg.LinAlgError as exc:
+        raise np.linalg.LinAlgError(_linalg_advice(exc)) from exc
+
+
 def check_ace_core(student: Callable) -> bool:
     """Check ``ace_core(activity, relevance, r)``, which returns ``(singular_values, basis)``: the
     singular values of ``L^T Gamma`` (descending) and a (D, r) basis of the rank-r core; any basis
@@ -140,15 +174,7 @@ def check_ace_core(student: Callable) -> bool:
     sv_cases = [Case((a, s, r), from_moments(a, s, rank=r, eps=0).singular_values[:r], what) for a, s, r, what in cases]
 
     def leading_values(a, s, r):  # copies: a student's in-place edit must not change the cases
-        try:
-            values = student(a.copy(), s.copy(), r)[0]
-        except np.linalg.LinAlgError as exc:  # most often Cholesky on a singular moment
-            raise np.linalg.LinAlgError(
-                f"{exc}. A moment matrix here is only positive semi-definite (some eigenvalues are 0), "
-                "which Cholesky refuses: build the square-root factor from eigh and clip tiny negative "
-                "eigenvalues to 0."
-            ) from exc
-        return np.asarray(values, dtype=float).ravel()[:r]
+        return np.asarray(_answer(student, a, s, r)[0], dtype=float).ravel()[:r]
 
     sv_hints = [
         (
@@ -169,7 +195,7 @@ def check_ace_core(student: Callable) -> bool:
     ]
 
     def largest_angle(a, s, r):
-        return _angle_to_core(student(a.copy(), s.copy(), r)[1], a, s, r)
+        return _angle_to_core(_answer(student, a, s, r)[1], a, s, r)
 
     basis_hints = [
         (
@@ -186,3 +212,90 @@ def check_ace_core(student: Callable) -> bool:
         ),
     ]
     return check_function(largest_angle, angle_cases, name="ace_core (basis)", hints=basis_hints, atol=1e-5)
+
+
+def _tanh_readout(direction: np.ndarray, mean: np.ndarray, scale: float) -> Callable:
+    """The chapter's read-out: ``tanh((h - mean) . direction / scale)``, one number per row."""
+    return lambda h: np.tanh((np.asarray(h) - mean) @ direction / scale)
+
+
+def _keep_cases() -> list[tuple[Callable, np.ndarray, np.ndarray, str]]:
+    """(read-out, activations, basis, what): the chapter's ACE-versus-PCA example, then random
+    and edge cases."""
+    h, axes = decoy_activations(6, 4000, loud_std=3.0, quiet_std=0.3, seed=0)  # the book's example
+    readout = _tanh_readout(axes[:, -1], h.mean(axis=0), 0.3)
+    ace_direction = np.cov(h.T) @ axes[:, -1:]  # a rank-one relevance: the core is span(A w)
+    rng = np.random.default_rng(5)
+    g = rng.standard_normal((300, 5)) @ rng.standard_normal((5, 5)) + rng.normal(0, 20, 5)  # far from 0
+    w = rng.standard_normal(5)
+    linear = lambda x: np.asarray(x) @ w  # noqa: E731
+    bent = lambda x: np.sin(np.asarray(x) @ w / 5)  # noqa: E731
+    sub = np.linalg.qr(rng.standard_normal((5, 2)))[0]
+    return [
+        (readout, h, ace_direction / np.linalg.norm(ace_direction), "the chapter's example, ACE's direction"),
+        (readout, h, axes[:, :1], "the chapter's example, PCA's first direction"),
+        (linear, g, sub, "a linear read-out of activations far from 0, a random 2-D subspace"),
+        (bent, g, sub @ np.array([[3.0, 1.0], [0.0, 0.2]]), "the same subspace, by a basis that is not orthonormal"),
+        (bent, g, rng.standard_normal((5, 5)), "a basis of the whole space: everything is kept"),
+        (linear, g, 10 * w[:, None], "the read-out's own direction, as a vector of length 10"),
+    ]
+
+
+def _uncentred_keep(f, h, basis) -> float:
+    q = np.linalg.qr(basis)[0]
+    y, y_kept = f(h), f(h @ q @ q.T)
+    return float(1 - np.sum((y - y_kept) ** 2) / np.sum((y - y.mean()) ** 2))
+
+
+def _raw_projector(f, h, basis) -> float:
+    mean = h.mean(axis=0)
+    y, y_kept = f(h), f(mean + (h - mean) @ basis @ basis.T)
+    return float(1 - np.sum((y - y_kept) ** 2) / np.sum((y - y.mean()) ** 2))
+
+
+def _uncentred_total(f, h, basis) -> float:
+    q, mean = np.linalg.qr(basis)[0], h.mean(axis=0)
+    y, y_kept = f(h), f(mean + (h - mean) @ q @ q.T)
+    return float(1 - np.sum((y - y_kept) ** 2) / np.sum(y**2))
+
+
+def _removed(f, h, basis) -> float:
+    q, mean = np.linalg.qr(basis)[0], h.mean(axis=0)
+    y, y_kept = f(h), f(h - (h - mean) @ q @ q.T)
+    return float(1 - np.sum((y - y_kept) ** 2) / np.sum((y - y.mean()) ** 2))
+
+
+def check_keep_r2(student: Callable) -> bool:
+    """Check ``keep_r2(readout, h, basis)``: the R^2 of ``readout`` after the centred core-only
+    intervention ``h -> mean + P (h - mean)`` onto ``span(basis)`` (any basis of the subspace)."""
+    cases = [  # the library takes an orthonormal basis of the subspace
+        Case((f, h, b), library_keep_r2(f, h, np.linalg.qr(b)[0], h.mean(axis=0)), what)
+        for f, h, b, what in _keep_cases()
+    ]
+
+    def answer(f, h, b):  # copies: a student's in-place centring must not change the cases
+        return student(f, h.copy(), b.copy())
+
+    def near(got, value) -> bool:
+        return bool(np.isclose(float(got), value, rtol=1e-6, atol=1e-9))
+
+    hints = [
+        (
+            lambda got, c: near(got, _uncentred_keep(*c.args)),
+            "you projected h itself, so the mean was lost too; keep the mean: h_kept = mean + P (h - mean).",
+        ),
+        (
+            lambda got, c: near(got, _raw_projector(*c.args)),
+            "B B^T is a projector only when the columns of B are orthonormal; orthonormalise the basis first "
+            "(e.g. the Q of np.linalg.qr).",
+        ),
+        (
+            lambda got, c: near(got, _uncentred_total(*c.args)),
+            "the denominator is the read-out's variation around its mean, sum (f(h) - mean f)^2, not sum f(h)^2.",
+        ),
+        (
+            lambda got, c: near(got, _removed(*c.args)),
+            "you removed the subspace (h - P (h - mean)); keep only it: mean + P (h - mean).",
+        ),
+    ]
+    return check_function(answer, cases, name="keep_r2", hints=hints, rtol=1e-6, atol=1e-9)

@@ -6,10 +6,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..tasks.markov import chain_eigenvalues, oracle_r2, transition_matrix
+from ..compare import cca
+from ..tasks.markov import chain_eigenvalues, oracle_r2, sample_sequences, transition_matrix
 from . import Case, check_function
 
-__all__ = ["check_chain_spectrum", "check_oracle_r2"]
+__all__ = ["check_canonical_correlations", "check_chain_spectrum", "check_oracle_r2"]
 
 
 def _random_chain(n: int, seed: int) -> np.ndarray:
@@ -78,3 +79,97 @@ def check_oracle_r2(oracle: Callable) -> bool:
         ),
     ]
     return check_function(oracle, cases, name="oracle_r2", hints=hints, atol=1e-9)
+
+
+def _two_codings(seed: int, noise: float = 0.02) -> tuple[np.ndarray, np.ndarray]:
+    """The chapter's situation in miniature: two "cores" that code the same chain states in
+    different coordinates, each with its own noise. The signal is the next-state distribution
+    T[s] of the book's chain along sampled sequences; each core maps it linearly to 3 numbers."""
+    rng = np.random.default_rng(seed)
+    t = transition_matrix()
+    states = sample_sequences(t, 40, 50, seed=seed).ravel()
+    signal = t[states]  # (2000, 4); centred, it spans 3 dimensions
+    z1 = signal @ rng.standard_normal((4, 3)) + noise * rng.standard_normal((len(states), 3))
+    z2 = signal @ rng.standard_normal((4, 3)) + noise * rng.standard_normal((len(states), 3))
+    return z1 + 5.0, z2 - 2.0  # the coordinates need not be centred
+
+
+def _cca_cases() -> list[tuple[np.ndarray, np.ndarray, str]]:
+    rng = np.random.default_rng(11)
+    z = rng.standard_normal((500, 3)) @ rng.standard_normal((3, 3))
+    mixed = z @ rng.standard_normal((3, 3)) + 0.5 * rng.standard_normal((500, 3))
+    offset = rng.standard_normal((400, 2))
+    scaled = rng.standard_normal((600, 2)) * [1e3, 1e-2]
+    return [
+        (*_two_codings(0), "two cores coding the book's chain states, each with its own noise"),
+        (z, z @ np.array([[2.0, 1.0, 0.0], [0.0, 1.0, -3.0], [1.0, 0.0, 1.0]]), "an exact linear re-coding: all 1"),
+        (z, mixed, "a noisy linear image, 3 and 3 dimensions"),
+        (z, rng.standard_normal((500, 4)), "unrelated coordinates: correlations near 0 only by chance"),
+        (
+            offset + 100.0,
+            np.c_[offset[:, 0] + 0.3 * rng.standard_normal(400), rng.standard_normal(400)] - 50.0,
+            "coordinates far from 0: one shared signal plus noise",
+        ),
+        (scaled, np.c_[scaled[:, 1] * 1e4, rng.standard_normal(600)], "coordinates on very different scales"),
+        (z[:, :1], mixed[:, 1:2], "one coordinate each: the absolute Pearson correlation"),
+    ]
+
+
+def _colwise(z1, z2) -> np.ndarray:
+    """The usual mistake: correlate coordinate i of one with coordinate i of the other."""
+    k = min(z1.shape[1], z2.shape[1])
+    return np.sort([abs(np.corrcoef(z1[:, i], z2[:, i])[0, 1]) for i in range(k)])[::-1]
+
+
+def _uncentred(z1, z2) -> np.ndarray:
+    q1, q2 = np.linalg.qr(z1)[0], np.linalg.qr(z2)[0]
+    return np.linalg.svd(q1.T @ q2, compute_uv=False)
+
+
+def _cross_covariance(z1, z2) -> np.ndarray:
+    c = (z1 - z1.mean(0)).T @ (z2 - z2.mean(0)) / (len(z1) - 1)
+    return np.linalg.svd(c, compute_uv=False)
+
+
+def check_canonical_correlations(student: Callable) -> bool:
+    """Check ``canonical_correlations(z1, z2)``: the canonical correlations (descending, as many as
+    the smaller number of columns) between paired samples ``z1`` (N, r1) and ``z2`` (N, r2)."""
+    cases = [Case((z1, z2), cca(z1, z2), what) for z1, z2, what in _cca_cases()]
+
+    def answer(z1, z2):  # copies: a student's in-place centring must not change the cases
+        got = student(z1.copy(), z2.copy())
+        try:
+            return np.asarray(got, dtype=float).ravel()
+        except (TypeError, ValueError):  # not numbers: shown as returned
+            return got
+
+    def near(got, want) -> bool:
+        return np.shape(got) == np.shape(want) and bool(np.allclose(got, want, rtol=1e-4, atol=1e-6))
+
+    hints = [
+        (
+            lambda got, c: near(got, _uncentred(*c.args)),
+            "centre each set of coordinates first (subtract its column means): canonical correlations, like "
+            "any correlation, are about deviations from the mean.",
+        ),
+        (lambda got, c: near(got, c.expected**2), "these are squared correlations; take square roots."),
+        (
+            lambda got, c: near(np.sort(got)[::-1], c.expected) and not near(got, c.expected),
+            "return the correlations in descending order, the largest first.",
+        ),
+        (
+            lambda got, c: near(np.sort(got)[::-1], _colwise(*c.args)),
+            "you correlated coordinate i of one set with coordinate i of the other. CCA first finds the "
+            "linear combinations of each set that agree best, so that a re-coding of the same signal scores 1.",
+        ),
+        (
+            lambda got, c: near(got, _cross_covariance(*c.args)),
+            "these are singular values of the cross-covariance: whiten each set first (e.g. the Q of a QR "
+            "factorisation of the centred matrix), so that scales and mixing within one set do not count.",
+        ),
+        (
+            lambda got, c: np.size(got) == max(c.args[0].shape[1], c.args[1].shape[1]) != np.size(c.expected),
+            "there are as many canonical correlations as the smaller of the two numbers of columns.",
+        ),
+    ]
+    return check_function(answer, cases, name="canonical_correlations", hints=hints, rtol=1e-6, atol=1e-8)

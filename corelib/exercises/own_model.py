@@ -29,19 +29,22 @@ class _NumberedVocab:
         return [int(word.strip()[1:])]
 
 
-def _library_margin(logits: torch.Tensor, plus: list[int], minus: list[int]) -> np.ndarray:
+def _library_margin(logits: np.ndarray, plus: list[int], minus: list[int]) -> np.ndarray:
     words = [[f" t{i}" for i in side] for side in (plus, minus)]
-    return logit_difference(_NumberedVocab(), *words)(logits).numpy()
+    return logit_difference(_NumberedVocab(), *words)(torch.tensor(logits)).numpy()
 
 
 def check_logit_margin(logit_margin: Callable) -> bool:
     """Check ``logit_margin(logits, plus, minus)``: for logits of shape (batch, positions, vocab), the sum
     of the logits of the token ids ``plus`` minus the sum of those of ``minus``, at the last
-    position; one number per prompt."""
+    position; one number per prompt.
+
+    The cases hold the logits as NumPy arrays, so that a message shows them by their shape and first
+    entries; the student's function receives them as torch tensors, as the model returns them."""
     rng = np.random.default_rng(0)
 
     def logits(batch, positions, vocab):
-        return torch.tensor(rng.standard_normal((batch, positions, vocab)) * 3)
+        return rng.standard_normal((batch, positions, vocab)) * 3
 
     specs = [
         (logits(5, 7, 40), [3, 8], [1, 2], "the tense read-out's shape: two verbs a side"),
@@ -53,15 +56,15 @@ def check_logit_margin(logit_margin: Callable) -> bool:
     cases = [Case((x, plus, minus), _library_margin(x, plus, minus), what) for x, plus, minus, what in specs]
 
     def as_array(x, plus, minus):
-        got = logit_margin(x.clone(), list(plus), list(minus))
+        got = logit_margin(torch.tensor(x), list(plus), list(minus))
         return got.detach().numpy() if isinstance(got, torch.Tensor) else np.asarray(got)
 
     def at(x, position, plus, minus):
-        return (x[:, position, plus].sum(-1) - x[:, position, minus].sum(-1)).numpy()
+        return x[:, position, plus].sum(-1) - x[:, position, minus].sum(-1)
 
     def log_probs(x, plus, minus):
-        lp = torch.log_softmax(x[:, -1], -1)
-        return (lp[:, plus].sum(-1) - lp[:, minus].sum(-1)).numpy()
+        lp = torch.log_softmax(torch.tensor(x[:, -1]), -1).numpy()
+        return lp[:, plus].sum(-1) - lp[:, minus].sum(-1)
 
     hints = [
         (
@@ -74,8 +77,7 @@ def check_logit_margin(logit_margin: Callable) -> bool:
         ),
         (
             lambda got, c: np.allclose(
-                got,
-                c.args[0][:, -1, c.args[1]].mean(-1).numpy() - c.args[0][:, -1, c.args[2]].mean(-1).numpy(),
+                got, c.args[0][:, -1, c.args[1]].mean(-1) - c.args[0][:, -1, c.args[2]].mean(-1)
             ),
             "you averaged each side; the read-out sums the logits of each side (was + were, not their mean).",
         ),
@@ -175,19 +177,32 @@ def check_core_angle(core_angle: Callable) -> bool:
     def unnormalised(v, q):
         return float(np.degrees(np.arccos(np.clip(np.linalg.norm(q.T @ v), -1, 1))))
 
+    def projection(v, q):  # |Q^T v|, the cosine's numerator
+        return float(np.linalg.norm(q.T @ v))
+
+    # Each hint names a mistake only when the answer is what that mistake gives.
     hints = [
         (
             lambda got, c: np.isclose(got, np.radians(c.expected)),
             "you returned radians; the chapter's angles are in degrees (np.degrees).",
         ),
         (
-            lambda got, c: got > 90 + 1e-9 or np.isclose(got, signed(*c.args)) and not np.isclose(got, c.expected),
+            lambda got, c: c.args[1].shape[1] == 1 and np.isclose(got, signed(*c.args)),
             "a direction's sign does not matter (a core is a subspace): use the length of the projection "
             "|Q^T v| / |v|, which is never negative.",
         ),
         (
-            lambda got, c: np.isclose(got, unnormalised(*c.args)),
+            lambda got, c: got > 90 + 1e-9 and not np.isclose(got, signed(*c.args)),
+            "the angle between a vector and a subspace lies between 0 and 90 degrees.",
+        ),
+        (
+            lambda got, c: 0 < projection(*c.args) < 1 and np.isclose(got, unnormalised(*c.args)),
             "divide by the length of v: the cosine of the angle is |Q^T v| / |v|.",
+        ),
+        (
+            lambda got, c: (np.isnan(got) or np.isclose(got, 0.0)) and projection(*c.args) > 1 and c.expected > 1e-3,
+            "if you took the arccos of |Q^T v| itself: here it is above 1, so it is not a cosine; "
+            "divide by the length of v.",
         ),
     ]
     return check_function(call, cases, name="core_angle", hints=hints, rtol=1e-6, atol=1e-4)
