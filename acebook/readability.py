@@ -222,8 +222,12 @@ class ChapterTime:
         return self.reading + self.exercises
 
 
-def chapter_time(source: Path | str) -> ChapterTime:
-    """The :class:`ChapterTime` of the chapter at ``source`` (``notebooks/<name>.py``)."""
+def chapter_time(chapter: Path | str) -> ChapterTime:
+    """The :class:`ChapterTime` of a chapter: its name (``"markov_chain"``: ``notebooks/<name>.py`` of
+    the project, wherever the kernel runs) or the path of a jupytext source."""
+    source = Path(chapter)
+    if source.suffix != ".py":
+        source = Path(__file__).resolve().parent.parent / "notebooks" / f"{chapter}.py"
     m = measure(source)
     reading = _round_up(m.words / WORDS_PER_MINUTE + MINUTES_PER_FIGURE * m.figures)
     return ChapterTime(reading, sum(exercise_minutes(source).values()))

@@ -36,7 +36,7 @@
 # **Before you start**: the chapter {doc}`ace_method` (what a core is); eigenvalues of a matrix,
 # least squares, and what a Markov chain's transition matrix is.
 #
-# **Time**: about 40 minutes to read, 60 with the exercises.
+# **Time**: about {glue:text}`time_read` minutes to read, {glue:text}`time_total` with the exercises.
 #
 # **Computing it** on {glue:text}`cost_machine`: {glue:text}`cost_book` with the book's
 # settings, {glue:text}`cost_paper` with the paper's (`--profile paper`).
@@ -84,12 +84,16 @@ jacobian_seed = 0
 # %% tags=["hide-input"]
 from myst_nb import glue
 
+from acebook.readability import chapter_time
 from acebook.run_times import chapter_cost
 
 cost = chapter_cost("markov_chain")
 glue("cost_machine", cost.machine, display=False)
 glue("cost_book", cost.book, display=False)
 glue("cost_paper", cost.paper, display=False)
+minutes = chapter_time("markov_chain")  # from its words, figures and exercise marks
+glue("time_read", minutes.reading, display=False)
+glue("time_total", minutes.total, display=False)
 
 # %%
 import matplotlib.pyplot as plt

@@ -37,7 +37,7 @@
 # (keeping and removing a core; fitting an operator in core coordinates); arithmetic modulo $p$,
 # the eigenvalues $e^{\pm i\theta}$ of a plane rotation, least squares.
 #
-# **Time**: about 35 minutes to read, 80 with the exercises.
+# **Time**: about {glue:text}`time_read` minutes to read, {glue:text}`time_total` with the exercises.
 #
 # **Computing it** on {glue:text}`cost_machine`: {glue:text}`cost_book` with the book's
 # settings, {glue:text}`cost_paper` with the paper's (`--profile paper`).
@@ -97,12 +97,16 @@ energy = 0.99          # energy threshold of the initial core rank
 # %% tags=["hide-input"]
 from myst_nb import glue
 
+from acebook.readability import chapter_time
 from acebook.run_times import chapter_cost
 
 cost = chapter_cost("modular_addition")
 glue("cost_machine", cost.machine, display=False)
 glue("cost_book", cost.book, display=False)
 glue("cost_paper", cost.paper, display=False)
+minutes = chapter_time("modular_addition")  # from its words, figures and exercise marks
+glue("time_read", minutes.reading, display=False)
+glue("time_total", minutes.total, display=False)
 
 # %%
 import matplotlib.pyplot as plt

@@ -153,3 +153,15 @@ def test_the_time_to_read_follows_words_figures_and_the_exercises_marks(tmp_path
     src.write_text(src.read_text().replace("about 10 minutes", "ten minutes"))
     with pytest.raises(ValueError, match="2 exercises but 1 with a label"):
         exercise_minutes(src)
+
+
+def test_every_chapters_time_is_computed_from_its_words_figures_and_exercise_marks():
+    line = "# **Time**: about {glue:text}`time_read` minutes to read, {glue:text}`time_total` with the exercises."
+    for path in CHAPTERS:
+        if path.stem == "claims":  # a reference page: no exercises, no time line
+            continue
+        text = path.read_text()
+        assert line in text, path.name
+        assert f'minutes = chapter_time("{path.stem}")' in text, path.name
+        for name, field in (("time_read", "reading"), ("time_total", "total")):
+            assert f'glue("{name}", minutes.{field}, display=False)' in text, (path.name, name)
