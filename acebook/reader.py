@@ -24,6 +24,7 @@ import copy
 import html
 import re
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from .citations import badge, parse_target
@@ -35,7 +36,9 @@ RAW_ROLE = re.compile(r"\{(?:glue[a-z:]*|claim)\}")
 
 _GLUE_ROLE = re.compile(r"\{glue(?::text|:any)?\}`([^`]+)`")
 _CLAIM_ROLE = re.compile(r"\{claim\}`([^`]+)`")
-_FIGURE = re.compile(r"^(?P<fence>`{3,}|:{3,})\{glue(?::figure)?\}\s*(?P<name>\S+)\s*\n(?P<body>.*?)^(?P=fence)\s*$", re.M | re.S)
+_FIGURE = re.compile(
+    r"^(?P<fence>`{3,}|:{3,})\{glue(?::figure)?\}\s*(?P<name>\S+)\s*\n(?P<body>.*?)^(?P=fence)\s*$", re.M | re.S
+)
 _TERM = re.compile(r"\{term\}`([^`<]+?)(?:\s*<[^`>]+>)?`")
 _DOC = re.compile(r"\{doc\}`(?:([^`<]+?)\s*<([^`>]+)>|([^`]+))`")
 _PREFIX = "application/papermill.record/"
@@ -76,7 +79,7 @@ def _claim_link(match: re.Match, rows: Mapping[str, Mapping[str, Any]]) -> str:
     )
 
 
-def _figure(match: re.Match, values: Mapping[str, Mapping[str, Any]], attachments: dict) -> str:
+def _figure(match: re.Match, *, values: Mapping[str, Mapping[str, Any]], attachments: dict) -> str:
     name = match["name"]
     if name not in values or "image/png" not in values[name]:
         raise KeyError(f"{{glue:figure}} {name}: the chapter glues no figure named {name!r}")
@@ -100,7 +103,7 @@ def reader_copy(nb: Any, rows: Mapping[str, Mapping[str, Any]]) -> Any:
         if cell.cell_type != "markdown":
             continue
         attachments: dict = dict(cell.get("attachments", {}))
-        text = _FIGURE.sub(lambda m: _figure(m, values, attachments), cell.source)
+        text = _FIGURE.sub(partial(_figure, values=values, attachments=attachments), cell.source)
         text = _GLUE_ROLE.sub(lambda m: _glue_text(m, values), text)
         text = _CLAIM_ROLE.sub(lambda m: _claim_link(m, rows), text)
         cell.source = _plain_roles(text)

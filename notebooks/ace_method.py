@@ -90,7 +90,7 @@ cost = chapter_cost("ace_method")
 glue("cost_machine", cost.machine, display=False)
 glue("cost_book", cost.book, display=False)
 glue("cost_paper", cost.paper, display=False)
-minutes = chapter_time("ace_method")  # from its words, figures and exercise marks
+minutes = chapter_time("ace_method")
 glue("time_read", minutes.reading, display=False)
 glue("time_total", minutes.total, display=False)
 

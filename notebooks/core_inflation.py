@@ -51,24 +51,25 @@
 #
 # The previous chapter stopped shortly after grokking, when the {term}`cores <core>` were compact.
 # What happens if training simply continues? The paper trained the same three models for 20 000
-# epochs and reports that under {term}`weight decay` the cores keep **growing**, from about 15 to
+# epochs. It reports that under {term}`weight decay` the cores keep **growing**, from about 15 to
 # about 60 dimensions, while the number of dimensions the models actually *need* stays put: the
-# growth is redundancy. At the same time the {term}`shift operator` collects
-# {term}`rotational modes <rotational mode>`, up to nearly all $\lfloor p/2 \rfloor = 26$. The
-# experiment (the paper's Figure 3) has two {term}`arms <arm>`:
+# growth is redundancy. Meanwhile the {term}`shift operator` collects
+# {term}`rotational modes <rotational mode>`, up to nearly all $\lfloor p/2 \rfloor = 26$.
+#
+# The experiment (the paper's Figure 3) has two {term}`arms <arm>`:
 #
 # - **weight decay kept** continues the run of the previous chapter;
 # - **weight decay removed** is a copy of the same models at epoch {glue:text}`branch_epoch`,
 #   continued with weight decay {glue:text}`branch_weight_decay:g` and a fresh optimizer.
 #
-# The arms differ in more than the decay: the removed arm also restarts AdamW, whose first
-# steps move every weight by about the learning rate. The chapter {doc}`inflation_clock` adds
-# the missing control, an arm that restarts the optimizer and keeps the decay.
+# The arms differ in more than the decay. The removed arm also restarts AdamW, whose first steps
+# move every weight by about the learning rate. The chapter {doc}`inflation_clock` adds the
+# missing control: an arm that restarts the optimizer and keeps the decay.
 #
-# Training that long takes hours on a CPU, so this chapter first shows a {term}`recorded run` at the
-# paper's settings, then trains the same models over a short stretch after the {term}`branch` and
-# uses the trained weights to look at how the ranks are read: removal curves, loss spikes and
-# the Fourier content of the representation.
+# Training that long takes hours on a CPU. So this chapter first shows a {term}`recorded run` at
+# the paper's settings. Then it trains the same models over a short stretch after the
+# {term}`branch`, and uses their weights to look at how the ranks are read: removal curves, loss
+# spikes, and the Fourier content of the representation.
 
 # %% tags=["parameters"]
 p = 53
@@ -118,11 +119,16 @@ params = modular_runs.ModularParams.from_namespace(globals())
 # %% [markdown]
 # ## At the paper's horizon: a recorded run
 #
-# The `paper` {term}`profile` trains both arms for the paper's {glue:text}`paper_long_epochs` epochs.
-# It was run once ({glue:text}`rec_hours:.1f` hours on {glue:text}`rec_threads` threads of an
-# {glue:text}`rec_cpu`), and its analysed {term}`snapshots <snapshot>` are kept in the repository.
-# The figure below is the {glue:text}`rec_source`, with {glue:text}`rec_seeds` seeds; its settings
-# differ from the paper's in: {glue:text}`rec_settings`.
+# Over the paper's {glue:text}`paper_long_epochs` epochs, the recorded run shows the three
+# trends the paper reports: the cores grow, most of the growth is redundancy, and the shift
+# operators gather rotations. Two things differ. Our cores are smaller than the paper's at both
+# ends of the growth, and the cores trained without weight decay do not stay compact.
+#
+# The `paper` {term}`profile` trains both arms that long. We ran it once and keep its analysed
+# {term}`snapshots <snapshot>` in the repository (where and how long it ran is told under "How
+# this chapter computes"). The figure below is the {glue:text}`rec_source`, with
+# {glue:text}`rec_seeds` models; its settings differ from the paper's in:
+# {glue:text}`rec_settings`.
 
 # %%
 recorded = paper_scale.recorded_inflation()
@@ -145,61 +151,82 @@ plt.close(fig)
 # number of rotational modes over time, against the maximum $\lfloor p/2 \rfloor$.
 # ```
 #
-# **(A) The cores inflate, to a smaller size than in the paper.** With weight decay kept, the
-# cores go from {glue:text}`rec_wd_core_dim_start:.1f` dimensions at epoch {glue:text}`rec_start` to
+# ### The cores inflate, to a smaller size than in the paper
+#
+# With weight decay kept, the cores keep growing long after grokking (panel A). The mean core
+# dimension goes from {glue:text}`rec_wd_core_dim_start:.1f` at epoch {glue:text}`rec_start` to
 # {glue:text}`rec_wd_core_dim_end:.1f` at epoch {glue:text}`rec_end`, a factor of
-# {glue:text}`rec_wd_growth:.1f`. The growth is slow at first: the mean has covered half of it
-# only at epoch {glue:text}`rec_wd_growth_half_epoch` and nine tenths at epoch
-# {glue:text}`rec_wd_growth_90_epoch`, and wanders around its final size after that. The paper
-# reports about 15 and about 60, a factor of 4: both of our ends lie below its values, the
-# start by {glue:text}`rec_wd_start_below_paper_pct:.0f` %, just outside the paper's ±10 %
-# ({claim}`inflation.core_dim_grok <differs>`), and the end by
-# {glue:text}`rec_wd_end_below_paper_pct:.0f` % ({claim}`inflation.core_dim_end <differs>`),
-# while the growth factor is close to the paper's.
-# With weight decay removed, the cores end at {glue:text}`rec_no_core_dim_end:.1f` dimensions:
-# smaller than with it, as in the paper ({claim}`inflation.arm_dim_gap <reproduced>`), but not
-# compact. They grow too, by a factor of {glue:text}`rec_no_growth:.1f`, and early: nine tenths
+# {glue:text}`rec_wd_growth:.1f`.
+#
+# The growth is slow at first. Half of it is there only at epoch
+# {glue:text}`rec_wd_growth_half_epoch`, and nine tenths at epoch
+# {glue:text}`rec_wd_growth_90_epoch`. After that the mean wanders around its final size.
+#
+# The paper reports about 15 and about 60, a factor of 4. Our growth factor is close to the
+# paper's, but both of our ends lie below its values. The start is
+# {glue:text}`rec_wd_start_below_paper_pct:.0f` % lower, just outside the paper's ±10 %
+# {claim}`inflation.core_dim_grok <differs>`. The end is
+# {glue:text}`rec_wd_end_below_paper_pct:.0f` % lower {claim}`inflation.core_dim_end <differs>`.
+#
+# With weight decay removed, the cores end at {glue:text}`rec_no_core_dim_end:.1f` dimensions,
+# smaller than with weight decay {claim}`inflation.arm_dim_gap <reproduced>`. But they do not
+# stay compact. They grow by a factor of {glue:text}`rec_no_growth:.1f`, and early: nine tenths
 # of the growth is there {glue:text}`rec_no_growth_90_after` epochs after the branch, where the
 # optimizer restarted.
 #
-# **(B) Mostly redundancy, not only redundancy.** The paper finds that the
-# {term}`sufficient dimension <sufficient rank>`, what a model needs to keep its accuracy, stays
-# stable while the {term}`necessary dimension <necessary rank>`, what must be removed before
-# accuracy falls to chance, grows. Here, with weight decay, the sufficient dimension goes from
-# {glue:text}`rec_wd_sufficient_rank_start:.1f` to {glue:text}`rec_wd_sufficient_rank_end:.1f`
-# instead of staying stable ({claim}`inflation.sufficient_stable <differs>`). The necessary
-# dimension grows far more, so the gap between the two, directions the model does not need but whose
-# removal still matters, grows from {glue:text}`rec_wd_gap_start:.1f` to
-# {glue:text}`rec_wd_gap_end:.1f`: redundancy is most of the {term}`inflation <core inflation>`, as
-# the paper says, but the models also come to need more directions. Without weight decay the
-# sufficient dimension stays near its start ({glue:text}`rec_no_sufficient_rank_end:.1f` at the end).
+# ### Mostly redundancy, not only redundancy
 #
-# **(C) More rotations.** With weight decay the shift operators gain rotational modes, from
-# {glue:text}`rec_wd_modes_start:.1f` to {glue:text}`rec_wd_modes_end:.1f` of the
-# {glue:text}`rec_modes_max` possible:
-# close to the maximum, as in the paper ({claim}`inflation.modes_end <reproduced>`), and far
-# more than without weight decay ({claim}`inflation.arm_mode_gap <reproduced>`). Without it the
-# count goes from {glue:text}`rec_no_modes_start:.1f` at the branch to
-# {glue:text}`rec_no_modes_end:.1f`, more than the paper's "stay sparse" allows, read as at
-# most 10 % more ({claim}`inflation.modes_sparse <differs>`); the right of panel C shows it
-# wandering up and down over the run rather than drifting. Mean test accuracies at the end are
-# {glue:text}`rec_wd_test_acc_end:.3f` and {glue:text}`rec_no_test_acc_end:.3f`: both arms keep
-# doing the task.
+# Panel B compares two ranks. The {term}`sufficient dimension <sufficient rank>` is what a model
+# needs to keep its accuracy. The {term}`necessary dimension <necessary rank>` is what must be
+# removed before its accuracy falls to chance. The paper finds the first stable while the second
+# grows: the new directions are redundant.
 #
-# The chapter {doc}`grokking_theory` explains the trend with weight decay: with many equivalent
-# Fourier modes available, weight decay lowers the weight norm by spreading the same {term}`margin`
-# over as many of them as it can, and without weight decay nothing rewards the spreading.
+# Most of our growth is indeed redundancy. With weight decay, the gap between the two ranks
+# grows from {glue:text}`rec_wd_gap_start:.1f` to {glue:text}`rec_wd_gap_end:.1f` dimensions.
+# These are directions the model does not need, but whose removal still matters.
+#
+# Yet the models also come to need more directions. With weight decay, the sufficient dimension
+# goes from {glue:text}`rec_wd_sufficient_rank_start:.1f` to
+# {glue:text}`rec_wd_sufficient_rank_end:.1f` instead of staying stable
+# {claim}`inflation.sufficient_stable <differs>`. Without weight decay it stays near its start:
+# {glue:text}`rec_no_sufficient_rank_end:.1f` at the end.
+#
+# ### More rotations
+#
+# With weight decay, the shift operators gain rotational modes (panel C). The mean count goes
+# from {glue:text}`rec_wd_modes_start:.1f` to {glue:text}`rec_wd_modes_end:.1f` of the
+# {glue:text}`rec_modes_max` possible: close to the maximum
+# {claim}`inflation.modes_end <reproduced>`, and far more than without weight decay
+# {claim}`inflation.arm_mode_gap <reproduced>`.
+#
+# Without weight decay the count does not stay as sparse as the paper says. It goes from
+# {glue:text}`rec_no_modes_start:.1f` at the branch to {glue:text}`rec_no_modes_end:.1f`, more
+# than the paper's "stay sparse" allows, read as at most 10 % more
+# {claim}`inflation.modes_sparse <differs>`. The right of panel C shows it wandering up and
+# down over the run rather than drifting.
+#
+# Both arms keep doing the task: mean test accuracies at the end are
+# {glue:text}`rec_wd_test_acc_end:.3f` with weight decay and {glue:text}`rec_no_test_acc_end:.3f`
+# without.
+#
+# Why would weight decay add rotations? The paper's answer, derived in {doc}`grokking_theory`, is
+# a norm argument. With many equivalent Fourier modes available, weight decay lowers the weight
+# norm by spreading the same {term}`margin` over as many of them as it can; without weight decay
+# nothing rewards the spreading. That chapter checks the argument in a small model. Whether the
+# trained networks here spread their weights for this reason is an open question: this book has
+# not tested it.
 #
 # ## This build: the same models over a short stretch
 #
+# This build trains the same models again, but only {glue:text}`span` epochs past the branch.
+# That is too short to show the trend: in the recorded run, the cores have covered half of
+# their growth only at epoch {glue:text}`rec_wd_growth_half_epoch`. The build does two things
+# the record cannot. It checks the record, and it keeps the trained weights, so the sections
+# after this one can look at how the ranks are read.
+#
 # `modular_runs.analyse_arm(params, arm, long_epochs)` extends the weight-decay run of the
-# previous chapter to epoch {glue:text}`end`, branches the second arm from the snapshot at epoch
-# {glue:text}`branch_epoch`, and analyses every snapshot of both arms as before. That is
-# {glue:text}`span` epochs after the branch, too short to show the trend of the recorded run,
-# whose cores have covered half of their growth only at epoch
-# {glue:text}`rec_wd_growth_half_epoch`. The build does two things the record cannot: it
-# checks the record, and it has the trained weights, so the sections after this one can look
-# at how the ranks are read.
+# previous chapter to epoch {glue:text}`end`. It branches the second arm from the snapshot at
+# epoch {glue:text}`branch_epoch`, and analyses every snapshot of both arms as before.
 
 # %%
 arms = {arm: modular_runs.analyse_arm(params, arm, long_epochs)
@@ -222,43 +249,52 @@ plt.close(fig)
 # epoch and rotational modes over time.
 # ```
 #
-# The build trained the same models as the recorded run (same seeds and settings:
-# {glue:text}`rec_same_models`). At the {glue:text}`rec_n_compared` snapshots both have, the
-# number of analysed values that differ from the record is {glue:text}`rec_n_differences`, of
-# which {glue:text}`rec_n_rank_differences` are ranks, core dimensions or mode lists (the first
-# difference: {glue:text}`rec_first_difference`).
-# Compared as the claims are, over the models rather than value by value: of the
-# {glue:text}`rec_n_quantities` quantities measured per model at those snapshots (a rank, an
-# accuracy, a mode count at one epoch), {glue:text}`rec_n_moved` moved in at least one model, and
-# {glue:text}`rec_n_beyond` moved in their mean over the models by more than the larger of
-# {glue:text}`seed_errors` standard errors of the difference (from both sides' spread over the
-# models) and, for a whole number, one unit; the largest
-# move of a mean is {glue:text}`rec_largest_z` standard errors.
-# The previous chapter says why a build on another machine or thread count drifts away from the
-# record value by value; the longer the run, the further.
+# The table gives the means over the models at the branch, where both arms are the same models,
+# and at epoch {glue:text}`end`.
 #
-# At the branch the cores have {glue:text}`wd_core_dim_start:.1f` dimensions on average. At
-# epoch {glue:text}`end` those trained with weight decay have {glue:text}`wd_core_dim_end:.1f`
-# (per model: {glue:text}`wd_necessary_end_list`) and those trained without it
-# {glue:text}`no_core_dim_end:.1f` ({glue:text}`no_necessary_end_list`): the two arms' ranges
-# {glue:text}`dim_ranges`, and with three models each that is all one can say. The sufficient
-# dimension with weight decay goes from {glue:text}`wd_sufficient_rank_start:.1f` to
-# {glue:text}`wd_sufficient_rank_end:.1f`, the gap to the necessary one from
-# {glue:text}`wd_gap_start:.1f` to {glue:text}`wd_gap_end:.1f` (without weight decay:
-# {glue:text}`no_gap_end:.1f`), and the mode count from {glue:text}`wd_modes_start:.1f` to
-# {glue:text}`wd_modes_end:.1f` (without: {glue:text}`no_modes_end:.1f`). Mean test accuracies
-# at epoch {glue:text}`end` are {glue:text}`wd_test_acc_end:.3f` and
-# {glue:text}`no_test_acc_end:.3f`.
+# | | at the branch | weight decay kept, epoch {glue:text}`end` | weight decay removed, epoch {glue:text}`end` |
+# | --- | --- | --- | --- |
+# | core dimension | {glue:text}`wd_core_dim_start:.1f` | {glue:text}`wd_core_dim_end:.1f` | {glue:text}`no_core_dim_end:.1f` |
+# | necessary rank, per model | | {glue:text}`wd_necessary_end_list` | {glue:text}`no_necessary_end_list` |
+# | sufficient dimension | {glue:text}`wd_sufficient_rank_start:.1f` | {glue:text}`wd_sufficient_rank_end:.1f` | {glue:text}`no_sufficient_rank_end:.1f` |
+# | necessary − sufficient | {glue:text}`wd_gap_start:.1f` | {glue:text}`wd_gap_end:.1f` | {glue:text}`no_gap_end:.1f` |
+# | rotational modes | {glue:text}`wd_modes_start:.1f` | {glue:text}`wd_modes_end:.1f` | {glue:text}`no_modes_end:.1f` |
+# | test accuracy | {glue:text}`wd_test_acc_start:.3f` | {glue:text}`wd_test_acc_end:.3f` | {glue:text}`no_test_acc_end:.3f` |
+#
+# The two arms' ranges of core dimension at the end {glue:text}`dim_ranges`. With three models
+# in each arm, that is all one can say.
+#
+# ```{admonition} Details: this build against the record
+# :class: dropdown
+#
+# The build trained the same models as the recorded run (same seeds and settings:
+# {glue:text}`rec_same_models`). At the {glue:text}`rec_n_compared` snapshots both have,
+# {glue:text}`rec_n_differences` analysed values differ from the record. Of these,
+# {glue:text}`rec_n_rank_differences` are ranks, core dimensions or mode lists; the first is
+# {glue:text}`rec_first_difference`.
+#
+# The claims compare over the models rather than value by value. Of the
+# {glue:text}`rec_n_quantities` quantities measured per model at those snapshots (a rank, an
+# accuracy, a mode count at one epoch), {glue:text}`rec_n_moved` moved in at least one model.
+# Of these, {glue:text}`rec_n_beyond` moved in their mean over the models by more than the larger of
+# {glue:text}`seed_errors` standard errors of the difference and, for a whole number, one unit.
+# The largest move of a mean is {glue:text}`rec_largest_z` standard errors.
+#
+# The previous chapter says why a build on another machine or thread count drifts away from the
+# record, value by value; the longer the run, the further.
+# ```
 #
 # ## Loss spikes
 #
-# Means over three models can hide an uneven run. Adaptive optimizers (Adam, AdamW) can throw a
-# model that fits its training set perfectly off it within a few steps once its training loss is
-# tiny: the loss jumps to about chance level and the model learns the set again, the *slingshot
-# mechanism* {cite:p}`thilak2022slingshot`. A snapshot that falls inside such a spike analyses a
-# model that, for the moment, does not do the task. `modular_runs.training_collapses` lists the
-# episodes in which a model's training accuracy fell below {glue:text}`collapse_threshold` after
-# it had first reached it; `modular_runs.collapse_summary` counts them.
+# Means over three models can hide an uneven run. Adaptive optimizers such as AdamW can throw a
+# model off a training set it fits perfectly, once its training loss is tiny. Within a few steps
+# the loss jumps to about chance level, and the model then learns the set again: the *slingshot
+# mechanism* {cite:p}`thilak2022slingshot`. A snapshot inside such a spike analyses a model
+# that, for the moment, does not do the task.
+#
+# `modular_runs.training_collapses` lists the episodes in which a model's training accuracy fell
+# below {glue:text}`collapse_threshold` after it had first reached it;
+# `modular_runs.collapse_summary` counts them.
 
 # %%
 collapse_threshold = 0.9
@@ -278,38 +314,42 @@ plt.close(fig)
 # weight decay removed at the dotted epoch, with a fresh optimizer.
 # ```
 #
-# Between the branch and epoch {glue:text}`end`, the models with weight decay lost their
-# training fit {glue:text}`wd_collapses:.1f` times each on average, spending
-# {glue:text}`wd_collapse_pct:.0f` % of those epochs in a collapse (the longest lasted
-# {glue:text}`wd_collapse_longest` epochs); without weight decay, {glue:text}`no_collapses:.1f`
-# times, {glue:text}`no_collapse_pct:.0f` % and {glue:text}`no_collapse_longest` epochs. (A
-# model that has not yet refitted its training set after the fresh optimizer's first steps is
-# learning, not collapsing, and is not counted.) At epoch {glue:text}`end`,
-# {glue:text}`wd_n_working_end` of the {glue:text}`n_models` weight-decay models do the task
-# (test accuracy at least {glue:text}`grok_threshold`); over the working models alone the cores
-# have {glue:text}`wd_core_dim_end_working:.1f` dimensions with weight decay and
-# {glue:text}`no_core_dim_end_working:.1f` without. Over the recorded run's
-# {glue:text}`rec_end` epochs the count of collapses per model after the branch is
-# {glue:text}`rec_wd_collapses:.1f` with weight decay and {glue:text}`rec_no_collapses:.1f`
-# without, so its means over all models, which the
-# paper reports and the claims use, describe models that do the task.
+# The table counts the collapses between the branch and epoch {glue:text}`end`. A model that
+# has not yet refitted its training set after the fresh optimizer's first steps is learning,
+# not collapsing, and is not counted. A model does the task when its test accuracy is at least
+# {glue:text}`grok_threshold`.
 #
-# Dropout matters here. These models train with dropout {glue:text}`dropout:g`; the book's
-# default is the rate of the PyTorch layer the reference implementation used, and the paper
-# does not state one. Without dropout
-# (`-p dropout 0`, in both modular chapters) the models trained with weight decay spike again
-# and again after they fit the training set. A plausible reason, which this book has not tested
-# further: once the training loss is tiny, the gradients and AdamW's running estimate of their
-# squared size shrink together, and the next larger gradient, divided by that small estimate,
-# gives a step far larger than the learning rate. Dropout keeps every training pass noisy, so
-# the loss and the gradients never become that small.
+# | | weight decay kept | weight decay removed |
+# | --- | --- | --- |
+# | collapses per model | {glue:text}`wd_collapses:.1f` | {glue:text}`no_collapses:.1f` |
+# | share of epochs in a collapse (%) | {glue:text}`wd_collapse_pct:.0f` | {glue:text}`no_collapse_pct:.0f` |
+# | longest collapse (epochs) | {glue:text}`wd_collapse_longest` | {glue:text}`no_collapse_longest` |
+# | models doing the task at epoch {glue:text}`end` (of {glue:text}`n_models`) | {glue:text}`wd_n_working_end` | {glue:text}`no_n_working_end` |
+# | core dimension of those models | {glue:text}`wd_core_dim_end_working:.1f` | {glue:text}`no_core_dim_end_working:.1f` |
+#
+# The recorded run counts its collapses the same way. Over its {glue:text}`rec_end` epochs, a
+# model collapsed {glue:text}`rec_wd_collapses:.1f` times after the branch with weight decay and
+# {glue:text}`rec_no_collapses:.1f` times without. So its means over all models, which the paper
+# reports and the claims use, describe models that do the task.
+#
+# Dropout may matter here. These models train with dropout {glue:text}`dropout:g`, the rate of
+# the PyTorch layer the reference implementation used; the paper does not state one. In our runs
+# without dropout (`-p dropout 0`, in both modular chapters; not shown here), the models trained
+# with weight decay spiked again and again after they fit the training set.
+#
+# Why they spike is an open question. One candidate, which this book has not tested: once the
+# training loss is tiny, the gradients and AdamW's running estimate of their squared size shrink
+# together. The next larger gradient, divided by that small estimate, then gives a step far
+# larger than the learning rate. Dropout keeps every training pass noisy, so the loss and the
+# gradients would never become that small.
 #
 # ## What the necessary rank counts
 #
-# The core dimension is the necessary rank: the smallest rank $r$, at least the energy rank,
-# whose removal drops test accuracy to $2/p$. That is a threshold on a curve, and the curve is
-# worth seeing. `modular_runs.removal_curves(params, arm, epoch)` removes the leading $r$
-# directions of each model's full-rank core, for every $r$, and records the accuracy that is left.
+# The core dimension is a threshold on a curve, and the curve is worth seeing. It is the
+# necessary rank: the smallest rank $r$, at least the energy rank, whose removal drops test
+# accuracy to $2/p$. The function `modular_runs.removal_curves(params, arm, epoch)` removes the
+# leading $r$ directions of each model's full-rank core, for every $r$, and records the accuracy
+# that is left.
 
 # %%
 middle_level, loose_level = 0.05, 0.1
@@ -339,19 +379,22 @@ plt.close(fig)
 # scale).
 # ```
 #
+# A curve can drop fast and then linger a few points above $2/p =$
+# {glue:text}`chance_level:.3f`. Such a model keeps a thin residue of the answer, spread over
+# many weak directions. That residue, not the bulk of the core, then sets its necessary rank.
+#
 # With weight decay kept, the necessary ranks at epoch {glue:text}`end` are
-# {glue:text}`wd_necessary_end_list`, and removal first leaves at most {glue:text}`loose_level`
-# at ranks {glue:text}`wd_loose_end_list`. With weight decay removed, the necessary ranks are
-# {glue:text}`no_necessary_end_list` and the looser level is reached at ranks
-# {glue:text}`no_loose_end_list`. A model whose curve drops to the looser level early but then
-# lingers a few points above $2/p =$ {glue:text}`chance_level:.3f` keeps a thin residue of the
-# answer spread over many weak directions, and that residue, not the bulk of its core, sets its
-# necessary rank. The table gives each arm's mean core dimension at three thresholds: $2/p$, the
-# paper's, which the figures and claims use; {glue:text}`middle_level`; and the looser
-# {glue:text}`loose_level`. In
-# the book's build, at the looser levels both arms' cores are close to their size at the
-# branch: what grew in the {glue:text}`span` epochs after it is mostly such a residue, one or two
-# models per arm at a time, not the bulk of the cores.
+# {glue:text}`wd_necessary_end_list`. Removal first leaves at most {glue:text}`loose_level` at
+# ranks {glue:text}`wd_loose_end_list`.
+#
+# With weight decay removed, the necessary ranks are {glue:text}`no_necessary_end_list`, and
+# the looser level is reached at ranks {glue:text}`no_loose_end_list`.
+#
+# The table gives each arm's mean core dimension at three thresholds: $2/p$, the paper's, which
+# the figures and claims use; {glue:text}`middle_level`; and the looser
+# {glue:text}`loose_level`. Compare the looser rows with the core dimension at the branch,
+# {glue:text}`wd_core_dim_start:.1f`. Where they are close, what grew after the branch is such a
+# residue, not the bulk of the cores.
 
 # %%
 levels = [params.chance_level, middle_level, loose_level]
@@ -361,14 +404,17 @@ display(core_inflation.threshold_table(curves, levels).round(1))
 # ## How many frequencies?
 #
 # The mode count of panel C depends on two choices: the core the operator lives in, and a linear
-# fit that must explain the whole cycle. A second count needs neither. Take the class centroids of
-# the block's *whole* output (the mean activation over the test examples with answer $c$) and
-# Fourier-transform them along the cycle $c = 0, \dots, p - 1$: a representation that computes
-# with the frequencies $k$ puts its variance across answers at those $k$
-# (`operators.cycle_spectrum`). `operators.frequency_count` is the fewest frequencies that hold a
-# share {glue:text}`frequency_share` of that variance, and `modular_runs.centroid_spectra` does
-# this for every snapshot of an arm. Each frequency takes two dimensions, a cosine and a sine, so
-# this count also bounds how small a core that keeps the representation can be.
+# fit that must explain the whole cycle. A second count needs neither.
+#
+# Take the class centroids of the block's *whole* output: the mean activation over the test
+# examples with answer $c$. Fourier-transform them along the cycle $c = 0, \dots, p - 1$. A
+# representation that computes with the frequencies $k$ puts its variance across answers at
+# those $k$ (`operators.cycle_spectrum`).
+#
+# `operators.frequency_count` is the fewest frequencies that hold a share
+# {glue:text}`frequency_share` of that variance; `modular_runs.centroid_spectra` computes it for
+# every snapshot of an arm. Each frequency takes two dimensions, a cosine and a sine. So twice
+# the count is a rough size for a core that keeps that much of the representation.
 
 # %%
 frequency_share = 0.9
@@ -396,24 +442,26 @@ plt.close(fig)
 #
 # Panel A first retells the previous chapter in these terms. At initialisation the centroids
 # spread over {glue:text}`frequencies_init:.1f` of the {glue:text}`frequencies_max` frequencies
-# on average; as the models grok, that falls to a handful. At the branch the models use
-# {glue:text}`wd_frequencies_start:.1f` frequencies on average; at epoch {glue:text}`end` those
-# trained with weight decay use {glue:text}`wd_frequencies_end:.1f` and those trained without
-# it {glue:text}`no_frequencies_end:.1f`. Two forces pull in opposite directions here. In the
-# grokking literature weight decay is what prunes a representation down to a few Fourier
-# features {cite:p}`nanda2023progress`, so without it nothing removes features the model
-# already has; in the paper, weight decay instead spreads the margin over more rotational modes.
-# The two counts measure different things (frequencies of the whole representation here,
-# rotations of a linear operator inside the core there), and over this short stretch neither
-# has moved far.
+# on average; as the models grok, that falls to a handful.
+#
+# At the branch the models use {glue:text}`wd_frequencies_start:.1f` frequencies on average. At
+# epoch {glue:text}`end`, those trained with weight decay use {glue:text}`wd_frequencies_end:.1f`
+# and those trained without it {glue:text}`no_frequencies_end:.1f`.
+#
+# This count and the mode count of panel C need not agree: they measure different things,
+# frequencies of the whole representation here and rotations of a linear operator inside the
+# core there. Two published views even pull in opposite directions. In the grokking literature,
+# weight decay prunes a representation down to a few Fourier features
+# {cite:p}`nanda2023progress`, so without it nothing removes the features a model already has.
+# In the paper, weight decay instead spreads the margin over more rotational modes.
 #
 # ## The paper's claims
 #
 # This chapter's rows of the [claims page](claims.ipynb). The paper's numbers are those of epoch
-# {glue:text}`paper_long_epochs`, and the claims are judged on the recorded run; the column
-# "this build" gives what this build measured after {glue:text}`span` epochs, "measured at
-# reduced settings": it shows where the trend stands that early, and cannot reproduce or refute
-# the paper's end point.
+# {glue:text}`paper_long_epochs`, and the claims are judged on the recorded run. The column "this
+# build" gives what this build measured after {glue:text}`span` epochs, "measured at reduced
+# settings". It shows where the trend stands that early, and cannot reproduce or refute the
+# paper's end point.
 
 # %% tags=["hide-input"]
 chapter = {"summary": summary, "arms": arms, "histories": histories,
@@ -432,65 +480,73 @@ display(chapter_frame("core_inflation"))
 # %% [markdown]
 # ## Summary
 #
-# What reproduces, on the recorded run at the paper's settings: the direction and most of the
-# shape of Figure 3. Under weight decay the cores inflate, from
-# {glue:text}`rec_wd_core_dim_start:.0f` to {glue:text}`rec_wd_core_dim_end:.0f` dimensions over
-# {glue:text}`rec_end` epochs; they end larger than the cores trained without weight decay
-# ({claim}`inflation.arm_dim_gap <reproduced>`); the shift operators gather rotational modes up
-# to nearly the maximum of {glue:text}`rec_modes_max` ({claim}`inflation.modes_end <reproduced>`),
-# far more than without weight decay ({claim}`inflation.arm_mode_gap <reproduced>`); and most of
-# the growth is redundancy: the gap between the necessary and the sufficient dimension grows
-# from {glue:text}`rec_wd_gap_start:.1f` to {glue:text}`rec_wd_gap_end:.1f`.
+# What reproduces, on the recorded run at the paper's settings, is the direction and most of the
+# shape of Figure 3:
+#
+# - under weight decay the cores inflate, from {glue:text}`rec_wd_core_dim_start:.0f` to
+#   {glue:text}`rec_wd_core_dim_end:.0f` dimensions over {glue:text}`rec_end` epochs, and end
+#   larger than the cores trained without it {claim}`inflation.arm_dim_gap <reproduced>`;
+# - the shift operators gather rotational modes up to nearly the maximum of
+#   {glue:text}`rec_modes_max` {claim}`inflation.modes_end <reproduced>`, far more than without
+#   weight decay {claim}`inflation.arm_mode_gap <reproduced>`;
+# - most of the growth is redundancy: the gap between the necessary and the sufficient dimension
+#   grows from {glue:text}`rec_wd_gap_start:.1f` to {glue:text}`rec_wd_gap_end:.1f`.
 #
 # What differs, in size:
 #
-# - both ends of the growth are smaller than the paper's: {glue:text}`rec_wd_core_dim_start:.0f`
-#   rather than about 15 at the branch ({claim}`inflation.core_dim_grok <differs>`) and
-#   {glue:text}`rec_wd_core_dim_end:.0f` rather than about 60 at the end
-#   ({claim}`inflation.core_dim_end <differs>`). The growth factor,
-#   {glue:text}`rec_wd_growth:.1f` against the paper's 4, agrees. Our most likely explanation,
-#   not tested: a setting that scales every core alike and that the paper does not state, such
-#   as dropout ({glue:text}`rec_dropout:g` in the recorded run, the reference layer's default);
-#   the paper's values are also read off its figure, from one set of three seeds, as ours are;
+# - both ends of the growth are smaller than the paper's. The cores have
+#   {glue:text}`rec_wd_core_dim_start:.0f` dimensions rather than about 15 at the branch
+#   {claim}`inflation.core_dim_grok <differs>`, and {glue:text}`rec_wd_core_dim_end:.0f` rather
+#   than about 60 at the end {claim}`inflation.core_dim_end <differs>`. The growth factor,
+#   {glue:text}`rec_wd_growth:.1f` against the paper's 4, agrees;
 # - the sufficient dimension grows from {glue:text}`rec_wd_sufficient_rank_start:.1f` to
 #   {glue:text}`rec_wd_sufficient_rank_end:.1f`, where the paper has it stable
-#   ({claim}`inflation.sufficient_stable <differs>`). Our hypothesis: as weight decay spreads
-#   the margin over more modes, each mode carries less of it, and the sufficiency test (core-only
-#   accuracy within 0.001 of the model's, one test pair in {glue:text}`rec_n_test`) then needs
-#   more directions to keep the last few pairs right. A looser sufficiency test would tell; this
-#   book has not run one;
-# - without weight decay the cores do not stay compact: they grow from
-#   {glue:text}`rec_no_core_dim_start:.0f` to about {glue:text}`rec_no_core_dim_end:.0f`, nine
-#   tenths of it within {glue:text}`rec_no_growth_90_after` epochs of the branch, and the mode
-#   count goes from {glue:text}`rec_no_modes_start:.0f` to {glue:text}`rec_no_modes_end:.0f`
-#   ({claim}`inflation.modes_sparse <differs>`). The likely reason is the confound
-#   named at the top: the removed arm also restarts the optimizer, a strong perturbation (the
-#   last exercise restarts it with the decay kept). The chapter {doc}`inflation_clock` runs the
-#   control.
+#   {claim}`inflation.sufficient_stable <differs>`;
+# - without weight decay the cores do not stay compact. They grow from
+#   {glue:text}`rec_no_core_dim_start:.0f` to about {glue:text}`rec_no_core_dim_end:.0f`
+#   dimensions, and the mode count goes from {glue:text}`rec_no_modes_start:.0f` to
+#   {glue:text}`rec_no_modes_end:.0f` {claim}`inflation.modes_sparse <differs>`.
 #
-# What is open: whether these differences are seed noise (one run of three models on each
-# side); what the sufficient dimension does under a looser test; and how much of the removed
-# arm's growth the optimizer restart explains. This build's own short stretch after the branch
-# trains the same models as the record (the section on this build counts where the two differ,
-# snapshot by snapshot), and shows why the necessary rank must be read with care: a thin
-# residue of the answer just above $2/p$ can set it.
+# What is open: questions that no experiment in this chapter answers.
+#
+# - **Why are our cores smaller at both ends?** Perhaps a setting that scales every core alike
+#   and that the paper does not state, such as dropout ({glue:text}`rec_dropout:g` in the
+#   recorded run, the reference layer's default). This is not tested. The paper's values are
+#   also read off its figure, from one set of three seeds, as ours are.
+# - **Why does the sufficient dimension grow?** One hypothesis, not tested: as weight decay
+#   spreads the margin over more modes, each mode carries less of it. The sufficiency test
+#   (core-only accuracy within 0.001 of the model's, one test pair in {glue:text}`rec_n_test`)
+#   would then need more directions to keep the last few pairs right. A looser sufficiency test
+#   would tell; this book has not run one.
+# - **How much of the removed arm's growth does the optimizer restart explain?** That arm also
+#   restarts AdamW, a strong perturbation; the last exercise restarts it with the decay kept.
+#   The chapter {doc}`inflation_clock` runs this control.
+# - **Are the differences from the paper seed noise?** Each side is one run of three models.
+#
+# This build's short stretch after the branch trains the same models as the record. Its removal
+# curves show how to read the necessary rank with care: a thin residue of the answer, just above
+# $2/p$, can set it.
 #
 # ## How this chapter computes
 #
-# Both arms are trained on the book's engine, all seeds at once: the weight-decay arm resumes
-# the previous chapter's run from its last checkpoint (nothing already trained is redone), and
-# the removed arm starts from that run's snapshot at the branch epoch with a fresh AdamW state.
+# Both arms are trained on the book's engine, all seeds at once. The weight-decay arm resumes the
+# previous chapter's run from its last checkpoint, so nothing already trained is redone. The
+# removed arm starts from that run's snapshot at the branch epoch, with a fresh AdamW state.
 # Each snapshot's analysis is stored in a folder keyed by the parameters; removal curves are
-# cached beside it. The recorded run (`recorded/core_inflation_paper`, read by
-# `corelib.experiments.paper_scale.recorded_inflation`) keeps the analysed snapshots and the
-# training histories, with the provenance of the run;
+# cached beside it.
+#
+# The recorded run took {glue:text}`rec_hours:.1f` hours on {glue:text}`rec_threads` threads of
+# an {glue:text}`rec_cpu`. Its folder, `recorded/core_inflation_paper` (read by
+# `corelib.experiments.paper_scale.recorded_inflation`), keeps the analysed snapshots and the
+# training histories, with the provenance of the run. The command
 # `python -m acebook.record verify core_inflation --epochs 1000` re-derives the record's first
-# epochs, as many as `--epochs` asks for, from scratch and compares.
+# epochs from scratch, as many as `--epochs` asks for, and compares.
+#
 # On every build, `paper_scale.inflation_agreement` compares this build's snapshots with the
-# record's where both have them; on another machine or version of the code, float rounding can
-# move an accuracy across a threshold, and the comparison then names the values that differ.
-# The claims page judges the chapter's claims on the record and shows this build's values beside
-# them.
+# record's where both have them; the Details under this build's table give the counts. On
+# another machine or version of the code, float rounding can move an accuracy across a
+# threshold, and the comparison then names the values that differ. The claims page judges the
+# chapter's claims on the record and shows this build's values beside them.
 
 # %% [markdown]
 # ## Exercises
@@ -564,6 +620,48 @@ ex.check_necessary_rank(necessary_rank);
 # ```
 # ````
 #
+# ```{exercise} The sufficient rank from a keep curve
+# :label: ex-inflation-sufficient
+#
+# 🔴🔴⚪⚪⚪ · 🔵🔵🔵🔵⚪ · about 15 minutes
+#
+# The sufficient rank is the other end of the redundancy gap. Write
+# `sufficient_rank(keep, baseline, tolerance)`: `keep[r - 1]` is the model's accuracy when only
+# the leading $r$ directions of its core are kept. Return the smallest rank $r$ whose accuracy
+# is at least `baseline - tolerance`, or `None`. Then apply it to `curves` with
+# `tolerance=0.001`: each arm's `"keep"` has one row per model, and the baseline of model `i` is
+# its test accuracy, `arms[arm][-1]["models"][i]["test_acc"]`.
+#
+# **Expected result**: the check prints "all 10 cases pass"; your ranks equal the analysis'
+# own, `arms[arm][-1]["models"][i]["sufficient_rank"]`, model by model.
+# ```
+#
+# ```{admonition} Hint
+# :class: dropdown
+#
+# Unlike the necessary rank, this scan starts at rank 1. "Within the tolerance" is one-sided: a
+# core that keeps *more* than the model's accuracy keeps it too. And as with the removal curve,
+# the first rank that qualifies is the answer, whatever the curve does after it.
+# ```
+
+# %%
+def sufficient_rank(keep, baseline, tolerance):
+    """Smallest rank r with keep[r - 1] >= baseline - tolerance."""
+    raise NotImplementedError  # your code here
+
+
+ex.check_sufficient_rank(sufficient_rank);
+
+# %% [markdown]
+# ````{solution} ex-inflation-sufficient
+# :class: dropdown
+#
+# ```{include} ../solutions/core_inflation.md
+# :start-after: <!-- ex-inflation-sufficient -->
+# :end-before: <!-- end ex-inflation-sufficient -->
+# ```
+# ````
+#
 # ```{exercise} Redundancy, found by the rank search
 # :label: ex-inflation-ranks
 #
@@ -608,6 +706,47 @@ ex.check_necessary_rank(necessary_rank);
 # ```{include} ../solutions/core_inflation.md
 # :start-after: <!-- ex-inflation-gap -->
 # :end-before: <!-- end ex-inflation-gap -->
+# ```
+# ````
+#
+# ```{exercise} Can two arms be told apart?
+# :label: ex-inflation-ranges
+#
+# 🔴⚪⚪⚪⚪ · 🔵🔵🔵⚪⚪ · about 10 minutes
+#
+# With three models per arm, the chapter only says whether the two arms' ranges overlap. Write
+# `range_gap(a, b)`: how far apart the ranges of two sets of per-model values are, i.e. the
+# distance between their nearest ends, and `0` when the ranges share a value. Apply it to the
+# necessary ranks at the last epoch of the recorded run (`recorded["arms"][arm][-1]["models"]`,
+# key `"necessary_rank"`) and of this build (`core_inflation.necessary_ranks(arms[arm], end)`).
+#
+# **Expected result**: the check prints "all 11 cases pass". On the recorded run the two arms
+# end 2 dimensions apart, although their means differ by about 15. In this build the gap is
+# positive exactly when the chapter says that the ranges "do not overlap".
+# ```
+#
+# ```{admonition} Hint
+# :class: dropdown
+#
+# Either set may lie higher. Of `min(a) - max(b)` and `min(b) - max(a)`, at most one is
+# positive, and that one is the gap.
+# ```
+
+# %%
+def range_gap(a, b):
+    """Distance between the ranges of a and b; 0 if they overlap."""
+    raise NotImplementedError  # your code here
+
+
+ex.check_range_gap(range_gap);
+
+# %% [markdown]
+# ````{solution} ex-inflation-ranges
+# :class: dropdown
+#
+# ```{include} ../solutions/core_inflation.md
+# :start-after: <!-- ex-inflation-ranges -->
+# :end-before: <!-- end ex-inflation-ranges -->
 # ```
 # ````
 #

@@ -91,7 +91,7 @@ cost = chapter_cost("markov_chain")
 glue("cost_machine", cost.machine, display=False)
 glue("cost_book", cost.book, display=False)
 glue("cost_paper", cost.paper, display=False)
-minutes = chapter_time("markov_chain")  # from its words, figures and exercise marks
+minutes = chapter_time("markov_chain")
 glue("time_read", minutes.reading, display=False)
 glue("time_total", minutes.total, display=False)
 

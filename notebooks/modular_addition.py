@@ -104,7 +104,7 @@ cost = chapter_cost("modular_addition")
 glue("cost_machine", cost.machine, display=False)
 glue("cost_book", cost.book, display=False)
 glue("cost_paper", cost.paper, display=False)
-minutes = chapter_time("modular_addition")  # from its words, figures and exercise marks
+minutes = chapter_time("modular_addition")
 glue("time_read", minutes.reading, display=False)
 glue("time_total", minutes.total, display=False)
 

@@ -102,7 +102,7 @@ cost = chapter_cost("own_model")
 glue("cost_machine", cost.machine, display=False)
 glue("cost_book", cost.book, display=False)
 glue("cost_paper", cost.paper, display=False)
-minutes = chapter_time("own_model")  # from its words, figures and exercise marks
+minutes = chapter_time("own_model")
 glue("time_read", minutes.reading, display=False)
 glue("time_total", minutes.total, display=False)
 

@@ -45,6 +45,9 @@ except ImportError:
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = Path(os.environ.get("ACE_ARTIFACTS_DIR", ROOT / "_build" / "artifacts"))
 SCREENSHOT_PAGE = "book/chapters/markov_chain.html"
+# pages photographed for a reader of the test's artifacts (the clock and the window: the verdicts)
+SCREENSHOT_PAGES = (SCREENSHOT_PAGE, "book/chapters/inflation_clock.html", "book/chapters/interpretability_window.html")
+CLAIMS_PAGE = "book/chapters/claims.html"
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 # Headless and without sandbox come from launch(); these keep Chromium off the network and
 # quiet (Playwright passes most of them too, they are listed so the test does not rely on it).
@@ -200,6 +203,11 @@ async (limit) => {
         .map(text),
     launch: [...document.querySelectorAll('a[href]')].map(a => a.href)
         .filter(h => /mybinder\.org|colab\.research\.google\.com/.test(h)),
+    badges: [...document.querySelectorAll('a.claim-badge')].map(a => ({
+        text: a.textContent.trim(), title: a.title, href: a.href,
+        background: getComputedStyle(a).backgroundColor,
+        inSentence: !!a.closest('p, li')})),
+    anchors: [...document.querySelectorAll('[id^="claim-"]')].map(el => el.id),
   };
 }
 """
@@ -316,6 +324,28 @@ def page_problems(
     problems += [f"Python traceback in an output: {t!r}" for t in report["tracebacks"]]
     if page in chapters and not report["launch"]:
         problems.append("no Binder/Colab launch buttons")
+    problems += badge_problems(report["badges"])
+    return problems
+
+
+_BADGE = re.compile(r"^[✓≠✗≈○] (reproduced|holds|differs|does not hold|reduced settings|not run)( ⚠)?$")
+
+
+def badge_problems(badges: list[dict]) -> list[str]:
+    """A verdict badge shows a mark and a word, carries its value in a tooltip, is coloured, sits
+    in its sentence, and links to a claim's row on the claims page."""
+    problems = []
+    for b in badges:
+        if not _BADGE.match(b["text"]):
+            problems.append(f"a badge reads {b['text']!r}, not a mark and a status word")
+        if ": " not in b["title"] or " · " not in b["title"]:
+            problems.append(f"badge {b['text']!r} has no value in its tooltip: {b['title']!r}")
+        if not re.search(r"claims\.html#claim-[a-z0-9-]+$", b["href"]):
+            problems.append(f"badge {b['text']!r} does not link to a row of the claims page: {b['href']}")
+        if b["background"] in ("rgba(0, 0, 0, 0)", "transparent"):
+            problems.append(f"badge {b['text']!r} is not styled (claim_badges.css not loaded)")
+        if not b["inSentence"]:
+            problems.append(f"badge {b['text']!r} is not inside a paragraph or list item")
     return problems
 
 
@@ -373,12 +403,19 @@ def test_every_page_in_headless_chromium(chromium, built_book, site, browser):
     screenshot = ARTIFACTS / "markov_chain.png"
     failures: dict[str, list[str]] = {}
     start = time.perf_counter()
+    links, anchors = set(), set()
     for page in pages:
-        report, problems = open_page(browser, base + page, screenshot if page == SCREENSHOT_PAGE else None)
+        shot = ARTIFACTS / f"{Path(page).stem}.png" if page in SCREENSHOT_PAGES else None
+        report, problems = open_page(browser, base + page, shot)
         if report:
             problems += page_problems(report, page, base, chapters, figures_expected)
+            links |= {b["href"].rsplit("#", 1)[1] for b in report["badges"] if "#" in b["href"]}
+            if page == CLAIMS_PAGE:
+                anchors = set(report["anchors"])
         if problems:
             failures[page] = problems
+    assert links, "no verdict badge on any page"
+    assert links <= anchors, f"badges link to rows the claims page lacks: {sorted(links - anchors)[:5]}"
     seconds = time.perf_counter() - start
     print(f"opened {len(pages)} pages in {seconds:.1f} s; screenshot: {screenshot}")
     assert not failures, "\n".join(f"{page}:\n  " + "\n  ".join(problems) for page, problems in failures.items())

@@ -114,7 +114,10 @@ def test_the_reading_measures_count_what_they_say(tmp_path):
         "an item",
         "another item, $x + y$ inline.",
     ]
-    assert sentences("A note. It has two sentences. e.g. not here.") == ["A note.", "It has two sentences. e.g. not here."]
+    assert sentences("A note. It has two sentences. e.g. not here.") == [
+        "A note.",
+        "It has two sentences. e.g. not here.",
+    ]
     src = tmp_path / "probe.py"
     src.write_text("# %% [markdown]\n" + "".join(f"# {line}\n" if line else "#\n" for line in text.splitlines()))
     m = measure(src)
@@ -140,7 +143,8 @@ def test_the_time_to_read_follows_words_figures_and_the_exercises_marks(tmp_path
     text = (
         f"{words}\n\n```{{glue:figure}} fig_a\n:name: fig-a\n\nA caption.\n```\n\n"
         "```{exercise} One\n:label: ex-one\n\n🔴⚪⚪⚪⚪ · 🔵⚪⚪⚪⚪ · about 15 minutes\n\nDo it.\n```\n\n"
-        "```{exercise} Two\n:label: ex-two\n\n🔴⚪⚪⚪⚪ · 🔵⚪⚪⚪⚪ · about 10 minutes, pen and paper\n\nThink.\n```\n"
+        "```{exercise} Two\n:label: ex-two\n\n🔴⚪⚪⚪⚪ · 🔵⚪⚪⚪⚪ · about 10 minutes, pen and paper\n\n"
+        "Think.\n```\n"
     )
     src = tmp_path / "chapter.py"
     src.write_text("# %% [markdown]\n" + "".join(f"# {line}\n" if line else "#\n" for line in text.splitlines()))

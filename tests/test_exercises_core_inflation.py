@@ -110,3 +110,95 @@ def test_the_gap_solution_plots_one_line_per_arm():
     assert [ln.get_label() for ln in lines] == ["wd", "no_wd"]
     assert lines[0].get_ydata().tolist() == [4.0, 15.0]
     plt.close("all")
+
+
+def test_the_sufficient_rank_solution_passes_and_matches_the_chapters_scan(capsys):
+    from corelib.ace import Core
+    from corelib.interventions import refine_rank
+
+    ns = run_solution("core_inflation", "ex-inflation-sufficient")
+    assert _ex().check_sufficient_rank(ns["sufficient_rank"]) is True
+    assert "all 10 cases pass" in capsys.readouterr().out
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        keep = np.sort(rng.uniform(0.0, 1.0, 32))  # a rising curve ...
+        keep[rng.integers(0, 32, 4)] = rng.uniform(0.9, 1.0, 4)  # ... with bumps near the top
+        baseline, tol = float(rng.uniform(0.95, 1.0)), 0.01
+        core = Core(np.eye(32), np.arange(32, 0, -1.0), np.zeros(32))
+        want = refine_rank(
+            core, lambda c, mode, keep=keep: float(keep[c.rank - 1]) if mode == "keep" else 0.0,
+            baseline=baseline, chance_level=0.0, tolerance=tol,
+        )[1]  # fmt: skip
+        assert ns["sufficient_rank"](keep, baseline, tol) == want
+
+
+def _first_rank(pred):
+    def rank(keep, baseline, tol):
+        hits = np.flatnonzero(pred(np.asarray(keep), baseline, tol))
+        return int(hits[0]) + 1 if hits.size else None
+
+    return rank
+
+
+def _stays_from(keep, baseline, tol):
+    below = np.flatnonzero(np.asarray(keep) < baseline - tol)
+    if not below.size:
+        return 1
+    return None if below[-1] == len(keep) - 1 else int(below[-1]) + 2
+
+
+def _index_not_rank(keep, baseline, tol):
+    r = _first_rank(lambda k, b, t: k >= b - t)(keep, baseline, tol)
+    return None if r is None else r - 1
+
+
+@pytest.mark.parametrize(
+    ("wrong", "says", "not_says"),
+    [
+        (_first_rank(lambda k, b, t: k >= b), "you asked for the baseline itself", ">=, not >"),
+        (_first_rank(lambda k, b, t: k > b - t), r">=, not >", "baseline itself"),
+        (_first_rank(lambda k, b, t: np.abs(k - b) <= t), "keeps more than the model's own", "baseline itself"),
+        (_stays_from, "even if the curve dips below", "index"),
+        (_index_not_rank, r"rank = index \+ 1", "baseline itself"),
+    ],
+)
+def test_the_sufficient_rank_check_names_each_typical_mistake(wrong, says, not_says):
+    with pytest.raises(AssertionError, match=says) as err:
+        _ex().check_sufficient_rank(wrong)
+    assert not_says not in str(err.value)
+
+
+def test_the_range_gap_solution_passes_and_agrees_with_the_chapters_overlap_word(capsys):
+    from corelib.experiments.core_inflation import _overlap
+
+    gap = run_solution("core_inflation", "ex-inflation-ranges")["range_gap"]
+    assert _ex().check_range_gap(gap) is True
+    assert "cases pass" in capsys.readouterr().out
+    rng = np.random.default_rng(2)
+    for _ in range(200):
+        a, b = rng.integers(0, 30, 3).tolist(), rng.integers(0, 30, int(rng.integers(1, 4))).tolist()
+        assert (gap(a, b) > 0) == (_overlap(a, b) == "do not overlap")
+        assert gap(a, b) == gap(b, a) >= 0
+
+
+@pytest.mark.parametrize(
+    ("wrong", "says"),
+    [
+        (lambda a, b: abs(np.mean(a) - np.mean(b)), "distance between the means"),
+        (lambda a, b: max(min(a) - max(b), min(b) - max(a)), "your gap is negative"),
+        (lambda a, b: max(0, min(b) - max(a)), "check both orders"),
+        (lambda a, b: abs(min(b) - max(a)), "the gap is between the nearest ends"),
+    ],
+)
+def test_the_range_gap_check_names_each_typical_mistake(wrong, says):
+    with pytest.raises(AssertionError, match=says):
+        _ex().check_range_gap(wrong)
+
+
+def test_the_new_stubs_are_reported_as_not_done_yet(capsys):
+    def stub(*args):
+        raise NotImplementedError
+
+    assert _ex().check_sufficient_rank(stub) is False
+    assert _ex().check_range_gap(stub) is False
+    assert capsys.readouterr().out.count("not implemented yet") == 2

@@ -92,3 +92,59 @@ def test_unfilled_stubs_are_reported_as_not_done_yet(capsys):
     assert ex.check_psi(stub) is False
     assert ex.check_grok_time(stub) is False
     assert capsys.readouterr().out.count("not implemented yet") == 2
+
+
+def test_the_amplitudes_solution_passes_its_check_and_matches_the_library(capsys):
+    from corelib.exercises import grokking_theory as ex
+    from corelib.theory import min_norm_amplitudes, participation_ratio
+
+    ns = run_solution("grokking_theory", "grok-ex-amplitudes")
+    assert ex.check_min_norm_amplitudes(ns["min_norm_amplitudes"]) is True
+    assert "all 9 cases pass" in capsys.readouterr().out
+    for p in range(2, 120):
+        alpha = ns["min_norm_amplitudes"](p, 0.8)
+        assert np.allclose(alpha, min_norm_amplitudes(p, 0.8), rtol=1e-12)
+        assert ns["participation_ratio"](alpha) == pytest.approx(participation_ratio(alpha))
+    assert ns["participation_ratio"](ns["min_norm_amplitudes"](53, 1.0)) == pytest.approx(53 / 3)
+
+
+def _best_mode_only(p, delta):
+    v = library_psi(p)
+    out = np.zeros_like(v)
+    out[np.argmax(v)] = delta / v.max()
+    return out
+
+
+def _without_the_reflection(p, delta):
+    v = _modes(p, np.arange(1, (p - 1) // 2 + 1))  # for even p, the mode k = p/2 is left out
+    return delta * v / (v @ v)
+
+
+@pytest.mark.parametrize(
+    ("wrong", "says", "not_says"),
+    [
+        (lambda p, d: d * library_psi(p) / np.linalg.norm(library_psi(p)), "divide by its square", "3p/4"),
+        (lambda p, d: library_psi(p) / (library_psi(p) @ library_psi(p)), "proportional to delta", "square"),
+        (_best_mode_only, "all the weight on the best mode", "is not delta"),
+        (lambda p, d: np.full(p // 2, d / library_psi(p).sum()), "equal amplitudes", "is not delta"),
+        (lambda p, d: d * library_psi(p) / (3 * p / 4), "holds only for odd p", "square"),
+        (lambda p, d: d * library_psi(p), "is not delta", "best mode"),
+        (_without_the_reflection, "one amplitude per mode", "best mode"),
+    ],
+)
+def test_the_amplitudes_check_names_each_typical_mistake(wrong, says, not_says):
+    from corelib.exercises import grokking_theory as ex
+
+    with pytest.raises(AssertionError, match=says) as err:
+        ex.check_min_norm_amplitudes(wrong)
+    assert not_says not in str(err.value)
+
+
+def test_the_amplitudes_stub_is_reported_as_not_done_yet(capsys):
+    from corelib.exercises import grokking_theory as ex
+
+    def stub(p, delta):
+        raise NotImplementedError
+
+    assert ex.check_min_norm_amplitudes(stub) is False
+    assert "not implemented yet" in capsys.readouterr().out

@@ -23,7 +23,9 @@ PREFIX = "application/papermill.record/"
 
 def _glue(name: str, data: dict) -> dict:
     return new_output(
-        "display_data", data={PREFIX + k: v for k, v in data.items()}, metadata={"scrapbook": {"name": name, "mime_prefix": PREFIX}}
+        "display_data",
+        data={PREFIX + k: v for k, v in data.items()},
+        metadata={"scrapbook": {"name": name, "mime_prefix": PREFIX}},
     )
 
 
@@ -121,7 +123,8 @@ def test_nbformat_accepts_the_copy(executed):
 
 
 LIVE = [
-    "from myst_nb import glue\nacc = 2 / 3\nglue('acc', acc, display=False)\nglue('who', 'the third model', display=False)",
+    "from myst_nb import glue\nacc = 2 / 3\nglue('acc', acc, display=False)\n"
+    "glue('who', 'the third model', display=False)",
     "The best accuracy is {glue:text}`acc:.2f`, reached by {glue:text}`who`.",
 ]
 

@@ -7,10 +7,10 @@ from collections.abc import Callable
 import numpy as np
 
 from ..claims import claim
-from ..theory import grok_time, psi
+from ..theory import grok_time, min_norm_amplitudes, psi
 from . import Case, check_function
 
-__all__ = ["check_grok_time", "check_psi"]
+__all__ = ["check_grok_time", "check_min_norm_amplitudes", "check_psi"]
 
 
 def check_psi(student: Callable) -> bool:
@@ -121,3 +121,79 @@ def check_grok_time(student: Callable) -> bool:
         ),
     ]
     return check_function(delays, cases, name="grok_time", hints=hints, rtol=1e-9)
+
+
+def _like(got: np.ndarray, case: Case, wrong: Callable) -> bool:
+    """Whether a wrong answer equals ``wrong(psi, p, delta)``, a usual mistake, for this case."""
+    p, delta = case.args
+    want = np.asarray(wrong(psi(p), p, delta), dtype=float)
+    return got.shape == want.shape and np.allclose(got, want, rtol=1e-6) and not np.allclose(got, case.expected)
+
+
+def _best_mode_only(v: np.ndarray, p: int, delta: float) -> np.ndarray:
+    out = np.zeros_like(v)
+    out[np.argmax(v)] = delta / v.max()
+    return out
+
+
+def _margin_off(got: np.ndarray, case: Case) -> bool:
+    p, delta = case.args
+    return got.shape == case.expected.shape and not np.isclose(got @ psi(p), delta, rtol=1e-6)
+
+
+_AMPLITUDE_HINTS = [
+    (
+        _margin_off,
+        "the margin <alpha, psi> of your amplitudes is not delta: scale them so that it is exactly delta.",
+    ),
+    (
+        lambda got, c: _like(got, c, lambda v, p, d: d * v / np.linalg.norm(v)),
+        "you divided by ||psi||; divide by its square, ||psi||^2, so that <alpha, psi> = delta.",
+    ),
+    (
+        lambda got, c: c.args[1] != 1 and _like(got, c, lambda v, p, d: v / (v @ v)),
+        "your amplitudes do not grow with the margin: they must be proportional to delta.",
+    ),
+    (
+        lambda got, c: _like(got, c, _best_mode_only),
+        "you put all the weight on the best mode: that reaches the margin, but spreading it over every mode "
+        "in proportion to psi costs less (Cauchy-Schwarz).",
+    ),
+    (
+        lambda got, c: _like(got, c, lambda v, p, d: np.full_like(v, d / v.sum())),
+        "equal amplitudes reach the margin, but not with the smallest norm: the optimum is proportional "
+        "to psi (Cauchy-Schwarz).",
+    ),
+    (
+        lambda got, c: c.args[0] % 2 == 0 and _like(got, c, lambda v, p, d: d * v / (3 * p / 4)),
+        "||psi||^2 = 3p/4 holds only for odd p (even p >= 4 adds 2): compute the norm from the vector.",
+    ),
+    (lambda got, c: got.shape != c.expected.shape, "there is one amplitude per mode, k = 1..floor(p/2)."),
+]
+"""The usual mistakes of ``min_norm_amplitudes``, each shown only when the answer is that mistake."""
+
+
+def check_min_norm_amplitudes(student: Callable) -> bool:
+    """Check ``min_norm_amplitudes(p, delta)``: the amplitudes ``alpha >= 0`` of the ``floor(p/2)``
+    modes with the smallest squared norm whose margin ``<alpha, psi>`` is ``delta``, i.e.
+    ``delta psi / ||psi||^2``."""
+    rng = np.random.default_rng(5)
+    inputs = [
+        (53, 1.0, "the book's modulus, margin 1"),
+        (53, 2.5, "the book's modulus, margin 2.5"),
+        (3, 1.0, "p = 3: a single mode"),
+        (4, 1.0, "p = 4: an even modulus, whose last mode is a reflection"),
+        (10, 0.3, "an even modulus, margin 0.3"),
+        (2, 1.0, "p = 2: one mode, the reflection"),
+        (101, 0.7, "the largest of the paper's moduli, margin 0.7"),
+    ]
+    for k in range(2):
+        inputs.append(
+            (int(rng.integers(5, 300)), float(rng.uniform(0.1, 5.0)), f"a random modulus and margin ({k + 1})")
+        )
+    cases = [Case((p, delta), min_norm_amplitudes(p, delta), what) for p, delta, what in inputs]
+
+    def amplitudes(p, delta):
+        return np.asarray(student(p, delta), dtype=float).ravel()
+
+    return check_function(amplitudes, cases, name="min_norm_amplitudes", hints=_AMPLITUDE_HINTS, rtol=1e-9, atol=1e-12)
