@@ -43,7 +43,7 @@
 # necessary and sufficient ranks, the shift operator and its modes); Fourier series on a cycle
 # of $p$ points; AdamW and its decoupled weight decay.
 #
-# **Time**: about 40 minutes to read, 100 with the exercises.
+# **Time**: about {glue:text}`time_read` minutes to read, {glue:text}`time_total` with the exercises.
 #
 # **Computing it** on {glue:text}`cost_machine`: {glue:text}`cost_book` with the book's
 # settings, {glue:text}`cost_paper` with the paper's (`--profile paper`).
@@ -98,12 +98,16 @@ energy = 0.99
 # %% tags=["hide-input"]
 from myst_nb import glue
 
+from acebook.readability import chapter_time
 from acebook.run_times import chapter_cost
 
 cost = chapter_cost("core_inflation")
 glue("cost_machine", cost.machine, display=False)
 glue("cost_book", cost.book, display=False)
 glue("cost_paper", cost.paper, display=False)
+minutes = chapter_time("core_inflation")
+glue("time_read", minutes.reading, display=False)
+glue("time_total", minutes.total, display=False)
 
 # %%
 import matplotlib.pyplot as plt

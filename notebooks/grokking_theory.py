@@ -38,7 +38,7 @@
 # decay). The mathematics: roots of unity, the Cauchy--Schwarz inequality, a linear ODE of first
 # order, the Taylor series of $\log(1 - x)$.
 #
-# **Time**: about 35 minutes to read, 2 hours with the exercises.
+# **Time**: about {glue:text}`time_read` minutes to read, {glue:text}`time_total` with the exercises.
 #
 # **Computing it** on {glue:text}`cost_machine`: {glue:text}`cost_book` with the book's
 # settings, {glue:text}`cost_paper` with the paper's (`--profile paper`).
@@ -84,12 +84,16 @@ seed = 0  # random seed of the synthetic delays
 # %% tags=["hide-input"]
 from myst_nb import glue
 
+from acebook.readability import chapter_time
 from acebook.run_times import chapter_cost
 
 cost = chapter_cost("grokking_theory")
 glue("cost_machine", cost.machine, display=False)
 glue("cost_book", cost.book, display=False)
 glue("cost_paper", cost.paper, display=False)
+minutes = chapter_time("grokking_theory")
+glue("time_read", minutes.reading, display=False)
+glue("time_total", minutes.total, display=False)
 
 # %%
 import matplotlib.pyplot as plt
