@@ -53,22 +53,28 @@ _DROPPED = ("operator",)  # the fitted operator matrices: large, and re-derivabl
 
 def machine() -> dict[str, Any]:
     """The machine a record was computed on: CPU, cores, torch, threads."""
-    cpu = platform.processor() or platform.machine()
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:  # not Linux
+        cpuinfo = ""
     return {
-        "cpu": cpu,
+        "cpu": cpu_name(cpuinfo),
         "logical_cpus": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
     }
+
+
+def cpu_name(cpuinfo: str) -> str:
+    """The CPU's model name from the text of ``/proc/cpuinfo``; else what ``platform`` says (e.g.
+    "arm" on a Mac, "x86_64"); "unknown CPU" where nothing does."""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("model name", "Model", "cpu model") and value.strip():
+            return " ".join(value.split())
+    return platform.processor() or platform.machine() or "unknown CPU"
 
 
 def compute_device() -> str:

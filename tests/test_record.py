@@ -271,38 +271,38 @@ def test_one_chapters_claims_are_re_judged_and_the_other_rows_kept(results, monk
     for ch in chapters:
         claims.record(ch, {}, settings={})
     claims.record("markov_chain", {"markov.rank": 2}, settings={})
-    claims.record("inflation_clock", {"window.anneal_larger": 7.0}, settings={})
+    claims.record("interpretability_window", {"window.anneal_larger": 7.0}, settings={})
     before = load_json(record.export_claims("book", rec))
     assert before["rows"]["window.anneal_larger"]["status"] == "holds" and "updated" not in before
     # A later build of one chapter: only its rows change.
     claims.record("markov_chain", {"markov.rank": 5}, settings={})
-    claims.record("inflation_clock", {"window.anneal_larger": -3.0, "window.anneal_smaller": 1.0}, settings={})
-    after = load_json(record.export_claims("book", rec, only=["inflation_clock"]))
+    claims.record("interpretability_window", {"window.anneal_larger": -3.0, "window.anneal_smaller": 1.0}, settings={})
+    after = load_json(record.export_claims("book", rec, only=["interpretability_window"]))
     assert after["rows"]["window.anneal_larger"]["status"] == "does not hold"
     assert after["rows"]["window.anneal_smaller"]["status"] == "holds"
     assert after["rows"]["markov.rank"] == before["rows"]["markov.rank"]  # not re-judged
-    assert list(after["rows"]) == list(before["rows"]) and set(after["updated"]) == {"inflation_clock"}
+    assert list(after["rows"]) == list(before["rows"]) and set(after["updated"]) == {"interpretability_window"}
     assert (after["commit"], after["exported"]) == (before["commit"], before["exported"])
     # A file from before a claim was added, with a row the registry dropped and chapters not run.
-    stale = {**after, "not_run": ["inflation_clock", "markov_chain"]}
+    stale = {**after, "not_run": ["interpretability_window", "markov_chain"]}
     stale["rows"] = {"gone.claim": after["rows"]["markov.rank"], **after["rows"]}
     del stale["rows"]["window.anneal_smaller"]
     save_json(rec / record.CLAIMS_FILE, stale)
-    again = load_json(record.export_claims("book", rec, only=["inflation_clock"]))
+    again = load_json(record.export_claims("book", rec, only=["interpretability_window"]))
     assert list(again["rows"]) == list(before["rows"]) and again["rows"]["window.anneal_smaller"]["status"] == "holds"
     assert again["not_run"] == ["markov_chain"]
     with pytest.raises(SystemExit, match="does not take --missing-ok"):
-        record.export_claims("book", rec, missing_ok=True, only=["inflation_clock"])
+        record.export_claims("book", rec, missing_ok=True, only=["interpretability_window"])
     with pytest.raises(SystemExit, match="--only takes chapters with claims"):
         record.export_claims("book", rec, only=["../claims"])
     with pytest.raises(SystemExit, match="holds the 'book' profile's statuses, not the 'paper' one's"):
-        record.export_claims("paper", rec, only=["inflation_clock"])
+        record.export_claims("paper", rec, only=["interpretability_window"])
     with pytest.raises(SystemExit, match="does not exist yet: record every chapter once"):
-        record.export_claims("book", results / "elsewhere", only=["inflation_clock"])
+        record.export_claims("book", results / "elsewhere", only=["interpretability_window"])
     monkeypatch.setenv("ACE_PROFILE", "smoke")
-    claims.record("inflation_clock", {}, settings={})
-    with pytest.raises(SystemExit, match="not recorded with the book profile: {'inflation_clock': 'smoke'}"):
-        record.export_claims("book", rec, only=["inflation_clock"])
+    claims.record("interpretability_window", {}, settings={})
+    with pytest.raises(SystemExit, match="not recorded with the book profile: {'interpretability_window': 'smoke'}"):
+        record.export_claims("book", rec, only=["interpretability_window"])
 
 
 @pytest.mark.slow
@@ -618,3 +618,42 @@ def test_a_verify_names_the_processor_it_computed_on(monkeypatch):
     assert record.computed_on({"cpu": "Some CPU"}) == "Some CPU"  # the recorded runs name no device
     assert record.computed_on({"cpu": "Some CPU", "device": "cpu"}) == "Some CPU"
     assert record.computed_on({"cpu": "Some CPU", "device": "Some GPU (cuda)"}) == "Some GPU (cuda)"
+
+
+@pytest.mark.parametrize(
+    "cpuinfo, processor, expected",
+    [
+        (
+            "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor @ 2.50GHz\nflags\t: avx512f\n",
+            "",
+            "Intel(R) Xeon(R) Processor @ 2.50GHz",
+        ),
+        ("processor\t: 0\nmodel name\t:   AMD   EPYC 7B13\n", "x86_64", "AMD EPYC 7B13"),
+        ("processor\t: 0\nBogoMIPS\t: 50.00\nModel\t: Raspberry Pi 4 Model B\n", "", "Raspberry Pi 4 Model B"),
+        ("processor\t: 0\nflags\t: fpu\n", "SomeChip", "SomeChip"),  # no model name: platform's word
+        ("", "", None),  # nothing at all: platform.machine(), else "unknown CPU"
+    ],
+)
+def test_the_machine_is_named_from_whatever_the_cpu_reports(cpuinfo, processor, expected, monkeypatch):
+    import platform
+
+    from acebook import run_times
+
+    monkeypatch.setattr(platform, "processor", lambda: processor)
+    name = record.cpu_name(cpuinfo)
+    assert name == (expected or platform.machine() or "unknown CPU")
+    monkeypatch.setattr(platform, "machine", lambda: "")
+    assert record.cpu_name(cpuinfo) == (expected or "unknown CPU")
+    assert 1 <= len(run_times.short_cpu_name(record.cpu_name(cpuinfo)).split()) <= 3
+
+
+def test_a_gpu_is_named_where_the_process_computes(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(record, "default_device", lambda: torch.device("cuda", 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
+    assert record.compute_device() == "NVIDIA H100 80GB HBM3 (cuda)"
+    monkeypatch.setattr(record, "default_device", lambda: torch.device("mps"))
+    assert record.compute_device() == "Apple GPU (mps)"
+    monkeypatch.setattr(record, "default_device", lambda: torch.device("cpu"))
+    assert record.compute_device() == "cpu"
