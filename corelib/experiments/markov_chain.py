@@ -21,11 +21,11 @@ from tqdm.auto import tqdm
 
 from .. import ace, compare, operators
 from .._checks import check_memory, check_seed, check_seeds, check_settings, is_whole
-from ..engine import SequenceData, StackConfig, train_stack
+from ..engine import SequenceData, StackConfig, load_snapshot, snapshot_epochs, train_stack
 from ..interventions import accuracy, intervention_accuracy
 from ..masks import MASK_GENERATOR
 from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
-from ..results import load_json, run_dir, run_lock, save_json, save_tensors
+from ..results import StoreError, load_json, run_dir, run_lock, save_json, save_tensors
 from ..tasks import markov
 
 if TYPE_CHECKING:
@@ -40,6 +40,8 @@ __all__ = [
     "TrainingHistory",
     "run",
     "run_folder",
+    "RankSensitivity",
+    "rank_sensitivity",
     "make_data",
     "analyse_model",
     "compare_models",
@@ -550,3 +552,50 @@ def glue_values(summary: MarkovSummary) -> dict[str, object]:
         "r2_ratio_min": min(m.r2 / summary.oracle_r2 for m in models),
         "oracle_r2": summary.oracle_r2,
     }
+
+
+@dataclass(frozen=True)
+class RankSensitivity:
+    """How the agreement between the models' cores depends on the rank at which they are cut.
+
+    Attributes:
+        ranks: the core ranks compared, (R,).
+        energy_share: share of each model's activity-relevance energy in each of its leading
+            directions, (models, max rank); the energy rank keeps directions until 0.999 is held.
+        cca: canonical correlations of each pair's core coordinates at each rank, largest first,
+            (pairs, R, max rank), NaN beyond the rank.
+    """
+
+    ranks: tuple[int, ...]
+    energy_share: np.ndarray
+    cca: np.ndarray
+
+
+def rank_sensitivity(p: MarkovParams, ranks: tuple[int, ...] = (3, 4)) -> RankSensitivity:
+    """The models of a finished run of ``p`` (:func:`run` first), their cores cut at each of
+    ``ranks`` and compared pair by pair with canonical correlations. Reads the trained weights;
+    trains nothing."""
+    if not ranks or any(int(r) != r or r < 1 or r > p.d_model for r in ranks):
+        raise ValueError(f"ranks must be whole numbers in [1, {p.d_model}]; got {ranks}.")
+    train = run_folder(p) / "train"
+    if p.epochs not in snapshot_epochs(train):
+        raise StoreError(f"the Markov run of these parameters has not been trained; run the chapter first ({train}).")
+    stack = load_snapshot(train, p.epochs, default_device())
+    x = make_data(p)["test"][0]
+    top = max(ranks)
+    shares, coords = [], []
+    for i in range(len(p.seeds)):
+        model = stack.model(i)
+        flat = block_output(model, x, model.cfg.n_layers - 1).reshape(-1, p.d_model)
+        jac = ace.jacobians(model.readout(model.cfg.n_layers - 1), flat, n_samples=p.n_jacobians, seed=p.jacobian_seed)
+        hd = flat.detach().cpu().double()
+        full = ace.extract(hd, jac, rank=p.d_model)
+        energy = full.singular_values**2
+        shares.append(energy[:top] / energy.sum())
+        coords.append({r: full.truncate(r).coords(hd.numpy()) for r in ranks})
+    pairs = list(itertools.combinations(range(len(p.seeds)), 2))
+    cca = np.full((len(pairs), len(ranks), top), np.nan)
+    for k, (i, j) in enumerate(pairs):
+        for m, r in enumerate(ranks):
+            cca[k, m, :r] = compare.cca(coords[i][r], coords[j][r])
+    return RankSensitivity(tuple(int(r) for r in ranks), np.asarray(shares), cca)
