@@ -11,7 +11,9 @@ role text. So the runner writes two files per executed chapter:
   student opens (``ace-book run … -o`` writes it too; the Binder and Colab buttons open it).
   Every glued value is written in the prose with the format the site uses, every verdict is a
   small link "✓ holds" with the value in its tooltip, every glued figure is an image attached to
-  its cell with its caption below, and glossary terms and page links read as plain words.
+  its cell with its caption below (a glued table: its HTML), boxes (admonitions, exercises, hints)
+  are quoted blocks with a bold title, solutions are pointers to where they are kept, and roles
+  (glossary terms, page links, references, citations) read as plain words.
 
 Why a copy rather than an inline evaluation role (``{eval}`` of jupyterlab-myst): it works in
 every notebook viewer, with no extension to install and no kernel to run, and it shows the
@@ -79,17 +81,70 @@ def _claim_link(match: re.Match, rows: Mapping[str, Mapping[str, Any]]) -> str:
     )
 
 
+def _options_removed(body: str) -> str:
+    return "\n".join(line for line in body.splitlines() if not re.match(r"^\s*:[\w-]+:", line)).strip()
+
+
 def _figure(match: re.Match, *, values: Mapping[str, Mapping[str, Any]], attachments: dict) -> str:
+    """A glued figure: an image attached to the cell, or a glued table's HTML, then its caption."""
     name = match["name"]
-    if name not in values or "image/png" not in values[name]:
+    if name not in values:
         raise KeyError(f"{{glue:figure}} {name}: the chapter glues no figure named {name!r}")
-    attachments[f"{name}.png"] = {"image/png": values[name]["image/png"]}
-    caption = "\n".join(line for line in match["body"].splitlines() if not re.match(r"^:[\w-]+:", line)).strip()
-    return f"![{name}](attachment:{name}.png)\n\n*{caption}*\n" if caption else f"![{name}](attachment:{name}.png)\n"
+    bundle = values[name]
+    if "image/png" in bundle:
+        attachments[f"{name}.png"] = {"image/png": bundle["image/png"]}
+        shown = f"![{name}](attachment:{name}.png)"
+    elif "text/html" in bundle:
+        shown = "".join(bundle["text/html"]).strip()
+    else:
+        shown = "```\n" + _text(bundle, "") + "\n```"
+    caption = _options_removed(match["body"])
+    return f"{shown}\n\n{caption}\n" if caption else f"{shown}\n"
+
+
+_DIRECTIVE = re.compile(
+    r"^(?P<fence>`{3,}|:{3,})\{(?P<name>[\w:-]+)\}[ \t]*(?P<arg>[^\n]*)\n(?P<body>.*?)^(?P=fence)[ \t]*$", re.M | re.S
+)
+_BOXES = {"admonition", "note", "tip", "hint", "important", "warning", "caution", "seealso", "dropdown", "exercise"}
+
+
+def _quoted(title: str, body: str) -> str:
+    lines = [f"**{title}**"] if title else []
+    lines += ["", *_plain_directives(_options_removed(body)).splitlines()] if body.strip() else []
+    return "\n".join(f"> {line}".rstrip() for line in lines) + "\n"
+
+
+def _directive(m: re.Match) -> str:
+    """A box (admonition, exercise, dropdown…) as a quoted block with its title in bold; a solution
+    as a pointer to where it is kept (a reader's copy does not show solutions open); math as a
+    display formula. Anything else is left as written."""
+    name, arg = m["name"], m["arg"].strip()
+    if name in _BOXES:
+        title = arg or name.capitalize()
+        return _quoted(f"Exercise: {title}" if name == "exercise" else title, m["body"])
+    if name == "solution":
+        found = re.search(r"\{include\}\s*(\S+)", m["body"])
+        where = f" in `{found[1].replace('../', 'book/')}`" if found else ""
+        return f"> **Solution**: on the book's site, in a dropdown, and{where}.\n"
+    if name == "math":
+        return f"$$\n{_options_removed(m['body'])}\n$$\n"
+    return m[0]
+
+
+def _plain_directives(text: str) -> str:
+    return _DIRECTIVE.sub(_directive, text)
+
+
+_REF = re.compile(r"\{(?:ref|numref|eq)\}`(?:([^`<]+?)\s*<[^`>]+>|([^`]+))`")
+_CITE = re.compile(r"\{cite(?::[pt])?\}`([^`]+)`")
+_MATH_ROLE = re.compile(r"\{math\}`([^`]+)`")
 
 
 def _plain_roles(text: str) -> str:
     text = _TERM.sub(lambda m: m[1], text)
+    text = _REF.sub(lambda m: m[1] or m[2], text)
+    text = _CITE.sub(lambda m: f"({m[1]})", text)
+    text = _MATH_ROLE.sub(lambda m: f"${m[1]}$", text)
     return _DOC.sub(lambda m: f"[{m[1] or m[3]}]({(m[2] or m[3]).strip()}.ipynb)", text)
 
 
@@ -106,7 +161,7 @@ def reader_copy(nb: Any, rows: Mapping[str, Mapping[str, Any]]) -> Any:
         text = _FIGURE.sub(partial(_figure, values=values, attachments=attachments), cell.source)
         text = _GLUE_ROLE.sub(lambda m: _glue_text(m, values), text)
         text = _CLAIM_ROLE.sub(lambda m: _claim_link(m, rows), text)
-        cell.source = _plain_roles(text)
+        cell.source = _plain_roles(_plain_directives(text))
         if attachments:
             cell["attachments"] = attachments
     return out

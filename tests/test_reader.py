@@ -86,7 +86,7 @@ def test_the_reader_copy_writes_each_value_as_the_site_formats_it(executed):
     b = badge(ROW, "reproduced")
     assert f'href="claims.ipynb#{claim_anchor("markov.rank")}"' in text and b.tooltip in text
     assert "✓ reproduced" in text
-    assert "![fig_a](attachment:fig_a.png)" in text and "*Its caption.*" not in text  # bold kept
+    assert "![fig_a](attachment:fig_a.png)" in text
     assert "**A figure.** Its caption." in text and ":name:" not in text
     assert copy.cells[1].attachments["fig_a.png"]["image/png"] == glued_values(executed)["fig_a"]["image/png"]
     assert executed.cells[1].source.count("{glue:text}") == 3  # the executed notebook is left alone
@@ -166,3 +166,25 @@ def test_the_reader_command_refuses_what_it_cannot_read(tmp_path, capsys):
     assert runner.main(["reader", str(junk)]) == 2
     assert "not a readable notebook" in capsys.readouterr().err
     assert not list(tmp_path.glob("*.read.ipynb"))
+
+
+def test_boxes_read_as_quotes_solutions_as_pointers_and_tables_as_html(executed):
+    executed.cells[0].outputs.append(
+        _glue("tab", {"text/plain": "table", "text/html": "<table><tr><td>7</td></tr></table>"})
+    )
+    executed.cells[1].source = (
+        "```{admonition} Details: the store\n:class: dropdown\n\nEvery file has a checksum.\n```\n\n"
+        "```{exercise} Count it\n:label: ex-count\n\n🔴⚪⚪⚪⚪ · about 5 minutes\n\n"
+        "Count {glue:text}`n_models` things.\n```\n\n"
+        "````{solution} ex-count\n:class: dropdown\n\n```{include} ../solutions/markov_chain.md\n"
+        ":start-after: <!-- ex-count -->\n```\n````\n\n"
+        "```{glue:figure} tab\n:name: tab-a\n\nA table.\n```\n\n"
+        "See {ref}`the table <tab-a>`, {numref}`tab-a` and {cite:p}`schiffman2025`; {math}`x^2`.\n"
+    )
+    text = reader_copy(executed, {"markov.rank": ROW}).cells[1].source
+    assert "> **Details: the store**\n>\n> Every file has a checksum." in text and ":class:" not in text
+    assert "> **Exercise: Count it**" in text and "> Count 3 things." in text and ":label:" not in text
+    assert "> **Solution**: on the book's site, in a dropdown, and in `book/solutions/markov_chain.md`." in text
+    assert "<table><tr><td>7</td></tr></table>\n\nA table." in text
+    assert "See the table, tab-a and (schiffman2025); $x^2$." in text
+    assert "{" not in text.replace("{glue", "")  # no role or directive left
