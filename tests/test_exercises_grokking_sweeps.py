@@ -122,7 +122,8 @@ def test_a_stub_is_reported_as_not_done_yet(capsys):
         raise NotImplementedError
 
     assert ex.check_grok_times(stub) is False and ex.check_power_law(stub) is False
-    assert capsys.readouterr().out.count("not implemented yet") == 2
+    assert ex.check_early_exit(stub) is False
+    assert capsys.readouterr().out.count("not implemented yet") == 3
 
 
 def test_the_prediction_solution_runs_and_predicts_the_stated_delay(monkeypatch):
@@ -148,3 +149,87 @@ def test_the_prediction_solution_runs_and_predicts_the_stated_delay(monkeypatch)
     ((condition,), seeds, cfg) = trained[0]
     assert (condition.p, condition.weight_decay, condition.batch_size) == (53, 3.0, None)
     assert seeds == [42, 43, 44] and cfg.precision == "fp32" and cfg.max_epochs == 4000
+
+
+def test_the_early_exit_solution_passes_and_reads_the_stated_counts(capsys):
+    from corelib.exercises import grokking_sweeps as ex
+    from corelib.sweeps import min_correct
+
+    fn = run_solution("grokking_sweeps", "sweeps-ex-early-exit")["early_exit"]
+    assert ex.check_early_exit(fn) is True
+    assert "all 14 cases pass" in capsys.readouterr().out
+    answers = ex.example_answers()
+    assert {k: fn(v) for k, v in answers.items()} == {
+        "chance": (False, 17),
+        "nearly": (False, 1145),
+        "memorised": (True, 1404),
+    }
+    assert 1404 - min_correct(1404, 0.99) == 14  # the budget the solution quotes
+    for threshold in (0.07, 0.5, 0.9, 0.99, 1.0):  # the decision is the naive evaluation's
+        for correct in answers.values():
+            n = correct[:100].size
+            assert fn(correct[:100], threshold)[0] == (correct[:100].sum() / n >= threshold)
+
+
+def _wrong_early_exit(*, budget_rule="exact", stop_early=False, index=False, short_pass=False):
+    import math
+
+    def early_exit(correct, threshold=0.99):
+        correct = np.asarray(correct, dtype=bool)
+        n = correct.size
+        if budget_rule == "ceil":
+            budget = n - math.ceil(threshold * n)
+        elif budget_rule == "floor":
+            budget = n - int(threshold * n)
+        else:
+            budget = max(e for e in range(n + 1) if (n - e) / n >= threshold)
+        errors = np.cumsum(~correct)
+        over = np.flatnonzero(errors >= budget if stop_early else errors > budget)
+        if over.size:
+            return False, int(over[0]) + (0 if index else 1)
+        return True, int(np.flatnonzero(~correct)[-1]) + 1 if short_pass and (~correct).any() else n
+
+    return early_exit
+
+
+@pytest.mark.parametrize(
+    ("wrong", "says"),
+    [
+        (_wrong_early_exit(stop_early=True), "n_checked is one too small"),
+        (_wrong_early_exit(budget_rule="floor"), "you allowed one error too many"),
+        (_wrong_early_exit(budget_rule="ceil"), r"0\.07 \* 100 = 7\.000000000000001"),
+        (_wrong_early_exit(index=True), "counts it among the answers read"),
+        (_wrong_early_exit(short_pass=True), "read to the end"),
+        (lambda correct, threshold: bool(np.mean(correct) >= threshold), "is wrong on case 1"),  # no count
+    ],
+)
+def test_the_early_exit_check_rejects_typical_mistakes(wrong, says):
+    from corelib.exercises import grokking_sweeps as ex
+
+    with pytest.raises(AssertionError, match=says) as err:
+        ex.check_early_exit(wrong)
+    assert len(str(err.value)) < 800  # a short message, never the whole array of answers
+
+
+def test_stopping_one_error_early_is_named_where_it_changes_the_decision():
+    """On a model with exactly the errors allowed, stopping one error early fails a model that passes."""
+    from corelib.exercises import grokking_sweeps as ex
+
+    wrong = _wrong_early_exit(stop_early=True)
+
+    def only_the_edge(correct, threshold=0.99):
+        right = run_solution("grokking_sweeps", "sweeps-ex-early-exit")["early_exit"](correct, threshold)
+        return wrong(correct, threshold) if right[0] else right
+
+    with pytest.raises(AssertionError, match="you stopped one error too early") as err:
+        ex.check_early_exit(only_the_edge)
+    assert "one too small" not in str(err.value)
+
+
+def test_the_early_exit_hints_name_only_what_the_answer_shows():
+    """A wrong answer that is none of the usual mistakes gets the plain report, no hint."""
+    from corelib.exercises import grokking_sweeps as ex
+
+    with pytest.raises(AssertionError) as err:
+        ex.check_early_exit(lambda correct, threshold: (False, 3))
+    assert "Hint" not in str(err.value)

@@ -95,4 +95,75 @@ def test_a_stub_is_reported_as_not_done_yet(capsys):
         raise NotImplementedError
 
     assert ex.check_auc(stub) is False and ex.check_steering_strength(stub) is False
-    assert capsys.readouterr().out.count("not implemented yet") == 2
+    assert ex.check_core_alignment(stub) is False
+    assert capsys.readouterr().out.count("not implemented yet") == 3
+
+
+def _book_like_summary(seed=0):
+    """Two models' stored analyses as the chapter's summary holds them (coordinates signed to rise
+    with the margin), without running a language model."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(seed)
+    axis = np.where(rng.integers(0, 2, 600) == 1, 1.0, -1.0) + 0.5 * rng.normal(size=600)
+    models = []
+    for name, noise in (("model-a", 0.3), ("model-b", 0.6)):
+        coords = axis + noise * rng.normal(size=600)
+        margins = 3.0 * coords + rng.normal(size=600)
+        models.append(SimpleNamespace(model=name, coords=coords.tolist(), margins={"baseline": margins.tolist()}))
+    return SimpleNamespace(models=models)
+
+
+def test_the_alignment_solution_passes_and_gives_back_the_books_correlations(capsys):
+    from corelib.exercises import subject_verb_agreement as ex
+    from corelib.experiments.subject_verb_agreement import alignment
+
+    fn = run_solution("subject_verb_agreement", "sva-ex-alignment")["core_alignment"]
+    summary = _book_like_summary()
+    assert ex.check_core_alignment(fn, summary) is True
+    assert "all 7 cases pass" in capsys.readouterr().out
+    assert ex.check_core_alignment(fn) is True  # a run with one model: no book's case
+    assert "all 6 cases pass" in capsys.readouterr().out
+    a, b = (np.asarray(m.coords) for m in summary.models)
+    want = alignment(a, b)
+    got = fn(a, summary.models[0].margins["baseline"], -b, summary.models[1].margins["baseline"])
+    assert got == pytest.approx((want["pearson"], want["spearman"]), abs=1e-12)
+
+
+def _wrong_alignment(*, orient="own", rank=True, swap=False, absolute=False):
+    from scipy import stats
+
+    def core_alignment(coords_a, margins_a, coords_b, margins_b):
+        a, b = np.asarray(coords_a, dtype=float), np.asarray(coords_b, dtype=float)
+        if orient in ("own", "a only"):
+            a = a if np.corrcoef(a, margins_a)[0, 1] >= 0 else -a
+        if orient == "own":
+            b = b if np.corrcoef(b, margins_b)[0, 1] >= 0 else -b
+        if orient == "by a":
+            a = a if np.corrcoef(a, margins_a)[0, 1] >= 0 else -a
+            b = b if np.corrcoef(b, a)[0, 1] >= 0 else -b
+        r = stats.pearsonr(a, b).statistic
+        rho = stats.spearmanr(a, b).statistic if rank else r
+        out = (rho, r) if swap else (r, rho)
+        return tuple(abs(v) for v in out) if absolute else out
+
+    return core_alignment
+
+
+@pytest.mark.parametrize(
+    ("wrong", "says"),
+    [
+        (_wrong_alignment(orient="none"), "sign each by its own model's margin first"),
+        (_wrong_alignment(orient="a only"), "sign each by its own model's margin first"),
+        (_wrong_alignment(orient="by a"), "anti-correlated"),
+        (_wrong_alignment(absolute=True), "anti-correlated"),
+        (_wrong_alignment(rank=False), "Pearson's r twice"),
+        (_wrong_alignment(swap=True), "in that order"),
+    ],
+)
+def test_the_alignment_check_rejects_typical_mistakes(wrong, says):
+    from corelib.exercises import subject_verb_agreement as ex
+
+    with pytest.raises(AssertionError, match=says) as err:
+        ex.check_core_alignment(wrong, _book_like_summary())
+    assert len(str(err.value)) < 800  # never the whole arrays of coordinates

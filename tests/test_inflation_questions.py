@@ -12,7 +12,18 @@ from corelib.experiments import inflation_questions as iq
 from corelib.experiments import modular_runs
 from corelib.results import StoreError
 
-TINY = dict(p=11, d_model=16, n_heads=2, d_ff=32, epochs=6, long_epochs=8, branch_epoch=4, snapshot_every=2, seeds=(0, 1), n_jacobians=16)
+TINY = dict(
+    p=11,
+    d_model=16,
+    n_heads=2,
+    d_ff=32,
+    epochs=6,
+    long_epochs=8,
+    branch_epoch=4,
+    snapshot_every=2,
+    seeds=(0, 1),
+    n_jacobians=16,
+)
 
 
 @pytest.fixture

@@ -11,7 +11,15 @@ from ..sweeps import min_correct
 from ..theory import fit_power_law, grok_time
 from . import Case, check_function
 
-__all__ = ["check_grok_times", "check_power_law", "example_curves", "grok_times_of_counts"]
+__all__ = [
+    "check_early_exit",
+    "check_grok_times",
+    "check_power_law",
+    "early_exit_reference",
+    "example_answers",
+    "example_curves",
+    "grok_times_of_counts",
+]
 
 NEVER = -1
 """How a time that was never reached (None) is shown in the checks' messages."""
@@ -204,8 +212,17 @@ def check_power_law(power_law: Callable) -> bool:
             "you returned log C; the prefactor is C = exp(intercept).",
         ),
         (
-            lambda got, c: exponent_only(got, c) and not np.isclose(got[1], np.log(c.expected[1])),
-            "the exponent is right; the prefactor is exp(intercept) with natural logs (10**intercept with log10).",
+            lambda got, c: exponent_only(got, c) and np.isclose(got[1], 10 ** np.log(c.expected[1])),
+            "the exponent is right, the prefactor is not: with natural logs the prefactor is exp(intercept), "
+            "not 10**intercept.",
+        ),
+        (
+            lambda got, c: (
+                exponent_only(got, c)
+                and not np.isclose(got[1], np.log(c.expected[1]))
+                and not np.isclose(got[1], 10 ** np.log(c.expected[1]))
+            ),
+            "the exponent is right, the prefactor is not.",
         ),
         (
             lambda got, c: np.isclose(got[0], np.log(c.expected[1])) and np.isclose(got[1], np.exp(c.expected[0])),
@@ -213,3 +230,113 @@ def check_power_law(power_law: Callable) -> bool:
         ),
     ]
     return check_function(as_numbers, _power_cases(), name="power_law", hints=hints, rtol=1e-6, atol=1e-9)
+
+
+def early_exit_reference(correct, threshold: float = 0.99, budget_shift: int = 0) -> tuple[bool, int]:
+    """``(passed, n_checked)`` of the early-exit accuracy check, one answer at a time: the answers
+    ``correct`` (booleans, in the order the check visits them) pass when ``(n - errors) / n >=
+    threshold`` (:func:`corelib.sweeps.min_correct`); the check stops at the first answer that makes
+    the errors exceed the budget ``n - min_correct(n, threshold)`` (shifted by ``budget_shift``, for
+    the hints), and reads every answer of a model that passes. (The library's check visits them in
+    chunks, :class:`corelib.sweeps._ThresholdTest`; the decision is the same.)"""
+    correct = np.asarray(correct, dtype=bool).ravel()
+    n = correct.size
+    budget = n - min_correct(n, threshold) + budget_shift
+    over = np.flatnonzero(np.cumsum(~correct) > budget)
+    return (False, int(over[0]) + 1) if over.size else (True, n)
+
+
+def _answers(n: int, n_wrong: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` answers with exactly ``n_wrong`` wrong ones at random places."""
+    correct = np.ones(n, dtype=bool)
+    correct[rng.choice(n, size=n_wrong, replace=False)] = False
+    return correct
+
+
+def example_answers(seed: int = 0, n: int = 1404) -> dict[str, np.ndarray]:
+    """One seed's answers on the 1404 training pairs at p = 53, in the order the check visits them,
+    at three moments (synthetic): ``"chance"`` (each answer right with probability 1/53),
+    ``"nearly"`` (21 wrong, an accuracy of 98.5 %, just short of 99 %) and ``"memorised"`` (7
+    wrong, 99.5 %)."""
+    rng = np.random.default_rng(seed)
+    return {
+        "chance": rng.random(n) < 1 / 53,
+        "nearly": _answers(n, 21, rng),
+        "memorised": _answers(n, 7, rng),
+    }
+
+
+def _early_exit_cases() -> list[Case]:
+    rng = np.random.default_rng(5)
+    book = example_answers()
+    rows = [(book[k], 0.99, f"the example answers '{k}' at p = 53") for k in ("chance", "nearly", "memorised")]
+    for n, threshold in ((700, 0.95), (2500, 0.9)):
+        budget = n - min_correct(n, threshold)
+        for shift in (0, 1):
+            what = f"{n} random answers, {budget + shift} wrong, threshold {threshold}"
+            rows.append((_answers(n, budget + shift, rng), threshold, what))
+    last_wrong = np.ones(100, dtype=bool)
+    last_wrong[[10, 99]] = False
+    rows += [
+        (np.r_[np.ones(99, dtype=bool), False], 0.99, "100 answers, one wrong: accuracy exactly 0.99"),
+        (last_wrong, 0.99, "100 answers, the second error on the last one"),
+        (np.array([False]), 0.99, "a single answer, wrong"),
+        (np.array([True]), 0.99, "a single answer, right"),
+        (_answers(50, 3, rng), 1.0, "threshold 1: the first error fails"),
+        (np.zeros(20, dtype=bool), 0.0, "threshold 0: every model passes"),
+        (_answers(100, 93, rng), 0.07, "threshold 0.07 on 100 answers, 93 of them wrong"),
+    ]
+    return [Case((c, t), early_exit_reference(c, t), what) for c, t, what in rows]
+
+
+def check_early_exit(early_exit: Callable) -> bool:
+    """Check ``early_exit(correct, threshold)``: ``(passed, n_checked)``, whether the answers reach an
+    accuracy of at least ``threshold`` and how many of them the check reads, stopping at the first
+    error too many (:func:`early_exit_reference`)."""
+
+    def as_pair(correct, threshold):
+        got = early_exit(np.array(correct), threshold)
+        if not isinstance(got, (tuple, list)) or len(got) != 2:
+            return got
+        passed, n_checked = got
+        if isinstance(passed, (bool, np.bool_)):
+            passed = bool(passed)
+        if isinstance(n_checked, (int, np.integer)) and not isinstance(n_checked, (bool, np.bool_)):
+            n_checked = int(n_checked)
+        return passed, n_checked
+
+    def shifted(got, c, shift):
+        return tuple(got) == early_exit_reference(*c.args, budget_shift=shift) != c.expected
+
+    def float_case(c):
+        return c.args[1] == 0.07
+
+    def one_short(got, c):
+        return not c.expected[0] and tuple(got) == (False, c.expected[1] - 1)
+
+    hints = [
+        (
+            one_short,
+            "n_checked is one too small: the check stops at the answer that takes the errors past what "
+            "the threshold allows, and counts it among the answers read.",
+        ),
+        (
+            lambda got, c: shifted(got, c, -1) and not float_case(c) and not one_short(got, c),
+            "you stopped one error too early: a model may make exactly as many errors as the threshold "
+            "allows and still pass (its accuracy is then at least the threshold).",
+        ),
+        (
+            lambda got, c: shifted(got, c, -1) and float_case(c),
+            "the errors allowed are one too few here: in floating point 0.07 * 100 = 7.000000000000001, "
+            "just above 7. Count them with the comparison (n - errors) / n >= threshold itself.",
+        ),
+        (
+            lambda got, c: shifted(got, c, 1),
+            "you allowed one error too many: with that many errors the accuracy is below the threshold.",
+        ),
+        (
+            lambda got, c: c.expected[0] and got[0] is True and got[1] != c.expected[1],
+            "a model that passes has been read to the end: n_checked is then the number of answers.",
+        ),
+    ]
+    return check_function(as_pair, _early_exit_cases(), name="early_exit", hints=hints, atol=0)

@@ -7,10 +7,16 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..experiments.subject_verb_agreement import auc
+from ..experiments.subject_verb_agreement import alignment, auc
 from . import Case, check_function
 
-__all__ = ["check_auc", "check_steering_strength", "steering_strength_reference"]
+__all__ = [
+    "check_auc",
+    "check_core_alignment",
+    "check_steering_strength",
+    "core_alignment_reference",
+    "steering_strength_reference",
+]
 
 
 def _pairwise(scores: np.ndarray, positive: np.ndarray, tie: float) -> float:
@@ -54,7 +60,8 @@ def check_auc(my_auc: Callable) -> bool:
         ),
         (
             lambda got, c: np.isclose(got, 1 - c.expected) and not np.isclose(got, 0.5),
-            "you compared negatives against positives: the AUC is P(positive > negative), 1 minus what you returned.",
+            "your answer is 1 minus the AUC: the AUC is P(positive > negative), the plural prompts being "
+            "the positives.",
         ),
     ]
     return check_function(as_number, _auc_cases(), name="my_auc", hints=hints, atol=1e-9)
@@ -125,3 +132,114 @@ def check_steering_strength(steering_strength: Callable) -> bool:
         (no_zero_gain, "where the probe did not move the margin (gain 0), do not steer: s = 0."),
     ]
     return check_function(as_array, _strength_cases(), name="steering_strength", hints=hints, atol=1e-9)
+
+
+def core_alignment_reference(coords_a, margins_a, coords_b, margins_b) -> tuple[float, float]:
+    """``(pearson, spearman)`` of two models' core coordinates of the same prompts, each coordinate
+    first signed to rise with its own model's margin (the chapter's convention, larger = more
+    plural; :func:`corelib.experiments.subject_verb_agreement.alignment`)."""
+    a, b = np.asarray(coords_a, dtype=float), np.asarray(coords_b, dtype=float)
+    a = a if np.corrcoef(a, margins_a)[0, 1] >= 0 else -a
+    b = b if np.corrcoef(b, margins_b)[0, 1] >= 0 else -b
+    r = alignment(a, b)
+    return r["pearson"], r["spearman"]
+
+
+def _two_models(n: int, shared: float, rng: np.random.Generator, sign_b: float = 1.0, ties: bool = False):
+    """Synthetic held-out prompts seen by two models: a number axis both read (``shared``: how much
+    of each coordinate it explains), each model's margin rising with its own coordinate, and model
+    b's core returned with sign ``sign_b`` (the sign of an SVD direction is arbitrary)."""
+    plural = rng.integers(0, 2, n)
+    axis = np.where(plural == 1, 1.0, -1.0) + 0.5 * rng.normal(size=n)
+    a = shared * axis + (1 - shared) * rng.normal(size=n)
+    b = shared * axis + (1 - shared) * rng.normal(size=n)
+    if ties:
+        a, b = np.round(a), np.round(b)
+    margins_a = 2.0 * a + 0.3 * rng.normal(size=n)
+    margins_b = 1.5 * b + 0.3 * rng.normal(size=n)
+    return a, margins_a, sign_b * b, margins_b
+
+
+def _alignment_cases(summary=None) -> list[Case]:
+    rng = np.random.default_rng(17)
+    rows = []
+    models = [] if summary is None else list(summary.models)
+    if len(models) >= 2:
+        m_a, m_b = models[0], models[1]
+        args = (
+            np.asarray(m_a.coords),
+            np.asarray(m_a.margins["baseline"]),
+            -np.asarray(m_b.coords),  # as an SVD might have returned it
+            np.asarray(m_b.margins["baseline"]),
+        )
+        rows.append((args, f"the book's run: {m_a.model} and {m_b.model}, the second core's sign reversed"))
+    rows += [
+        (_two_models(600, 0.8, rng), "600 prompts, two models sharing a number axis"),
+        (_two_models(600, 0.8, rng, sign_b=-1.0), "the same kind of models, the second core's sign reversed"),
+        (_two_models(200, 0.5, rng, sign_b=-1.0, ties=True), "coordinates rounded to whole numbers (ties)"),
+    ]
+    a = rng.normal(size=40)
+    b = -a + 0.3 * rng.normal(size=40)
+    rows += [
+        ((a, a + 0.1 * rng.normal(size=40), b, -b + 0.1 * rng.normal(size=40)), "40 prompts, cores that agree"),
+        ((a, a, b, b), "cores whose oriented coordinates are anti-correlated"),
+        ((np.array([1.0, 2.0, 4.0]), np.array([0.5, 1.0, 3.0]), np.array([-1.0, -3.0, -2.0]),
+          np.array([1.0, 3.0, 2.0])), "three prompts"),
+    ]  # fmt: skip
+    return [Case(args, core_alignment_reference(*args), what) for args, what in rows]
+
+
+def check_core_alignment(core_alignment: Callable, summary=None) -> bool:
+    """Check ``core_alignment(coords_a, margins_a, coords_b, margins_b)``: ``(pearson, spearman)`` of
+    two models' core coordinates of the same prompts after signing each to rise with its own
+    model's margin (:func:`core_alignment_reference`). With the chapter's ``summary`` (two models or
+    more), the book's run is the first case."""
+
+    def as_numbers(*args):
+        got = core_alignment(*(np.array(a) for a in args))
+        try:
+            return tuple(float(v) for v in got)
+        except (TypeError, ValueError):
+            return got
+
+    def unsigned(c):
+        a, _, b, _ = c.args
+        r = alignment(a, b)
+        return r["pearson"], r["spearman"]
+
+    def made_positive(got, c):
+        return c.expected[0] < 0 and np.allclose(got, np.abs(c.expected))
+
+    hints = [
+        (
+            lambda got, c: (
+                np.allclose(got, [-v for v in c.expected])
+                and not np.allclose(got, c.expected)
+                and not np.allclose(got, unsigned(c))
+                and not made_positive(got, c)
+            ),
+            "your correlations have the opposite sign: sign each coordinate so that it rises with its own "
+            "model's margin before correlating.",
+        ),
+        (
+            made_positive,
+            "here the oriented coordinates are anti-correlated, so both correlations must come out negative.",
+        ),
+        (
+            lambda got, c: np.allclose(got, unsigned(c)) and not np.allclose(unsigned(c), c.expected),
+            "these are the correlations of the coordinates as given; sign each by its own model's margin first.",
+        ),
+        (
+            lambda got, c: (
+                np.isclose(got[0], c.expected[0])
+                and np.isclose(got[1], c.expected[0])
+                and not np.isclose(c.expected[0], c.expected[1])
+            ),
+            "the second number should be Spearman's rho, Pearson's r of the ranks; you returned Pearson's r twice.",
+        ),
+        (
+            lambda got, c: np.allclose(got, c.expected[::-1]) and not np.allclose(got, c.expected),
+            "return (Pearson's r, Spearman's rho), in that order.",
+        ),
+    ]
+    return check_function(as_numbers, _alignment_cases(summary), name="core_alignment", hints=hints, atol=1e-9)

@@ -34,6 +34,7 @@ __all__ = [
     "run",
     "summarise_sweeps",
     "constants_table",
+    "styled_constants_table",
     "recorded_glue_values",
     "claim_values",
     "claim_settings",
@@ -245,13 +246,27 @@ def constant(fit: pd.DataFrame | None, name: str) -> tuple[float, float]:
     return float(fit.loc[name, "estimate"]), float(fit.loc[name, "sd"])
 
 
+def _table_number(x: float) -> str:
+    """A number in the constants table: whole from 100 on (with thousands separators), else 3
+    significant digits."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 def constants_table(summary: SweepsSummary) -> pd.DataFrame:
-    """One row per fitted constant of both sweeps: estimate, bootstrap sd and 95 % interval."""
-    params = summary.params
+    """One row per fitted constant of both sweeps: estimate, bootstrap sd, the sd as a share of
+    the estimate, 95 % interval, and the paper's value where it reports one. The paper's ``Omega``
+    (and the product ``Omega * p_crit``) is divided by the modulus sweep's weight decay, as the
+    theory predicts (``Omega`` proportional to ``1 / omega``); at weight decay 1 it is the paper's own."""
+    params, paper = summary.params, summary.paper
+    at_omega = paper["Omega"] / params.p_weight_decay
+    paper_values = {
+        "omega": {"exponent": paper["omega_exponent"]},
+        "p": {"Omega": at_omega, "p_crit": paper["p_crit"], "Omega_p_crit": at_omega * paper["p_crit"]},
+    }
     rows = []
-    for sweep, fit in (
-        (f"tau vs omega (p = {params.omega_p})", summary.fit_omega),
-        (f"tau vs p (omega = {params.p_weight_decay:g})", summary.fit_p),
+    for key, sweep, fit in (
+        ("omega", f"tau vs omega (p = {params.omega_p})", summary.fit_omega),
+        ("p", f"tau vs p (omega = {params.p_weight_decay:g})", summary.fit_p),
     ):
         for name, r in [] if fit is None else fit.iterrows():
             rows.append(
@@ -260,10 +275,21 @@ def constants_table(summary: SweepsSummary) -> pd.DataFrame:
                     "constant": name,
                     "estimate": r["estimate"],
                     "bootstrap sd": r["sd"],
-                    "95% interval": f"[{r['ci_low']:.4g}, {r['ci_high']:.4g}]",
+                    "sd (% of estimate)": 100 * r["sd"] / abs(r["estimate"]) if r["estimate"] else float("nan"),
+                    "95% interval": f"[{_table_number(r['ci_low'])}, {_table_number(r['ci_high'])}]",
+                    "paper": paper_values[key].get(name, float("nan")),
                 }
             )
-    return pd.DataFrame(rows, columns=["sweep", "constant", "estimate", "bootstrap sd", "95% interval"])
+    columns = ["sweep", "constant", "estimate", "bootstrap sd", "sd (% of estimate)", "95% interval", "paper"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def styled_constants_table(summary: SweepsSummary):
+    """:func:`constants_table` formatted for the page (a pandas Styler; empty cells where the paper
+    reports no value)."""
+    number = _table_number
+    formats = {"estimate": number, "bootstrap sd": number, "sd (% of estimate)": "{:.2g}", "paper": number}
+    return constants_table(summary).style.format(formats, na_rep="").hide(axis="index")
 
 
 def claim_values(summary: SweepsSummary) -> dict[str, float]:
@@ -431,8 +457,7 @@ def recorded_glue_values(recorded: RecordedSweeps | None) -> dict[str, object]:
 def glue_values(summary: SweepsSummary, recorded: RecordedSweeps | None = None) -> dict[str, object]:
     """Every value the chapter's prose quotes, by glue name (``recorded``: see
     :func:`recorded_glue_values`)."""
-    table = constants_table(summary)
-    styled = table.style.format({"estimate": "{:.4g}", "bootstrap sd": "{:.2g}"}).hide(axis="index")
+    styled = styled_constants_table(summary)
     return {
         **_settings_values(summary.params, summary.paper),
         **_fit_values(summary),

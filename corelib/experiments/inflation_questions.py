@@ -58,9 +58,7 @@ def core_sizes(params: ModularParams, arm: str, epochs: Sequence[int]) -> dict[i
     return out
 
 
-def sufficient_by_tolerance(
-    params: ModularParams, arm: str, epoch: int, tolerances: Sequence[float]
-) -> np.ndarray:
+def sufficient_by_tolerance(params: ModularParams, arm: str, epoch: int, tolerances: Sequence[float]) -> np.ndarray:
     """Sufficient rank of each seed at snapshot ``epoch`` for each tolerance: the smallest rank r
     whose core-only accuracy reaches the model's own accuracy minus the tolerance.
 
