@@ -37,7 +37,7 @@
 # {doc}`grokking_theory` (the margin model that predicts the delay); logarithms, least squares,
 # and the bootstrap.
 #
-# **Time**: about 30 minutes to read, 80 with the exercises.
+# **Time**: about {glue:text}`time_read` minutes to read, {glue:text}`time_total` with the exercises.
 #
 # **Computing it** on {glue:text}`cost_machine`: {glue:text}`cost_book` with the book's
 # settings, {glue:text}`cost_paper` with the paper's (`--profile paper`).
@@ -98,12 +98,16 @@ n_jobs = None  # joblib processes for the conditions
 # %% tags=["hide-input"]
 from myst_nb import glue
 
+from acebook.readability import chapter_time
 from acebook.run_times import chapter_cost
 
 cost = chapter_cost("grokking_sweeps")
 glue("cost_machine", cost.machine, display=False)
 glue("cost_book", cost.book, display=False)
 glue("cost_paper", cost.paper, display=False)
+minutes = chapter_time("grokking_sweeps")
+glue("time_read", minutes.reading, display=False)
+glue("time_total", minutes.total, display=False)
 
 # %%
 import matplotlib.pyplot as plt
