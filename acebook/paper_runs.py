@@ -32,18 +32,25 @@ snapshot: each is ~5 MB and already analysed); per sweep condition the finished 
 checkpoint of its unfinished seeds. It is
 for machines that do not keep files between working sessions: the packed folder goes into
 version control until the run is exported to ``recorded/``, then it is deleted. ``unpack`` puts it
-back under the results root; every file keeps its manifest, so everything read is verified.
+back under the results root; every file keeps its manifest, so everything read is verified. A pack
+comes from elsewhere, so ``unpack`` checks all of it before it copies anything
+(:mod:`corelib.untrusted`): a link anywhere, a manifest naming a path rather than a file of its
+folder, a folder another experiment packs, or a pointer of the wrong shape refuses the whole pack.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import math
+import re
 import shutil
 import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from corelib import untrusted
 from corelib.experiments import inflation_clock, modular_runs
 from corelib.results import (
     MANIFEST,
@@ -54,6 +61,7 @@ from corelib.results import (
     load_json,
     results_root,
     run_busy,
+    save_bytes,
     save_json,
     stored_files,
 )
@@ -65,6 +73,7 @@ __all__ = ["IN_PROGRESS", "advance_inflation", "advance_clock", "advance_sweeps"
 
 IN_PROGRESS = PROJECT_ROOT / "in_progress"
 EXPERIMENTS = ("core_inflation", "inflation_clock", "grokking_sweeps")
+CHUNK = 500  # epochs per piece of a modular-addition run at the paper's lr x wd
 
 
 @dataclass(frozen=True)
@@ -135,8 +144,14 @@ def _advance_job(job: _Arm, chunk: int, deadline: float, pieces: int | None, sta
 
 
 def _check_limits(chunk: int, minutes: float, pieces: int | None) -> float:
-    if chunk < 1 or minutes <= 0 or (pieces is not None and pieces < 1):
-        raise SystemExit(f"--chunk and --pieces must be >= 1 and --minutes > 0; got {chunk}, {pieces}, {minutes}.")
+    """The deadline ``minutes`` from now; refuses a chunk or piece count below 1 and a time that is
+    not a finite number of minutes above 0 (NaN would never pass, inf never stop)."""
+    if chunk < 1 or (pieces is not None and pieces < 1):
+        raise SystemExit(f"--chunk and --pieces must be whole numbers >= 1; got --chunk {chunk}, --pieces {pieces}.")
+    if not math.isfinite(minutes) or minutes <= 0:
+        raise SystemExit(
+            f"--minutes must be a finite number of minutes above 0 (no new piece starts after it); got {minutes}."
+        )
     return time.monotonic() + 60 * minutes
 
 
@@ -160,7 +175,7 @@ def variant_name(name: str, dropout: float | None) -> str:
 def advance_inflation(
     profile: str = "paper",
     minutes: float = 60.0,
-    chunk: int = 500,
+    chunk: int = CHUNK,
     pieces: int | None = None,
     precision: str | None = None,
     dropout: float | None = None,
@@ -223,7 +238,7 @@ def _clock_jobs(params: inflation_clock.ClockParams, window_only: bool = False) 
 def advance_clock(
     profile: str = "paper",
     minutes: float = 60.0,
-    chunk: int = 500,
+    chunk: int = CHUNK,
     pieces: int | None = None,
     window_only: bool = False,
     precision: str | None = None,
@@ -315,16 +330,25 @@ def _relative(folder: Path) -> Path:
     return folder.relative_to(results_root())
 
 
-def _packed_epochs(dest: Path) -> dict[str, int]:
-    """Per packed arm or sweep condition (relative folder), how far the pack at ``dest`` got."""
+def _packed_epochs(dest: Path, name: str) -> dict[str, int]:
+    """Per packed arm or sweep condition (relative folder), how far the pack of ``name`` at ``dest`` got."""
     out = {}
-    for path in dest.rglob("progress.json"):
-        out[str(path.parent.relative_to(dest))] = load_json(path)["epoch"]
-    for path in dest.rglob("checkpoint.json"):
-        out[str(path.parent.relative_to(dest))] = load_json(path)["epoch"]
-    for folder in {p.parent for p in dest.rglob("seed_*.json")}:
-        out[str(folder.relative_to(dest)) + " records"] = len(list(folder.glob("seed_*.json")))
+    for packed in _check_pack(dest, name):
+        for epoch in packed.epochs.values():
+            out[str(packed.rel)] = epoch
+        records = [n for n in packed.files if n.startswith("seed_") and n.endswith(".json")]
+        if records:
+            out[f"{packed.rel} records"] = len(records)
     return out
+
+
+def _check_packable(name: str, folder: Path) -> Path:
+    """``folder``, relative to the results root, if it is one :func:`unpack` takes for ``name``."""
+    rel = _relative(folder)
+    why = _unpackable(name, rel)
+    if why:  # pack and unpack disagree on the layout: a bug here, not a bad pack
+        raise RuntimeError(f"pack {name} would write {rel}, which unpack refuses ({why}); update _PACKED.")
+    return rel
 
 
 def pack(
@@ -356,7 +380,7 @@ def pack(
             folder = modular_runs.arm_dir(job.params, job.arm)
             if (folder / "progress.json").exists():
                 keep = [e for e in branches if e in waiting] if job.arm == "wd" else []
-                _pack_arm(job, fresh / _relative(folder), keep)
+                _pack_arm(job, fresh / _check_packable(name, folder), keep)
     else:
         params, plans = _sweep_plans(profile, precision)
         for cond, cfg in plans:
@@ -367,24 +391,127 @@ def pack(
             if (folder / "checkpoint.json").exists():  # the unfinished seeds of a condition
                 names += [load_json(folder / "checkpoint.json")["tensors"], "checkpoint.json"]
             if names:
-                _copy(folder, fresh / _relative(folder), ["params.json", *names])
+                _copy(folder, fresh / _check_packable(name, folder), ["params.json", *names])
     if dest.exists():
-        old, new = _packed_epochs(dest), _packed_epochs(fresh) if fresh.exists() else {}
-        behind = [k for k, v in old.items() if new.get(k, -1) < v]
-        if behind:
-            shutil.rmtree(fresh, ignore_errors=True)
-            raise SystemExit(
-                f"the pack in {dest} is further along than the results root for {behind[:3]}: unpack it first "
-                f"(`python -m acebook.paper_runs unpack {name}`), then advance and pack again."
-            )
+        _check_not_behind(name, dest, fresh)
+    if not fresh.exists():
+        raise SystemExit(
+            f"nothing to pack for {name} ({profile}): the results root {results_root()} holds no state of its "
+            f"runs; advance it first (`python -m acebook.paper_runs advance {name} --profile {profile}`)."
+        )
+    if dest.exists():
         shutil.rmtree(dest)
-    if fresh.exists():
-        fresh.rename(dest)
+    fresh.rename(dest)
     print(f"packed {name} ({profile}) into {dest}")
     return dest
 
 
+def _check_not_behind(name: str, dest: Path, fresh: Path) -> None:
+    """Refuse to replace the pack at ``dest`` by ``fresh`` where the old one got further."""
+    try:
+        old = _packed_epochs(dest, name)
+    except untrusted.UntrustedError as exc:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise SystemExit(
+            f"the pack in {dest} is refused ({exc}); delete it if it is not yours, then pack again."
+        ) from None
+    new = _packed_epochs(fresh, name) if fresh.exists() else {}
+    behind = [k for k, v in old.items() if new.get(k, -1) < v]
+    if behind:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise SystemExit(
+            f"the pack in {dest} is further along than the results root for {behind[:3]}: unpack it first "
+            f"(`python -m acebook.paper_runs unpack {name}`), then advance and pack again."
+        )
+
+
 _POINTERS = ("progress.json", "checkpoint.json")  # name the other files of their folder: copied last
+
+# The folders `pack` writes for each experiment, below the pack as below the results root: the kind
+# of run (the first folder, as `run_dir` names it) and how deep they go (modular/<run>/<arm>/analysis_<key>).
+_PACKED = {"core_inflation": ("modular", 4), "inflation_clock": ("modular", 4), "grokking_sweeps": ("sweeps", 2)}
+_RUN_KEY = re.compile(r"[0-9a-f]{16}")  # corelib.results.params_key
+MAX_PACKED_FILE = 4 << 30  # far above a packed state (~15 MB at the paper's scale)
+MAX_POINTER = 64 << 20  # a sweep checkpoint's JSON holds its finished seeds' records
+
+
+def _unpackable(name: str, rel: Path) -> str | None:
+    """Why the folder ``rel`` of a pack is not one that ``pack`` writes for ``name``; None if it is."""
+    kind, depth = _PACKED[name]
+    parts = rel.parts
+    if parts[0] != kind:
+        return f"{name} packs only folders under {kind}/, so {parts[0]}/ belongs to another experiment"
+    if len(parts) > 1 and not _RUN_KEY.fullmatch(parts[1]):
+        return f"{parts[1]!r} is not the folder of a run (16 hex digits)"
+    if len(parts) > depth:
+        return f"{name} packs folders at most {depth} deep"
+    return None
+
+
+@dataclass(frozen=True)
+class _Packed:
+    """A checked folder of a pack: where it goes, its files' verified SHA-256s and its pointers' epochs."""
+
+    rel: Path
+    files: dict[str, str]
+    epochs: dict[str, int]
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _pointer_epoch(path: Path, files: dict[str, list[str]], what: str) -> int:
+    """The epoch of a packed ``progress.json`` or ``checkpoint.json``, after checking that it has
+    the shape the training code writes and names only files listed beside it."""
+    value = untrusted.load_json(untrusted.read_stored(path, limit=MAX_POINTER, what=what, files=files), str(path))
+    if not isinstance(value, dict) or not _whole(value.get("epoch")):
+        got = value.get("epoch") if isinstance(value, dict) else value
+        raise untrusted.UntrustedError(f"{path}: 'epoch' must be a whole number >= 0, got {got!r}.")
+    if path.name == "progress.json":
+        state, snapshots = value.get("state"), value.get("snapshots")
+        named = [] if state is None else [f"{untrusted.check_name(state, str(path))}.json"]
+        if not isinstance(snapshots, list) or not all(_whole(e) for e in snapshots):
+            raise untrusted.UntrustedError(f"{path}: 'snapshots' must be a list of epochs, got {snapshots!r}.")
+    else:
+        named = [untrusted.check_name(value.get("tensors"), str(path))]
+    missing = [n for n in named if n not in files]
+    if missing:
+        raise untrusted.UntrustedError(f"{path} names {missing}, which its folder's manifest does not list.")
+    return value["epoch"]
+
+
+def _check_pack(src: Path, name: str) -> list[_Packed]:
+    """Every stored folder of the pack of ``name`` at ``src``, checked before anything is copied:
+    no link anywhere, only the folders ``pack`` writes for ``name``, manifests that list plain file
+    names present in their folder with the content they record, and pointers of the right shape.
+    Files a manifest does not list are left behind. Deepest folders first, so that the files a
+    pointer names are copied before it."""
+    what = f"the pack {src}"
+    tree = untrusted.walk(src, what)
+    for rel in tree.folders:
+        why = _unpackable(name, rel)
+        if why:
+            raise untrusted.UntrustedError(f"{src / rel}: {why}.")
+    loose = [rel for rel in tree.files if len(rel.parts) == 1]
+    if loose:
+        raise untrusted.UntrustedError(f"{src / loose[0]}: a pack holds folders of runs, never loose files.")
+    present, out = set(tree.files), []
+    for rel in sorted(tree.folders, key=lambda r: (-len(r.parts), r)):
+        if rel / MANIFEST not in present:
+            continue
+        folder = src / rel
+        files = untrusted.read_manifest(folder, what)
+        verified = {}
+        for n, accepted in files.items():
+            if rel / n not in present:
+                raise untrusted.UntrustedError(f"{folder / MANIFEST} lists {n!r}, which is not a file of the pack.")
+            verified[n] = untrusted.file_sha256(folder / n, limit=MAX_PACKED_FILE, what=what)
+            if verified[n] not in accepted:
+                raise untrusted.UntrustedError(f"{folder / n} is damaged or was edited (SHA-256 mismatch).")
+        epochs = {p: _pointer_epoch(folder / p, files, what) for p in _POINTERS if p in files}
+        out.append(_Packed(rel, verified, epochs))
+    return out
 
 
 def _epoch(path: Path) -> int:
@@ -396,20 +523,32 @@ def unpack(name: str, src: Path | None = None) -> Path:
     with what is there: files missing there are copied (snapshots, analyses and records never
     change), and a packed state (``progress.json`` and its state files, a sweep checkpoint)
     replaces the present one only when it is further on. The files a state names are copied
-    before the state itself, so an interrupted unpack is completed by running it again."""
+    before the state itself, so an interrupted unpack is completed by running it again.
+
+    A pack comes from elsewhere: the whole of it is checked first (:func:`_check_pack`), and one
+    that fails any check is refused before anything is written."""
     src = Path(src) if src is not None else IN_PROGRESS / name
-    if not src.is_dir():
+    if not src.is_dir() and not src.is_symlink():
         raise SystemExit(f"nothing packed at {src}; pack a run first (`python -m acebook.paper_runs pack {name}`).")
+    fix = f"pack the run again where it was run (`python -m acebook.paper_runs pack {name}`), or delete {src}"
+    try:
+        plan = _check_pack(src, name)
+    except untrusted.UntrustedError as exc:
+        raise SystemExit(f"refused the pack {src}, nothing was copied: {exc} To go on, {fix}.") from None
+    if not plan:
+        raise SystemExit(f"nothing packed at {src} (no folder with a manifest.json); {fix}.")
     root = results_root()
-    for manifest in sorted(src.rglob(MANIFEST)):
-        folder = manifest.parent
-        target = root / folder.relative_to(src)
-        names = stored_files(folder)
-        pointers = [n for n in _POINTERS if n in names]
-        newer = any(_epoch(folder / n) > _epoch(target / n) for n in pointers)
+    for packed in plan:
+        folder, target = src / packed.rel, root / packed.rel
+        pointers = [n for n in _POINTERS if n in packed.files]
+        newer = any(packed.epochs[n] > _epoch(target / n) for n in pointers)
         # With a newer state, its files replace the present ones; otherwise only missing files come.
-        wanted = [n for n in names if n not in pointers and (newer or not (target / n).exists())]
-        _copy(folder, target, wanted + (pointers if newer else []))
+        wanted = [n for n in sorted(packed.files) if n not in pointers and (newer or not (target / n).exists())]
+        for n in wanted + (pointers if newer else []):
+            data = untrusted.read_bytes(folder / n, limit=MAX_PACKED_FILE, what=f"the pack {src}")
+            if hashlib.sha256(data).hexdigest() != packed.files[n]:
+                raise SystemExit(f"{folder / n} changed while it was unpacked; run the unpack again once it is still.")
+            save_bytes(target / n, data)
     print(f"unpacked {src} into {root}")
     return root
 
@@ -425,7 +564,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     ad = sub.add_parser("advance", help="compute the next pieces of a profile run, then stop")
     ad.add_argument("--minutes", type=float, default=60.0, help="start no new piece after this long")
-    ad.add_argument("--chunk", type=int, default=500, help="epochs per piece at the paper's lr x wd")
+    ad.add_argument(
+        "--chunk", type=int, default=None, help=f"epochs per piece at the paper's lr x wd (default {CHUNK})"
+    )
     ad.add_argument("--pieces", type=int, default=None, help="stop after this many pieces")
     pa = sub.add_parser("pack", help="copy what resuming a run needs into in_progress/")
     for p in (ad, pa):
@@ -457,8 +598,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check_variant(args: argparse.Namespace) -> None:
-    """``--dropout`` and ``--arm`` mean something for core_inflation only; a dropout is a probability."""
+    """``--dropout`` and ``--arm`` mean something for core_inflation only, ``--window`` for
+    inflation_clock only and ``--chunk`` not for the sweeps (a condition is one piece); a dropout
+    is a probability. An option given where it means nothing is refused rather than ignored."""
     arm = getattr(args, "arm", None)
+    if getattr(args, "window", False) and args.name != "inflation_clock":
+        raise SystemExit(f"paper_runs {args.command} {args.name}: --window is for inflation_clock only.")
+    if getattr(args, "chunk", None) is not None and args.name == "grokking_sweeps":
+        raise SystemExit(
+            f"paper_runs {args.command} grokking_sweeps: --chunk means nothing here (each piece is one whole "
+            "condition); leave it out, or use --pieces to limit the conditions run."
+        )
     if (args.dropout is not None or arm is not None) and args.name != "core_inflation":
         raise SystemExit(f"paper_runs {args.command} {args.name}: --dropout and --arm are for core_inflation only.")
     if args.dropout is not None and not 0.0 <= args.dropout < 1.0:
@@ -481,10 +631,11 @@ def _check_settings(args: argparse.Namespace) -> None:
 
 
 def _advance_command(args: argparse.Namespace) -> None:
+    chunk = CHUNK if args.chunk is None else args.chunk
     if args.name == "core_inflation":
-        print(advance_inflation(args.profile, args.minutes, args.chunk, args.pieces, args.precision, **_variant(args)))
+        print(advance_inflation(args.profile, args.minutes, chunk, args.pieces, args.precision, **_variant(args)))
     elif args.name == "inflation_clock":
-        started = advance_clock(args.profile, args.minutes, args.chunk, args.pieces, args.window, args.precision)
+        started = advance_clock(args.profile, args.minutes, chunk, args.pieces, args.window, args.precision)
         print(f"{started} pieces run")
     else:
         done, total = advance_sweeps(args.profile, args.minutes, args.pieces, args.precision)

@@ -84,7 +84,9 @@ class TextMeasures:
 
 
 def chapter_markdown(source: Path | str) -> str:
-    """The markdown cells of a jupytext percent script, joined by blank lines."""
+    """The markdown cells of a jupytext percent script, joined by blank lines (a ``.md`` page: its text)."""
+    if Path(source).suffix == ".md":
+        return Path(source).read_text(encoding="utf-8")
     cells, current, in_markdown = [], [], False
     for line in Path(source).read_text(encoding="utf-8").splitlines():
         if line.startswith("# %%"):
@@ -224,9 +226,9 @@ class ChapterTime:
 
 def chapter_time(chapter: Path | str) -> ChapterTime:
     """The :class:`ChapterTime` of a chapter: its name (``"markov_chain"``: ``notebooks/<name>.py`` of
-    the project, wherever the kernel runs) or the path of a jupytext source."""
+    the project, wherever the kernel runs), the path of a jupytext source, or a ``.md`` page."""
     source = Path(chapter)
-    if source.suffix != ".py":
+    if source.suffix not in (".py", ".md"):
         source = Path(__file__).resolve().parent.parent / "notebooks" / f"{chapter}.py"
     m = measure(source)
     reading = _round_up(m.words / WORDS_PER_MINUTE + MINUTES_PER_FIGURE * m.figures)

@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from corelib import results
+from corelib import results, untrusted
 from corelib.claims import RECORDED_SUFFIX, claims_dir
 from corelib.models import DEVICE_VARIABLE, check_device
 from corelib.recorded import recorded_root
@@ -704,12 +704,25 @@ def _numbers(value: Any) -> Any:
 
 
 def parse_value(text: str) -> Any:
-    """Parse a ``-p`` value as YAML (``10`` -> int, ``[1, 2]`` -> list, ``1e-3`` -> float)."""
+    """Parse a ``-p`` value as YAML (``10`` -> int, ``[1, 2]`` -> list, ``1e-3`` -> float); text
+    that is not YAML is kept as the string it is. Anchors and aliases (a few bytes of them expand
+    to gigabytes), duplicate keys and deep nesting raise :class:`corelib.untrusted.UntrustedError`."""
     try:
-        value = yaml.safe_load(text)
+        value = untrusted.load_yaml(text, f"the value {text[:40]!r}")
     except yaml.YAMLError:
         return text
     return _numbers(value)
+
+
+def _parameter_overrides(pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    """The ``-p NAME VALUE`` overrides, a refused value reported with its parameter's name."""
+    out = {}
+    for name, text in pairs:
+        try:
+            out[name] = parse_value(text)
+        except untrusted.UntrustedError as exc:
+            raise ConfigError(f"-p {name}: {exc}") from None
+    return out
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -807,14 +820,22 @@ def _add_listing_commands(sub: argparse._SubParsersAction, where: argparse.Argum
     listing.add_argument("--profile", default=None, help="show only run times of this profile")
 
 
+MAX_PARAMETERS_FILE = 1 << 20  # bytes; a parameters file is a few lines
+
+
 def _file_overrides(path: Path | None) -> dict[str, Any]:
-    """The overrides of a ``-f`` YAML file: a mapping of parameter names to values."""
+    """The overrides of a ``-f`` YAML file: a mapping of parameter names to values. The file is read
+    as untrusted (:mod:`corelib.untrusted`): a regular UTF-8 file of at most
+    :data:`MAX_PARAMETERS_FILE` bytes, without anchors, aliases or duplicate keys."""
     if path is None:
         return {}
+    what = f"the parameters file {path}"
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except OSError as exc:
-        raise ConfigError(f"cannot read the parameters file {path}: {exc.strerror}") from None
+        data = untrusted.load_yaml(
+            untrusted.read_text(path, limit=MAX_PARAMETERS_FILE, what=what, follow_symlinks=True), what
+        )
+    except untrusted.UntrustedError as exc:
+        raise ConfigError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"the parameters file {path} is not valid YAML: {exc}") from None
     if data is None:
@@ -935,7 +956,7 @@ def main(argv: list[str] | None = None) -> int:
             _print_chapters(args.root, args.profile)
             return 0
         overrides = _file_overrides(args.parameters_file)
-        overrides.update({name: parse_value(value) for name, value in args.parameter})
+        overrides.update(_parameter_overrides(args.parameter))
         if args.device:
             _check_device_option(args.device)  # whatever is cached: a wrong device is an error now
             os.environ[DEVICE_VARIABLE] = args.device  # the kernels inherit it

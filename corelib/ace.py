@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import untrusted
 from ._checks import as_matrix, check_energy, check_rank, is_whole
 
 __all__ = [
@@ -94,6 +95,11 @@ class Core:
         return h, self.basis, self.mean
 
     def _check_dim(self, h) -> None:
+        # An integer tensor would turn the basis into integers too (zeros): refuse it.
+        if isinstance(h, torch.Tensor) and not h.is_floating_point():
+            raise TypeError(
+                f"activations must be a floating-point tensor, got {h.dtype}; convert them first, e.g. h.float()."
+            )
         if h.shape[-1] != self.dim:
             raise ValueError(f"activations have last dimension {h.shape[-1]} but the core lives in D={self.dim}.")
 
@@ -146,7 +152,8 @@ class Core:
 
     def save(self, path: str | Path) -> Path:
         """Write the core to the folder ``path``: arrays as safetensors, metadata as JSON, both
-        recorded with their SHA-256 (nothing is pickled). Returns the folder."""
+        recorded with their SHA-256 (nothing is pickled). The JSON also holds the arrays' shapes,
+        dtype and digest, so that :meth:`load` refuses arrays of another core. Returns the folder."""
         from .results import save_json, save_tensors
 
         try:
@@ -155,35 +162,118 @@ class Core:
             raise TypeError(f"core metadata must be JSON values (str, numbers, lists, dicts): {err}") from None
         folder = Path(path)
         folder.mkdir(parents=True, exist_ok=True)
-        arrays = {"basis": self.basis, "singular_values": self.singular_values, "mean": self.mean}
-        tensors = {k: torch.as_tensor(np.ascontiguousarray(v, dtype=np.float64)) for k, v in arrays.items()}
-        save_tensors(folder / "core.safetensors", tensors)
-        save_json(folder / "core.json", {"format": CORE_FORMAT, "metadata": self.metadata})
+        arrays = {k: np.ascontiguousarray(getattr(self, k), dtype=np.float64) for k in _ARRAYS}
+        save_tensors(folder / "core.safetensors", {k: torch.from_numpy(v) for k, v in arrays.items()})
+        described = {
+            "shapes": {k: list(v.shape) for k, v in arrays.items()},
+            "dtype": str(np.asarray(self.basis).dtype),
+            "sha256": _arrays_digest(arrays),
+        }
+        save_json(folder / "core.json", {"format": CORE_FORMAT, "metadata": self.metadata, "arrays": described})
         return folder
 
     @classmethod
     def load(cls, path: str | Path) -> Core:
-        """Read a core written by :meth:`save`, checking its files and its shapes."""
-        from .results import StoreError, load_json, load_tensors
+        """Read a core written by :meth:`save`, as a file from elsewhere (:mod:`corelib.untrusted`):
+        no symbolic link is followed and nothing is written; the files must match their manifest, the
+        arrays must be finite with an orthonormal basis and descending non-negative singular values,
+        and they must be the arrays ``core.json`` describes (cores saved before it described them
+        are checked without that)."""
+        from .results import StoreError
 
         folder = Path(path)
-        if not (folder / "core.json").exists():
+        if not (folder / "core.json").exists() and not (folder / "core.json").is_symlink():
             raise StoreError(f"{folder} holds no saved core (no core.json); write one with Core.save({str(path)!r}).")
-        meta = load_json(folder / "core.json")
-        if not isinstance(meta, dict) or meta.get("format") != CORE_FORMAT:
-            raise StoreError(f"{folder / 'core.json'} is not a core of format {CORE_FORMAT!r}.")
-        t = load_tensors(folder / "core.safetensors")
-        if set(t) != {"basis", "singular_values", "mean"}:
-            raise StoreError(f"{folder / 'core.safetensors'} holds {sorted(t)}, not a core's arrays.")
-        basis, sv, mean = (t[k].numpy().astype(np.float64) for k in ("basis", "singular_values", "mean"))
-        if basis.ndim != 2 or mean.shape != (basis.shape[0],) or sv.ndim != 1 or len(sv) < basis.shape[1]:
-            raise StoreError(
-                f"inconsistent core arrays in {folder}: basis {basis.shape}, mean {mean.shape}, "
-                f"singular values {sv.shape}."
-            )
-        if not isinstance(meta.get("metadata"), dict):
-            raise StoreError(f"{folder / 'core.json'} has no metadata object; it was not written by Core.save.")
-        return cls(basis, sv, mean, meta["metadata"])
+        try:
+            meta, arrays = _read_core(folder)
+            _check_core_arrays(arrays, meta.get("arrays"), meta["metadata"])
+        except untrusted.UntrustedError as exc:
+            raise StoreError(f"refused the core in {folder}: {exc} Save it again with Core.save.") from None
+        return cls(arrays["basis"], arrays["singular_values"], arrays["mean"], meta["metadata"])
+
+
+_ARRAYS = ("basis", "singular_values", "mean")
+MAX_CORE_BYTES = 1 << 30  # a full D x D float64 basis of D = 8192 is 512 MiB
+
+
+def _arrays_digest(arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 of a core's float64 arrays, with their names and shapes."""
+    digest = hashlib.sha256()
+    for name in _ARRAYS:
+        a = np.ascontiguousarray(arrays[name], dtype=np.float64)
+        digest.update(f"{name}:{a.shape}:".encode())
+        digest.update(a.tobytes())
+    return digest.hexdigest()
+
+
+def _read_core(folder: Path) -> tuple[dict, dict[str, np.ndarray]]:
+    """``core.json`` and the arrays of ``core.safetensors``, read as untrusted files."""
+    from safetensors.numpy import load as st_load
+
+    files = untrusted.read_manifest(folder, "Core.load")
+    raw = untrusted.read_stored(folder / "core.json", limit=MAX_CORE_BYTES, what="Core.load", files=files)
+    meta = untrusted.load_json(raw, str(folder / "core.json"), constants=True)  # metadata may hold NaN
+    if not isinstance(meta, dict) or meta.get("format") != CORE_FORMAT:
+        raise untrusted.UntrustedError(f"{folder / 'core.json'} is not a core of format {CORE_FORMAT!r}.")
+    if not isinstance(meta.get("metadata"), dict):
+        raise untrusted.UntrustedError(
+            f"{folder / 'core.json'} has no metadata object; it was not written by Core.save."
+        )
+    data = untrusted.read_stored(folder / "core.safetensors", limit=MAX_CORE_BYTES, what="Core.load", files=files)
+    try:
+        tensors = st_load(data)
+    except Exception as err:  # noqa: BLE001 - any parse failure means the file is unusable
+        raise untrusted.UntrustedError(
+            f"{folder / 'core.safetensors'} is not a readable safetensors file ({err})."
+        ) from None
+    if set(tensors) != set(_ARRAYS) or not all(np.issubdtype(t.dtype, np.floating) for t in tensors.values()):
+        found = {k: str(v.dtype) for k, v in tensors.items()}
+        raise untrusted.UntrustedError(f"{folder / 'core.safetensors'} holds {found}, not a core's float arrays.")
+    return meta, {k: tensors[k].astype(np.float64) for k in _ARRAYS}
+
+
+def _check_core_arrays(arrays: dict[str, np.ndarray], described: object, metadata: dict) -> None:
+    """Refuse arrays that no :meth:`Core.save` writes: inconsistent shapes, NaN/Inf, a basis that is
+    not orthonormal (to a tolerance of the dtype it was saved from), singular values negative or not
+    descending, or not the arrays ``described`` (shapes, digest) and ``metadata`` (rank) name."""
+    basis, sv, mean = (arrays[k] for k in _ARRAYS)
+    if basis.ndim != 2 or not 1 <= basis.shape[1] <= basis.shape[0] or mean.shape != (basis.shape[0],):
+        raise untrusted.UntrustedError(f"inconsistent core arrays: basis {basis.shape}, mean {mean.shape}.")
+    if sv.ndim != 1 or not basis.shape[1] <= len(sv) <= basis.shape[0]:
+        raise untrusted.UntrustedError(
+            f"the core has {len(sv)} singular values for a basis {basis.shape}; it needs between r and D."
+        )
+    bad = [k for k in _ARRAYS if not np.all(np.isfinite(arrays[k]))]
+    if bad:
+        raise untrusted.UntrustedError(f"the core's {', '.join(bad)} hold NaN/Inf values.")
+    if np.any(sv < 0) or np.any(np.diff(sv) > 0):
+        raise untrusted.UntrustedError("the singular values must be non-negative and sorted in descending order.")
+    # The basis may have been computed in a coarser dtype than the float64 it is saved in; cores
+    # saved without their dtype are given float32's tolerance, the coarsest the book computes in.
+    dtype = described.get("dtype", "float32") if isinstance(described, dict) else "float32"
+    eps = float(np.finfo(np.dtype(dtype) if dtype in ("float16", "float32", "float64") else np.float32).eps)
+    error = float(np.abs(basis.T @ basis - np.eye(basis.shape[1])).max())
+    if error > 10 * eps * basis.shape[0]:
+        raise untrusted.UntrustedError(
+            f"the basis is not orthonormal (|Q^T Q - I| reaches {error:.3g}, allowed {10 * eps * basis.shape[0]:.3g})."
+        )
+    if described is not None:
+        _check_described(arrays, described)
+    if isinstance(metadata.get("rank"), int) and metadata["rank"] != basis.shape[1]:
+        raise untrusted.UntrustedError(f"the metadata gives rank {metadata['rank']}, the basis has {basis.shape[1]}.")
+
+
+def _check_described(arrays: dict[str, np.ndarray], described: object) -> None:
+    """The arrays are those ``core.json`` describes: their shapes, then their digest."""
+    if not isinstance(described, dict) or not isinstance(described.get("shapes"), dict):
+        raise untrusted.UntrustedError(f"core.json's 'arrays' entry is malformed: {described!r:.200}.")
+    shapes = {k: list(v.shape) for k, v in arrays.items()}
+    if described["shapes"] != shapes:
+        raise untrusted.UntrustedError(f"the arrays have shapes {shapes}, core.json describes {described['shapes']}.")
+    if described.get("sha256") != _arrays_digest(arrays):
+        raise untrusted.UntrustedError(
+            "the arrays are not those core.json describes (digest mismatch): they belong to another core."
+        )
 
 
 CORE_FORMAT = "ace-core-1"
@@ -611,7 +701,7 @@ def _accumulate_batch(
 
 
 def _check_pass(hooks: list[str], probes: dict, y) -> None:
-    """The forward pass reached every hook and the read-out ``y`` depends on it."""
+    """The forward pass reached every hook, and the read-out ``y`` is (B, K) or (B,) and depends on it."""
     missing = [h for h in hooks if h not in probes]
     if missing:
         raise ValueError(f"the forward pass never reached {missing}.")
@@ -620,6 +710,11 @@ def _check_pass(hooks: list[str], probes: dict, y) -> None:
             "the target does not depend on the model's output (it returned "
             f"{'a constant tensor' if isinstance(y, torch.Tensor) else type(y).__name__}): "
             "compute it from the output passed to it, e.g. lambda out: out[:, -1]."
+        )
+    if y.ndim > 2:  # flattening (B, T, K) would mix positions into one read-out
+        raise ValueError(
+            f"the target returned shape {tuple(y.shape)}; it must return (B, K) or (B,), one read-out per "
+            "example: select a position, e.g. lambda out: out[:, -1] for the last position's logits."
         )
 
 

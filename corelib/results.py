@@ -30,6 +30,8 @@ from filelock import FileLock, Timeout
 from safetensors.torch import load as _st_load
 from safetensors.torch import save as _st_save
 
+from .untrusted import UntrustedError, manifest_digest, manifest_files
+
 __all__ = [
     "StoreError",
     "results_root",
@@ -42,6 +44,7 @@ __all__ = [
     "load_tensors",
     "remove",
     "copy_file",
+    "save_bytes",
     "stored_files",
     "json_files",
     "compute_once",
@@ -173,29 +176,25 @@ def _alive(pid: int) -> bool:
 
 
 def _read_manifest(folder: Path) -> dict[str, list[str]]:
-    """``{name: accepted SHA-256s}``: the file's hash, and its previous one while it is being replaced."""
+    """``{name: accepted SHA-256s}``: the file's hash, and its previous one while it is being replaced.
+
+    Every name is checked to be a plain file name of ``folder`` (:func:`corelib.untrusted.manifest_files`),
+    so a manifest can never name a path outside its folder."""
     path = folder / MANIFEST
     if not path.exists():
         return {}
     try:
-        manifest = json.loads(path.read_bytes())
-        files = manifest["files"]
-        ok = manifest["digest"] == _sha256(_canonical(files).encode())
-    except (ValueError, KeyError, TypeError) as err:
-        raise StoreError(
-            f"{path} cannot be read ({err}); delete the folder {folder} to recompute it (a results "
-            "folder written without manifests converts with scripts/adopt_results.py)."
-        ) from err
-    if not ok:
-        raise StoreError(
-            f"{path} was changed outside the store (its digest does not match); "
-            f"delete the folder {folder} to recompute it."
-        )
-    return files
+        return manifest_files(path.read_bytes(), path)
+    except UntrustedError as err:
+        problem = str(err).rstrip(".")
+        changed = "changed outside the store" in problem
+        fix = "" if changed else " (a results folder written without manifests converts with scripts/adopt_results.py)"
+        what = problem if changed else f"{path} cannot be read ({problem})"
+        raise StoreError(f"{what}; delete the folder {folder} to recompute it{fix}.") from None
 
 
 def _write_manifest(folder: Path, files: dict[str, list[str]]) -> None:
-    body = json.dumps({"files": files, "digest": _sha256(_canonical(files).encode())}, indent=1, sort_keys=True)
+    body = json.dumps({"files": files, "digest": manifest_digest(files)}, indent=1, sort_keys=True)
     _replace(folder / MANIFEST, body.encode())
 
 
@@ -237,6 +236,8 @@ def _store_locked(path: Path, data: bytes, digest: str) -> None:
 
 def _fetch(path: Path) -> bytes:
     path = Path(path)
+    if path.is_symlink():  # the store writes only regular files: a link was put there by hand
+        raise StoreError(f"{path} is a symbolic link, which the store never writes or follows; {_FIX}.")
     if not path.exists():
         raise StoreError(f"{path} does not exist; the run that writes it has not finished (run it again).")
     with _folder_lock(path.parent, reading=True):
@@ -256,6 +257,12 @@ def copy_file(src: Path | str, dst: Path | str) -> None:
     that folder's lock, so a writer cannot swap it mid-read), written atomically and recorded in
     the destination's manifest (other files there are left as they are)."""
     _store(Path(dst), _fetch(Path(src)))
+
+
+def save_bytes(path: Path | str, data: bytes) -> None:
+    """Store ``data`` verbatim at ``path`` (atomically, recorded in the folder's manifest): a file
+    read elsewhere and checked against its own manifest, e.g. by :mod:`corelib.untrusted`."""
+    _store(Path(path), bytes(data))
 
 
 def save_json(path: Path | str, obj: Any, *, compact: bool = False) -> None:

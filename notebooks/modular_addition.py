@@ -445,7 +445,7 @@ display(chapter_frame("modular_addition"))
 # ```
 
 # %%
-import numpy as np
+import numpy as np  # noqa: F401 - for your code below
 
 from corelib.exercises import modular_addition as ex
 

@@ -74,7 +74,7 @@ def test_bad_budgets_are_refused(kwargs, message):
 
 
 def test_the_book_models_budgets_read_snapshots_and_train_nothing(tmp_path, monkeypatch):
-    from corelib.experiments import jacobian_questions, modular_runs
+    from corelib.experiments import ace_method_jacobians, modular_runs
     from corelib.results import StoreError
 
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
@@ -82,10 +82,10 @@ def test_the_book_models_budgets_read_snapshots_and_train_nothing(tmp_path, monk
         p=11, d_model=16, n_heads=2, d_ff=32, epochs=4, long_epochs=6, branch_epoch=2, snapshot_every=2, seeds=(0,)
     )
     with pytest.raises(StoreError, match="run the modular chapter first"):
-        jacobian_questions.modular_budget(p, 4, counts=(4, 8), resamples=2)
+        ace_method_jacobians.modular_budget(p, 4, counts=(4, 8), resamples=2)
     modular_runs.train_arm(p, "wd", p.epochs, progress=False)
     analysis = modular_runs.analyse_arm(replace(p, n_jacobians=8), "wd", 4, progress=False)[-1]["models"][0]
-    (got,) = jacobian_questions.modular_budget(p, 4, counts=(4, 8), resamples=2)
+    (got,) = ace_method_jacobians.modular_budget(p, 4, counts=(4, 8), resamples=2)
     assert got.energy_rank.shape == (2, 2) and got.reference_count == 61
     # resample 0 of the 8-Jacobian budget is the chapter's own analysis with 8 Jacobians (seed 0)
     assert got.energy_rank[1, 0] == analysis["energy_rank"]

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERAL = ("ace", "interventions", "models", "engine", "results", "lm", "steering", "compare", "operators", "linear",
-           "masks", "fastpath", "targets", "agreement", "recorded")  # fmt: skip
+           "masks", "fastpath", "targets", "agreement", "recorded", "untrusted")  # fmt: skip
 SPECIFIC = ("corelib.tasks", "corelib.experiments", "corelib.claims", "corelib.plots", "corelib.exercises")
 
 

@@ -187,7 +187,7 @@ def test_analysis_batched_over_ranks_is_that_of_one_hooked_run_per_rank(monkeypa
     batched = modular_runs.analyse_model(model, (x, y), p)
     assert batched["test_acc"] > 0.9 and batched["necessary_rank"] > batched["energy_rank"] > 1
     assert 1 < batched["sufficient_rank"] < p.d_model
-    whole_model_core = modular_runs._model_core
+    whole_model_core = modular_runs.model_core
 
     def one_run_per_rank(model, data, params):
         h, full, r_energy, _ = whole_model_core(model, data, params)
@@ -198,7 +198,7 @@ def test_analysis_batched_over_ranks_is_that_of_one_hooked_run_per_rank(monkeypa
 
         return h, full, r_energy, hooked
 
-    monkeypatch.setattr(modular_runs, "_model_core", one_run_per_rank)
+    monkeypatch.setattr(modular_runs, "model_core", one_run_per_rank)
     assert modular_runs.analyse_model(model, (x, y), p) == batched
 
 

@@ -85,3 +85,56 @@ def test_no_solution_is_in_plain_view(chapter):
         assert "{include} ../solutions/" in body, f"{chapter}/{label}: the solution is written in the chapter"
         assert f"<!-- {label} -->" in kept.read_text(), f"{chapter}/{label}: not in {kept.name}"
         assert f"<!-- end {label} -->" in kept.read_text(), f"{chapter}/{label}: no end marker in {kept.name}"
+
+
+# --------------------------------------------------------------------------- the module's times
+
+_CLASS = re.compile(r"^\*\*Class (\d+):.*?(?=^\*\*Class \d+:|^## |\Z)", re.M | re.S)
+_READ = re.compile(r"\{doc\}`[^`]*?<?(chapters/\w+|intro)>?`\s*\(about\s+(\d+)\s+minutes", re.S)
+_AFTER = re.compile(r"^- After class.*?(?=^- )", re.M | re.S)
+_EXERCISE = re.compile(r"\{ref\}`[^`]*<([\w-]+)>`\s*\((\d+)")
+_TOTAL = re.compile(r"Homework in all, about (\d+) minutes: (\d+) of reading and (\d+) of exercises")
+
+
+def _module_classes() -> dict[str, str]:
+    text = (ROOT / "book" / "teach.md").read_text()
+    return {m[1]: m[0] for m in _CLASS.finditer(text)}
+
+
+def test_the_modules_homework_times_are_the_chapters_reading_times_and_the_exercises_marks():
+    """Every time the course page states comes from acebook.readability: a chapter's reading
+    time from its words and figures, an exercise's from its marks, a class's homework as their
+    sum. A chapter that changes makes this test name the number to update."""
+    from acebook.readability import chapter_time, exercise_minutes
+
+    marks = {}
+    for source in sorted((ROOT / "notebooks").glob("*.py")):
+        marks.update(exercise_minutes(source))
+    classes = _module_classes()
+    assert len(classes) >= 4, "the module's classes were not found in book/teach.md"
+    problems = []
+    for number, block in classes.items():
+        reading = 0
+        for page, stated in _READ.findall(block):
+            path = ROOT / "book" / "intro.md" if page == "intro" else ROOT / "notebooks" / f"{page.split('/')[1]}.py"
+            computed = chapter_time(path).reading
+            reading += computed
+            if int(stated) != computed:
+                problems.append(f"class {number}: {page} reads in about {computed} minutes, not {stated}")
+        after = _AFTER.search(block)
+        exercises = 0
+        for label, stated in _EXERCISE.findall(after[0] if after else ""):
+            exercises += marks.get(label, -1000)
+            if marks.get(label) != int(stated):
+                problems.append(f"class {number}: {label} is marked {marks.get(label)} minutes, not {stated}")
+        total = _TOTAL.search(block)
+        if total is None:
+            problems.append(
+                f"class {number}: no line 'Homework in all, about T minutes: R of reading and E of exercises'"
+            )
+        elif tuple(map(int, total.groups())) != (reading + exercises, reading, exercises):
+            problems.append(
+                f"class {number}: homework is about {reading + exercises} minutes: {reading} of reading and "
+                f"{exercises} of exercises, not {total.groups()}"
+            )
+    assert not problems, "\n".join(problems)

@@ -49,6 +49,7 @@ from ..tasks.modular import modular_addition_split
 
 __all__ = [
     "ModularParams",
+    "model_core",
     "ARMS",
     "LONG_RUN_SETTINGS",
     "train_arm",
@@ -330,7 +331,7 @@ def last_position_output(model: Transformer, x: torch.Tensor) -> torch.Tensor:
     return cache[name][:, -1]
 
 
-def _model_core(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], params: ModularParams):
+def model_core(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], params: ModularParams):
     """ACE of one model at full rank, its energy rank, and its accuracy under an intervention.
 
     Returns ``(h, full, r_energy, accuracy)``: the last-position outputs (N, D) in float64, the
@@ -359,7 +360,7 @@ def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p
     occupied rotational frequency bins.
     """
     x, y = test
-    hd, full, r_energy, intervened = _model_core(model, test, params)
+    hd, full, r_energy, intervened = model_core(model, test, params)
     baseline = accuracy(model, x, y, score_positions="last")
     necessary, sufficient = refine_rank(
         full, intervened, baseline=baseline, chance_level=params.chance_level, start_rank=r_energy
@@ -456,7 +457,7 @@ def removal_curves(params: ModularParams, arm: str, epoch: int, *, progress: boo
         test = make_data(params)["test"]
         out = {"remove": [], "keep": [], "energy_rank": []}
         for i in tqdm(range(len(stack)), desc=f"removal curves {arm} {epoch}", disable=not progress, leave=False):
-            _, full, r_energy, intervened = _model_core(stack.model(i), test, params)
+            _, full, r_energy, intervened = model_core(stack.model(i), test, params)
             for mode in ("remove", "keep"):
                 out[mode].append(ablation_curve(full, intervened, mode).tolist())
             out["energy_rank"].append(r_energy)

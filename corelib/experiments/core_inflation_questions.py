@@ -27,7 +27,7 @@ from ..engine import load_snapshot, snapshot_epochs
 from ..interventions import ablation_curve, accuracy
 from ..models import default_device
 from ..results import StoreError, compute_once
-from .modular_runs import ModularParams, _model_core, analyse_model, analysis_path, arm_dir, make_data
+from .modular_runs import ModularParams, analyse_model, analysis_path, arm_dir, make_data, model_core
 
 __all__ = ["SeedInterval", "core_sizes", "seed_interval", "sufficient_by_tolerance"]
 
@@ -74,7 +74,7 @@ def sufficient_by_tolerance(params: ModularParams, arm: str, epoch: int, toleran
         model = stack.model(i)
         with torch.no_grad():
             baseline = accuracy(model, x, y, score_positions="last")
-        _, full, _, intervened = _model_core(model, test, params)
+        _, full, _, intervened = model_core(model, test, params)
         curve = ablation_curve(full, intervened, "keep")  # accuracy kept at ranks 1..D
         out.append([_first_at_least(curve, baseline - t) for t in tol])
     return np.asarray(out, dtype=int)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from corelib.experiments import inflation_questions as iq
+from corelib.experiments import core_inflation_questions as iq
 from corelib.experiments import modular_runs
 from corelib.results import StoreError
 
