@@ -52,6 +52,7 @@ PARAMETER_CLASSES: dict[str, str] = {
     "grokking_theory": "corelib.experiments.grokking_theory:TheoryParams",
     "grokking_sweeps": "corelib.experiments.grokking_sweeps:SweepsParams",
     "inflation_clock": "corelib.experiments.inflation_clock:ClockParams",
+    "interpretability_window": "corelib.experiments.inflation_clock_window:WindowParams",
     "subject_verb_agreement": "corelib.experiments.subject_verb_agreement:SVAParams",
     "own_model": "corelib.experiments.own_model:OwnModelParams",
 }

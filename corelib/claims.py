@@ -181,8 +181,8 @@ CLAIMS: tuple[Claim, ...] = (
     # Modular addition (Figure 2)
     _new_claim("modular.grok_epoch", _MODULAR, "epoch at which every model has test accuracy ≥ 0.99", "800",
        _ten_percent(800), _TEN_PERCENT + " (snapshots every 100 epochs: only 800 passes)", 800),
-    _new_claim("modular.core_settles", _MODULAR, "cores crystallise at grokking: first epoch at which the mean core "
-       "dimension is within 10 % of its smallest value, minus the grokking epoch", "coincident (0)",
+    _new_claim("modular.core_settles", _MODULAR, "the core dimension stops falling at grokking: first epoch at "
+       "which the mean core dimension is within 10 % of its smallest value, minus the grokking epoch", "coincident (0)",
        _between(-100, 100), _NO_NUMBER + "'coincident' read as within one of the paper's 100-epoch "
        "analysis intervals", 0),
     _new_claim("modular.keep_ratio", _MODULAR, "after grokking: core-only / baseline accuracy (worst snapshot)",
@@ -270,21 +270,22 @@ def _new_finding(
 
 
 _CLOCK = "inflation_clock"
+_WINDOW = "interpretability_window"
 _RANGES = "three seeds: holds only when the seed ranges do not overlap"
 
 # fmt: off
 FINDINGS: tuple[Claim, ...] = (
-    _new_finding("window.restart_grows", _CLOCK, "the control arm (weight decay kept, optimizer restarted at "
+    _new_finding("window.restart_grows", _WINDOW, "the control arm (weight decay kept, optimizer restarted at "
        "grokking) against the uninterrupted run: core dimension at the window's end, smallest restarted seed "
        "minus largest kept seed", "not considered by the paper (its removed arm also restarts AdamW)", _above(0),
        _RANGES + " (holds: restarting the optimizer alone leaves larger cores)"),
-    _new_finding("window.anneal_smaller", _CLOCK, "weight decay annealed after grokking (both spans) against the "
+    _new_finding("window.anneal_smaller", _WINDOW, "weight decay annealed after grokking (both spans) against the "
        "restarted control: core dimension at the window's end, smallest control seed minus largest annealed seed",
        "annealing soon after grokking may keep the core compact (proposed, untested)", _above(0), _RANGES),
-    _new_finding("window.anneal_larger", _CLOCK, "weight decay annealed after grokking (both spans) against the "
+    _new_finding("window.anneal_larger", _WINDOW, "weight decay annealed after grokking (both spans) against the "
        "restarted control: core dimension at the window's end, smallest annealed seed minus largest control seed",
        "annealing soon after grokking may keep the core compact (proposed, untested)", _above(0), _RANGES),
-    _new_finding("window.removed_smaller", _CLOCK, "weight decay removed at grokking against the restarted control: "
+    _new_finding("window.removed_smaller", _WINDOW, "weight decay removed at grokking against the restarted control: "
        "core dimension at the window's end, smallest control seed minus largest removed seed", "removing weight "
        "decay keeps cores compact (Figure 3A, on the paper's clock)", _above(0), _RANGES),
     _new_finding("clock.tau_collapse", _CLOCK, "core-dimension curves of runs at different lr x wd after grokking: "
@@ -302,40 +303,40 @@ FINDINGS: tuple[Claim, ...] = (
        "run at the same epoch: smallest core of the paper run's seeds minus largest of the run's, the least over "
        "runs", "not tested by the paper", _above(0), _RANGES + " (holds: every faster run ends with a smaller "
        "core than the paper run at the same epoch)"),
-    _new_finding("window.late_removal_deflates", _CLOCK, "weight decay removed late: mean core dimension at the "
+    _new_finding("window.late_removal_deflates", _WINDOW, "weight decay removed late: mean core dimension at the "
        "late branch minus at the window's end", "not tested by the paper", _above(0),
        "holds when the mean core is smaller at the end than where the decay was removed"),
     # the window on the paper's own clock (lr 1e-3, wd 1, to epoch 20000), from its record
-    _new_finding("window_paper.kept_inflates", _CLOCK, "paper's clock, weight decay kept: core dimension at "
+    _new_finding("window_paper.kept_inflates", _WINDOW, "paper's clock, weight decay kept: core dimension at "
        "the window's end (tau 60) against at grokking, smallest seed at the end minus largest at grokking",
        "cores inflate after grokking under weight decay (Figure 3A)", _above(0), _RANGES),
-    _new_finding("window_paper.anneal_smaller", _CLOCK, "paper's clock, weight decay annealed after grokking "
+    _new_finding("window_paper.anneal_smaller", _WINDOW, "paper's clock, weight decay annealed after grokking "
        "(over tau 1.5 and 6) against kept: core dimension at the window's end, smallest kept seed minus largest "
        "annealed seed", "annealing soon after grokking may keep the core compact (proposed, untested)",
        _above(0), _RANGES),
-    _new_finding("window_paper.anneal_near_grokking", _CLOCK, "paper's clock: each seed's growth of its core "
+    _new_finding("window_paper.anneal_near_grokking", _WINDOW, "paper's clock: each seed's growth of its core "
        "from its branch to the window's end, the largest of the annealed arms' seeds over the smallest of the kept "
        "run's", "annealing soon after grokking may keep the core compact (proposed, untested)", _below(0.5),
        "holds when every annealed seed grew less than half as much as every kept seed (does not hold when some "
        "kept seed did not grow)"),
-    _new_finding("window_paper.removed_smaller", _CLOCK, "paper's clock, weight decay removed at grokking "
+    _new_finding("window_paper.removed_smaller", _WINDOW, "paper's clock, weight decay removed at grokking "
        "against kept: core dimension at the window's end, smallest kept seed minus largest removed seed",
        "removing weight decay keeps cores compact (Figure 3A)", _above(0), _RANGES),
-    _new_finding("window_paper.restart_smaller", _CLOCK, "paper's clock, weight decay kept and the optimizer "
+    _new_finding("window_paper.restart_smaller", _WINDOW, "paper's clock, weight decay kept and the optimizer "
        "restarted at grokking, against the uninterrupted run: core dimension at the window's end, smallest "
        "uninterrupted seed minus largest restarted seed", "not considered by the paper (its removed arm also "
        "restarts AdamW)", _above(0), _RANGES),
-    _new_finding("window_paper.late_removal_deflates", _CLOCK, "paper's clock, weight decay removed late "
+    _new_finding("window_paper.late_removal_deflates", _WINDOW, "paper's clock, weight decay removed late "
        "in the window: core dimension at that branch against at the window's end, smallest seed at the branch "
        "minus largest at the end", "not tested by the paper", _above(0), _RANGES),
-    _new_finding("window_paper.anneal_below_restart", _CLOCK, "paper's clock, weight decay annealed after "
+    _new_finding("window_paper.anneal_below_restart", _WINDOW, "paper's clock, weight decay annealed after "
        "grokking against kept with the optimizer restarted (the control that branches as the annealed arms do): "
        "core dimension at the window's end, smallest restarted seed minus largest annealed seed",
        "annealing soon after grokking may keep the core compact (proposed, untested)", _above(0), _RANGES),
-    _new_finding("window_paper.removed_below_restart", _CLOCK, "paper's clock, weight decay removed at grokking "
+    _new_finding("window_paper.removed_below_restart", _WINDOW, "paper's clock, weight decay removed at grokking "
        "against kept with the optimizer restarted: core dimension at the window's end, smallest restarted seed "
        "minus largest removed seed", "removing weight decay keeps cores compact (Figure 3A)", _above(0), _RANGES),
-    _new_finding("window_paper.all_generalise", _CLOCK, "paper's clock: the lowest test accuracy of any "
+    _new_finding("window_paper.all_generalise", _WINDOW, "paper's clock: the lowest test accuracy of any "
        "model (any arm, any seed) at the window's end", "not tested by the paper", _at_least(0.99),
        "holds when every model still generalises (at least 99 % test accuracy)"),
     # own_model: a tense core in SmolLM2, and ACE beside the directions fitted to a label

@@ -34,7 +34,7 @@ def built_book(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("ACE_RESULTS_DIR", str(root / "results"))
     mp.setenv("ACE_RECORDED_DIR", str(root / "recorded"))
-    # The clock chapter shows the paper-clock window from its record in every profile.
+    # The window chapter shows the paper-clock window from its record in every profile.
     shutil.copytree(ROOT / "recorded" / WINDOW_RECORD, root / "recorded" / WINDOW_RECORD)
     # The claims page shows the paper profile's times on a GPU from their record in every profile.
     copy_file(ROOT / "recorded" / GPU_TIMES_FILE, root / "recorded" / GPU_TIMES_FILE)

@@ -202,10 +202,10 @@ def test_every_measured_claim_is_on_the_claims_page(built_book):
     # the paper's claims and the book's own findings
     expected_chapters = {c.chapter for c in (*claims.CLAIMS, *claims.FINDINGS)} & set(project.chapters(root))
     # and the chapters that show a recorded paper-scale run (here: smoke runs recorded by conftest.py,
-    # and the clock chapter's paper-clock window) recorded its values too
+    # and the window chapter's paper-clock window) recorded its values too
     shown = {
         f"{c}{claims.RECORDED_SUFFIX}"
-        for c in ("modular_addition", "core_inflation", "grokking_sweeps", "inflation_clock")
+        for c in ("modular_addition", "core_inflation", "grokking_sweeps", "interpretability_window")
     }
     assert set(records) == expected_chapters | shown, "every chapter with claims recorded them"
     html = (root / "_build" / "html" / "book" / "chapters" / "claims.html").read_text()
@@ -229,11 +229,13 @@ def test_findings_are_judged_by_their_own_condition_whatever_the_settings(tmp_pa
     from acebook.claims_page import citation_rows, findings_table
 
     values = {"window.anneal_larger": 7.0, "window.anneal_smaller": -24.0}
-    claims.record("inflation_clock", values, settings={"seeds": "[1, 2] (paper: [1031, 1032, 1033])"}, root=tmp_path)
+    claims.record(
+        "interpretability_window", values, settings={"seeds": "[1, 2] (paper: [1031, 1032, 1033])"}, root=tmp_path
+    )
     rows = {r["id"]: r for r in findings_table(claims.load_records(tmp_path))}
     assert rows["window.anneal_larger"]["status"] == "holds"  # settings do not make a finding "reduced"
     assert rows["window.anneal_smaller"]["status"] == "does not hold"
     assert rows["window.removed_smaller"]["status"] == "not run in this profile"
     assert set(citation_rows(claims.load_records(tmp_path))) == {c.id for c in claims.CLAIMS + claims.FINDINGS}
-    with pytest.raises(ValueError, match="belongs to chapter 'inflation_clock'"):
+    with pytest.raises(ValueError, match="belongs to chapter 'interpretability_window'"):
         claims.record("own_model", {"window.anneal_larger": 1.0}, settings={}, root=tmp_path)

@@ -153,7 +153,10 @@ def test_the_smoke_settings_run_end_to_end_and_resume_to_the_same_summary(tmp_pa
         "window.late_removal_deflates",
         "clock.tau_collapse",
     }
-    claims.record("inflation_clock", found, settings={})  # every value is one a finding accepts
+    # every value is one a finding accepts, each recorded by the chapter that shows it
+    claims.record("inflation_clock", inflation_clock.clock_finding_values(summary), settings={})
+    claims.record("interpretability_window", inflation_clock.window_finding_values(window), settings={})
+    assert found == {**inflation_clock.window_finding_values(window), **inflation_clock.clock_finding_values(summary)}
     assert list(inflation_clock.window_table(window).index) == list(inflation_clock.WINDOW_ARMS)
     # A second run reads everything back: the same numbers.
     again = inflation_clock.clock_summary(params, inflation_clock.run_clock(params, progress=False))
@@ -166,18 +169,35 @@ def test_every_glued_name_of_the_chapter_is_glued(tmp_path, monkeypatch):
     from pathlib import Path
 
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
-    text = (Path(__file__).resolve().parent.parent / "notebooks" / "inflation_clock.py").read_text()
-    used = set(re.findall(r"\{glue:text\}`([A-Za-z_0-9]+)", text)) | set(re.findall(r"```\{glue:figure\} (\w+)", text))
+    notebooks = Path(__file__).resolve().parent.parent / "notebooks"
+
+    def used(text):
+        glued = set(re.findall(r"\{glue:text\}`([A-Za-z_0-9]+)", text))
+        return glued | set(re.findall(r"```\{glue:figure\} (\w+)", text))
+
     params = _smoke()
     summary = inflation_clock.run(params, progress=False)
-    values = inflation_clock.glue_values(params, summary.clock, summary.window)
-    values.update(inflation_clock.record_numbers(summary.record))
+    inflation_clock.save_window(params, summary)
+    fast = inflation_clock.load_window()  # what the window chapter reads back
     paper = inflation_clock_window.show(paper_scale.recorded_window(), sample_epochs=0)
-    values.update(inflation_clock_window.glue_values(paper))
-    figures = {"cost_machine", "cost_book", "cost_paper", "fig_clock", "fig_window", "fig_paper_window"}
-    assert used - figures <= set(values), sorted(used - set(values))
-    assert figures <= set(re.findall(r'glue\("(\w+)"', text))
-    assert all(isinstance(v, (int, float)) or len(str(v).split()) <= 4 for v in values.values())  # no sentences
+    clock = {
+        **inflation_clock.clock_glue_values(params, summary.clock),
+        **inflation_clock.record_numbers(summary.record),
+    }
+    window = {
+        **inflation_clock.window_glue_values(fast.params, fast.window),
+        **inflation_clock_window.glue_values(paper),
+    }
+    for chapter, values, figures in (
+        ("inflation_clock", clock, {"fig_clock"}),
+        ("interpretability_window", window, {"fig_window", "fig_paper_window"}),
+    ):
+        text = (notebooks / f"{chapter}.py").read_text()
+        figures |= {"cost_machine", "cost_book", "cost_paper"}
+        assert used(text) - figures <= set(values), (chapter, sorted(used(text) - set(values)))
+        assert figures <= set(re.findall(r'glue\("(\w+)"', text))
+        assert all(isinstance(v, (int, float)) or len(str(v).split()) <= 4 for v in values.values())  # no sentences
+    assert fast.window == summary.window  # the window chapter shows the clock chapter's arms
 
 
 def test_spreads_within_the_seed_noise_are_called_indistinguishable():
@@ -386,3 +406,32 @@ def test_the_window_as_its_arms_stood_at_an_earlier_epoch_has_known_answers():
     window["arms"]["removed_late"]["records"] = [_record(300, [13, 16])]
     with pytest.raises(ValueError, match="arm 'removed_late' has no snapshot after its branch at epoch 300"):
         inflation_clock.window_summary(params, window)
+
+
+def test_the_window_is_kept_for_its_chapter_and_written_again_only_when_it_changes(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from test_inflation_clock_window import _params, _recorded
+
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setenv("ACE_PROFILE", "book")
+    with pytest.raises(ValueError, match="the chapter inflation_clock trains .* run it first"):
+        inflation_clock.load_window()
+    params, window = _params(), _recorded()["window"]
+    inflation_clock.save_window(params, SimpleNamespace(window_data=window, record=None))
+    path = tmp_path / inflation_clock.WINDOW_FOLDER / "window.json"
+    written = path.stat().st_mtime_ns
+    inflation_clock.save_window(params, SimpleNamespace(window_data=window, record=None))
+    assert path.stat().st_mtime_ns == written  # unchanged: not written again, so nothing counts as computed
+    fast = inflation_clock.load_window()
+    assert fast.params == params and (fast.profile, fast.source) == ("book", None)
+    assert fast.window == inflation_clock.window_summary(params, window)
+    assert set(fast.curves) == set(window["arms"])
+    monkeypatch.setenv("ACE_PROFILE", "smoke")  # a window of another profile is shown with a warning
+    with pytest.warns(UserWarning, match="with the book profile, not smoke"):
+        inflation_clock.load_window()
+    recorded = SimpleNamespace(window_data=window, record={"source": "recorded book-profile run"})
+    inflation_clock.save_window(params, recorded)
+    assert inflation_clock.load_window().source == "recorded book-profile run"
+    with pytest.raises(ValueError, match="keeps no window_data"):
+        inflation_clock.save_window(params, SimpleNamespace(window_data=None, record=None))

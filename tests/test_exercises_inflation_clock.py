@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -35,60 +34,107 @@ def test_the_epochs_check_names_the_usual_mistakes(wrong, says):
         ex.check_epochs_to_tau(wrong)
 
 
-def test_the_told_apart_solution_passes_and_matches_the_chapters_rule(capsys):
-    told_apart = run_solution("inflation_clock", "ex-clock-apart")["told_apart"]
-    assert ex.check_told_apart(told_apart) is True
+def test_the_spread_solution_passes_and_gives_the_chapters_ratio(capsys):
+    spread = run_solution("inflation_clock", "ex-clock-spread")["spread"]
+    assert ex.check_spread(spread) is True
     assert "all 6 cases pass" in capsys.readouterr().out
-    for a, b in (([13, 15], [16, 20]), ([20, 30], [16, 20]), ([5, 9], [1, 2])):
-        rows = [SimpleNamespace(core_dim_min=min(x), core_dim_max=max(x)) for x in (a, b)]
-        assert told_apart(a, b) == inflation_clock._apart(*rows)
+    rng = np.random.default_rng(3)
+    for _ in range(5):  # the library's measure on random curves
+        xs = [np.sort(rng.uniform(0, 10, n)) for n in rng.integers(3, 30, size=rng.integers(2, 5))]
+        ys = [rng.normal(size=x.size) for x in xs]
+        assert spread(xs, ys) == pytest.approx(inflation_clock.spread(xs, ys), rel=1e-9, nan_ok=True)
+
+
+def _spread_of(ddof=1, rms=True, common=True):
+    def spread(xs, ys, n_grid=64):
+        starts, ends = [min(x) for x in xs], [max(x) for x in xs]
+        lo, hi = (max(starts), min(ends)) if common else (min(starts), max(ends))
+        grid = np.linspace(lo, hi, n_grid)
+        stacked = np.stack([np.interp(grid, x, y) for x, y in zip(xs, ys)])
+        if rms:
+            return float(np.sqrt(np.mean(np.var(stacked, axis=0, ddof=ddof))))
+        return float(np.mean(np.std(stacked, axis=0, ddof=ddof)))
+
+    return spread
 
 
 @pytest.mark.parametrize(
-    ("wrong", "says"),
+    ("wrong", "says", "not_says"),
     [
-        (lambda a, b: (sum(a) > sum(b)) - (sum(a) < sum(b)), "comparing means is not enough"),
-        (lambda a, b: 1 if min(a) >= max(b) else -1 if max(a) <= min(b) else 0, "ranges that touch"),
+        (_spread_of(ddof=0), r"sample standard deviation across the curves \(ddof=1\)", "root mean square"),
+        (_spread_of(rms=False), "take the root mean square", "ddof=1"),
+        (_spread_of(common=False), "only where every curve has values", "ddof=1"),
     ],
 )
-def test_the_told_apart_check_catches_means_and_touching_ranges(wrong, says):
-    with pytest.raises(AssertionError, match=says):
-        ex.check_told_apart(wrong)
+def test_the_spread_check_names_the_usual_mistakes_and_only_those(wrong, says, not_says):
+    with pytest.raises(AssertionError, match=says) as caught:
+        ex.check_spread(wrong)
+    message = str(caught.value)
+    assert not_says not in message
+    assert "array(" not in message and len(message.splitlines()) <= 4  # a few lines, never the curves' values
 
 
-def test_the_seeds_solution_passes_and_agrees_with_the_chapters_count(capsys):
-    from corelib.experiments import inflation_clock_window
-    from test_inflation_clock_window import _recorded
+def test_the_gap_solution_passes_and_gives_the_chapters_finding():
+    from acebook.runner import chapter_parameters
+    from corelib.experiments import modular_runs, paper_scale
 
-    seeds_for_power = run_solution("inflation_clock", "ex-clock-seeds")["seeds_for_power"]
-    assert ex.check_seeds_for_power(seeds_for_power) is True
-    assert "all 5 cases pass" in capsys.readouterr().out
-    pw = inflation_clock_window.show(_recorded(), sample_epochs=0)
-    for arm in ("restarted", "anneal_short", "anneal_long"):
-        ends = [inflation_clock_window._end_values(pw, name, "core_dim") for name in (arm, "kept")]
-        z_count, t_count = seeds_for_power(*ends), inflation_clock_window.seeds_needed(pw, arm)
-        assert z_count <= t_count <= z_count + 2  # the chapter's t-test asks for a seed or two more
+    gap_at_same_tau = run_solution("inflation_clock", "ex-clock-same-tau")["gap_at_same_tau"]
+    assert ex.check_gap_at_same_tau(gap_at_same_tau) is True
+    params = inflation_clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "book"))
+    record, recorded = paper_scale.recorded_clock(params), paper_scale.recorded_inflation()
+    if record is None or recorded is None:
+        pytest.skip("no recorded book-profile clock run in this checkout")
+    clock = inflation_clock.clock_summary(params, record["runs"], recorded)
+    paper = recorded["arms"]["wd"]
+    epochs, dims = modular_runs.epochs_of(paper), modular_runs.series(paper, "core_dim")
+    rate = recorded["params"].lr * recorded["params"].weight_decay * inflation_clock.steps_per_epoch(recorded["params"])
+    gaps = [
+        gap_at_same_tau(epochs, dims, rate, run.tau_end, [run.core_dim_min, run.core_dim_max])
+        for label, run in clock.pairs.items()
+        if label in clock.recorded.at_pair_ends
+    ]
+    assert min(gaps) == pytest.approx(inflation_clock.clock_finding_values(clock)["clock.smaller_at_equal_tau"])
+
+
+def _gap_of(kind):
+    def gap(epochs, dims, tau_per_epoch, tau_end, run_dims):
+        taus = tau_per_epoch * np.asarray(epochs, float)
+        i = int(np.argmin(np.abs(taus - tau_end)))
+        if kind == "after":
+            later = np.flatnonzero(taus >= tau_end)
+            i = int(later[0]) if later.size else len(taus) - 1
+        paper, run = np.asarray(dims, float)[i], np.asarray(run_dims, float)
+        if kind == "means":
+            return float(np.nanmean(paper) - np.nanmean(run))
+        if kind == "swapped":
+            return float(np.nanmax(paper) - np.nanmin(run))
+        if kind == "nan":
+            return float(np.min(paper) - np.max(run))
+        return float(np.nanmin(paper) - np.nanmax(run))
+
+    return gap
 
 
 @pytest.mark.parametrize(
-    ("wrong", "says"),
+    ("kind", "says"),
     [
-        (
-            lambda a, b: max(
-                2, math.ceil(2 * 2.8016**2 * ((np.var(a) + np.var(b)) / 2) / (np.mean(a) - np.mean(b)) ** 2)
-            ),
-            "sample variance over seeds",
-        ),
-        (lambda a, b: 2 * 2.8016**2 * np.var(a + b, ddof=1) / (np.mean(a) - np.mean(b)) ** 2, "round up"),
-        (
-            lambda a, b: max(
-                2,
-                math.ceil(2 * 2.8016**2 * (np.var(a, ddof=1) + np.var(b, ddof=1)) / 2 / (np.mean(a) - np.mean(b)) ** 2),
-            ),
-            "weight each arm's variance by its degrees of freedom",
-        ),
+        ("means", "compare the ranges, not the means"),
+        ("swapped", "take the smallest core of the paper run and the largest"),
+        ("after", "which may lie before it"),
+        ("nan", r"leave it out \(np.nanmin"),
     ],
 )
-def test_the_seeds_check_names_an_unpooled_spread_and_a_fraction_of_a_seed(wrong, says):
-    with pytest.raises(AssertionError, match=says):
-        ex.check_seeds_for_power(wrong)
+def test_the_gap_check_names_the_usual_mistakes(kind, says):
+    with pytest.raises(AssertionError, match=says) as caught:
+        ex.check_gap_at_same_tau(_gap_of(kind))
+    assert "array(" not in str(caught.value)  # never the paper run's snapshots
+    assert str(caught.value).count("Hint:") == 1  # that mistake alone
+
+
+def test_a_gap_that_raises_shows_the_paper_run_by_its_shape():
+    def broken(epochs, dims, tau_per_epoch, tau_end, run_dims):
+        raise ValueError("no")
+
+    with pytest.raises(AssertionError, match=r"a \(41, 3\) array") as caught:
+        ex.check_gap_at_same_tau(broken)
+    assert "array(" not in str(caught.value)

@@ -241,13 +241,17 @@ def test_a_bad_sample_request_is_refused_before_any_work():
 def test_the_findings_are_recorded_under_the_records_name_and_forgotten_without_it(tmp_path, monkeypatch):
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
     monkeypatch.setenv("ACE_PROFILE", "book")
-    claims.record("inflation_clock", {"window.anneal_larger": 7.0}, settings={})
+    claims.record("interpretability_window", {"window.anneal_larger": 7.0}, settings={})
+    stale = claims.claims_dir() / f"inflation_clock{claims.RECORDED_SUFFIX}.json"  # from before the window's chapter
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_text("{}")
     pw = inflation_clock_window.show(_recorded(), sample_epochs=0)
     inflation_clock_window.record_claims(pw)
     records = claims.load_records()
-    kept = records["inflation_clock" + claims.RECORDED_SUFFIX]
+    kept = records["interpretability_window" + claims.RECORDED_SUFFIX]
     assert kept["source"] == pw.source and kept["settings"] == {}  # the paper's model, on its clock
     assert kept["values"] == pytest.approx(inflation_clock_window.finding_values(pw))
-    assert records["inflation_clock"]["values"] == {"window.anneal_larger": 7.0}  # the build's own, untouched
+    assert records["interpretability_window"]["values"] == {"window.anneal_larger": 7.0}  # the build's own
+    assert not stale.exists()
     inflation_clock_window.record_claims(None)
-    assert set(claims.load_records()) == {"inflation_clock"}
+    assert set(claims.load_records()) == {"interpretability_window"}

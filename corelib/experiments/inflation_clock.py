@@ -15,14 +15,21 @@ keep the compact core. :func:`run_window` branches one run at its grokking snaps
 decay kept; removed at once (the paper's arm); annealed linearly to zero over two spans; and
 removed late, after the core has grown. Every time here is given in ``tau``, so the experiment
 means the same on any clock (on the paper's, ``tau = 1.5`` is 500 epochs).
+
+Two chapters show the experiment: ``inflation_clock`` runs both parts (:func:`run`) and shows the
+clock; it keeps the window's arms in the results root (:func:`save_window`), from which
+``interpretability_window`` reads them (:func:`load_window`) beside the window on the paper's own
+clock (:mod:`corelib.experiments.inflation_clock_window`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,7 +39,7 @@ from .. import agreement
 from .._checks import MAX_EPOCHS, check_decay, check_seeds, check_settings
 from ..engine import PrefixData, plant_snapshot, resolve_precision
 from ..models import default_device
-from ..results import fresh_results_root
+from ..results import StoreError, fresh_results_root, load_json, params_key, results_root, save_json
 from . import modular_runs
 
 __all__ = [
@@ -74,6 +81,14 @@ __all__ = [
     "summarise",
     "run",
     "RECORDED_LABEL",
+    "clock_glue_values",
+    "window_glue_values",
+    "clock_finding_values",
+    "window_finding_values",
+    "WINDOW_FOLDER",
+    "FastWindow",
+    "save_window",
+    "load_window",
 ]
 
 REFERENCE_RATE = 1e-3  # lr * wd of the paper's run
@@ -312,6 +327,8 @@ class ClockChapter:
         window_curves: per arm: ``epochs``, ``branch`` and per model ``core_dim``, ``modes`` and ``test_acc``.
         record: with a record, its ``source``, ``training_seconds`` and the ``agreement`` of this
             build's re-derived epochs with it (:func:`record_agreement`); else None.
+        window_data: the window's arms as a record keeps them (:func:`compact`), which
+            :func:`save_window` keeps for the chapter that shows them.
     """
 
     clock: ClockSummary
@@ -319,6 +336,7 @@ class ClockChapter:
     window: WindowSummary
     window_curves: dict[str, dict[str, Any]]
     record: dict[str, Any] | None
+    window_data: dict[str, Any] | None = None
 
 
 def steps_per_epoch(params: ClockParams | modular_runs.ModularParams) -> int:
@@ -796,21 +814,26 @@ def window_tau_table(at_tau: dict[float, WindowSummary]) -> pandas.DataFrame:
     return pandas.concat({tau: window_table(w) for tau, w in at_tau.items()}, names=["tau", "arm"])
 
 
-def finding_values(clock: ClockSummary, window: WindowSummary) -> dict[str, float]:
-    """The values of the chapter's findings (:data:`corelib.claims.FINDINGS`, ids ``window.*`` and
-    ``clock.*``), for ``claims.record``; a finding the settings do not measure is left out."""
+def window_finding_values(window: WindowSummary) -> dict[str, float]:
+    """The values of the window's findings on its own clock (:data:`corelib.claims.FINDINGS`, ids
+    ``window.*``), for ``claims.record``."""
     arms = window.arms
     control, annealed = arms["restarted"], [arms["anneal_short"], arms["anneal_long"]]
-    late, ratio = arms["removed_late"], clock.collapse["core_dim"].ratio
-    out = {
+    late = arms["removed_late"]
+    return {
         "window.restart_grows": control.core_dim_min - arms["kept"].core_dim_max,
         "window.anneal_smaller": control.core_dim_min - max(a.core_dim_max for a in annealed),
         "window.anneal_larger": min(a.core_dim_min for a in annealed) - control.core_dim_max,
         "window.removed_smaller": control.core_dim_min - arms["removed"].core_dim_max,
         "window.late_removal_deflates": late.at_branch.core_dim - late.core_dim,
-        "clock.tau_collapse": ratio,
-        "clock.tau_separates": ratio,
     }
+
+
+def clock_finding_values(clock: ClockSummary) -> dict[str, float]:
+    """The values of the clock's findings (:data:`corelib.claims.FINDINGS`, ids ``clock.*``), for
+    ``claims.record``; a finding the settings do not measure (no recorded paper run) is left out."""
+    ratio = clock.collapse["core_dim"].ratio
+    out = {"clock.tau_collapse": ratio, "clock.tau_separates": ratio}
     rec = clock.recorded
     if rec is not None and rec.at_pair_ends:
         for key, where in (
@@ -823,18 +846,35 @@ def finding_values(clock: ClockSummary, window: WindowSummary) -> dict[str, floa
     return out
 
 
-def glue_values(params: ClockParams, clock: ClockSummary, window: WindowSummary) -> dict[str, float | int | str]:
-    """The numbers the chapter's prose quotes, by glue name (numbers and short labels only)."""
-    c, arms = clock.collapse, window.arms
-    late, removed, control = arms["removed_late"], arms["removed"], arms["restarted"]
-    rec = clock.recorded
-    paper = modular_runs.ModularParams()  # the paper's learning rate and weight decay
-    short, long = params.anneal
+def finding_values(clock: ClockSummary, window: WindowSummary) -> dict[str, float]:
+    """Both experiments' findings: :func:`clock_finding_values` and :func:`window_finding_values`."""
+    return {**window_finding_values(window), **clock_finding_values(clock)}
+
+
+def clock_glue_values(params: ClockParams, clock: ClockSummary) -> dict[str, float | int | str]:
+    """The numbers the clock chapter's prose quotes, by glue name (numbers and short labels only)."""
+    c, rec = clock.collapse, clock.recorded
     return {
         "n_pairs": len(params.pairs),
         "n_seeds": len(params.seeds),
         "horizon": params.horizon,
         "snapshot_unit": params.snapshot_unit,
+        "ratio_core_dim": round(c["core_dim"].ratio, 2),
+        "noise_core_dim": round(c["core_dim"].noise, 2),
+        "recorded_tau_end": float("nan") if rec is None else round(rec.tau_end, 1),
+        "recorded_epochs": float("nan") if rec is None else rec.epochs_end,
+    }
+
+
+def window_glue_values(params: ClockParams, window: WindowSummary) -> dict[str, float | int | str]:
+    """The numbers the window chapter's prose quotes of the window on ``params``' clock, by glue
+    name (numbers and short labels only)."""
+    arms = window.arms
+    late, removed, control = arms["removed_late"], arms["removed"], arms["restarted"]
+    paper = modular_runs.ModularParams()  # the paper's learning rate and weight decay
+    short, long = params.anneal
+    return {
+        "n_seeds": len(params.seeds),
         "window_pair": pair_label(*params.window_pair),
         "window_horizon": params.window_horizon,
         # after a removal only the learning rate drives the weights: the window's against the paper's
@@ -845,10 +885,6 @@ def glue_values(params: ClockParams, clock: ClockSummary, window: WindowSummary)
         "anneal_long_paper_epochs": round(epochs_for(params, paper.lr, paper.weight_decay, long)),
         "window_grok": window.grok_epoch,
         "window_tau_grok": round(window.tau_grok, 2),
-        "ratio_core_dim": round(c["core_dim"].ratio, 2),
-        "noise_core_dim": round(c["core_dim"].noise, 2),
-        "recorded_tau_end": float("nan") if rec is None else round(rec.tau_end, 1),
-        "recorded_epochs": float("nan") if rec is None else rec.epochs_end,
         "late_branch": late.branch,
         "late_at_branch": round(late.at_branch.core_dim, 1),
         "late_end": round(late.core_dim, 1),
@@ -859,6 +895,11 @@ def glue_values(params: ClockParams, clock: ClockSummary, window: WindowSummary)
         # the removed arm's largest seed against the control's mean core
         "removed_max_over_control": round(removed.core_dim_max / control.core_dim, 2),
     }
+
+
+def glue_values(params: ClockParams, clock: ClockSummary, window: WindowSummary) -> dict[str, float | int | str]:
+    """Both chapters' numbers: :func:`clock_glue_values` and :func:`window_glue_values`."""
+    return {**clock_glue_values(params, clock), **window_glue_values(params, window)}
 
 
 def record_numbers(record: dict[str, Any] | None) -> dict[str, float | int]:
@@ -1145,7 +1186,9 @@ def run(
         raise ValueError(f"check_epochs must be 0 (check nothing) or a number of epochs; got {check_epochs}.")
     if record is None:
         runs, window = run_clock(params, progress=progress), run_window(params, progress=progress)
-        return ClockChapter(**summarise(params, runs, window, recorded), record=None)
+        return ClockChapter(
+            **summarise(params, runs, window, recorded), record=None, window_data=compact({}, window)["window"]
+        )
     if record["params"] != params:
         raise ValueError(
             "the record passed to inflation_clock.run was made with other settings than params; pass the record "
@@ -1166,4 +1209,88 @@ def run(
             "training_seconds": record["provenance"].get("training_seconds"),
             "agreement": checked,
         },
+        window_data=record["window"],
+    )
+
+
+# ----------------------------------------------------------------------------- the window, for its chapter
+
+WINDOW_FOLDER = "clock_window"
+"""The folder of the results root where the clock chapter keeps its window's arms for the window
+chapter (which declares it among its inputs, ``corelib_inputs``)."""
+_WINDOW_FILE = "window.json"
+
+
+@dataclass(frozen=True)
+class FastWindow:
+    """The window's arms on the clock chapter's clock, as :func:`load_window` reads them back.
+
+    Attributes:
+        params: the clock chapter's settings (the window's clock, spans and seeds among them).
+        window: :class:`WindowSummary` of the arms at their end.
+        curves: per arm, what :func:`corelib.plots.figure_window` draws (:func:`window_curves`).
+        profile: the profile the clock chapter ran with (``"interactive"`` outside the runner).
+        source: the record the arms were read from, None when the clock chapter trained them.
+    """
+
+    params: ClockParams
+    window: WindowSummary
+    curves: dict[str, dict[str, Any]]
+    profile: str
+    source: str | None
+
+
+def _window_path() -> Path:
+    return results_root() / WINDOW_FOLDER / _WINDOW_FILE
+
+
+def save_window(params: ClockParams, chapter: ClockChapter) -> None:
+    """Keep the window's arms of ``chapter`` (:func:`run`'s) with ``params`` in the results root
+    for the window chapter. An unchanged window is not written again, so that a run that only
+    read stored results neither counts as a computation nor changes the window chapter's inputs."""
+    if chapter.window_data is None:
+        raise ValueError("this ClockChapter keeps no window_data; compute it with inflation_clock.run.")
+    data = {
+        "params": asdict(params),
+        "window": chapter.window_data,
+        "profile": os.environ.get("ACE_PROFILE", "interactive"),
+        "source": None if chapter.record is None else chapter.record["source"],
+    }
+    digest = params_key(data)  # a hash of the content, whatever its keys
+    path = _window_path()
+    if path.exists():
+        try:
+            if load_json(path).get("digest") == digest:
+                return
+        except StoreError:  # damaged: written again below
+            pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_json(path, {**data, "digest": digest}, compact=True)
+
+
+def load_window() -> FastWindow:
+    """The window the clock chapter kept (:func:`save_window`); an error naming the chapter to run
+    when there is none."""
+    path = _window_path()
+    if not path.exists():
+        raise ValueError(
+            f"no window of the clock chapter in {path.parent}: the chapter inflation_clock trains (or reads) the "
+            "window's arms and keeps them there; run it first, with the same profile "
+            "(`ace-book run inflation_clock --profile <profile>`)."
+        )
+    data = load_json(path)
+    running = os.environ.get("ACE_PROFILE")
+    if running is not None and data["profile"] != running:
+        warnings.warn(
+            f"the window kept in {path.parent} is the clock chapter's run with the {data['profile']} profile, not "
+            f"{running}; run `ace-book run inflation_clock --profile {running}` to show that profile's.",
+            stacklevel=2,
+        )
+    params = ClockParams(**data["params"])
+    return FastWindow(
+        params=params,
+        window=window_summary(params, data["window"]),
+        curves=window_curves(data["window"]),
+        profile=data["profile"],
+        source=data["source"],
     )

@@ -1,7 +1,8 @@
 """The interpretability window on the paper's own clock, shown from its record.
 
 The paper ends by proposing to anneal weight decay soon after grokking, to keep the compact core
-that forms there. The clock chapter's ``paper`` profile puts that to the test on the paper's clock
+that forms there. The chapter ``interpretability_window`` shows it; the clock chapter's ``paper``
+profile puts that to the test on the paper's clock
 (lr 1e-3, weight decay 1): the window's arms (:data:`inflation_clock.WINDOW_ARMS`) branch from the
 kept run at grokking and train to epoch 20 000 (tau 60), three seeds each. That costs about eleven
 hours of one core, so it is recorded once (``recorded/inflation_clock_window_paper``, read by
@@ -18,7 +19,7 @@ two arms apart where three do not.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,8 @@ from . import inflation_clock, modular_runs
 from .inflation_clock import ClockParams, EndState, WindowSummary
 
 __all__ = [
+    "CHAPTER",
+    "WindowParams",
     "TAUS",
     "ANNEALED",
     "PaperWindow",
@@ -41,6 +44,9 @@ __all__ = [
     "t_test_power",
     "glue_values",
 ]
+
+CHAPTER = "interpretability_window"
+"""The chapter that shows the window, and under whose name its findings are recorded."""
 
 TAUS = (12.0, 30.0, 60.0)
 """Where the chapter reads the arms: the fast clock's window end, halfway, and the paper's end."""
@@ -97,6 +103,25 @@ def _check_sample_request(arm: str, epochs: int) -> None:
         raise ValueError(
             f"window_check_epochs must be a whole number of epochs after the branch (0: check nothing); got {epochs!r}."
         )
+
+
+@dataclass(frozen=True)
+class WindowParams:
+    """The window chapter's own settings: which arm of the record on the paper's clock a build
+    re-derives from the recorded branch weights (``window_sample_arm``), and for how many epochs
+    after the branch (``window_check_epochs``; 0: none). The arms on the fast clock are the clock
+    chapter's (:class:`~corelib.experiments.inflation_clock.ClockParams`)."""
+
+    window_sample_arm: str = "anneal_short"
+    window_check_epochs: int = 200
+
+    def __post_init__(self):
+        _check_sample_request(self.window_sample_arm, self.window_check_epochs)
+
+    @classmethod
+    def from_namespace(cls, namespace: dict) -> WindowParams:
+        """Build from a notebook's variables (e.g. ``globals()`` after the parameters cell)."""
+        return cls(**{f.name: namespace[f.name] for f in fields(cls) if f.name in namespace})
 
 
 def show(
@@ -193,11 +218,12 @@ def record_claims(pw: PaperWindow | None) -> None:
     """Record the findings ``window_paper.*`` measured on the record ``pw`` for the claims page,
     under the record's name and with its settings that differ from the paper's; without a record,
     forget what an earlier one left."""
+    claims.forget_recorded("inflation_clock")  # left by builds from before the window had a chapter of its own
     if pw is None:
-        claims.forget_recorded("inflation_clock")
+        claims.forget_recorded(CHAPTER)
         return
     settings = claims.deviations(pw.params.base(), modular_runs.ModularParams(), ignore=["eval_every"])
-    claims.record("inflation_clock", finding_values(pw), settings=settings, source=pw.source)
+    claims.record(CHAPTER, finding_values(pw), settings=settings, source=pw.source)
 
 
 def seeds_needed(pw: PaperWindow, arm: str, other: str = "kept") -> int | None:
