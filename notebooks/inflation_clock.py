@@ -34,7 +34,7 @@
 # necessary and sufficient ranks) and {doc}`grokking_theory` (why the relaxation time scales as
 # $1/(\eta\omega)$); AdamW's decoupled weight decay.
 #
-# **Time**: about 20 minutes to read, 50 with the exercises.
+# **Time**: about {glue:text}`time_read` minutes to read, {glue:text}`time_total` with the exercises.
 #
 # **Computing it** on {glue:text}`cost_machine`: {glue:text}`cost_book` with the book's
 # settings, {glue:text}`cost_paper` with the paper's (`--profile paper`).
@@ -97,12 +97,16 @@ check_epochs = 238       # epochs of that record re-derived and compared
 # %% tags=["hide-input"]
 from myst_nb import glue
 
+from acebook.readability import chapter_time
 from acebook.run_times import chapter_cost
 
 cost = chapter_cost("inflation_clock")
 glue("cost_machine", cost.machine, display=False)
 glue("cost_book", cost.book, display=False)
 glue("cost_paper", cost.paper, display=False)
+minutes = chapter_time("inflation_clock")
+glue("time_read", minutes.reading, display=False)
+glue("time_total", minutes.total, display=False)
 
 # %%
 import matplotlib.pyplot as plt

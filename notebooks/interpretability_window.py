@@ -36,7 +36,7 @@
 # runs this chapter branches) and {doc}`core_inflation` (arms, branches, snapshots, and the
 # paper's arm without weight decay); AdamW's moment estimates.
 #
-# **Time**: about 25 minutes to read, 60 with the exercises.
+# **Time**: about {glue:text}`time_read` minutes to read, {glue:text}`time_total` with the exercises.
 #
 # **Computing it** on {glue:text}`cost_machine`: {glue:text}`cost_book` with the book's
 # settings, {glue:text}`cost_paper` with the paper's (`--profile paper`).
@@ -67,12 +67,16 @@ window_check_epochs = 200  # its epochs after the branch (0: none)
 # %% tags=["hide-input"]
 from myst_nb import glue
 
+from acebook.readability import chapter_time
 from acebook.run_times import chapter_cost
 
 cost = chapter_cost("interpretability_window")
 glue("cost_machine", cost.machine, display=False)
 glue("cost_book", cost.book, display=False)
 glue("cost_paper", cost.paper, display=False)
+minutes = chapter_time("interpretability_window")
+glue("time_read", minutes.reading, display=False)
+glue("time_total", minutes.total, display=False)
 
 # %%
 import matplotlib.pyplot as plt
