@@ -93,6 +93,7 @@ _CLASS = re.compile(r"^\*\*Class (\d+):.*?(?=^\*\*Class \d+:|^## |\Z)", re.M | r
 _READ = re.compile(r"\{doc\}`[^`]*?<?(chapters/\w+|intro)>?`\s*\(about\s+(\d+)\s+minutes", re.S)
 _AFTER = re.compile(r"^- After class.*?(?=^- )", re.M | re.S)
 _EXERCISE = re.compile(r"\{ref\}`[^`]*<([\w-]+)>`\s*\((\d+)")
+_SYLLABUS_ROW = re.compile(r"^\| (\d+) \|.*\| (\d+) min \| (\d+) min \| about (\d+) min", re.M)
 _TOTAL = re.compile(r"Homework in all, about (\d+) minutes: (\d+) of reading and (\d+) of exercises")
 
 
@@ -112,7 +113,7 @@ def test_the_modules_homework_times_are_the_chapters_reading_times_and_the_exerc
         marks.update(exercise_minutes(source))
     classes = _module_classes()
     assert len(classes) >= 4, "the module's classes were not found in book/teach.md"
-    problems = []
+    problems, computed = [], {}
     for number, block in classes.items():
         reading = 0
         for page, stated in _READ.findall(block):
@@ -127,6 +128,7 @@ def test_the_modules_homework_times_are_the_chapters_reading_times_and_the_exerc
             exercises += marks.get(label, -1000)
             if marks.get(label) != int(stated):
                 problems.append(f"class {number}: {label} is marked {marks.get(label)} minutes, not {stated}")
+        computed[number] = (reading, exercises, reading + exercises)
         total = _TOTAL.search(block)
         if total is None:
             problems.append(
@@ -137,4 +139,11 @@ def test_the_modules_homework_times_are_the_chapters_reading_times_and_the_exerc
                 f"class {number}: homework is about {reading + exercises} minutes: {reading} of reading and "
                 f"{exercises} of exercises, not {total.groups()}"
             )
+    syllabus = (ROOT / "book" / "syllabus.md").read_text()
+    for number, reading, exercises, total in _SYLLABUS_ROW.findall(syllabus):
+        if computed.get(number) != (int(reading), int(exercises), int(total)):
+            problems.append(
+                f"syllabus, class {number}: {reading}, {exercises}, {total} min; the module: {computed.get(number)}"
+            )
+    assert len(_SYLLABUS_ROW.findall(syllabus)) == len(classes), "the syllabus's time table was not found"
     assert not problems, "\n".join(problems)
