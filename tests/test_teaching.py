@@ -118,10 +118,10 @@ def test_the_modules_homework_times_are_the_chapters_reading_times_and_the_exerc
         reading = 0
         for page, stated in _READ.findall(block):
             path = ROOT / "book" / "intro.md" if page == "intro" else ROOT / "notebooks" / f"{page.split('/')[1]}.py"
-            computed = chapter_time(path).reading
-            reading += computed
-            if int(stated) != computed:
-                problems.append(f"class {number}: {page} reads in about {computed} minutes, not {stated}")
+            minutes = chapter_time(path).reading
+            reading += minutes
+            if int(stated) != minutes:
+                problems.append(f"class {number}: {page} reads in about {minutes} minutes, not {stated}")
         after = _AFTER.search(block)
         exercises = 0
         for label, stated in _EXERCISE.findall(after[0] if after else ""):
