@@ -275,6 +275,10 @@ _RANGES = "three seeds: holds only when the seed ranges do not overlap"
 
 # fmt: off
 FINDINGS: tuple[Claim, ...] = (
+    _new_finding("markov.cca_third_rank4", _MARKOV, "the last canonical correlation of the energy-rank cores "
+       "(the third, at rank 3) with one more direction kept: largest change over pairs", "not tested by the "
+       "paper (the book's explanation of its third correlation)", _below(0.005), "holds when keeping the "
+       "near-null next direction moves the third correlation by less than 0.005: that direction does not set it"),
     _new_finding("window.restart_grows", _WINDOW, "the control arm (weight decay kept, optimizer restarted at "
        "grokking) against the uninterrupted run: core dimension at the window's end, smallest restarted seed "
        "minus largest kept seed", "not considered by the paper (its removed arm also restarts AdamW)", _above(0),

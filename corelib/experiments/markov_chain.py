@@ -11,6 +11,7 @@ summary in a run folder keyed by the parameters. Plots read only what :func:`run
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +43,8 @@ __all__ = [
     "run_folder",
     "RankSensitivity",
     "rank_sensitivity",
+    "rank_values",
+    "rank_table",
     "make_data",
     "analyse_model",
     "compare_models",
@@ -571,10 +574,18 @@ class RankSensitivity:
     cca: np.ndarray
 
 
-def rank_sensitivity(p: MarkovParams, ranks: tuple[int, ...] = (3, 4)) -> RankSensitivity:
+def rank_sensitivity(p: MarkovParams, ranks: tuple[int, ...] | None = None) -> RankSensitivity:
     """The models of a finished run of ``p`` (:func:`run` first), their cores cut at each of
-    ``ranks`` and compared pair by pair with canonical correlations. Reads the trained weights;
-    trains nothing."""
+    ``ranks`` (None: the models' largest energy rank r and r + 1) and compared pair by pair with
+    canonical correlations. Reads the trained weights; trains nothing."""
+    if ranks is None:
+        summary = run_folder(p) / "summary.json"
+        if not summary.exists():
+            raise StoreError(
+                f"the Markov run of these parameters has not been analysed; run the chapter first ({summary})."
+            )
+        r = max(m.rank for m in MarkovSummary.from_json(load_json(summary)).models)
+        ranks = (r, r + 1)
     if not ranks or any(int(r) != r or r < 1 or r > p.d_model for r in ranks):
         raise ValueError(f"ranks must be whole numbers in [1, {p.d_model}]; got {ranks}.")
     train = run_folder(p) / "train"
@@ -599,3 +610,30 @@ def rank_sensitivity(p: MarkovParams, ranks: tuple[int, ...] = (3, 4)) -> RankSe
         for m, r in enumerate(ranks):
             cca[k, m, :r] = compare.cca(coords[i][r], coords[j][r])
     return RankSensitivity(tuple(int(r) for r in ranks), np.asarray(shares), cca)
+
+
+def rank_values(sens: RankSensitivity) -> dict:
+    """The finding ``markov.cca_third_rank4``: how far the last canonical correlation of the
+    energy-rank cores (the third, at rank 3) moves when one more direction is kept, the largest
+    change over pairs. Empty unless ``sens`` compares a rank r with r + 1."""
+    if len(sens.ranks) != 2 or sens.ranks[1] != sens.ranks[0] + 1:
+        return {}
+    last = sens.ranks[0] - 1
+    return {"markov.cca_third_rank4": float(np.max(np.abs(sens.cca[:, 1, last] - sens.cca[:, 0, last])))}
+
+
+def rank_table(sens: RankSensitivity, seeds: Sequence[int]) -> pandas.DataFrame:
+    """One row per pair of models: the last canonical correlation at rank r and at r + 1, and the
+    new (r + 1)-th one."""
+    import pandas as pd
+
+    r = sens.ranks[0]
+    pairs = list(itertools.combinations(seeds, 2))
+    return pd.DataFrame(
+        {
+            "models": [f"{a} & {b}" for a, b in pairs],
+            f"correlation {r} at rank {r}": sens.cca[:, 0, r - 1].round(4),
+            f"correlation {r} at rank {r + 1}": sens.cca[:, 1, r - 1].round(4),
+            f"correlation {r + 1} at rank {r + 1}": sens.cca[:, 1, r].round(3),
+        }
+    ).set_index("models")
