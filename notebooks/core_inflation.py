@@ -523,8 +523,14 @@ display(chapter_frame("core_inflation"))
 #   would then need more directions to keep the last few pairs right. A looser sufficiency test
 #   would tell; this book has not run one.
 # - **How much of the removed arm's growth does the optimizer restart explain?** That arm also
-#   restarts AdamW, a strong perturbation; the last exercise restarts it with the decay kept.
-#   The chapter {doc}`inflation_clock` runs this control.
+#   restarts AdamW, a strong perturbation. The window on the paper's clock ran the missing
+#   control, which restarts AdamW at grokking and keeps the decay. At the window's end its cores
+#   are not told apart from the uninterrupted run's
+#   {claim}`window_paper.restart_smaller <does not hold>`. The removed arm's cores are not told
+#   apart from the control's either {claim}`window_paper.removed_below_restart <does not hold>`.
+#   With three seeds a side, the restart is neither shown to explain the growth nor ruled out.
+#   The chapter {doc}`interpretability_window` shows the curves; the last exercise here reruns
+#   the control on this chapter's clock.
 # - **Are the differences from the paper seed noise?** Each side is one run of three models.
 #
 # This build's short stretch after the branch trains the same models as the record. Its removal
