@@ -50,7 +50,7 @@ def load_model(snapshot: Path | None, index: int, params: modular_runs.ModularPa
 
 
 def one_run_per_rank(model_core: Callable) -> Callable:
-    """``modular_runs._model_core`` with the accuracy of one hooked whole-model run per core (the old route)."""
+    """``modular_runs.model_core`` with the accuracy of one hooked whole-model run per core (the old route)."""
 
     def core(model, data, params):
         h, full, r_energy, _ = model_core(model, data, params)
@@ -89,8 +89,8 @@ def main() -> int:
     model = load_model(args.snapshot, args.model, params, args.seed)
     test = modular_runs.make_data(params)["test"]
     sides = {
-        "one run per rank": one_run_per_rank(modular_runs._model_core),
-        "batched over ranks": modular_runs._model_core,
+        "one run per rank": one_run_per_rank(modular_runs.model_core),
+        "batched over ranks": modular_runs.model_core,
     }
     print(f"model: {args.snapshot or f'fresh (seed {args.seed})'}, model {args.model}")
     print(
@@ -100,12 +100,12 @@ def main() -> int:
     ranks = list(range(1, model.cfg.d_model + 1, args.curve_step))
 
     def analysis(model_core: Callable) -> dict:
-        # analyse_model looks _model_core up in its module: swap in the route being timed.
-        batched, modular_runs._model_core = modular_runs._model_core, model_core
+        # analyse_model looks model_core up in its module: swap in the route being timed.
+        batched, modular_runs.model_core = modular_runs.model_core, model_core
         try:
             return modular_runs.analyse_model(model, test, params)
         finally:
-            modular_runs._model_core = batched
+            modular_runs.model_core = batched
 
     def curves(model_core: Callable) -> dict:
         _, full, _, accuracy = model_core(model, test, params)

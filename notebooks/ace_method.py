@@ -289,9 +289,9 @@ plt.close(fig)
 # ```{glue:figure} fig_from_data
 # :name: fig-ace-from-data
 #
-# ACE computed from a simulated trajectory converges to the Hankel singular values at the Monte
-# Carlo rate $N^{-1/2}$ of the sample covariance (the trajectory is correlated in time, so the
-# effective sample size is smaller than $N$).
+# ACE computed from a simulated trajectory approaches the Hankel singular values as the
+# trajectory grows. The error shrinks, though not at a steady rate over the lengths simulated
+# (the trajectory is correlated in time, so the effective sample size is smaller than $N$).
 # ```
 #
 # From {glue:text}`sim_n_min` simulated steps, the leading ACE singular values are within

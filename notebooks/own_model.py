@@ -451,7 +451,7 @@ display(own_model.probe_table(summary))
 # sense: it is fitted to the label, and a direction that reads the label well can be one the
 # read-out ignores. The exercise "Reading without using" below shows why.
 #
-## ## Your own network
+# ## Your own network
 #
 # `extract_from_model` takes any PyTorch module: a hook point of a TransformerLens-style model,
 # as above, or the path of a submodule of a plain model, whose output (or its first element)

