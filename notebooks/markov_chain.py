@@ -171,7 +171,7 @@ plt.close(fig)  # shown once, with its caption, below
 # ```{glue:figure} fig_markov
 # :name: fig-markov
 #
-# **Transformers trained on the same chain converge to a shared 3-D core.** (A) Cosine
+# **Transformers trained on the same chain converge to 3-D cores that carry the same information.** (A) Cosine
 # similarity of every learned parameter tensor between each pair of models. (B) Test accuracy of
 # the full, core-only and core-removed models (bars: mean ± sem; dots: models), with the
 # Bayes-optimal and chance controls. (C) Projector overlap between cores. (D) Mean canonical
@@ -240,7 +240,9 @@ display(tables["A2"])
 # %% [markdown]
 # Projector overlaps range from {glue:text}`overlap_min:.3f` to {glue:text}`overlap_max:.3f`
 # and the principal angles from {glue:text}`angle_min:.0f`° to {glue:text}`angle_max:.0f`°:
-# the cores are nearly orthogonal as subspaces (panel C of {numref}`fig-markov`).
+# the cores are nearly orthogonal as subspaces (panel C of {numref}`fig-markov`). Two random
+# subspaces of these sizes overlap by {glue:text}`overlap_chance:.3f` on average: as subspaces,
+# the cores are no closer than chance.
 #
 # Yet the two leading canonical correlations are at least {glue:text}`cca2_min:.4f` for every
 # pair: the cores carry the same signal in different coordinates.

@@ -66,11 +66,11 @@
 # before that. The paper's full horizon is a {term}`recorded run` of the next chapter, and the
 # claims are judged on it.
 #
-# One setting that the paper does not state matters a lot. The models follow the reference
+# One setting that the paper does not state may matter. The models follow the reference
 # implementation's layer, PyTorch's post-norm encoder layer,
 # which by default applies dropout 0.1 in training (this build: {glue:text}`dropout:g`).
-# Trained without it (`-p dropout 0`), the same models grok much later, and their training loss
-# keeps spiking long after they fit the training set.
+# How the same models train without it is a question this chapter leaves to a rerun
+# (`-p dropout 0`); the next chapter asks what dropout does to the size of the core.
 
 # %% tags=["parameters"]
 p = 53                 # the modulus (also the vocabulary size)

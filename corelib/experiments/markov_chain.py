@@ -547,6 +547,10 @@ def glue_values(summary: MarkovSummary) -> dict[str, object]:
         "wcos_max": max(abs(pair.weight_cosine) for pair in pairs),
         "overlap_min": min(pair.overlap for pair in pairs),
         "overlap_max": max(pair.overlap for pair in pairs),
+        # E ||Q1^T Q2||_F^2 = r1 r2 / D for random subspaces: sqrt(r1 r2) / D once normalised
+        "overlap_chance": float(
+            np.mean([np.sqrt(models[i].rank * models[j].rank) / settings.d_model for i, j in (p.models for p in pairs)])
+        ),
         "angle_min": min(min(pair.angles) for pair in pairs),
         "angle_max": max(max(pair.angles) for pair in pairs),
         "cca2_min": min(min(pair.cca[:2]) for pair in pairs),
