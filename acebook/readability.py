@@ -44,7 +44,7 @@ LIMITS = {"longest_paragraph": 150, "most_values": 6, "median_sentence": 25, "lo
 """Upper bounds per chapter: words in a paragraph, values in a paragraph, words in the median
 sentence and in the longest one."""
 
-_VALUE = re.compile(r"\{(?:glue(?::text)?|claim)\}`[^`]*`")
+_VALUE = re.compile(r"\{(?:glue(?::text|:any|:md)?|claim)\}`[^`]*`")
 _ROLE = re.compile(r"\{[a-z:\-]+\}`[^`]*`")
 _MATH = re.compile(r"\$[^$\n]+\$")
 _FENCE = re.compile(r"^\s*(```+|:::+)(\{[^}]*\})?")

@@ -8,7 +8,8 @@ role text. So the runner writes two files per executed chapter:
 - ``book/chapters/<name>.mystnb``: the executed notebook as papermill wrote it, roles intact. The
   site is rendered from it (``_config.yml`` reads ``.mystnb`` as a notebook).
 - ``book/chapters/<name>.ipynb``: the reader's copy made by :func:`reader_copy`, the notebook a
-  student opens (``ace-book run … -o`` writes it too; the Binder and Colab buttons open it).
+  student opens (``ace-book run … -o`` writes it too; the Colab button opens it where the
+  executed chapters are published at that path).
   Every glued value is written in the prose with the format the site uses, every verdict is a
   small link "✓ holds" with the value in its tooltip, every glued figure is an image attached to
   its cell with its caption below (a glued table: its HTML), boxes (admonitions, exercises, hints)
@@ -31,10 +32,10 @@ from typing import Any
 
 from .citations import badge, parse_target
 
-__all__ = ["glued_values", "reader_copy", "RAW_ROLE"]
+__all__ = ["PREMISE_WARNING", "RAW_ROLE", "glued_values", "reader_copy"]
 
-RAW_ROLE = re.compile(r"\{(?:glue[a-z:]*|claim)\}")
-"""What must not be left in a reader's copy: the name of a glue or claim role or directive."""
+RAW_ROLE = re.compile(r"\{(?:glue[a-z:]*|claim|doc|ref|numref|term|eq|math|cite[a-z:]*|literalinclude)\}")
+"""What must not be left in a reader's copy: the name of a MyST role or directive the copy rewrites."""
 
 _GLUE_ROLE = re.compile(r"\{glue(?::text|:any)?\}`([^`]+)`")
 _CLAIM_ROLE = re.compile(r"\{claim\}`([^`]+)`")
@@ -72,9 +73,13 @@ def _glue_text(match: re.Match, values: Mapping[str, Mapping[str, Any]]) -> str:
     return _text(values[name], spec)
 
 
-def _claim_link(match: re.Match, rows: Mapping[str, Mapping[str, Any]]) -> str:
+def _claim_link(match: re.Match, rows: Mapping[str, Mapping[str, Any]], broken: list) -> str:
     claim_id, declared = parse_target(match[1])
+    if claim_id not in rows:
+        raise KeyError(f"{{claim}}`{match[1]}`: no result is recorded for {claim_id!r}")
     b = badge(rows[claim_id], declared)
+    if not b.premise_holds:
+        broken.append(claim_id)
     return (
         f'<a href="claims.ipynb#{b.anchor}" title="{html.escape(b.tooltip, quote=True)}">'
         f"<b>{html.escape(b.label)}</b></a>"
@@ -128,6 +133,8 @@ def _directive(m: re.Match) -> str:
         return f"> **Solution**: on the book's site, in a dropdown, and{where}.\n"
     if name == "math":
         return f"$$\n{_options_removed(m['body'])}\n$$\n"
+    if name == "literalinclude":
+        return f"> The code shown here on the book's site is in `{arg.lstrip('/')}`.\n"
     return m[0]
 
 
@@ -140,12 +147,34 @@ _CITE = re.compile(r"\{cite(?::[pt])?\}`([^`]+)`")
 _MATH_ROLE = re.compile(r"\{math\}`([^`]+)`")
 
 
+def _unnamed(label: str) -> str:
+    """What a reference without a title points to, in words (the copy has no numbering)."""
+    if label.startswith("fig"):
+        return "the figure"
+    return "the exercise" if "ex-" in label else "the section"
+
+
+_TARGET = re.compile(r"^\([\w-]+\)=[ \t]*\n", re.M)
+
+
 def _plain_roles(text: str) -> str:
-    text = _TERM.sub(lambda m: m[1], text)
-    text = _REF.sub(lambda m: m[1] or m[2], text)
+    text = _TARGET.sub("", _TERM.sub(lambda m: m[1], text))
+    text = _REF.sub(lambda m: m[1] or _unnamed(m[2].strip()), text)
     text = _CITE.sub(lambda m: f"({m[1]})", text)
     text = _MATH_ROLE.sub(lambda m: f"${m[1]}$", text)
-    return _DOC.sub(lambda m: f"[{m[1] or m[3]}]({(m[2] or m[3]).strip()}.ipynb)", text)
+    return _DOC.sub(lambda m: _doc_link(m[1] or m[3], (m[2] or m[3]).strip()), text)
+
+
+def _doc_link(title: str, target: str) -> str:
+    """A link to another chapter's reader's copy, or to a page of the book (a markdown file)."""
+    return f"[{title}]({target}.md)" if target.startswith("../") else f"[{title}]({target}.ipynb)"
+
+
+PREMISE_WARNING = (
+    "> **⚠ This run changes what the text below assumes.** Each verdict marked ⚠ has another "
+    "status than the sentence around it was written for (another profile, or your own parameters). "
+    "Read those sentences with the values in the verdicts' tooltips."
+)
 
 
 def reader_copy(nb: Any, rows: Mapping[str, Mapping[str, Any]]) -> Any:
@@ -153,15 +182,19 @@ def reader_copy(nb: Any, rows: Mapping[str, Mapping[str, Any]]) -> Any:
     (judged by ``rows``, :func:`acebook.claims_page.citation_rows`) and figures; raises KeyError
     naming a role whose value the notebook does not hold."""
     out = copy.deepcopy(nb)
-    values = glued_values(nb)
+    values, broken = glued_values(nb), []
     for cell in out.cells:
         if cell.cell_type != "markdown":
             continue
         attachments: dict = dict(cell.get("attachments", {}))
         text = _FIGURE.sub(partial(_figure, values=values, attachments=attachments), cell.source)
         text = _GLUE_ROLE.sub(lambda m: _glue_text(m, values), text)
-        text = _CLAIM_ROLE.sub(lambda m: _claim_link(m, rows), text)
+        text = _CLAIM_ROLE.sub(lambda m: _claim_link(m, rows, broken), text)
         cell.source = _plain_roles(_plain_directives(text))
         if attachments:
             cell["attachments"] = attachments
+    if broken:
+        from nbformat.v4 import new_markdown_cell
+
+        out.cells.insert(0, new_markdown_cell(PREMISE_WARNING))
     return out

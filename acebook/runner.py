@@ -514,18 +514,45 @@ def _execute(job: _Job, root: Path) -> Path:
 
 
 def _write_both(nb: Any, running: Path, site: Path, target: Path) -> None:
-    """The site's source (roles intact) and the reader's copy (numbers in the prose), each
+    """The site's source (roles intact), then the reader's copy (numbers in the prose), each
     written whole before it takes its place."""
+    import nbformat
+
+    nbformat.write(nb, running)
+    os.replace(running, site)
+    refresh_reader_copy(site, target)
+
+
+def refresh_reader_copy(site: Path, target: Path, rows: Mapping[str, Any] | None = None) -> None:
+    """Write the reader's copy ``target`` of the executed chapter ``site`` (its ``.mystnb``), its
+    verdicts judged by ``rows`` (default: the claims as recorded now). A role whose value the
+    notebook lacks is a RunnerError naming it; the executed notebook stays where it is."""
     import nbformat
 
     from .claims_page import citation_rows
     from .reader import reader_copy
 
-    copy = reader_copy(nb, citation_rows())
-    nbformat.write(nb, running)
-    os.replace(running, site)
-    nbformat.write(copy, running)
-    os.replace(running, target)
+    try:
+        copy = reader_copy(nbformat.read(site, as_version=4), citation_rows() if rows is None else rows)
+    except KeyError as exc:
+        raise RunnerError(
+            f"{show_path(site)}: {exc.args[0]}; glue that value in the chapter, or correct the role "
+            "(the executed notebook is kept; the site renders from it)."
+        ) from None
+    tmp = target.with_name(target.name + ".writing")
+    nbformat.write(copy, tmp)
+    os.replace(tmp, target)
+
+
+def _refresh_reader_copies(names: list[str], root: Path) -> None:
+    """Every executed chapter's reader's copy judged on the claims of the whole build: a chapter
+    may cite a result that a later chapter records."""
+    from .claims_page import citation_rows
+
+    rows = citation_rows()
+    for name in names:
+        if site_source_path(name, root).exists():
+            refresh_reader_copy(site_source_path(name, root), output_path(name, root), rows)
 
 
 def _run_jobs(jobs: list[_Job], root: Path, force: bool) -> dict[str, dict[str, Any]]:
@@ -626,6 +653,7 @@ def build_book(
     per_notebook = _split_overrides(dict(overrides or {}), declared)
     jobs = [_plan(n, profile, per_notebook[n], root, library_hash, inspected[n]) for n in selected]
     _run_jobs(jobs, root, force)
+    _refresh_reader_copies(names, root)
     return render_book(root) if render else root / CHAPTER_DIR
 
 
@@ -916,6 +944,12 @@ def write_reader_copy(notebook: Path, output: Path | None = None) -> Path:
         os.link(tmp.name, output)  # fails rather than replace a file made meanwhile
     except FileExistsError:
         raise ConfigError(f"-o {output}: exists; choose a new file (nothing is overwritten).") from None
+    except OSError:  # a file system without hard links: create it exclusively instead
+        try:
+            with open(output, "x", encoding="utf-8") as out:
+                out.write(Path(tmp.name).read_text(encoding="utf-8"))
+        except FileExistsError:
+            raise ConfigError(f"-o {output}: exists; choose a new file (nothing is overwritten).") from None
     finally:
         os.unlink(tmp.name)
     return output

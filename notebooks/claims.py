@@ -41,8 +41,8 @@
 # have the chain's eigenvalues {claim}`markov.spectrum_error <holds>`.
 #
 # The paper's finer numbers are narrow ranges, measured on one set of three models. They are the
-# ranges of its Table A2 (projector overlaps, principal angles, the third canonical correlation)
-# and of the accuracy left once the core is removed. Three new models need not land in them. The
+# ranges of its Table A2 (projector overlaps, principal angles, the third and the mean canonical
+# correlation) and of the accuracy left once the core is removed. Three new models need not land in them. The
 # table below says which of them this build's models pass.
 #
 # **{doc}`Modular addition <modular_addition>`.** These claims are judged on the first part of the

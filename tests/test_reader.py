@@ -186,5 +186,36 @@ def test_boxes_read_as_quotes_solutions_as_pointers_and_tables_as_html(executed)
     assert "> **Exercise: Count it**" in text and "> Count 3 things." in text and ":label:" not in text
     assert "> **Solution**: on the book's site, in a dropdown, and in `book/solutions/markov_chain.md`." in text
     assert "<table><tr><td>7</td></tr></table>\n\nA table." in text
-    assert "See the table, tab-a and (schiffman2025); $x^2$." in text
+    assert "See the table, the section and (schiffman2025); $x^2$." in text
     assert "{" not in text.replace("{glue", "")  # no role or directive left
+
+
+def test_targets_includes_and_page_links_read_plainly_and_a_broken_premise_is_announced(executed):
+    from acebook.reader import PREMISE_WARNING
+
+    executed.cells[1].source = (
+        "(sec-a)=\n## A section\n\nSee {numref}`fig-markov` and {ref}`ace-ex-core`, and {doc}`../rerun`.\n\n"
+        "```{literalinclude} /corelib/experiments/own_model.py\n:pyobject: run\n```\n\n"
+        "The rank is right {claim}`markov.rank <differs>`.\n"
+    )
+    copy = reader_copy(executed, {"markov.rank": ROW})
+    text = copy.cells[2].source
+    assert text.startswith("## A section") and "(sec-a)=" not in text
+    assert "See the figure and the exercise, and [../rerun](../rerun.md)." in text
+    assert "> The code shown here on the book's site is in `corelib/experiments/own_model.py`." in text
+    assert "✓ reproduced ⚠" in text and copy.cells[0].source == PREMISE_WARNING
+    assert not RAW_ROLE.search(text)
+    with pytest.raises(KeyError, match="no result is recorded for 'markov.rank'"):
+        reader_copy(executed, {})
+
+
+def test_a_chapter_citing_a_missing_value_fails_with_its_name_and_keeps_the_site_source(executed, tmp_path):
+    from acebook import runner
+    from acebook.project import RunnerError
+
+    executed.cells[1].source += "\nAnd {glue:text}`nowhere:.2f`."
+    site, target = tmp_path / "ch.mystnb", tmp_path / "ch.ipynb"
+    nbformat.write(executed, site)
+    with pytest.raises(RunnerError, match="no value named 'nowhere'; glue that value in the chapter"):
+        runner.refresh_reader_copy(site, target, {"markov.rank": ROW})
+    assert site.exists() and not target.exists() and not list(tmp_path.glob("*.writing"))
