@@ -37,5 +37,7 @@ def test_an_untrained_run_or_a_bad_rank_is_refused(run, monkeypatch, tmp_path):
     p, _ = run
     with pytest.raises(ValueError, match="ranks must be whole numbers"):
         markov_chain.rank_sensitivity(p, ranks=(0,))
-    with pytest.raises(StoreError, match="has not been trained; run the chapter first"):
+    with pytest.raises(StoreError, match="has not been analysed; run the chapter first"):
         markov_chain.rank_sensitivity(replace(p, epochs=3))
+    with pytest.raises(StoreError, match="has not been trained; run the chapter first"):
+        markov_chain.rank_sensitivity(replace(p, epochs=3), ranks=(2, 3))
