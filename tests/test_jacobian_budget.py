@@ -91,3 +91,24 @@ def test_the_book_models_budgets_read_snapshots_and_train_nothing(tmp_path, monk
     assert got.energy_rank[1, 0] == analysis["energy_rank"]
     assert got.sufficient_rank[1, 0] == (analysis["sufficient_rank"] or -1)
     assert got.necessary_rank[1, 0] == (analysis["necessary_rank"] or -1)
+
+
+def test_the_budget_table_and_values_read_the_ranges_over_seeds_and_draws():
+    from corelib.experiments.ace_method_jacobians import budget_table, budget_values
+    from corelib.jacobian_budget import JacobianBudget
+
+    counts = np.array([16, 64, 1000])
+
+    def budget(nec64, angle64):
+        nec = np.array([[9, 11], nec64, [12, 12]])
+        return JacobianBudget(
+            counts, nec - 1, nec, np.full((3, 2), -1), np.array([[30.0, 20.0], angle64, [1.0, 2.0]]), 1404, 10
+        )
+
+    seeds = [budget([12, 13], [5.0, 4.0]), budget([12, 12], [3.0, 7.5])]
+    table = budget_table({"after grokking": seeds})
+    row = table.loc[("after grokking", 64)]
+    assert row["necessary rank"] == "12–13" and row["energy rank"] == "11–12" and row["sufficient rank"] == "none"
+    assert row["largest angle (°)"] == 7.5 and table.loc[("after grokking", 1000)]["necessary rank"] == "12"
+    values = budget_values(seeds)
+    assert values == {"necessary_gap": 1.0, "sufficient_gap": 0.0, "angle": 7.5}

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from ..engine import load_snapshot, snapshot_epochs
@@ -25,7 +27,10 @@ from ..results import StoreError
 from . import markov_chain
 from .modular_runs import ModularParams, arm_dir, last_position_output, make_data
 
-__all__ = ["COUNTS", "markov_budget", "modular_budget"]
+if TYPE_CHECKING:
+    import pandas
+
+__all__ = ["COUNTS", "budget_table", "budget_values", "markov_budget", "modular_budget"]
 
 COUNTS = (16, 64, 256, 1000)
 """The budgets compared: the paper's 64, the reference code's 1 000, and a step of 4 on each side."""
@@ -86,4 +91,46 @@ def markov_budget(
                 flat, model.readout(layer), counts, resamples=resamples, energy=p.energy, reference=reference
             )
         )
+    return out
+
+
+def _span(per_seed: list[JacobianBudget], name: str, i: int) -> str:
+    """A rank's range over seeds and draws at budget ``i``, e.g. "12–14" ("none": no rank passed)."""
+    values = np.concatenate([getattr(b, name)[i] for b in per_seed])
+    lo, hi = int(values.min()), int(values.max())
+    return "none" if hi < 0 else (f"{lo}" if lo == hi else f"{lo}–{hi}")
+
+
+def budget_table(budgets: dict[str, list[JacobianBudget]]) -> pandas.DataFrame:
+    """One row per snapshot and budget: each rank's range over seeds and draws, and the largest
+    angle to the reference core. ``budgets``: ``{snapshot label: [budget of each seed]}``."""
+    import pandas as pd
+
+    rows = []
+    for label, per_seed in budgets.items():
+        for i, count in enumerate(per_seed[0].counts):
+            rows.append(
+                {
+                    "snapshot": label,
+                    "Jacobians": int(count),
+                    "energy rank": _span(per_seed, "energy_rank", i),
+                    "necessary rank": _span(per_seed, "necessary_rank", i),
+                    "sufficient rank": _span(per_seed, "sufficient_rank", i),
+                    "largest angle (°)": round(float(max(b.angle[i].max() for b in per_seed)), 1),
+                }
+            )
+    return pd.DataFrame(rows).set_index(["snapshot", "Jacobians"])
+
+
+def budget_values(budgets: list[JacobianBudget], paper: int = 64) -> dict[str, float]:
+    """At one snapshot: how far the ranks from ``paper`` Jacobians stray from those from the
+    largest budget, over seeds and draws (``necessary_gap``, ``sufficient_gap``: the largest
+    absolute difference of a draw's rank from the largest budget's mean rank of that seed), and the
+    largest angle at ``paper`` (``angle``, degrees)."""
+    i = int(np.flatnonzero(budgets[0].counts == paper)[0])
+    out = {}
+    for name in ("necessary_rank", "sufficient_rank"):
+        gaps = [np.abs(getattr(b, name)[i] - getattr(b, name)[-1].mean()).max() for b in budgets]
+        out[name.replace("_rank", "_gap")] = float(max(gaps))
+    out["angle"] = float(max(b.angle[i].max() for b in budgets))
     return out
