@@ -539,8 +539,12 @@ def refresh_reader_copy(site: Path, target: Path, rows: Mapping[str, Any] | None
             f"{show_path(site)}: {exc.args[0]}; glue that value in the chapter, or correct the role "
             "(the executed notebook is kept; the site renders from it)."
         ) from None
+    text = nbformat.writes(copy)
+    text += "" if text.endswith("\n") else "\n"
+    if target.exists() and target.read_text(encoding="utf-8") == text:
+        return  # unchanged: a cached chapter keeps its file as it was
     tmp = target.with_name(target.name + ".writing")
-    nbformat.write(copy, tmp)
+    tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, target)
 
 

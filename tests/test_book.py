@@ -53,7 +53,7 @@ def test_recorded_runs_are_shown_and_checked_against_the_build(built_book):
     assert re.search(r"compares the two at the \d+ snapshots that both have", modular)
     assert re.search(agrees, modular)
     sweeps = text("grokking_sweeps.html")
-    assert "The figure below is the recorded smoke-profile run" in sweeps
+    assert "The recorded paper-scale sweep is the recorded smoke-profile run" in sweeps
 
 
 def test_second_build_uses_the_cache(built_book, monkeypatch):
