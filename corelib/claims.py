@@ -275,6 +275,11 @@ _RANGES = "three seeds: holds only when the seed ranges do not overlap"
 
 # fmt: off
 FINDINGS: tuple[Claim, ...] = (
+    _new_finding("modular.jacobians_exact", _MODULAR, "largest principal angle (degrees) between the core "
+       "from the fewest Jacobians (16) and from every test activation, over seeds, two draws and three "
+       "snapshots", "the paper samples 64 Jacobians, its reference code 1 000", _below(1e-6), "holds when "
+       "the cores agree to rounding: after the last block the logits are the unembedding, a linear map, so "
+       "every Jacobian is the same matrix"),
     _new_finding("markov.cca_third_rank4", _MARKOV, "the last canonical correlation of the energy-rank cores "
        "(the third, at rank 3) with one more direction kept: largest change over pairs", "not tested by the "
        "paper (the book's explanation of its third correlation)", _below(0.005), "holds when keeping the "

@@ -30,7 +30,15 @@ from .modular_runs import ModularParams, arm_dir, last_position_output, make_dat
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["COUNTS", "budget_table", "budget_values", "markov_budget", "modular_budget"]
+__all__ = [
+    "COUNTS",
+    "budget_table",
+    "budget_values",
+    "jacobian_values",
+    "markov_budget",
+    "modular_budget",
+    "snapshot_budgets",
+]
 
 COUNTS = (16, 64, 256, 1000)
 """The budgets compared: the paper's 64, the reference code's 1 000, and a step of 4 on each side."""
@@ -134,3 +142,32 @@ def budget_values(budgets: list[JacobianBudget], paper: int = 64) -> dict[str, f
         out[name.replace("_rank", "_gap")] = float(max(gaps))
     out["angle"] = float(max(b.angle[i].max() for b in budgets))
     return out
+
+
+def snapshot_budgets(
+    params: ModularParams, records: list[dict], fewest: int = 16, resamples: int = 2
+) -> dict[str, list[JacobianBudget]]:
+    """The budgets of the modular chapter's models before grokking (half its epoch), at grokking
+    and at the last snapshot of ``records`` (the chapter's analyses): ``fewest`` Jacobians against
+    the chapter's ``n_jacobians``, each from ``resamples`` draws. Before grokking is left out
+    where the models never grok."""
+    from .modular_runs import grokking_epoch
+
+    epochs = [r["epoch"] for r in records]
+    grok = grokking_epoch(records)
+    wanted = {"end": epochs[-1]}
+    if grok is not None:
+        before = next(e for e in epochs if e >= grok // 2)
+        wanted = {"before grokking": before, "at grokking": grok, **wanted}
+    counts = sorted({min(fewest, params.n_jacobians), params.n_jacobians})
+    return {f"{k} (epoch {e})": modular_budget(params, e, counts, resamples) for k, e in wanted.items()}
+
+
+def jacobian_values(budgets: dict[str, list[JacobianBudget]]) -> dict[str, float]:
+    """The finding ``modular.jacobians_exact``: the largest angle (degrees) between a core from the
+    fewest Jacobians and the reference core, over snapshots, seeds and draws; and the largest
+    difference of a necessary rank between budgets (``rank_gap``)."""
+    every = [b for per_seed in budgets.values() for b in per_seed]
+    angle = max(float(b.angle[0].max()) for b in every)
+    gap = max(int(np.abs(b.necessary_rank - b.necessary_rank[-1]).max()) for b in every)
+    return {"modular.jacobians_exact": angle, "rank_gap": gap}
