@@ -242,8 +242,8 @@ for name, value in values.items():
 # itself. Removing the energy-rank core always left at most $2/p$, so the removal test added no
 # dimension; it first adds dimensions at that snapshot. So the fall of panel A across grokking is
 # the energy spectrum concentrating onto fewer directions as the models start to compute the sum.
-# The growth after it is the removal test finding answer left outside the energy-rank core,
-# which the next chapter follows.
+# From that snapshot on, the removal test adds dimensions: removing the energy-rank core alone
+# leaves some of the answer, so more directions must go. The next chapter follows how many.
 #
 # ## After grokking, a small core is necessary and sufficient
 #
