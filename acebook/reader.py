@@ -196,5 +196,7 @@ def reader_copy(nb: Any, rows: Mapping[str, Mapping[str, Any]]) -> Any:
     if broken:
         from nbformat.v4 import new_markdown_cell
 
-        out.cells.insert(0, new_markdown_cell(PREMISE_WARNING))
+        warning = new_markdown_cell(PREMISE_WARNING)
+        warning["id"] = "premise-warning"  # fixed, so that the same run writes the same copy
+        out.cells.insert(0, warning)
     return out

@@ -204,6 +204,7 @@ def test_targets_includes_and_page_links_read_plainly_and_a_broken_premise_is_an
     assert "See the figure and the exercise, and [../rerun](../rerun.md)." in text
     assert "> The code shown here on the book's site is in `corelib/experiments/own_model.py`." in text
     assert "✓ reproduced ⚠" in text and copy.cells[0].source == PREMISE_WARNING
+    assert nbformat.writes(copy) == nbformat.writes(reader_copy(executed, {"markov.rank": ROW}))  # one copy
     assert not RAW_ROLE.search(text)
     with pytest.raises(KeyError, match="no result is recorded for 'markov.rank'"):
         reader_copy(executed, {})
