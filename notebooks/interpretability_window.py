@@ -51,8 +51,8 @@
 # at once, and annealed linearly to zero over two spans. One more arm removes the decay late, and
 # asks whether that deflates a core that has grown in the meantime.
 #
-# **What we will see.** On a fast clock the window fails: annealing leaves larger cores than the
-# control, not smaller ones {claim}`window.anneal_larger <holds>`. On the paper's own clock,
+# **What we will see.** On a fast clock annealing does not keep cores small: it leaves larger
+# cores than the control, not smaller ones {claim}`window.anneal_larger <holds>`. On the paper's own clock,
 # stopping the decay keeps some models compact and not others. Three seeds cannot tell the
 # annealed arms from the control that only restarts the optimizer
 # {claim}`window_paper.anneal_below_restart <does not hold>`, nor say how often a model stays
@@ -133,7 +133,7 @@ glue("fig_window", fig, display=False)
 plt.close(fig)
 
 # %% [markdown]
-# ## On a fast clock, the window fails
+# ## On a fast clock, annealing does not keep cores smaller
 #
 # **Annealing leaves larger cores than the control, not smaller ones.** The window the paper
 # proposes would show as annealed arms whose cores stay near their size at grokking, while the
@@ -168,7 +168,9 @@ display(inflation_clock.window_table(fast.window))
 # Removing the decay late does not shrink the core either
 # {claim}`window.late_removal_deflates <does not hold>`. From {glue:text}`late_at_branch`
 # dimensions at its branch (epoch {glue:text}`late_branch`), the mean core grows to
-# {glue:text}`late_end`, against {glue:text}`kept_end` in the kept run.
+# {glue:text}`late_end`, against {glue:text}`kept_end` in the kept run. On this clock the kept
+# run had barely grown by the late branch. So this arm cannot show whether a late removal
+# deflates a grown core; the paper's clock, below, can.
 #
 # **Why the fast clock may differ from the paper's Figure 3**, where removing the decay kept
 # cores compact. Two differences are built into the design. After a removal, $\tau$ stops and the
@@ -318,11 +320,12 @@ display(inflation_clock_window.tau_table(paper))
 # %% [markdown]
 # ## Summary
 #
-# - **On a fast clock the window fails.** Annealing the decay after grokking did not keep the
-#   core compact: the annealed arms end with larger cores than the restarted control
+# - **On a fast clock, annealing does not keep cores smaller.** Annealing the decay after
+#   grokking did not keep the core compact: the annealed arms end with larger cores than the restarted control
 #   {claim}`window.anneal_larger <holds>`, itself larger than the uninterrupted run
-#   {claim}`window.restart_grows <holds>`. Removing the decay late made the core grow rather than
-#   shrink {claim}`window.late_removal_deflates <does not hold>`.
+#   {claim}`window.restart_grows <holds>`. That clock's kept run barely inflates, though, so it
+#   leaves the window little to prevent. Removing the decay late made the core grow rather than
+#   shrink {claim}`window.late_removal_deflates <does not hold>`, from a core that had not grown.
 # - **On the paper's clock, some models stay compact.** Stopping the decay at grokking kept a
 #   compact core for the whole run in some models and not in others. The annealed models all
 #   ended below the inflating kept run, by a small margin
@@ -337,7 +340,7 @@ display(inflation_clock_window.tau_table(paper))
 #   leave smaller cores than the control either {claim}`window.removed_smaller <does not hold>`.
 # - **What is open.** The share of models that stay compact when the decay stops, which takes
 #   dozens of seeds per arm. What decides which models stay compact. And whether the fast clock's
-#   larger learning rate after a removal is why its window fails.
+#   larger learning rate after a removal is why annealing fails to keep its cores small there.
 #
 # ## How this chapter computes
 #
