@@ -65,6 +65,11 @@
 # before that. The paper's full horizon is a {term}`recorded run` of the next chapter, and the
 # claims are judged on it.
 #
+# So this chapter shows two runs of the same three models. The figures and numbers of the body
+# are this build's, over {glue:text}`epochs_run` epochs. The claims and the Summary use the
+# recorded run, over the paper's {glue:text}`paper_epochs`. "How this chapter computes" checks
+# that the two agree where they overlap.
+#
 # One setting that the paper does not state may matter. The models follow the reference
 # implementation's layer, PyTorch's post-norm encoder layer,
 # which by default applies dropout 0.1 in training (this build: {glue:text}`dropout:g`).
@@ -255,8 +260,10 @@ for name, value in values.items():
 # The removal result holds by construction: the core dimension is the first rank that passes it.
 # What the experiment shows is that ranks far below the width pass it. At the last epoch the
 # sufficient ranks are {glue:text}`suff_final` and the energy ranks {glue:text}`energy_final`.
-# The removal scan starts at the energy rank, so every core dimension is at least that. Fewer
-# directions thus suffice to compute the answer than must be removed to destroy it.
+# The removal scan starts at the energy rank, so every core dimension is at least that. The
+# sufficient ranks are smaller: fewer directions suffice to compute the answer than the removal
+# test counts. Part of that gap is built in, since the removal scan never tries a rank below the
+# energy rank.
 #
 # ## The shift becomes a rotation
 #
@@ -264,8 +271,10 @@ for name, value in values.items():
 # {glue:text}`frac_before:.0f` % of them lie within $\sin(\pi/p)$ of the circle; at grokking
 # {glue:text}`frac_at:.0f` %, and at the end {glue:text}`frac_after:.0f` % (panel C).
 #
-# The operator was fitted with no knowledge of rotations. Least squares on centroids alone found
-# that adding one is a rotation of the core.
+# The operator was fitted with no knowledge of rotations. Least squares on centroids alone moved
+# most of its eigenvalues onto the circle: adding one acts, in most directions of the core, as a
+# rotation. The band's half-width $\sin(\pi/p)$ is the reference implementation's tolerance; it
+# is the sine of half the angle $2\pi/p$ between neighbouring frequencies on the circle.
 #
 # ## Which rotations?
 #
