@@ -531,7 +531,8 @@ display(chapter_frame("core_inflation"))
 #   would tell; this book has not run one.
 # - **How much of the removed arm's growth does the optimizer restart explain?** That arm also
 #   restarts AdamW, a strong perturbation. The window on the paper's clock ran the missing
-#   control, which restarts AdamW at grokking and keeps the decay. At the window's end its cores
+#   control, which restarts AdamW and keeps the decay. It is a separate run of the same models
+#   that branches at grokking, not at this chapter's branch epoch. At the window's end its cores
 #   are not told apart from the uninterrupted run's
 #   {claim}`window_paper.restart_smaller <does not hold>`. The removed arm's cores are not told
 #   apart from the control's either {claim}`window_paper.removed_below_restart <does not hold>`.

@@ -273,8 +273,8 @@ for name, value in values.items():
 #
 # The operator was fitted with no knowledge of rotations. Least squares on centroids alone moved
 # most of its eigenvalues onto the circle: adding one acts, in most directions of the core, as a
-# rotation. The band's half-width $\sin(\pi/p)$ is the reference implementation's tolerance; it
-# is the sine of half the angle $2\pi/p$ between neighbouring frequencies on the circle.
+# rotation. "On the circle" means $\big|\,|\lambda| - 1\big| \le \sin(\pi/p)$, the reference
+# implementation's tolerance on an eigenvalue's magnitude.
 #
 # ## Which rotations?
 #
