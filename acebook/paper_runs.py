@@ -372,10 +372,13 @@ def pack(
         if name == "core_inflation":
             jobs = _inflation_jobs(profile, precision, dropout, arms)
             branches = [jobs[0].params.branch_epoch]
+            # an arm left out of this pack may still branch from the kept one later
+            every = _inflation_jobs(profile, precision, dropout)
         else:
             jobs, branches = _clock_jobs(clock_params(profile, precision), window_only)
+            every = jobs
         # A branch snapshot is needed only until every arm starting from it has a state of its own.
-        waiting = {j.params.branch_epoch for j in jobs if j.arm == "no_wd" and not _has_state(j)}
+        waiting = {j.params.branch_epoch for j in every if j.arm == "no_wd" and not _has_state(j)}
         for job in jobs:
             folder = modular_runs.arm_dir(job.params, job.arm)
             if (folder / "progress.json").exists():

@@ -272,3 +272,20 @@ def test_a_precision_is_resolved_per_run_and_refused_where_emulated_before_any_w
     assert paper_runs._inflation_jobs("smoke")[0].params.precision == "fp32"
     folders = [modular_runs.arm_dir(paper_runs._inflation_jobs("smoke", p)[0].params, "wd") for p in ("bf16", "fp32")]
     assert folders[0] != folders[1]  # a run's precision is part of its identity
+
+
+def test_a_variant_of_one_arm_is_packed_with_the_snapshot_the_other_arm_branches_from(tmp_path, monkeypatch):
+    """``--dropout 0 --arm wd``: the variant trains in a folder of its own, packs into
+    ``in_progress/core_inflation_dropout0`` by default, and keeps the branch snapshot, since the
+    variant's other arm (not trained yet) would start from it."""
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "results"))
+    params = paper_runs.inflation_params("smoke")
+    reached = paper_runs.advance_inflation("smoke", minutes=60, chunk=2, dropout=0.0, arms=("wd",))
+    assert reached == {"wd": params.long_epochs}
+    assert not modular_runs.arm_dir(params, "wd").joinpath("progress.json").exists()  # the profile's own run
+    assert paper_runs.variant_name("core_inflation", 0.0) == "core_inflation_dropout0"
+    packed = paper_runs.pack("core_inflation", "smoke", dest=tmp_path / "packed", dropout=0.0, arms=("wd",))
+    assert [p.name for p in packed.rglob("snapshots/epoch_*.safetensors")] == [
+        f"epoch_{params.branch_epoch:06d}.safetensors"
+    ]
+    assert not list(packed.rglob("no_wd")) and not list(packed.rglob("branch_*"))
