@@ -67,6 +67,7 @@ from corelib.results import (
 )
 from corelib.sweeps import condition_dir, condition_path, load_record, run_condition
 
+from .project import ConfigError, check_environment
 from .record import clock_params, inflation_params, sweeps_params
 
 __all__ = ["IN_PROGRESS", "advance_inflation", "advance_clock", "advance_sweeps", "pack", "unpack", "main"]
@@ -588,6 +589,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:  # the environment, as the options: before any work
+        check_environment(device=args.command == "advance")
+    except ConfigError as exc:
+        raise SystemExit(f"paper_runs {args.command}: {exc}") from None
     if args.command == "advance":
         _check_settings(args)
         _advance_command(args)

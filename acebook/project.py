@@ -21,6 +21,8 @@ from corelib.results import PROJECT_ROOT
 __all__ = [
     "PARAMETER_CLASSES",
     "check_chapter_name",
+    "check_environment",
+    "progress_switch",
     "CHAPTER_DIR",
     "PROJECT_ROOT",
     "ConfigError",
@@ -191,3 +193,68 @@ def profile_table(profile: str, root: str | os.PathLike | None = None) -> dict[s
 def profile_parameters(name: str, profile: str, root: str | os.PathLike | None = None) -> dict[str, Any]:
     """Parameters that ``profile`` sets for notebook ``name`` (empty if it sets none)."""
     return dict(profile_table(profile, root).get(name, {}))
+
+
+# --------------------------------------------------------------------------- environment variables
+
+RESULTS_VARIABLE = "ACE_RESULTS_DIR"  # where runs are stored (empty or unset: results/ in the project)
+PROGRESS_VARIABLE = "ACE_PROGRESS"  # forward a chapter's progress bars even when stderr is not a terminal
+_ON = ("1", "yes", "true", "on")
+_OFF = ("0", "no", "false", "off")
+
+
+def progress_switch() -> bool | None:
+    """``ACE_PROGRESS`` as a switch: True (1, yes, true, on), False (0, no, false, off), any case;
+    None when unset or empty. Any other value is a :class:`ConfigError` naming the ones accepted."""
+    text = os.environ.get(PROGRESS_VARIABLE, "").strip().lower()
+    if not text:
+        return None
+    if text in _ON + _OFF:
+        return text in _ON
+    raise ConfigError(
+        f"{PROGRESS_VARIABLE}={os.environ[PROGRESS_VARIABLE]!r} is not a switch; set it to one of "
+        f"{', '.join(_ON)} (show progress) or {', '.join(_OFF)} (hide it), or unset it."
+    )
+
+
+def _results_folder_problem(text: str) -> str | None:
+    """Why the folder ``text`` cannot take the results (None when it can): a file, a missing parent,
+    or a folder this process cannot write into (tried, since permission bits say nothing for root
+    or on a read-only mount)."""
+    import tempfile
+
+    path = Path(text)  # as the store reads it: no ~ expansion there either
+    if path.exists() and not path.is_dir():
+        return f"{path} is a file, not a folder"
+    folder = path if path.is_dir() else path.parent
+    if not folder.is_dir():
+        return f"its parent folder {folder} does not exist (create it first: mkdir -p {folder})"
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".ace-write-test-"):
+            pass
+    except OSError as exc:
+        return f"cannot write in {folder} ({exc.strerror})"
+    return None
+
+
+def check_environment(*, device: bool = True) -> None:
+    """Refuse the book's environment variables as the flags are refused, before any work:
+    ``ACE_RESULTS_DIR`` (set and empty: unset; else a folder that exists or whose parent does,
+    writable), ``ACE_DEVICE`` (a device this machine has; skipped with ``device=False``, where
+    ``--device`` replaces it) and ``ACE_PROGRESS`` (a switch). Raises :class:`ConfigError`."""
+    from corelib.models import DEVICE_VARIABLE, check_device
+
+    results = os.environ.get(RESULTS_VARIABLE, "")
+    problem = _results_folder_problem(results) if results else None
+    if problem:
+        raise ConfigError(
+            f"{RESULTS_VARIABLE}={results!r}: {problem}; point it at a folder you can write to, or unset it "
+            f"(the results go to {PROJECT_ROOT / 'results'})."
+        )
+    name = os.environ.get(DEVICE_VARIABLE, "")
+    if device and name:
+        try:
+            check_device(name)
+        except ValueError as exc:
+            raise ConfigError(f"{DEVICE_VARIABLE}={name!r}: {exc}") from None
+    progress_switch()

@@ -40,9 +40,19 @@ from corelib.experiments import inflation_clock, modular_runs, paper_scale
 from corelib.experiments.grokking_sweeps import SweepsParams
 from corelib.models import default_device
 from corelib.recorded import BRANCH_WEIGHTS, HISTORIES, history_tensors, provenance, recorded_path, recorded_root
-from corelib.results import fresh_results_root, load_json, load_tensors, save_json, save_tensors
-from corelib.sweeps import condition_dir, load_record, run_condition
+from corelib.results import (
+    StoreError,
+    fresh_results_root,
+    load_json,
+    load_tensors,
+    results_root,
+    save_json,
+    save_tensors,
+)
+from corelib.sweeps import condition_dir, condition_key, load_record, record_problems, run_condition
 
+from .project import PROJECT_ROOT, ConfigError, profile_table
+from .record_questions import export_questions, verify_questions
 from .run_times import CODE_DIGITS, corelib_hash, git_commit
 from .runner import chapter_parameters
 
@@ -283,8 +293,14 @@ def _export_grokking_sweeps(profile: str, folder: Path, logs: list[Path] | None 
     }
 
 
-def _verify_grokking_sweeps(record: dict, label: str, n_seeds: int | None, tolerance: float) -> list[str]:
-    params = SweepsParams(**record["provenance"]["params"])
+def _sweeps_sample(record: dict, label: str, n_seeds: int | None) -> tuple:
+    """The condition ``label`` of a sweeps record, its configuration, the seeds to re-derive and
+    their recorded records; a record that is not a sweeps record of this shape is refused here,
+    before hours of recomputing."""
+    try:
+        params = SweepsParams(**record["provenance"]["params"])
+    except (TypeError, ValueError, KeyError) as err:
+        raise RecordRefused(f"its provenance.json holds no settings of the sweeps ({err})") from None
     try:
         cond, cfg = params.plan(label)
     except ValueError as err:
@@ -294,10 +310,34 @@ def _verify_grokking_sweeps(record: dict, label: str, n_seeds: int | None, toler
     if n_seeds is not None and n_seeds < 1:
         raise SystemExit(f"--seeds must be at least 1 (or left out: every recorded seed); got {n_seeds}.")
     seeds = params.seeds if n_seeds is None else params.seeds[:n_seeds]
-    fresh = run_condition(cond, seeds, cfg, progress=True)
+    records = record["records"]
+    if not isinstance(records, list) or not records:
+        raise RecordRefused(f"records.json must be a non-empty list of per-seed records, got {_kind(records)}")
+    plans = {condition_key(c, f): (c, f) for c, f in params.plans()}
+    for i, r in enumerate(records):
+        known = plans.get(r.get("condition")) if isinstance(r, dict) and isinstance(r.get("condition"), str) else None
+        if known is None:
+            raise RecordRefused(f"records.json entry {i} is not a record of a condition of these sweeps: {_kind(r)}")
+        problems = record_problems(r, *known, r.get("seed"))
+        if problems:
+            raise RecordRefused(f"records.json entry {i} ({known[0].label()}): {'; '.join(problems)}")
     # A condition shared by both sweeps is recorded twice, with the same records.
-    kept = {r["seed"]: r for r in record["records"] if r["condition"] == fresh[0]["condition"] and r["seed"] in seeds}
-    kept = [kept.get(s) for s in seeds]
+    key = condition_key(cond, cfg)
+    kept = {r["seed"]: r for r in records if r["condition"] == key and r["seed"] in seeds}
+    missing = [s for s in seeds if s not in kept]
+    if missing:
+        raise RecordRefused(f"records.json holds no record of {label} for the seeds {missing}")
+    return cond, cfg, seeds, [kept[s] for s in seeds]
+
+
+def _kind(value: object) -> str:
+    text = " ".join(repr(value).split())
+    return f"{type(value).__name__} {text[:80]}{' ...' if len(text) > 80 else ''}"
+
+
+def _verify_grokking_sweeps(record: dict, label: str, n_seeds: int | None, tolerance: float) -> list[str]:
+    cond, cfg, seeds, kept = _sweeps_sample(record, label, n_seeds)
+    fresh = run_condition(cond, seeds, cfg, progress=True)
     return agreement.compare(
         {cond.label(): kept},
         {cond.label(): fresh},
@@ -506,6 +546,7 @@ def _verify_inflation_clock_window(record: dict, epochs: int, tolerance: float, 
 
 _EXPORTERS = {
     "core_inflation": _export_core_inflation,
+    "core_inflation_questions": export_questions,
     "grokking_sweeps": _export_grokking_sweeps,
     "inflation_clock": _export_inflation_clock,
     "inflation_clock_window": _export_inflation_clock_window,
@@ -555,15 +596,51 @@ def verify(
     the level of the claims (:mod:`corelib.agreement`)."""
     from corelib.recorded import load_recorded
 
-    record = load_recorded(name, profile, root)
-    with fresh_results_root():
-        if name == "core_inflation":
-            return _verify_core_inflation(record, epochs, tolerance)
-        if name == "inflation_clock":
-            return _verify_inflation_clock(record, epochs, tolerance)
-        if name == "inflation_clock_window":
-            return _verify_inflation_clock_window(record, epochs, tolerance, recorded_path(name, profile, root))
-        return _verify_grokking_sweeps(record, condition, seeds, tolerance)
+    try:
+        record = load_recorded(name, profile, root)
+        if record["provenance"].get("experiment") != name:
+            raise RecordRefused(f"its provenance.json is {record['provenance'].get('experiment')!r}'s, not {name}'s")
+        with fresh_results_root():
+            return _verify(name, record, epochs, condition, seeds, tolerance, recorded_path(name, profile, root))
+    except (StoreError, RecordRefused) as exc:
+        folder = recorded_path(name, profile, root)
+        raise SystemExit(
+            f"{exc}"
+            if isinstance(exc, StoreError)
+            else f"the record {folder} is refused: {exc}; nothing was "
+            f"recomputed. Restore it from git: `git checkout -- {_shown(folder)}` (or export it again)."
+        ) from None
+
+
+def _verify(
+    name: str, record: dict, epochs: int, condition: str, seeds: int | None, tolerance: float, folder: Path
+) -> Agreement:
+    """:func:`verify` on the loaded ``record`` of ``name`` (kept in ``folder``)."""
+    if name == "core_inflation":
+        return _verify_core_inflation(record, epochs, tolerance)
+    if name == "core_inflation_questions":
+        return verify_questions(record, epochs, tolerance)
+    if name == "inflation_clock":
+        return _verify_inflation_clock(record, epochs, tolerance)
+    if name == "inflation_clock_window":
+        return _verify_inflation_clock_window(record, epochs, tolerance, folder)
+    return _verify_grokking_sweeps(record, condition, seeds, tolerance)
+
+
+class RecordRefused(ValueError):
+    """A recorded run whose content is not what its experiment records: refused before any recompute."""
+
+
+def _shown(folder: Path) -> Path:
+    return folder.relative_to(PROJECT_ROOT) if folder.is_relative_to(PROJECT_ROOT) else folder
+
+
+def _check_profile(command: str, profile: str) -> None:
+    """Refuse a profile that ``profiles.yml`` does not define, naming the ones it does."""
+    try:
+        profile_table(profile)
+    except ConfigError as exc:
+        raise SystemExit(f"record {command} --profile {profile}: {exc}.") from None
 
 
 def export_costs(profile: str, root: Path | str | None = None) -> Path:
@@ -580,9 +657,11 @@ def export_costs(profile: str, root: Path | str | None = None) -> Path:
             f"(`ace-book build --profile {profile}` on an empty results folder)."
         )
     here = machine()
+    # A build on a GPU is timed on the GPU: its entries name it, not only the CPU beside it.
+    device = {} if (gpu := compute_device()) == "cpu" else {"device": gpu}
     for r in found:
         keep = {k: r[k] for k in ("seconds", "threads", "finished", "commit") if k in r}
-        costs["chapters"].setdefault(r["chapter"], {})[profile] = {**keep, "cpu": here["cpu"]}
+        costs["chapters"].setdefault(r["chapter"], {})[profile] = {**keep, "cpu": here["cpu"], **device}
     costs.setdefault("machine", here)  # the machine of the entries that name no CPU of their own
     folder.mkdir(parents=True, exist_ok=True)
     save_json(folder / COSTS_FILE, costs)
@@ -642,6 +721,12 @@ def _claims_records(profile: str, chapters: list[str], missing_ok: bool) -> tupl
     records = load_records()
     wrong = {ch: records.get(ch, {}).get("profile", "not run") for ch in chapters}
     wrong = {ch: p for ch, p in wrong.items() if p != profile}
+    if missing_ok and len(wrong) == len(chapters):
+        raise SystemExit(
+            f"no chapter's claims were recorded with the {profile} profile in {results_root()}: that profile was "
+            f"not built there, and recording it would mark every claim 'not run'. Nothing was written; build it "
+            f"first (`ace-book build --profile {profile}`), or point ACE_RESULTS_DIR at the folder it was built in."
+        )
     if missing_ok:  # a chapter not run keeps only what a recorded run measured for it
         records = {k: v for k, v in records.items() if k.endswith(RECORDED_SUFFIX) or k not in wrong}
     elif wrong:
@@ -722,6 +807,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ve.add_argument("--tolerance", type=float, default=1e-6, help="absolute tolerance for floats")
     args = ap.parse_args(argv)
+    _check_profile(args.command, args.profile)
     if args.command == "claims":
         print(
             f"recorded the {args.profile}-profile statuses in "

@@ -51,10 +51,12 @@ from .project import (
     RunnerError,
     chapters,
     check_chapter_name,
+    check_environment,
     did_you_mean,
     output_path,
     profile_parameters,
     profile_table,
+    progress_switch,
     project_root,
     repository_url,
     show_path,
@@ -433,13 +435,10 @@ def _kernel_config() -> dict[str, Any]:
     return {"config": Config({"KernelManager": {"transport_encryption": "auto"}})}
 
 
-PROGRESS_VARIABLE = "ACE_PROGRESS"  # "1": forward a chapter's progress bars even when stderr is not a terminal
-
-
 def _forward_progress() -> bool:
-    """Whether a chapter's own progress bars go to our stderr: on a terminal, or when asked."""
-    flag = os.environ.get(PROGRESS_VARIABLE)
-    return flag == "1" if flag in ("0", "1") else sys.stderr.isatty()
+    """Whether a chapter's own progress bars go to our stderr: as ``ACE_PROGRESS`` says, else on a terminal."""
+    switch = progress_switch()
+    return sys.stderr.isatty() if switch is None else switch
 
 
 class Interrupted(KeyboardInterrupt):
@@ -723,11 +722,11 @@ def render_book(root: str | os.PathLike | None = None) -> Path:
 # --------------------------------------------------------------------------- command line
 
 
-_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+|[-+]\.\d+")
 
 
 def _numbers(value: Any) -> Any:
-    """YAML 1.1 reads ``1e-4`` (no dot) as a string; read it, in lists too, as the float it is."""
+    """YAML 1.1 reads ``1e-4`` (no dot) and ``-.5`` as strings; read them, in lists too, as the floats they are."""
     if isinstance(value, str) and _FLOAT.fullmatch(value):
         return float(value)
     if isinstance(value, list):
@@ -978,9 +977,46 @@ def _check_output(path: Path) -> None:
         ) from None
 
 
+def _check_not_own_output(path: Path, name: str, root: Path | None) -> None:
+    """``-o`` naming the file the runner writes the chapter to anyway: nothing to copy."""
+    own = output_path(check_chapter_name(name, root), root)
+    same = path.resolve() == own.resolve() or (path.exists() and own.exists() and os.path.samefile(path, own))
+    if same:
+        raise ConfigError(
+            f"-o {path}: the runner writes the executed chapter there already ({show_path(own)}); leave -o out, "
+            "or name another file to copy it to."
+        )
+
+
+_PARAMETER_FLAGS = ("-p", "--parameter")
+
+
+def _take_parameters(argv: list[str]) -> tuple[list[str], list[list[str]]]:
+    """``argv`` without its ``-p NAME VALUE`` triples, and those pairs. Taken before argparse, which
+    would read a value starting with '-' (``-p lr -1e-3``) as an option; the two words after ``-p``
+    are its name and value, whatever they look like."""
+    rest, pairs, i = [], [], 0
+    while i < len(argv):
+        if argv[i] == "--":
+            rest += argv[i:]
+            break
+        if argv[i] in _PARAMETER_FLAGS and i + 2 < len(argv) and not argv[i + 1].startswith("-"):
+            pairs.append([argv[i + 1], argv[i + 2]])
+            i += 3
+            continue
+        rest.append(argv[i])
+        i += 1
+    return rest, pairs
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point (``ace-book``, ``python -m acebook.runner``); returns the exit status."""
+    argv, pairs = _take_parameters(list(sys.argv[1:] if argv is None else argv))
     args = _parser().parse_args(argv)
+    if pairs and not hasattr(args, "parameter"):
+        _parser().error(f"-p is an option of build and run, not of {args.command}")
+    if pairs:
+        args.parameter = pairs + args.parameter
     try:
         if args.command == "reader":
             print(show_path(write_reader_copy(args.notebook, args.output)))
@@ -993,6 +1029,7 @@ def main(argv: list[str] | None = None) -> int:
                 profile_table(args.profile, args.root)  # an unknown profile is an error here too
             _print_chapters(args.root, args.profile)
             return 0
+        check_environment(device=not args.device)  # as the flags: before a kernel starts
         overrides = _file_overrides(args.parameters_file)
         overrides.update(_parameter_overrides(args.parameter))
         if args.device:
@@ -1001,6 +1038,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             if args.output:
                 _check_output(args.output)  # before the chapter runs, not after
+                _check_not_own_output(args.output, args.name, args.root)
             executed = run_notebook(args.name, args.profile, overrides, force=args.force, root=args.root)
             if args.output:
                 args.output.parent.mkdir(parents=True, exist_ok=True)

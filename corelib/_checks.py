@@ -165,3 +165,36 @@ def check_decay(owner: str, lr: float, weight_decay: float, name: str = "weight_
             f"{owner}: lr * {name} = {lr} * {weight_decay} = {lr * weight_decay:g} >= 1; AdamW would zero or flip "
             f"every weight at each step. Choose a smaller lr or {name} (the paper: lr 1e-3, {name} 1)."
         )
+
+
+def check_split(owner: str, train_fraction, name: str = "train_fraction") -> float:
+    """A share of the data that trains, strictly inside (0, 1): at 0 nothing trains, at 1 nothing
+    is left to test generalisation on."""
+    if not is_number(train_fraction) or not is_finite(train_fraction) or not 0 < train_fraction < 1:
+        raise ValueError(
+            f"{owner}: {name} is the share of the pairs that train, strictly between 0 and 1 (the rest test), "
+            f"got {train_fraction!r}; the paper: 0.5."
+        )
+    return float(train_fraction)
+
+
+def check_distinct(owner: str, name: str, values) -> None:
+    """Refuse a list that names one value twice (a sweep would run one condition twice)."""
+    seen: list = []
+    for v in values:
+        if v in seen:
+            raise ValueError(
+                f"{owner}: {name} lists {v!r} more than once ({list(values)}); each value is one condition of the "
+                f"sweep, run once. Remove the repeat."
+            )
+        seen.append(v)
+
+
+def check_workers(owner: str, n_jobs, name: str = "n_jobs") -> None:
+    """Worker processes as joblib counts them: None (joblib's configuration), a whole number >= 1,
+    or a negative one counting back from the CPUs (-1: all of them); 0 means nothing."""
+    if n_jobs is not None and (not is_whole(n_jobs) or n_jobs == 0):
+        raise ValueError(
+            f"{owner}: {name} must be None (one process unless configured), a whole number of processes >= 1, or "
+            f"-1 for every CPU; got {n_jobs!r}."
+        )

@@ -12,6 +12,10 @@ A recorded folder holds ``provenance.json`` and the results of one experiment:
 - ``core_inflation``: ``arms.json`` (per-snapshot analysis records of both arms, without the
   fitted operators) and ``history.json`` (per-epoch training history of both arms, to 6
   significant digits);
+- ``core_inflation_questions``: ``arms.json``, the weight-decay arm trained again at the paper's
+  settings with dropout 0 (``dropout0``) and with the recorded run's dropout 0.1 (``control``), as
+  :class:`corelib.experiments.core_inflation_questions.ArmQuestions` records: the chapter's tests of
+  its own explanations;
 - ``grokking_sweeps``: ``records.json`` (one record per condition and seed, for both sweeps);
 - ``inflation_clock``: ``runs.json`` (per (lr, wd) pair, its snapshot records) and ``window.json``
   (the branch epoch and, per arm, its snapshot records and training history). Its ``book``
@@ -59,6 +63,7 @@ def recorded_root() -> Path:
 
 _PARTS = {
     "core_inflation": ("arms", "history"),
+    "core_inflation_questions": ("arms",),
     "grokking_sweeps": ("records",),
     "inflation_clock": ("runs", "window"),
     "inflation_clock_window": ("window", "branch_run"),
@@ -120,6 +125,17 @@ def is_recorded(name: str, profile: str = "paper", root: Path | str | None = Non
     return (recorded_path(name, profile, root) / "provenance.json").exists()
 
 
+def _restore(folder: Path, exc: StoreError) -> StoreError:
+    """A damaged record is restored from version control, never recomputed (that takes hours): the
+    store's own fix (delete and recompute) is replaced by that."""
+    problem = str(exc).split("; delete", 1)[0].rstrip(".")
+    shown = folder.relative_to(PROJECT_ROOT) if folder.is_relative_to(PROJECT_ROOT) else folder
+    return StoreError(
+        f"the recorded run {folder} is refused: {problem}. Do not recompute it (hours of training); restore it "
+        f"from git: `git checkout -- {shown}`."
+    )
+
+
 def provenance(name: str, profile: str = "paper", root: Path | str | None = None) -> dict[str, Any]:
     """Where a record comes from: profile, parameters, code, machine, precision, wall time, command."""
     folder = recorded_path(name, profile, root)
@@ -128,11 +144,22 @@ def provenance(name: str, profile: str = "paper", root: Path | str | None = None
             f"no recorded {profile}-profile results of {name} in {folder}; "
             f"record them with `python -m acebook.record export {name}` after a {profile}-profile run."
         )
-    return load_json(folder / "provenance.json")
+    try:
+        return load_json(folder / "provenance.json")
+    except StoreError as exc:
+        raise _restore(folder, exc) from None
 
 
 def load_recorded(name: str, profile: str = "paper", root: Path | str | None = None) -> dict[str, Any]:
-    """The recorded results of ``name`` at ``profile``: its parts and ``provenance``, each file verified."""
+    """The recorded results of ``name`` at ``profile``: its parts and ``provenance``, each file verified
+    (a damaged one is refused with the fix: restore it from git)."""
+    try:
+        return _load_recorded(name, profile, root)
+    except StoreError as exc:
+        raise (_restore(recorded_path(name, profile, root), exc) if "; delete" in str(exc) else exc) from None
+
+
+def _load_recorded(name: str, profile: str, root: Path | str | None) -> dict[str, Any]:
     out = {"provenance": provenance(name, profile, root)}
     folder = recorded_path(name, profile, root)
     for part in _PARTS[name]:

@@ -65,8 +65,9 @@ class StoreError(ValueError):
 
 
 def results_root() -> Path:
-    """Folder holding all runs: ``$ACE_RESULTS_DIR`` or ``results/`` in the project."""
-    return Path(os.environ.get("ACE_RESULTS_DIR", PROJECT_ROOT / "results"))
+    """Folder holding all runs: ``$ACE_RESULTS_DIR`` or ``results/`` in the project (also when the
+    variable is set but empty: an empty path would be the working directory)."""
+    return Path(os.environ.get("ACE_RESULTS_DIR") or PROJECT_ROOT / "results")
 
 
 @contextlib.contextmanager
@@ -245,6 +246,8 @@ def _fetch(path: Path) -> bytes:
         if not path.exists():
             raise StoreError(f"{path} does not exist; the run that writes it has not finished (run it again).")
         data = path.read_bytes()
+    if path.name not in files and not (path.parent / MANIFEST).exists():
+        raise StoreError(f"{path.parent / MANIFEST} is missing, so {path} cannot be verified; {_FIX}.")
     if path.name not in files:
         raise StoreError(f"{path} is not recorded in {path.parent / MANIFEST} (written outside the store); {_FIX}.")
     if _sha256(data) not in files[path.name]:

@@ -31,6 +31,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers.cache_utils import DynamicLayer
 
+from ._checks import check_settings
 from .ace import Core
 from .lm import LanguageModel
 from .models import resid_hook
@@ -72,6 +73,8 @@ class SteeringConfig:
     cap: float | None = 50.0
 
     def __post_init__(self):
+        finite = {"probe": self.probe, "epsilon": self.epsilon, **({} if self.cap is None else {"cap": self.cap})}
+        check_settings("SteeringConfig", non_negative=finite)
         if not 0 <= self.gate <= 1:
             raise ValueError(f"gate is a probability mass in [0, 1], got {self.gate}")
         if self.probe <= 0:

@@ -36,6 +36,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from ._checks import check_settings, check_split
 from .engine import DropoutStreams, PrefixData, SeedStack, Trainer, resolve_precision, stacked_last_logits
 from .masks import MASK_GENERATOR
 from .models import DEVICE_VARIABLE, MODEL_REVISION, TransformerConfig, default_device
@@ -144,14 +145,14 @@ class SweepConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "precision", resolve_precision(self.precision, default_device()))
-        if not 0.0 < self.threshold <= 1.0:
-            raise ValueError(f"threshold must be in (0, 1], got {self.threshold}; the paper uses 0.99.")
-        if self.patience_epochs < 0:
-            raise ValueError(f"patience_epochs must be >= 0, got {self.patience_epochs}.")
-        if self.max_epochs < 1:
-            raise ValueError(f"max_epochs must be >= 1, got {self.max_epochs}; it caps each condition.")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}.")
+        check_settings(
+            "SweepConfig",
+            rates={"lr": self.lr},
+            fractions={"threshold": self.threshold},
+            non_negative={"patience_epochs": self.patience_epochs, "dropout": self.dropout},
+            epochs={"max_epochs": self.max_epochs},
+        )
+        check_split("SweepConfig", self.train_fraction)
         if self.split_permutation not in ("numpy", "torch"):
             raise ValueError(f"split_permutation must be 'numpy' or 'torch', got {self.split_permutation!r}.")
         self.model_config(3)  # validates the architecture (d_model divisible by n_heads, norm)

@@ -23,7 +23,7 @@ from corelib.models import TransformerConfig
         (lambda: ModularParams(batch_size=0), "batch_size must be a whole number"),
         (lambda: ModularParams(lr=0.0), r"lr must be a learning rate in \(0, 1\]"),
         (lambda: ModularParams(weight_decay=-1.0), "weight_decay must be a finite number >= 0"),
-        (lambda: ModularParams(train_fraction=1.5), r"train_fraction must lie in \(0, 1\]"),
+        (lambda: ModularParams(train_fraction=1.5), r"train_fraction is the share .* strictly between 0 and 1"),
         (lambda: ModularParams(p=2), "p must be a whole number of at least 3"),
         (lambda: ModularParams(epochs=2.5), "epochs must be a whole number"),
         (lambda: SweepsParams(n_seeds=0), "n_seeds must be a whole number of at least 1, got 0"),

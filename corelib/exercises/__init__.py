@@ -15,13 +15,16 @@ its stubs unfilled still runs from top to bottom.
 
 from __future__ import annotations
 
+import contextvars
+import sys
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Case", "WrongAnswer", "check_function"]
+__all__ = ["Case", "TIME_LIMIT", "WrongAnswer", "check_function"]
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,10 @@ def _error_text(exc: Exception, limit: int = 600) -> str:
     return text if len(text) <= limit else text[: limit - 4] + " ..."
 
 
+TIME_LIMIT = 60.0
+"""Seconds one case may take; a function still running then has, most likely, a loop that never ends."""
+
+
 def check_function(
     student: Callable,
     cases: Iterable[Case],
@@ -123,29 +130,33 @@ def check_function(
     hints: Sequence[tuple[Callable[[Any, Case], bool], str]] = (),
     rtol: float = 1e-6,
     atol: float = 1e-9,
+    time_limit: float | None = None,
 ) -> bool:
     """Run ``student`` on every case; raise ``AssertionError`` at the first wrong answer.
 
     ``hints`` are (test, sentence) pairs: when a wrong answer ``got`` satisfies ``test(got, case)``
     the sentence is added to the message (e.g. "you used the uniform distribution; weight by pi").
+    Each case runs in a thread of its own and may take ``time_limit`` seconds (None:
+    :data:`TIME_LIMIT`): a function that
+    loops forever fails the check, naming the limit, instead of hanging it. ``SystemExit`` and
+    ``KeyboardInterrupt`` raised by the function fail the check like any error it raises, and an
+    answer of the wrong type (a bool for a number, a list or a tensor for an array) is named.
     Returns False (after printing why) when the function is still a stub, True when all pass.
     """
     if not callable(student):
         raise TypeError(f"pass your function itself, e.g. check(my_{name}), not {type(student).__name__}.")
-    cases = list(cases)
+    cases, time_limit = list(cases), TIME_LIMIT if time_limit is None else time_limit
     for i, case in enumerate(cases, 1):
-        try:
-            got = student(*case.args)
-        except NotImplementedError:
-            print(f"{name}: not implemented yet. Fill in the stub, run its cell, then run this check again.")
-            return False
-        except WrongAnswer as exc:  # the check could not compare the answer: say why
-            raise AssertionError(f"{name} is wrong on case {i} of {len(cases)} ({case.what}):\n  {exc}") from None
-        except Exception as exc:  # the student's error, reported with the input that raised it
-            raise AssertionError(
-                f"{name} raised {type(exc).__name__}: {_error_text(exc)}\n"
-                f"  on case {i} ({case.what}), arguments {_shown(case.args)}"
-            ) from exc
+        outcome = _run_case(student, case.args, time_limit)
+        if outcome.error is not None or outcome.timed_out:
+            if isinstance(outcome.error, NotImplementedError):
+                print(f"{name}: not implemented yet. Fill in the stub, run its cell, then run this check again.")
+                return False
+            raise AssertionError(_failure(name, i, len(cases), case, outcome, time_limit)) from outcome.error
+        got = outcome.result
+        wrong_type = _type_problem(got, case.expected)
+        if wrong_type:
+            raise AssertionError(f"{name} is wrong on case {i} of {len(cases)} ({case.what}):\n  {wrong_type}")
         if not _close(got, case.expected, rtol, atol):
             extra = [text for test, text in hints if _safe(test, got, case)]
             raise AssertionError(
@@ -156,6 +167,88 @@ def check_function(
             )
     print(f"{name}: all {len(cases)} cases pass.")
     return True
+
+
+@dataclass
+class _Outcome:
+    """What one call of the student's function did: returned ``result``, raised ``error`` (any
+    ``BaseException``), or was still running at the time limit."""
+
+    result: Any = None
+    error: BaseException | None = None
+    timed_out: bool = False
+
+
+def _run_case(student: Callable, args: tuple, time_limit: float) -> _Outcome:
+    """Call ``student(*args)`` in a daemon thread (no signals: any OS, any thread, Jupyter included)
+    and wait at most ``time_limit`` seconds. A thread cannot be stopped from outside, so a function
+    that never ends keeps running in the background until the kernel restarts; the check goes on.
+    The caller's context variables and torch's gradient mode (both per thread) are carried over."""
+    outcome, context = _Outcome(), contextvars.copy_context()
+    torch = sys.modules.get("torch")
+    grad = torch.is_grad_enabled() if torch is not None else None
+
+    def call() -> None:
+        try:
+            if grad is not None:
+                torch.set_grad_enabled(grad)
+            outcome.result = context.run(student, *args)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt are the student's too
+            outcome.error = exc
+
+    worker = threading.Thread(target=call, name="exercise-check", daemon=True)
+    worker.start()
+    worker.join(time_limit)
+    outcome.timed_out = worker.is_alive()
+    return outcome
+
+
+def _failure(name: str, i: int, n: int, case: Case, outcome: _Outcome, time_limit: float) -> str:
+    """The message of case ``i`` of ``n`` when the function gave no answer: too slow, stopped the
+    program, or raised."""
+    exc, where = outcome.error, f"case {i} of {n} ({case.what})"
+    if outcome.timed_out:
+        return (
+            f"{name} did not finish {where} within the time limit of {time_limit:g} s per case: it probably loops "
+            f"forever (a loop whose condition never changes, or a sleep). It keeps running in the background; "
+            f"restart the kernel to stop it, fix the loop, then run the check again."
+        )
+    if isinstance(exc, WrongAnswer):  # the check could not compare the answer: say why
+        return f"{name} is wrong on {where}:\n  {exc}"
+    if isinstance(exc, SystemExit):
+        return (
+            f"{name} called exit ({type(exc).__name__}: {exc.code!r}) on {where}, arguments {_shown(case.args)}: "
+            "a function hands back its answer with return; remove the exit() or sys.exit() call."
+        )
+    if isinstance(exc, KeyboardInterrupt):
+        return (
+            f"{name} raised KeyboardInterrupt on {where}, arguments {_shown(case.args)}: the function itself "
+            "raised it (an interrupt from the keyboard stops the check, not the function); remove that raise."
+        )
+    return (
+        f"{name} raised {type(exc).__name__}: {_error_text(exc)}\n"
+        f"  on case {i} ({case.what}), arguments {_shown(case.args)}"
+    )
+
+
+def _is_bool(x: Any) -> bool:
+    return isinstance(x, (bool, np.bool_))
+
+
+def _type_problem(got: Any, want: Any) -> str | None:
+    """Why ``got`` cannot be an answer of ``want``'s type (None when it can): a bool where a number
+    is expected (Python counts True as 1), a list or a torch tensor where a numpy array is expected,
+    and the same inside a tuple of several results."""
+    kind = type(got).__module__.split(".")[0] + "." + type(got).__name__
+    if _is_bool(got) and not _is_bool(want) and isinstance(want, (int, float, np.integer, np.floating)):
+        return f"returned {got!r}, a bool, where a number is expected (Python counts True as 1); return the number."
+    if isinstance(want, np.ndarray) and kind == "torch.Tensor":
+        return "returned a torch tensor where a numpy array is expected; convert it with .detach().cpu().numpy()."
+    if isinstance(want, np.ndarray) and isinstance(got, (list, tuple)):
+        return f"returned a {type(got).__name__} where a numpy array is expected; return np.asarray(...) of it."
+    if isinstance(want, tuple) and isinstance(got, (tuple, list)) and len(got) == len(want):
+        return next((p for g, w in zip(got, want) if (p := _type_problem(g, w))), None)
+    return None
 
 
 def _safe(test: Callable[[Any, Case], bool], got: Any, case: Case) -> bool:

@@ -10,7 +10,16 @@ import numpy as np
 import pandas as pd
 
 from corelib import claims
-from corelib._checks import check_decay, check_memory, check_seed, check_settings, is_whole
+from corelib._checks import (
+    check_decay,
+    check_distinct,
+    check_memory,
+    check_seed,
+    check_settings,
+    check_split,
+    check_workers,
+    is_whole,
+)
 from corelib.engine import resolve_precision
 from corelib.models import default_device
 from corelib.sweeps import (
@@ -99,8 +108,10 @@ class SweepsParams:
                 "p_weight_decay": self.p_weight_decay,
             },
             non_negative={"patience_epochs": self.patience_epochs, "dropout": self.dropout},
-            fractions={"train_fraction": self.train_fraction, "threshold": self.threshold},
+            fractions={"threshold": self.threshold},
         )
+        check_split("SweepsParams", self.train_fraction)
+        check_workers("SweepsParams", self.n_jobs)
         check_seed("SweepsParams", "split_seed", self.split_seed)
         for w in (*self.omegas, self.p_weight_decay):
             check_decay("SweepsParams", self.lr, w, "the weight decay")
@@ -109,6 +120,8 @@ class SweepsParams:
             raise ValueError(f"SweepsParams: moduli must be whole numbers of at least 3, got {not_moduli}.")
         object.__setattr__(self, "omegas", tuple(float(w) for w in self.omegas))
         object.__setattr__(self, "moduli", tuple(int(q) for q in self.moduli))
+        check_distinct("SweepsParams", "omegas", self.omegas)
+        check_distinct("SweepsParams", "moduli", self.moduli)
         largest = max(self.omega_p, *self.moduli)
         check_memory(
             "SweepsParams", "the largest of moduli", largest, 24.0 * largest**2, "its p² input pairs", "modulus"

@@ -178,6 +178,11 @@ class ClockParams:
             },
             integers={"snapshot_unit": self.snapshot_unit},
         )
+        if not self.anneal[0] < self.anneal[1]:
+            raise ValueError(
+                f"ClockParams: anneal lists the short span of tau, then the long one (arms anneal_short, anneal_long); "
+                f"got {list(self.anneal)}. Give them in increasing order, e.g. [1.5, 6.0]."
+            )
         for lr, wd in (*self.pairs, self.window_pair):
             check_settings("ClockParams", rates={"lr of a pair": lr})
             check_decay("ClockParams", lr, wd, "wd (of pairs or window_pair)")

@@ -29,7 +29,16 @@ import torch
 from tqdm.auto import tqdm
 
 from .. import ace, operators
-from .._checks import check_decay, check_memory, check_seed, check_seeds, check_settings, is_number, is_whole
+from .._checks import (
+    check_decay,
+    check_memory,
+    check_seed,
+    check_seeds,
+    check_settings,
+    check_split,
+    is_number,
+    is_whole,
+)
 from ..agreement import SEED_ERRORS
 from ..claims import deviations
 from ..engine import (
@@ -165,7 +174,6 @@ class ModularParams:
                 "ridge": self.ridge,
             },
             fractions={
-                "train_fraction": self.train_fraction,
                 "energy": self.energy,
                 "grok_threshold": self.grok_threshold,
             },
@@ -173,7 +181,15 @@ class ModularParams:
 
     def _check_values(self) -> None:
         """Values with limits of their own: decays against the rate, dropout, the holdout share, the anneal."""
+        check_split("ModularParams", self.train_fraction)
         check_decay("ModularParams", self.lr, self.weight_decay)
+        shortest = min(self.epochs, self.long_epochs)
+        if self.eval_every > shortest:
+            raise ValueError(
+                f"ModularParams: eval_every ({self.eval_every}) is longer than the shorter run ({shortest} epochs), "
+                "so its test accuracy would be measured only at the snapshots; choose eval_every <= "
+                f"{shortest} (the book: 10)."
+            )
         check_decay("ModularParams", self.lr, self.branch_weight_decay, "branch_weight_decay")
         if not self.dropout < 1:
             raise ValueError(f"ModularParams: dropout must be below 1 (1 drops everything), got {self.dropout!r}.")
