@@ -21,17 +21,22 @@ from ..recorded import BRANCH_WEIGHTS, compare_values, is_recorded, load_recorde
 from ..results import StoreError, load_tensors
 from ..sweeps import RECORD_FIELDS, condition_key
 from . import core_inflation, grokking_sweeps, inflation_clock, modular_addition, modular_runs
+from .core_inflation_questions import RECORDED_ARMS, ArmQuestions
+from .core_inflation_questions import finding_values as question_findings
 
 __all__ = [
     "source_label",
     "parameters_of",
     "recorded_inflation",
+    "RecordedQuestions",
+    "recorded_questions",
     "recorded_emergence",
     "inflation_agreement",
     "recorded_sweeps",
     "recorded_clock",
     "recorded_window",
     "record_claims",
+    "question_values",
 ]
 
 
@@ -76,6 +81,49 @@ def recorded_inflation(root: Path | str | None = None, profile: str = "paper") -
         "provenance": rec["provenance"],
         "source": source_label(rec["provenance"]),
     }
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedQuestions:
+    """The recorded tests of the core-inflation chapter's explanations (``core_inflation_questions``).
+
+    Attributes:
+        params: the settings of each arm (``"dropout0"``, ``"control"``).
+        arms: the typed record of each arm (:class:`ArmQuestions`).
+        provenance: the record's provenance (code, machine, command that re-derives a sample).
+        source: how the book names it (:func:`source_label`).
+    """
+
+    params: dict[str, modular_runs.ModularParams]
+    arms: dict[str, ArmQuestions]
+    provenance: dict[str, Any]
+    source: str
+
+    @property
+    def sample_epoch(self) -> int:
+        """The snapshot a build re-derives (the record's ``rederive`` command names it)."""
+        return int(self.provenance["sample_epoch"])
+
+
+def recorded_questions(root: Path | str | None = None, profile: str = "paper") -> RecordedQuestions | None:
+    """The recorded ``core_inflation_questions`` of ``profile``, or None when none is recorded."""
+    if not is_recorded("core_inflation_questions", profile, root):
+        return None
+    rec = load_recorded("core_inflation_questions", profile, root)
+    prov = rec["provenance"]
+    if sorted(rec["arms"]) != sorted(RECORDED_ARMS) or sorted(prov.get("params", {})) != sorted(RECORDED_ARMS):
+        raise StoreError(
+            f"the recorded core_inflation_questions must hold the arms {RECORDED_ARMS}: restore it from git."
+        )
+    return RecordedQuestions(
+        params={
+            a: parameters_of(modular_runs.ModularParams, prov["params"][a], "core_inflation_questions")
+            for a in RECORDED_ARMS
+        },
+        arms={a: ArmQuestions.from_json(rec["arms"][a]) for a in RECORDED_ARMS},
+        provenance=prov,
+        source=source_label(prov),
+    )
 
 
 def recorded_emergence(recorded: dict[str, Any]) -> dict[str, Any]:
@@ -230,13 +278,35 @@ def recorded_window(root: Path | str | None = None, profile: str = "paper") -> d
     }
 
 
-def record_claims(chapter: str, recorded: dict[str, Any] | grokking_sweeps.RecordedSweeps | None) -> None:
+def question_values(recorded: dict[str, Any], questions: RecordedQuestions) -> dict[str, float]:
+    """The core-inflation chapter's findings on its own explanations, from the two records."""
+    paper = {
+        "branch": claims.claim("inflation.core_dim_grok").value,
+        "end": claims.claim("inflation.core_dim_end").value,
+    }
+    return question_findings(
+        recorded["arms"]["wd"],
+        questions.arms["dropout0"],
+        questions.arms["control"],
+        paper,
+        recorded["params"].branch_epoch,
+    )
+
+
+def record_claims(
+    chapter: str,
+    recorded: dict[str, Any] | grokking_sweeps.RecordedSweeps | None,
+    questions: RecordedQuestions | None = None,
+) -> None:
     """Record for the claims page the values of ``chapter``'s claims measured on the recorded run
     (``modular_addition``: its first 2000 epochs; ``core_inflation``; ``grokking_sweeps``), with
-    the run's settings and name; without a record, forget any values an earlier record left."""
+    the run's settings and name; without a record, forget any values an earlier record left.
+    ``questions`` (core_inflation): the recorded tests of the chapter's explanations, whose
+    findings are recorded with the run's values (each with a note naming its record)."""
     if recorded is None:
         claims.forget_recorded(chapter)
         return
+    notes: dict[str, str] = {}
     if chapter == "grokking_sweeps":
         values = grokking_sweeps.claim_values(recorded)
         settings, source = grokking_sweeps.claim_settings(recorded.params), recorded.source
@@ -245,9 +315,13 @@ def record_claims(chapter: str, recorded: dict[str, Any] | grokking_sweeps.Recor
             values = modular_addition.emergence_claim_values(recorded_emergence(recorded)["summary"])
         else:
             values = core_inflation.inflation_claim_values(recorded["summary"])
+            if questions is not None:
+                found = question_values(recorded, questions)
+                values = values | found
+                notes = dict.fromkeys(found, f"from the {questions.source} of core_inflation_questions")
         unused = () if chapter == "core_inflation" else modular_runs.LONG_RUN_SETTINGS
         settings = claims.deviations(recorded["params"], modular_runs.ModularParams(), ignore=["eval_every", *unused])
         source = recorded["source"]
     else:
         raise ValueError(f"no recorded run serves chapter {chapter!r}.")
-    claims.record(chapter, values, settings=settings, source=source)
+    claims.record(chapter, values, settings=settings, source=source, notes=notes)

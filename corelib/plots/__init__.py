@@ -6,6 +6,8 @@ from .ace_method_figures import *  # noqa: F401,F403
 from .ace_method_figures import __all__ as _ace_method_all
 from .core_inflation_figures import *  # noqa: F401,F403
 from .core_inflation_figures import __all__ as _core_inflation_all
+from .core_inflation_questions_figures import *  # noqa: F401,F403
+from .core_inflation_questions_figures import __all__ as _core_inflation_questions_all
 from .grokking_sweeps_figures import *  # noqa: F401,F403
 from .grokking_sweeps_figures import __all__ as _grokking_sweeps_all
 from .grokking_theory_figures import *  # noqa: F401,F403
@@ -27,6 +29,7 @@ from .subject_verb_agreement_figures import __all__ as _subject_verb_agreement_a
 __all__ = [
     *_ace_method_all,
     *_core_inflation_all,
+    *_core_inflation_questions_all,
     *_grokking_sweeps_all,
     *_grokking_theory_all,
     *_inflation_clock_all,
