@@ -65,7 +65,7 @@ from corelib.results import (
     save_json,
     stored_files,
 )
-from corelib.sweeps import condition_dir, condition_path, load_record, run_condition
+from corelib.tasks.sweeps import condition_dir, condition_path, load_record, run_condition
 
 from .project import ConfigError, check_environment
 from .record import clock_params, inflation_params, sweeps_params
@@ -139,6 +139,7 @@ def _advance_job(job: _Arm, chunk: int, deadline: float, pieces: int | None, sta
         if time.monotonic() > deadline or started == pieces:
             break
         started += 1
+        modular_runs.train_arm(_piece(job.params, h), job.arm, h)
         modular_runs.analyse_arm(_piece(job.params, h), job.arm, h)
         print(f"{job.label}: trained and analysed to epoch {h} of {job.horizon}", flush=True)
     return started
@@ -257,21 +258,41 @@ def advance_clock(
             return started
 
 
-def _sweep_plans(profile: str, precision: str | None = None):
+def _sweep_plans(
+    profile: str,
+    precision: str | None = None,
+    moduli: tuple[int, ...] | None = None,
+    p_weight_decay: float | None = None,
+):
+    """The profile's sweep conditions; with ``moduli`` (and ``p_weight_decay``), the modulus sweep
+    alone at those moduli (and that weight decay): the conditions that test the modulus law
+    further, e.g. near the critical modulus or at a second weight decay."""
     params = sweeps_params(profile, precision)
-    return params, params.plans()
+    if moduli is None and p_weight_decay is None:
+        return params, params.plans()
+    params = replace(
+        params, moduli=tuple(moduli or params.moduli), p_weight_decay=p_weight_decay or params.p_weight_decay
+    )
+    cfg = params.config(params.p_max_epochs)
+    return params, [(c, cfg) for c in params.p_conditions()]
 
 
 def advance_sweeps(
-    profile: str = "paper", minutes: float = 60.0, pieces: int | None = None, precision: str | None = None
+    profile: str = "paper",
+    minutes: float = 60.0,
+    pieces: int | None = None,
+    precision: str | None = None,
+    moduli: tuple[int, ...] | None = None,
+    p_weight_decay: float | None = None,
 ) -> tuple[int, int]:
     """Run the sweep conditions of ``profile`` one at a time until all are done, or ``minutes``
     have passed or ``pieces`` conditions were run; returns (conditions complete, conditions in all).
 
     A condition another process is running is left to it, so one driver per core shares the work.
+    ``moduli`` and ``p_weight_decay``: the modulus sweep alone, at these moduli and weight decay.
     """
     deadline = _check_limits(1, minutes, pieces)
-    params, plans = _sweep_plans(profile, precision)
+    params, plans = _sweep_plans(profile, precision, moduli, p_weight_decay)
     started, done = 0, 0
     for cond, cfg in plans:
         folder = condition_dir(cond, cfg)
@@ -572,6 +593,15 @@ def _parser() -> argparse.ArgumentParser:
         "--chunk", type=int, default=None, help=f"epochs per piece at the paper's lr x wd (default {CHUNK})"
     )
     ad.add_argument("--pieces", type=int, default=None, help="stop after this many pieces")
+    ad.add_argument(
+        "--moduli", type=int, nargs="+", default=None, help="grokking_sweeps: the modulus sweep alone, at these moduli"
+    )
+    ad.add_argument(
+        "--p-weight-decay",
+        type=float,
+        default=None,
+        help="grokking_sweeps: the modulus sweep alone, at this weight decay",
+    )
     pa = sub.add_parser("pack", help="copy what resuming a run needs into in_progress/")
     for p in (ad, pa):
         p.add_argument("name", choices=EXPERIMENTS)
@@ -617,6 +647,11 @@ def _check_variant(args: argparse.Namespace) -> None:
             f"paper_runs {args.command} grokking_sweeps: --chunk means nothing here (each piece is one whole "
             "condition); leave it out, or use --pieces to limit the conditions run."
         )
+    sweep_only = getattr(args, "moduli", None) is not None or getattr(args, "p_weight_decay", None) is not None
+    if sweep_only and args.name != "grokking_sweeps":
+        raise SystemExit(
+            f"paper_runs {args.command} {args.name}: --moduli and --p-weight-decay are for grokking_sweeps only."
+        )
     if (args.dropout is not None or arm is not None) and args.name != "core_inflation":
         raise SystemExit(f"paper_runs {args.command} {args.name}: --dropout and --arm are for core_inflation only.")
     if args.dropout is not None and not 0.0 <= args.dropout < 1.0:
@@ -634,6 +669,10 @@ def _check_settings(args: argparse.Namespace) -> None:
     make = {"core_inflation": inflation_params, "inflation_clock": clock_params, "grokking_sweeps": sweeps_params}
     try:
         make[args.name](args.profile, args.precision)
+        if args.name == "grokking_sweeps":
+            _sweep_plans(
+                args.profile, args.precision, getattr(args, "moduli", None), getattr(args, "p_weight_decay", None)
+            )
     except ValueError as exc:
         raise SystemExit(f"paper_runs {args.command} {args.name}: {exc}") from None
 
@@ -646,7 +685,9 @@ def _advance_command(args: argparse.Namespace) -> None:
         started = advance_clock(args.profile, args.minutes, chunk, args.pieces, args.window, args.precision)
         print(f"{started} pieces run")
     else:
-        done, total = advance_sweeps(args.profile, args.minutes, args.pieces, args.precision)
+        done, total = advance_sweeps(
+            args.profile, args.minutes, args.pieces, args.precision, args.moduli, args.p_weight_decay
+        )
         print(f"{done} of {total} conditions complete")
 
 

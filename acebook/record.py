@@ -49,7 +49,7 @@ from corelib.results import (
     save_json,
     save_tensors,
 )
-from corelib.sweeps import condition_dir, condition_key, load_record, record_problems, run_condition
+from corelib.tasks.sweeps import condition_dir, condition_key, load_record, record_problems, run_condition
 
 from .project import PROJECT_ROOT, ConfigError, profile_table
 from .record_questions import export_questions, verify_questions
@@ -182,6 +182,7 @@ def _verify_core_inflation(record: dict, epochs: int, tolerance: float) -> list[
     )
     kept, fresh = {}, {}
     for arm in modular_runs.ARMS:
+        modular_runs.train_arm(sample, arm, epochs)
         fresh[arm] = modular_runs.without_operators(modular_runs.analyse_arm(sample, arm, epochs))
         kept[arm] = modular_runs.without_operators([r for r in record["arms"][arm] if r["epoch"] <= epochs])
     return agreement.compare(

@@ -44,7 +44,7 @@ from corelib.experiments.grokking_sweeps import SweepsParams  # noqa: E402
 from corelib.experiments.modular_runs import ModularParams  # noqa: E402
 from corelib.models import default_device  # noqa: E402
 from corelib.results import load_json, save_json  # noqa: E402
-from corelib.sweeps import Condition, run_condition  # noqa: E402
+from corelib.tasks.sweeps import Condition, run_condition  # noqa: E402
 
 QUANTITIES = ("t_mem", "t_gen", "delay")
 END_QUANTITIES = ("core_dim", "modes")

@@ -13,7 +13,7 @@ the slice's rate is scaled to the records' lengths:
   that rate times the epochs it trains (20000, and 19100 after the branch at epoch 900); both
   arms run the same step, the other only without weight decay. The slice snapshots every 100
   epochs, as the run does up to epoch 2000 (every 500 after): the scaled time is a little high.
-- **Sweeps** (:func:`corelib.sweeps.train_condition`, 12 seeds stacked): seconds per step, with
+- **Sweeps** (:func:`corelib.tasks.sweeps.train_condition`, 12 seeds stacked): seconds per step, with
   the accuracy checks after every step, for each (p, batch) shape of the record's conditions, at
   12 seeds and at 1 (a seed leaves the stack when it stops). A ``steps``-step run minus a 1-step
   run removes the fixed cost of a condition (data, initialisation). A condition's time is the sum,
@@ -61,7 +61,7 @@ from corelib.experiments.modular_runs import ModularParams, make_data  # noqa: E
 from corelib.models import default_device  # noqa: E402
 from corelib.recorded import load_recorded  # noqa: E402
 from corelib.results import save_json  # noqa: E402
-from corelib.sweeps import Condition, SweepConfig, condition_key, train_condition  # noqa: E402
+from corelib.tasks.sweeps import Condition, SweepConfig, condition_key, train_condition  # noqa: E402
 
 
 def device_description(device: torch.device) -> dict:

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from corelib import agreement  # noqa: E402
 from corelib.experiments.grokking_sweeps import SweepsParams  # noqa: E402
 from corelib.results import fresh_results_root  # noqa: E402
-from corelib.sweeps import Condition, run_condition  # noqa: E402
+from corelib.tasks.sweeps import Condition, run_condition  # noqa: E402
 
 QUANTITIES = ("t_mem", "t_gen", "delay")
 

@@ -15,7 +15,7 @@ permutation at p = 53, the last 380 examples skipped).
   the earlier plain loop, which differed from it only in its batch order (every epoch's partial
   batch kept); the engine's target over it stays >= 10x. Its gap to the authors' loop is what
   our model costs outside the engine.
-- **The sweep engine** (:func:`corelib.sweeps.train_condition`): seeds in one vectorised model,
+- **The sweep engine** (:func:`corelib.tasks.sweeps.train_condition`): seeds in one vectorised model,
   last position only, exact early-exit accuracy checks. Both loops and the engine start from
   fresh models, so the steps measured are the early phase of training. The engine's fixed cost
   per condition is removed by differencing a 1-step and a ``--steps`` run, and printed apart.
@@ -69,8 +69,8 @@ from _machine import (  # noqa: E402
     same_allocator_for_every_side,
 )
 from corelib.models import DEVICE_VARIABLE, Transformer  # noqa: E402
-from corelib.sweeps import Condition, SweepConfig, SweepStats, condition_data, train_condition  # noqa: E402
 from corelib.tasks.modular import modular_addition_split  # noqa: E402
+from corelib.tasks.sweeps import Condition, SweepConfig, SweepStats, condition_data, train_condition  # noqa: E402
 
 
 def authors_loop(

@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -32,6 +31,7 @@ import torch
 
 from . import untrusted
 from ._checks import as_matrix, check_energy, check_rank, is_whole
+from .hooks import CoreHooks, intervention_hook, nearest_names
 
 __all__ = [
     "Core",
@@ -143,11 +143,8 @@ class Core:
         The result is a ``fwd_hooks`` list for ``model.run_with_hooks(x, fwd_hooks=...)``
         (TransformerLens hook names), and ``with core.hooks("model.layers.3", "flip").on(model):``
         applies it to the output of that submodule of a plain ``nn.Module`` (e.g. a Hugging Face
-        model). ``centered`` and ``positions`` are those of
-        :func:`corelib.interventions.intervention_hook`.
+        model). ``centered`` and ``positions`` are those of :func:`corelib.hooks.intervention_hook`.
         """
-        from .interventions import intervention_hook  # interventions builds on this module
-
         return CoreHooks([(hook_name, intervention_hook(self, mode, centered=centered, positions=positions))])
 
     def save(self, path: str | Path) -> Path:
@@ -277,50 +274,6 @@ def _check_described(arrays: dict[str, np.ndarray], described: object) -> None:
 
 
 CORE_FORMAT = "ace-core-1"
-
-
-class CoreHooks(list):
-    """``[(hook_name, fn)]`` for ``run_with_hooks``; :meth:`on` applies it to a plain ``nn.Module``."""
-
-    @contextmanager
-    def on(self, model: torch.nn.Module) -> Iterator[torch.nn.Module]:
-        """Register the hooks on the submodules of ``model`` named by their hook names, for the block."""
-        handles = []
-        try:
-            for name, fn in self:
-                try:
-                    module = model.get_submodule(name)
-                except AttributeError:
-                    names = [n for n, _ in model.named_modules() if n]
-                    near = sorted(names, key=lambda n: _distance(n, name))[:5]
-                    raise ValueError(f"{type(model).__name__} has no submodule {name!r}; nearest: {near}.") from None
-                handles.append(module.register_forward_hook(_output_hook(fn)))
-            yield model
-        finally:
-            for h in handles:
-                h.remove()
-
-
-def _output_hook(fn: Callable) -> Callable:
-    """A forward hook replacing a module's output (or the first element of a tuple output) by ``fn(output)``."""
-
-    def hook(module, inputs, output):
-        if isinstance(output, tuple):
-            return (fn(output[0], None), *output[1:])
-        return fn(output, None)
-
-    return hook
-
-
-def _distance(a: str, b: str) -> int:
-    """Edit distance between two names, for suggestions."""
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        prev = cur
-    return prev[-1]
 
 
 def energy_rank(singular_values, threshold: float = 0.99) -> int:
@@ -822,7 +775,7 @@ def _hooked_runner(model: torch.nn.Module, hook_names: Sequence[str]) -> Callabl
     names = [n for n, _ in model.named_modules() if n] + list(hook_dict or {})
     for hook_name in hook_names:
         if hook_name not in names:
-            near = sorted(names, key=lambda n: _distance(n, hook_name))[:5]
+            near = nearest_names(names, hook_name)
             raise ValueError(f"{type(model).__name__} has no hook point or submodule {hook_name!r}; nearest: {near}.")
     if hook_dict is not None and any(h in hook_dict for h in hook_names):
         raise ValueError("give either hook points or submodule paths, not both, in one call.")

@@ -2,7 +2,8 @@
 
 All models in the book (toy transformers and pretrained language models) are intervened on the
 same way: a small pure hook function ``fn(act, hook)`` passed to
-``model.run_with_hooks(tokens, fwd_hooks=[(hook_name, fn)])``.
+``model.run_with_hooks(tokens, fwd_hooks=[(hook_name, fn)])``, made by
+:func:`corelib.hooks.intervention_hook` (re-exported here).
 
 * keep (core-only, sufficiency):     ``P h``          or centred ``mu + P (h - mu)``
 * remove (core-removed, necessity):  ``h - P h``      or centred ``h - P (h - mu)``
@@ -19,13 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 import torch
 
-if TYPE_CHECKING:  # annotations only: ace builds its hooks on this module, not the reverse
-    from .ace import Core
+from .ace import Core
+from .hooks import MODES, Positions, intervention_hook
 
 __all__ = [
     "MODES",
@@ -38,45 +39,6 @@ __all__ = [
     "rank_interventions",
     "refine_rank",
 ]
-
-MODES = ("keep", "remove", "flip")
-Positions = Literal["all", "last"] | torch.Tensor
-
-
-def _apply(core: Core, mode: str, h: torch.Tensor, centered: bool) -> torch.Tensor:
-    return getattr(core, mode)(h, centered=centered)
-
-
-def intervention_hook(
-    core: Core, mode: str, *, centered: bool = False, positions: Positions = "all"
-) -> Callable[[torch.Tensor, object], torch.Tensor]:
-    """A TransformerLens hook ``fn(act, hook)`` applying ``mode`` to activations (batch, pos, D).
-
-    Args:
-        core: the core to intervene on.
-        mode: ``"keep"``, ``"remove"`` or ``"flip"``.
-        centered: intervene relative to ``core.mean`` (language models) or not (toy models).
-        positions: ``"all"``, ``"last"``, or a (batch,) tensor with one position per example
-            (e.g. the last real token of padded prompts).
-    """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}.")
-    if not (isinstance(positions, torch.Tensor) or positions in ("all", "last")):
-        raise ValueError(f"positions must be 'all', 'last' or a tensor of indices, got {positions!r}.")
-
-    def fn(act: torch.Tensor, hook=None) -> torch.Tensor:
-        if isinstance(positions, str) and positions == "all":
-            return _apply(core, mode, act, centered)
-        if isinstance(positions, str):  # "last"
-            idx = torch.full((act.shape[0],), act.shape[1] - 1, device=act.device)
-        else:
-            idx = positions.to(act.device)
-        rows = torch.arange(act.shape[0], device=act.device)
-        out = act.clone()
-        out[rows, idx] = _apply(core, mode, act[rows, idx], centered)
-        return out
-
-    return fn
 
 
 @torch.no_grad()

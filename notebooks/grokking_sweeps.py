@@ -338,7 +338,7 @@ display(chapter_frame("grokking_sweeps"))
 # **Exact times, cheaply.** Checking the accuracy on both sets after every step sounds like two
 # passes over the data per step. But the threshold allows only a fixed number of errors: at
 # $p =$ {glue:text}`omega_p`, {glue:text}`budget_omega_p` of the
-# {glue:text}`n_train_omega_p` training pairs. So `corelib.sweeps` visits the examples in a
+# {glue:text}`n_train_omega_p` training pairs. So `corelib.tasks.sweeps` visits the examples in a
 # fixed random order and stops as soon as a model has made one error too many. A model far below
 # the threshold is caught within the first few dozen examples. A model that passes is checked on
 # every example, so the answer is exact either way ({ref}`sweeps-ex-early-exit`).
@@ -495,7 +495,7 @@ ex.check_power_law(power_law);
 # weight decay the same curve holds with $\Omega$ divided by $\omega$. Test that: from the
 # recorded fit (`recorded.fit_p`) and `corelib.theory.grok_time`, predict the mean delay at
 # $p = 53$, $\omega = 3$, full batch. Then train that condition, three seeds, with the
-# chapter's model (`corelib.sweeps.run_sweep`) in fp32, the chapter's precision. Training
+# chapter's model (`corelib.tasks.sweeps.run_sweep`) in fp32, the chapter's precision. Training
 # took 3.2 minutes on one core (CPU time measured with `/usr/bin/time` and
 # `OMP_NUM_THREADS=1`).
 #
@@ -507,7 +507,7 @@ ex.check_power_law(power_law);
 # :class: dropdown
 #
 # `recorded.fit_p["estimate"]` holds `Omega` and `p_crit`. The modulus sweep's condition is
-# `corelib.sweeps.Condition(p=53, weight_decay=3.0, batch_size=None)`, and
+# `corelib.tasks.sweeps.Condition(p=53, weight_decay=3.0, batch_size=None)`, and
 # `dataclasses.replace(params, precision="fp32").config(params.p_max_epochs)` its settings;
 # `run_sweep([condition], params.seeds, settings)` returns one row per seed with its `delay`.
 # ```

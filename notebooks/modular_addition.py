@@ -152,8 +152,8 @@ print(f"p = {p}: {n_train} training pairs, {n_test} test pairs, "
 # %% [markdown]
 # ## What is measured at every snapshot
 #
-# `modular_runs.analyse_arm` trains the models and analyses each one every
-# {glue:text}`snapshot_every` epochs on the test set:
+# `modular_runs.train_arm` trains the models, and `modular_runs.analyse_arm` analyses each one
+# every {glue:text}`snapshot_every` epochs on the test set:
 #
 # - **ACE** on the last-position output $\mathbf h$ of the last block, with the logits as
 #   target, and the **{term}`energy rank`** that keeps {glue:text}`energy_pct` % of the activity ×
@@ -174,6 +174,7 @@ print(f"p = {p}: {n_train} training pairs, {n_test} test pairs, "
 # relevance-weighted activations vary, not what the model needs.
 
 # %%
+modular_runs.train_arm(params, "wd", epochs)
 records = modular_runs.analyse_arm(params, "wd", epochs)
 summary = modular_addition.emergence_summary(params, records)
 budgets = ace_method_jacobians.snapshot_budgets(params, records)

@@ -113,9 +113,10 @@ from IPython.display import display
 from myst_nb import glue
 
 from corelib import claims, plots
-from corelib.ace import Core, CoreHooks, extract_from_model
+from corelib.ace import Core, extract_from_model
 from corelib.experiments import own_model
-from corelib.experiments.subject_verb_agreement import auc
+from corelib.experiments.subject_verb_agreement_layers import auc
+from corelib.hooks import CoreHooks
 from corelib.lm import TINY_MODEL, load_model
 from corelib.targets import logit_difference
 from corelib.tasks import tense

@@ -20,7 +20,7 @@ from _machine import ReferenceModel, counted_flops, mask_seconds, reference_mode
 from corelib.engine import bf16_native  # noqa: E402
 from corelib.experiments.modular_runs import ModularParams  # noqa: E402
 from corelib.models import Transformer, TransformerConfig  # noqa: E402
-from corelib.sweeps import SweepConfig  # noqa: E402
+from corelib.tasks.sweeps import SweepConfig  # noqa: E402
 
 
 def test_counted_flops_are_those_of_the_matmuls_run_also_under_vmap():

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from corelib import claims
-from corelib.experiments import inflation_clock, inflation_clock_window, modular_runs, paper_scale
+from corelib.experiments import (
+    inflation_clock,
+    inflation_clock_pairs,
+    inflation_clock_window,
+    modular_runs,
+    paper_scale,
+)
 
 
 def _smoke() -> inflation_clock.ClockParams:
@@ -30,7 +36,7 @@ def test_the_papers_pair_is_the_papers_run_on_its_schedule():
     )
     # The same folder as the core-inflation chapter's run: nothing trained twice.
     assert paper.training_identity() == modular_runs.ModularParams().training_identity()
-    assert inflation_clock.tau_of(params, 1e-3, 1.0, 20000) == pytest.approx(60.0)
+    assert inflation_clock_pairs.tau_of(params, 1e-3, 1.0, 20000) == pytest.approx(60.0)
 
 
 def test_a_faster_clock_reaches_the_same_tau_in_proportionally_fewer_epochs():
@@ -40,7 +46,7 @@ def test_a_faster_clock_reaches_the_same_tau_in_proportionally_fewer_epochs():
     assert fast.long_epochs >= 20000 / 6 and fast.long_epochs - 20000 / 6 < 85  # rounded up to a snapshot
     assert fast.stack_config("wd", fast.long_epochs).is_snapshot(fast.long_epochs)
     assert (fast.lr, fast.weight_decay) == (3e-3, 2.0)
-    assert inflation_clock.tau_of(params, 3e-3, 2.0, fast.long_epochs) == pytest.approx(60.0, rel=0.03)
+    assert inflation_clock_pairs.tau_of(params, 3e-3, 2.0, fast.long_epochs) == pytest.approx(60.0, rel=0.03)
 
 
 def test_spread_has_known_answers():
@@ -226,7 +232,10 @@ def test_the_recorded_run_is_compared_at_the_same_tau_on_its_own_clock(recwarn):
     paper = _fake_run(1e-3, 1.0, np.arange(0, 20001, 500), _grow)
     paper["records"][3]["models"][0]["necessary_rank"] = np.nan  # a seed without a rank: no warning
     recorded = {"params": modular_runs.ModularParams(), "arms": {"wd": paper["records"]}, "source": "recorded run"}
-    runs = {"lr 0.003, wd 2": fast, inflation_clock.RECORDED_LABEL: inflation_clock._recorded_run(params, recorded)}
+    runs = {
+        "lr 0.003, wd 2": fast,
+        inflation_clock.RECORDED_LABEL: inflation_clock_pairs.recorded_run(params, recorded),
+    }
     summary = inflation_clock.clock_summary(params, runs, recorded)
     at = summary.recorded.at_pair_ends
     assert list(at) == ["lr 0.003, wd 2"] and at["lr 0.003, wd 2"].epoch == 6000  # tau 18.4 ~ epoch 6000
@@ -247,7 +256,7 @@ def test_the_recorded_run_is_compared_at_the_same_tau_on_its_own_clock(recwarn):
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
     # A record of another model does not join
     other = {**recorded, "params": modular_runs.ModularParams(d_model=64)}
-    assert inflation_clock._recorded_run(params, other) is None
+    assert inflation_clock_pairs.recorded_run(params, other) is None
 
 
 def _fake_window() -> SimpleNamespace:
@@ -303,11 +312,13 @@ def test_the_window_findings_tell_arms_apart_only_when_their_seed_ranges_do_not_
 def test_runs_with_the_same_product_are_paired_and_told_apart_only_without_overlap():
     def row(lr, wd, lo, hi, epochs=3400):
         return SimpleNamespace(
-            rate_ratio=inflation_clock._rate_ratio(lr, wd), epochs=epochs, core_dim_min=lo, core_dim_max=hi
+            rate_ratio=inflation_clock_pairs.rate_ratio(lr, wd), epochs=epochs, core_dim_min=lo, core_dim_max=hi
         )
 
     pairs = {"a": row(2e-3, 3.0, 15, 18), "b": row(3e-3, 2.0, 20, 25), "c": row(1e-3, 3.0, 15, 18)}
-    assert inflation_clock.same_product(pairs) == [inflation_clock.SameProduct(runs=("a", "b"), epochs=3400, apart=-1)]
+    assert inflation_clock.same_product(pairs) == [
+        inflation_clock_pairs.SameProduct(runs=("a", "b"), epochs=3400, apart=-1)
+    ]
     pairs["b"] = row(3e-3, 2.0, 18, 25)  # ranges touch: not told apart
     assert inflation_clock.same_product(pairs)[0].apart == 0
     pairs["b"] = row(3e-3, 2.0, 20, 25, epochs=1700)  # another horizon: not compared
@@ -394,7 +405,7 @@ def test_the_window_as_its_arms_stood_at_an_earlier_epoch_has_known_answers():
     assert unseen.at_branch.core_dim == 14.0  # without its own snapshot there: the kept run's at 300
     assert list(inflation_clock.window_table(at).index) == ["kept", "removed"]
     # At a tau: the summary up to the epoch where the window's clock reaches it.
-    tau = float(inflation_clock.tau_of(params, 0.02, 1.0, 250))
+    tau = float(inflation_clock_pairs.tau_of(params, 0.02, 1.0, 250))
     by_tau = inflation_clock.window_at_tau(params, window, [tau])
     assert by_tau[tau] == at
     table = inflation_clock.window_tau_table(by_tau)

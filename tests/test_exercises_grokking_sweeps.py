@@ -31,7 +31,7 @@ def test_the_times_agree_with_the_sweeps_usable_delays():
     import pandas as pd
 
     from corelib.exercises.grokking_sweeps import grok_times_of_counts
-    from corelib.sweeps import usable_delays
+    from corelib.tasks.sweeps import usable_delays
 
     rows = [([90, 99], [10, 99]), ([99, 99], [99, 99]), ([10, 99, 99], [99, 99, 99]), ([10, 20], [99, 99])]
     table = []
@@ -130,8 +130,8 @@ def test_the_prediction_solution_runs_and_predicts_the_stated_delay(monkeypatch)
     """The solution as printed, with the training replaced by the records it gave (3 min of CPU)."""
     import pandas as pd
 
-    from corelib import sweeps
     from corelib.experiments import grokking_sweeps, paper_scale
+    from corelib.tasks import sweeps
     from exercise_support import solution_code
 
     trained = []
@@ -153,7 +153,7 @@ def test_the_prediction_solution_runs_and_predicts_the_stated_delay(monkeypatch)
 
 def test_the_early_exit_solution_passes_and_reads_the_stated_counts(capsys):
     from corelib.exercises import grokking_sweeps as ex
-    from corelib.sweeps import min_correct
+    from corelib.tasks.sweeps import min_correct
 
     fn = run_solution("grokking_sweeps", "sweeps-ex-early-exit")["early_exit"]
     assert ex.check_early_exit(fn) is True

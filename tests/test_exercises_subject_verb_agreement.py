@@ -12,7 +12,7 @@ from exercise_support import run_solution
 
 def test_the_auc_solution_passes_its_check_and_matches_the_library(capsys):
     from corelib.exercises import subject_verb_agreement as ex
-    from corelib.experiments.subject_verb_agreement import auc
+    from corelib.experiments.subject_verb_agreement_layers import auc
 
     fn = run_solution("subject_verb_agreement", "sva-ex-auc")["my_auc"]
     assert ex.check_auc(fn) is True
@@ -116,7 +116,7 @@ def _book_like_summary(seed=0):
 
 def test_the_alignment_solution_passes_and_gives_back_the_books_correlations(capsys):
     from corelib.exercises import subject_verb_agreement as ex
-    from corelib.experiments.subject_verb_agreement import alignment
+    from corelib.experiments.subject_verb_agreement_layers import alignment
 
     fn = run_solution("subject_verb_agreement", "sva-ex-alignment")["core_alignment"]
     summary = _book_like_summary()

@@ -27,7 +27,7 @@ from corelib.experiments.modular_runs import ModularParams
 from corelib.recorded import RECORDED_DIR
 from corelib.results import save_json
 from corelib.steering import SteeringConfig
-from corelib.sweeps import SweepConfig
+from corelib.tasks.sweeps import SweepConfig
 
 
 def _tree(root: Path) -> dict[str, object]:

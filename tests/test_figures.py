@@ -245,7 +245,7 @@ def _inflation_inputs(name: str) -> tuple[tuple, dict]:
 
 def _sweeps_summary():
     from corelib.experiments.grokking_sweeps import SweepsParams, SweepsSummary
-    from corelib.sweeps import bootstrap_fit, grok_time_constants, power_law_constants, summarise
+    from corelib.tasks.sweeps import bootstrap_fit, grok_time_constants, power_law_constants, summarise
     from corelib.theory import grok_time
 
     params = SweepsParams(n_seeds=3, n_boot=20)
@@ -302,6 +302,19 @@ def _theory_inputs() -> dict:
     }
 
 
+def _question_inputs() -> tuple[tuple, dict]:
+    """Three runs of three models over a long horizon, and a control's sufficient ranks."""
+    rng = np.random.default_rng(5)
+    epochs = np.array([0, *range(100, 2001, 100), *range(2500, 20001, 500)])
+    grow = np.linspace(10, 50, len(epochs))[:, None]
+    curves = {
+        label: (epochs, np.round(grow * scale + rng.normal(0, 3, (len(epochs), 3))).clip(1))
+        for label, scale in (("dropout 0", 0.5), ("dropout 0.1", 0.9), ("recorded", 1.0))
+    }
+    sufficient = rng.integers(5, 20, size=(3, 3, 3))
+    return (curves, sufficient, (0.001, 0.01, 0.05), (900, 2000, 20000)), {"paper": {900: 15, 20000: 60}}
+
+
 def _inputs(name: str) -> tuple[tuple, dict]:
     """Positional and keyword arguments for ``plots.<name>``."""
     if name == "figure_markov":
@@ -310,8 +323,8 @@ def _inputs(name: str) -> tuple[tuple, dict]:
         return (_sva_summary(),), {}
     if name in ("figure_tense", "figure_directions"):
         return (_own_model_summary(),), {}
-    if name == "figure_emergence":
-        return _emergence_inputs()
+    if name in ("figure_emergence", "figure_inflation_questions"):
+        return _emergence_inputs() if name == "figure_emergence" else _question_inputs()
     if name in ("figure_inflation", "figure_spikes", "figure_removal", "figure_frequencies"):
         return _inflation_inputs(name)
     if name == "figure_sweeps":

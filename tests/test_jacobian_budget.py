@@ -79,7 +79,16 @@ def test_the_book_models_budgets_read_snapshots_and_train_nothing(tmp_path, monk
 
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
     p = modular_runs.ModularParams(
-        p=11, d_model=16, n_heads=2, d_ff=32, epochs=4, long_epochs=6, branch_epoch=2, snapshot_every=2, seeds=(0,)
+        p=11,
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        epochs=4,
+        long_epochs=6,
+        branch_epoch=2,
+        snapshot_every=2,
+        seeds=(0,),
+        eval_every=2,
     )
     with pytest.raises(StoreError, match="run the modular chapter first"):
         ace_method_jacobians.modular_budget(p, 4, counts=(4, 8), resamples=2)

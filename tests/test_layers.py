@@ -6,14 +6,22 @@ imports another's private names. Read from the source with ``ast``; imports unde
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
-GENERAL = ("ace", "interventions", "models", "engine", "results", "lm", "steering", "compare", "operators", "linear",
-           "masks", "fastpath", "targets", "agreement", "recorded", "untrusted")  # fmt: skip
 SPECIFIC = ("corelib.tasks", "corelib.experiments", "corelib.claims", "corelib.plots", "corelib.exercises")
+
+
+def layer_table(text: str) -> dict[int, list[str]]:
+    """CONTRIBUTING's map of the layers: layer number -> the module names its row lists in backticks
+    (paths and patterns such as ``corelib/tasks/`` or ``<chapter>.py`` left out)."""
+    rows = re.findall(r"^\| (\d)\. [^|]+\| ([^|]+) \|", text, flags=re.MULTILINE)
+    return {int(n): [m for m in re.findall(r"`([^`]+)`", cell) if re.fullmatch(r"\w+", m)] for n, cell in rows}
+
+
+LAYERS = layer_table((ROOT / "CONTRIBUTING.md").read_text())
+GENERAL = tuple(LAYERS[1])
 
 
 def _modules(package: str) -> dict[str, Path]:
@@ -35,11 +43,12 @@ def _type_checking_nodes(tree: ast.Module) -> set[int]:
     return ids
 
 
-def imports(name: str) -> list[tuple[str, str]]:
-    """(imported module, imported name or "") of module ``name``, at run time."""
+def imports(name: str, *, annotations: bool = False) -> list[tuple[str, str]]:
+    """(imported module, imported name or "") of module ``name``, at run time (``annotations``:
+    those under ``if TYPE_CHECKING:`` too)."""
     path = MODULES[name]
     tree = ast.parse(path.read_text())
-    skip = _type_checking_nodes(tree)
+    skip = set() if annotations else _type_checking_nodes(tree)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out = []
     for node in ast.walk(tree):
@@ -56,8 +65,8 @@ def imports(name: str) -> list[tuple[str, str]]:
     return [(m, n) for m, n in out if m.split(".")[0] in ("corelib", "acebook")]
 
 
-def _edges() -> dict[str, set[str]]:
-    return {name: {m for m, _ in imports(name) if m in MODULES and m != name} for name in MODULES}
+def _edges(names=MODULES, *, annotations: bool = False) -> dict[str, set[str]]:
+    return {name: {m for m, _ in imports(name, annotations=annotations) if m in names and m != name} for name in names}
 
 
 def test_the_general_layers_import_no_task_experiment_claim_or_plot():
@@ -129,8 +138,8 @@ def test_no_module_reads_another_modules_private_names():
     assert not {k: v for k, v in found.items() if v}, "make these public (documented) or keep them inside their module"
 
 
-def test_there_is_no_import_cycle():
-    edges = _edges()
+def cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of the graph ``edges`` (module -> modules it imports), or None."""
     state: dict[str, int] = {}
 
     def visit(node: str, path: list[str]) -> list[str] | None:
@@ -144,8 +153,39 @@ def test_there_is_no_import_cycle():
         return None
 
     for start in sorted(edges):
-        if start not in state and (cycle := visit(start, [start])):
-            pytest.fail(f"import cycle: {' -> '.join(cycle)}")
+        if start not in state and (found := visit(start, [start])):
+            return found
+    return None
+
+
+def test_there_is_no_import_cycle():
+    found = cycle(_edges())
+    assert found is None, f"import cycle: {' -> '.join(found)}"
+
+
+def test_the_general_layers_need_one_another_one_way_even_in_annotations():
+    """Among the general layers no two modules know each other, not even for a type annotation:
+    ``interventions`` knows ``Core``, and ``ace`` builds its hooks on ``hooks``, not on the
+    interventions."""
+    general = {f"corelib.{g}": MODULES[f"corelib.{g}"] for g in GENERAL}
+    found = cycle(_edges(general, annotations=True))
+    assert found is None, f"import cycle among the general layers: {' -> '.join(found)}"
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]  # the finder finds one
+
+
+def _tree_stems(folder: str) -> set[str]:
+    return {p.stem for p in (ROOT / folder).glob("*.py") if p.stem != "__init__"}
+
+
+def test_contributing_maps_the_layers_of_the_tree():
+    """The table of CONTRIBUTING.md names every module of the general layers, the tasks, the
+    shared experiments and the book tooling, and no module that is not there."""
+    assert set(LAYERS) == set(range(1, 8)), "CONTRIBUTING.md's table has lost a layer's row"
+    assert set(LAYERS[1]) == _tree_stems("corelib") - {"claims"}, "layer 1 of CONTRIBUTING.md and corelib/ differ"
+    assert set(LAYERS[2]) == _tree_stems("corelib/tasks"), "layer 2 of CONTRIBUTING.md and corelib/tasks/ differ"
+    assert set(LAYERS[4]) == SHARED_EXPERIMENTS, "layer 4's shared experiments and SHARED_EXPERIMENTS differ"
+    assert set(LAYERS[6]) == _tree_stems("acebook"), "layer 6 of CONTRIBUTING.md and acebook/ differ"
+    assert len(sum(LAYERS.values(), [])) == len(set(sum(LAYERS.values(), []))), "a module is listed twice"
 
 
 # Experiment modules that compute no chapter of their own: what several chapters share.
@@ -174,7 +214,12 @@ def test_modules_are_named_for_their_chapter_or_concept():
 def test_the_reader_of_imports_sees_them_as_python_does():
     """Relative imports resolve to their modules, imports inside functions count, those under
     TYPE_CHECKING do not, and a name imported from a module is kept with it."""
-    assert all(m != "corelib.ace" for m, _ in imports("corelib.interventions"))  # under TYPE_CHECKING only
-    assert ("corelib.interventions", "intervention_hook") in imports("corelib.ace")  # inside Core.hooks
+    assert all(m != "corelib.experiments.markov_chain" for m, _ in imports("corelib.plots.markov_chain_figures"))
+    assert ("corelib.experiments.markov_chain", "MarkovSummary") in imports(
+        "corelib.plots.markov_chain_figures", annotations=True
+    )  # under TYPE_CHECKING only
+    assert ("corelib.results", "StoreError") in imports("corelib.ace")  # inside Core.load
+    assert ("corelib.hooks", "intervention_hook") in imports("corelib.ace")
+    assert all(m != "corelib.interventions" for m, _ in imports("corelib.ace", annotations=True))
     assert ("corelib.models", "resid_hook") in imports("corelib.steering")
     assert ("corelib.results", "fresh_results_root") in imports("corelib.experiments.inflation_clock")

@@ -86,6 +86,18 @@ TINY = dict(
 )
 
 
+def test_an_analysis_never_trains_and_names_the_call_that_does(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setattr(modular_runs, "train_stack", lambda *a, **k: pytest.fail("an analysis trained"))
+    p = modular_runs.ModularParams(**TINY)
+    for analysis in (modular_runs.analyse_arm, modular_runs.centroid_spectra, modular_runs.removal_curves):
+        with pytest.raises(modular_runs.MissingSnapshots, match=r"has no snapshot .*train_arm\(params, 'wd', 6\)"):
+            analysis(p, "wd", 6, progress=False)
+        with pytest.raises(FileNotFoundError):  # what a caller catching a missing file expects
+            analysis(p, "wd", 6, progress=False)
+    assert not list(tmp_path.rglob("snapshot*")) and not list(tmp_path.rglob("analysis_*"))
+
+
 def test_branch_epoch_must_be_a_snapshot_of_the_first_arm():
     paper = modular_runs.ModularParams()  # snapshots every 100 epochs up to 2000, then every 500
     assert paper.branch_epoch == 900
@@ -100,6 +112,7 @@ def test_branch_epoch_must_be_a_snapshot_of_the_first_arm():
 def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
     p = modular_runs.ModularParams(**TINY)
+    modular_runs.train_arm(p, "wd", p.epochs, progress=False)
     recs = modular_runs.analyse_arm(p, "wd", p.epochs, progress=False)
     assert [r["epoch"] for r in recs] == [0, 2, 4, 6]
     for r in recs:
@@ -120,9 +133,13 @@ def test_arms_analysis_is_complete_cached_and_branches(tmp_path, monkeypatch):
     assert modular_runs.analyse_arm(p, "wd", p.epochs, progress=False) == recs
     monkeypatch.undo()
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
+    modular_runs.train_arm(p, "no_wd", p.long_epochs, progress=False)
     branch = modular_runs.analyse_arm(p, "no_wd", p.long_epochs, progress=False)
     assert [r["epoch"] for r in branch] == [4, 6, 8]
     assert branch[0] == next(r for r in recs if r["epoch"] == 4)  # same weights at the branch point
+    with pytest.raises(modular_runs.MissingSnapshots, match="trained to epoch 6"):  # branching trained no more of wd
+        modular_runs.analyse_arm(p, "wd", p.long_epochs, progress=False)
+    modular_runs.train_arm(p, "wd", p.long_epochs, progress=False)
     wd = modular_runs.analyse_arm(p, "wd", p.long_epochs, progress=False)
     assert wd[: len(recs)] == recs  # extending the run kept the earlier snapshots
     full, cut = modular_runs.history(p, "wd"), modular_runs.history(p, "wd", until=p.epochs)

@@ -19,7 +19,7 @@ from corelib import claims
 from corelib.ace import Core, extract_from_model
 from corelib.claims import FINDINGS
 from corelib.experiments import own_model
-from corelib.experiments.subject_verb_agreement import auc
+from corelib.experiments.subject_verb_agreement_layers import auc
 from corelib.interventions import MODES, intervention_hook
 from corelib.lm import load_model
 from corelib.models import resid_hook
@@ -277,7 +277,7 @@ def test_a_module_path_on_the_plain_model_gives_the_hook_points_core(tiny, tense
 def test_evaluated_interventions_equal_whole_forward_passes(tiny, tense_prompts):
     """evaluate_direction re-runs only the last token from the intervened layer on; the same
     intervention on a whole forward pass of the model gives the same margins and AUCs."""
-    from corelib.experiments.subject_verb_agreement import prefix_batches
+    from corelib.experiments.subject_verb_agreement_layers import prefix_batches
 
     past = np.array([any(p.startswith(c) for c in tense.PAST_CUES) for p in tense_prompts])
     acts, _ = own_model.train_pass(tiny, tense_prompts, [0], batch_size=16)

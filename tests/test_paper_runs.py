@@ -9,8 +9,9 @@ import threading
 import pytest
 
 from acebook import paper_runs
+from conftest import copy_results
 from corelib.experiments import modular_runs
-from corelib.sweeps import condition_dir
+from corelib.tasks.sweeps import condition_dir
 
 
 def test_pieces_end_on_the_whole_runs_snapshots_and_at_the_horizon():
@@ -41,6 +42,7 @@ def test_pieces_packed_and_unpacked_give_the_uninterrupted_run(tmp_path, monkeyp
     whole, first, second = tmp_path / "whole", tmp_path / "first", tmp_path / "second"
     monkeypatch.setenv("ACE_RESULTS_DIR", str(whole))
     for arm in modular_runs.ARMS:
+        modular_runs.train_arm(params, arm, params.long_epochs, progress=False)
         modular_runs.analyse_arm(params, arm, params.long_epochs, progress=False)
     expected = _analyses(whole, params)
 
@@ -87,6 +89,8 @@ def test_unpack_merges_keeping_the_state_that_is_further_on(tmp_path, monkeypatc
 def test_a_piece_killed_between_training_and_analysis_is_carried_and_finished(tmp_path, monkeypatch):
     params = paper_runs.inflation_params("smoke")
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "whole"))
+    for arm in modular_runs.ARMS:
+        modular_runs.train_arm(params, arm, params.long_epochs, progress=False)
     expected = {
         arm: modular_runs.analyse_arm(params, arm, params.long_epochs, progress=False) for arm in modular_runs.ARMS
     }
@@ -110,10 +114,10 @@ def _sweep_records(root) -> dict[str, dict]:
 
 
 @pytest.mark.slow
-def test_sweeps_carried_in_pieces_give_the_records_of_one_run(tmp_path, monkeypatch):
-    whole, first, second = tmp_path / "whole", tmp_path / "first", tmp_path / "second"
-    monkeypatch.setenv("ACE_RESULTS_DIR", str(whole))
-    assert paper_runs.advance_sweeps("smoke") == (4, 4)  # one condition is in both sweeps
+def test_sweeps_carried_in_pieces_give_the_records_of_one_run(tmp_path, monkeypatch, smoke_sweeps):
+    whole, first, second = smoke_sweeps, tmp_path / "first", tmp_path / "second"  # whole: one uninterrupted run
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(copy_results(whole, tmp_path / "whole")))
+    assert paper_runs.advance_sweeps("smoke") == (4, 4)  # its four conditions (one is in both sweeps), all done
     monkeypatch.setenv("ACE_RESULTS_DIR", str(first))
     assert paper_runs.advance_sweeps("smoke", pieces=1) == (1, 4)
     packed = paper_runs.pack("grokking_sweeps", "smoke", dest=tmp_path / "packed")
@@ -131,6 +135,7 @@ def test_a_run_carried_in_pieces_exports_the_record_of_an_uninterrupted_one(tmp_
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "whole"))
     params = paper_runs.inflation_params("smoke")
     for arm in modular_runs.ARMS:  # uninterrupted
+        modular_runs.train_arm(params, arm, params.long_epochs, progress=False)
         modular_runs.analyse_arm(params, arm, params.long_epochs, progress=False)
     whole = load_recorded("core_inflation", "smoke", record.export("core_inflation", "smoke", tmp_path / "rec1").parent)
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "first"))

@@ -108,7 +108,7 @@ def test_json_and_tensors_written_by_hand_or_edited_are_refused(tmp_path):
 
 
 def test_a_sweep_record_edited_by_hand_is_recomputed_with_a_warning(tmp_path):
-    from corelib.sweeps import Condition, SweepConfig, condition_dir, load_record
+    from corelib.tasks.sweeps import Condition, SweepConfig, condition_dir, load_record
 
     cond, cfg = Condition(p=7, weight_decay=1.0), SweepConfig(d_model=16, n_heads=2, d_ff=32)
     folder = condition_dir(cond, cfg, tmp_path)

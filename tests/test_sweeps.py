@@ -10,9 +10,11 @@ import pandas as pd
 import pytest
 import torch
 
-from corelib import sweeps
 from corelib.engine import DropoutStreams, PrefixData, SeedStack, StackOptimizer, epoch_order
-from corelib.sweeps import (
+from corelib.results import StoreError
+from corelib.tasks import sweeps
+from corelib.tasks.modular import modular_addition_split
+from corelib.tasks.sweeps import (
     Condition,
     SweepConfig,
     SweepStats,
@@ -27,7 +29,6 @@ from corelib.sweeps import (
     summarise,
     train_condition,
 )
-from corelib.tasks.modular import modular_addition_split
 from corelib.theory import grok_time
 
 TINY = dict(d_model=16, n_heads=2, d_ff=32, lr=1e-2)
@@ -361,7 +362,7 @@ def test_batch_plan_and_a_kept_partial_batch():
 @pytest.mark.parametrize("kill", ["after a checkpoint", "after a record"])
 def test_an_interrupted_condition_resumes_from_its_checkpoint_to_the_same_records(tmp_path, monkeypatch, kill):
     # "after a record": the seed that just stopped is in the last checkpoint, so it is trained again.
-    import corelib.sweeps as sweeps
+    import corelib.tasks.sweeps as sweeps
 
     cfg = SweepConfig(**TINY, threshold=0.9, patience_epochs=1, max_epochs=300, dropout=0.1)
     cond, seeds = Condition(p=11, weight_decay=1.0, batch_size=None), (1, 2, 3)
@@ -413,6 +414,24 @@ def test_condition_path_names_the_folder_without_creating_it(tmp_path):
     path = sweeps.condition_path(cond, cfg, tmp_path)
     assert not path.exists()
     assert sweeps.condition_dir(cond, cfg, tmp_path) == path and (path / "params.json").exists()
+
+
+def test_a_new_stopping_rule_keys_its_records_anew_and_the_first_keeps_todays_keys(monkeypatch):
+    """The store keys a record by what decides it, the stopping rule's version included: a new
+    rule is not answered with the old rule's records, and the recorded sweep (stored before the
+    version existed) is still read under today's rule."""
+    from corelib.experiments import paper_scale
+
+    cond, cfg = Condition(p=11, weight_decay=1.0), _cfg()
+    today = sweeps.condition_key(cond, cfg)
+    assert sweeps.STOPPING_RULE_VERSION == 1 and "stopping_rule" not in sweeps._condition_params(cond, cfg)
+    if paper_scale.recorded_sweeps(n_boot=2) is None:
+        pytest.skip("no recorded sweep in this checkout")
+    monkeypatch.setattr(sweeps, "STOPPING_RULE_VERSION", 2)
+    assert sweeps.condition_key(cond, cfg) != today
+    assert sweeps._condition_params(cond, cfg)["stopping_rule"] == 2
+    with pytest.raises(StoreError, match="made by another version of corelib"):
+        paper_scale.recorded_sweeps(n_boot=2)
 
 
 def test_the_recorded_sweeps_glue_numbers_not_sentences():

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..sweeps import min_correct
+from ..tasks.sweeps import min_correct
 from ..theory import fit_power_law, grok_time
 from . import Case, check_function
 
@@ -49,8 +49,8 @@ def grok_times_of_counts(
     train_correct: np.ndarray, n_train: int, test_correct: np.ndarray, n_test: int, threshold: float = 0.99
 ) -> tuple[int | None, int | None, int | None]:
     """(t_mem, t_gen, delay) from counts of correct answers after steps 1, 2, ...: the first step
-    whose count reaches :func:`corelib.sweeps.min_correct`, and the delay only when both times
-    exist and ``t_gen > t_mem`` (:func:`corelib.sweeps.usable_delays`)."""
+    whose count reaches :func:`corelib.tasks.sweeps.min_correct`, and the delay only when both times
+    exist and ``t_gen > t_mem`` (:func:`corelib.tasks.sweeps.usable_delays`)."""
 
     def first(counts: np.ndarray, n: int) -> int | None:
         hit = np.flatnonzero(np.asarray(counts) >= min_correct(n, threshold))
@@ -235,10 +235,10 @@ def check_power_law(power_law: Callable) -> bool:
 def early_exit_reference(correct, threshold: float = 0.99, budget_shift: int = 0) -> tuple[bool, int]:
     """``(passed, n_checked)`` of the early-exit accuracy check, one answer at a time: the answers
     ``correct`` (booleans, in the order the check visits them) pass when ``(n - errors) / n >=
-    threshold`` (:func:`corelib.sweeps.min_correct`); the check stops at the first answer that makes
+    threshold`` (:func:`corelib.tasks.sweeps.min_correct`); the check stops at the first answer that makes
     the errors exceed the budget ``n - min_correct(n, threshold)`` (shifted by ``budget_shift``, for
     the hints), and reads every answer of a model that passes. (The library's check visits them in
-    chunks, :class:`corelib.sweeps._ThresholdTest`; the decision is the same.)"""
+    chunks, :class:`corelib.tasks.sweeps._ThresholdTest`; the decision is the same.)"""
     correct = np.asarray(correct, dtype=bool).ravel()
     n = correct.size
     budget = n - min_correct(n, threshold) + budget_shift

@@ -14,7 +14,7 @@ import torch
 
 from ..ace import Core
 from ..compare import principal_angles
-from ..experiments.subject_verb_agreement import auc as library_auc
+from ..experiments.subject_verb_agreement_layers import auc as library_auc
 from ..targets import logit_difference
 from . import Case, check_function
 

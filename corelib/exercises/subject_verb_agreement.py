@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..experiments.subject_verb_agreement import alignment, auc
+from ..experiments.subject_verb_agreement_layers import alignment, auc
 from . import Case, check_function
 
 __all__ = [

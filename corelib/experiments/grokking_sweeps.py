@@ -1,5 +1,5 @@
 """The grokking-sweeps chapter (the paper's Figure 4): run both sweeps, fit them, and say what
-the chapter quotes. Training and the fits live in :mod:`corelib.sweeps`; this module arranges
+the chapter quotes. Training and the fits live in :mod:`corelib.tasks.sweeps`; this module arranges
 them for the chapter."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from corelib._checks import (
 )
 from corelib.engine import resolve_precision
 from corelib.models import default_device
-from corelib.sweeps import (
+from corelib.tasks.sweeps import (
     PAPER_SWEEPS,
     Condition,
     SweepConfig,
@@ -185,11 +185,11 @@ class SweepsSummary:
 
     Attributes:
         params: the chapter's parameters.
-        table_omega, table_p: one row per condition and seed (:data:`corelib.sweeps.RECORD_FIELDS`:
+        table_omega, table_p: one row per condition and seed (:data:`corelib.tasks.sweeps.RECORD_FIELDS`:
             ``t_mem``, ``t_gen`` and ``delay`` in optimizer steps, NaN where a seed did not grok),
             for the weight-decay sweep and the modulus sweep.
         summary_omega, summary_p: per condition (indexed by ``weight_decay`` or ``p``), the mean
-            and standard error of the delays over the grokked seeds (:func:`corelib.sweeps.summarise`).
+            and standard error of the delays over the grokked seeds (:func:`corelib.tasks.sweeps.summarise`).
         fit_omega: the power law ``tau = C omega^exponent`` (rows ``exponent``, ``C``, ``r2``;
             columns ``estimate``, ``sd``, ``ci_low``, ``ci_high``), None when too few conditions grokked.
         fit_p: the grokking-time law (rows ``Omega``, ``p_crit``, ``Omega_p_crit``, ``r2``), or None.

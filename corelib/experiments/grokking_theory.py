@@ -11,7 +11,7 @@ import numpy as np
 
 from corelib import claims
 from corelib._checks import check_seed, check_settings
-from corelib.sweeps import PAPER_SWEEPS
+from corelib.tasks.sweeps import PAPER_SWEEPS
 from corelib.theory import (
     GrokTimeFit,
     PowerLawFit,

@@ -16,23 +16,23 @@ decay kept; removed at once (the paper's arm); annealed linearly to zero over tw
 removed late, after the core has grown. Every time here is given in ``tau``, so the experiment
 means the same on any clock (on the paper's, ``tau = 1.5`` is 500 epochs).
 
-Two chapters show the experiment: ``inflation_clock`` runs both parts (:func:`run`) and shows the
-clock; it keeps the window's arms in the results root (:func:`save_window`), from which
-``interpretability_window`` reads them (:func:`load_window`) beside the window on the paper's own
-clock (:mod:`corelib.experiments.inflation_clock_window`).
+The clock is :mod:`corelib.experiments.inflation_clock_pairs`, the window's arms
+:mod:`corelib.experiments.inflation_clock_arms`; this module holds the chapter's settings, its
+run, tables, glued values and the agreement with a record. Two chapters show the experiment:
+``inflation_clock`` runs both parts (:func:`run`) and shows the clock; it keeps the window's arms
+in the results root (:func:`save_window`), from which ``interpretability_window`` reads them
+(:func:`load_window`) beside the window on the paper's own clock
+(:mod:`corelib.experiments.inflation_clock_window`).
 """
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas
 
 from .. import agreement
@@ -41,6 +41,40 @@ from ..engine import PrefixData, plant_snapshot, resolve_precision
 from ..models import default_device
 from ..results import StoreError, fresh_results_root, load_json, params_key, results_root, save_json
 from . import modular_runs
+from .inflation_clock_arms import (
+    WINDOW_ARMS,
+    WindowSummary,
+    arm_at_branch,
+    run_window,
+    window_arms,
+    window_at_tau,
+    window_base,
+    window_branch_epoch,
+    window_curves,
+    window_summary,
+)
+from .inflation_clock_pairs import (
+    APART_WORDS,
+    METRICS,
+    RECORDED_LABEL,
+    REFERENCE_RATE,
+    SHARED,
+    ClockSummary,
+    EndState,
+    apart,
+    clock_summary,
+    collapse,
+    curves,
+    epochs_for,
+    pair_label,
+    pair_params,
+    recorded_run,
+    run_clock,
+    same_product,
+    spread,
+    state_at,
+    steps_per_epoch,
+)
 
 __all__ = [
     "REFERENCE_RATE",
@@ -90,30 +124,6 @@ __all__ = [
     "save_window",
     "load_window",
 ]
-
-REFERENCE_RATE = 1e-3  # lr * wd of the paper's run
-# "restarted" keeps the decay but branches like the others (a fresh AdamW): the control that
-# separates what the decay does from what restarting the optimizer does.
-WINDOW_ARMS = ("kept", "restarted", "removed", "anneal_short", "anneal_long", "removed_late")
-METRICS = ("core_dim", "gap", "modes")  # gap: necessary - sufficient rank
-# Settings of the modular-addition run that the clock experiment shares.
-_SHARED = (
-    "p",
-    "train_fraction",
-    "split_seed",
-    "seeds",
-    "batch_size",
-    "d_model",
-    "n_heads",
-    "d_ff",
-    "n_layers",
-    "dropout",
-    "precision",
-    "eval_every",
-    "n_jacobians",
-    "energy",
-    "grok_threshold",
-)
 
 
 @dataclass(frozen=True)
@@ -208,117 +218,10 @@ class ClockParams:
 
     def base(self) -> modular_runs.ModularParams:
         """The modular-addition settings these experiments share (at the paper's lr and wd)."""
-        return modular_runs.ModularParams(**{k: getattr(self, k) for k in _SHARED})
+        return modular_runs.ModularParams(**{k: getattr(self, k) for k in SHARED})
 
 
 # ----------------------------------------------------------------------------- results
-
-
-@dataclass(frozen=True)
-class EndState:
-    """A run's models at one snapshot: seed means of the core dimension, of the gap (necessary
-    minus sufficient rank) and of the rotational modes; the core dimension's range over seeds
-    (``core_dim_min``, ``core_dim_max``); the mean test accuracy (a share in [0, 1])."""
-
-    core_dim: float
-    gap: float
-    modes: float
-    core_dim_min: float
-    core_dim_max: float
-    test_acc: float
-
-
-@dataclass(frozen=True)
-class PairEnd(EndState):
-    """One run of the clock at its end: its lr x wd relative to the paper's (``rate_ratio``), its
-    last epoch and the tau there, and its :class:`EndState`."""
-
-    rate_ratio: float
-    epochs: int
-    tau_end: float
-
-
-@dataclass(frozen=True)
-class Collapse:
-    """One metric of :func:`collapse`: the spread between the runs' curves against epochs and
-    against tau, their ratio (below 1: closer when rescaled), the seed noise and the runs compared."""
-
-    spread_epochs: float
-    spread_tau: float
-    ratio: float
-    noise: float
-    n_runs: int
-
-
-@dataclass(frozen=True)
-class SameProduct:
-    """Two runs with the same lr x wd that end at the same epoch, and whether the first's core is
-    larger (+1), smaller (-1) or not told apart (0) (:func:`_apart`)."""
-
-    runs: tuple[str, str]
-    epochs: int
-    apart: int
-
-
-@dataclass(frozen=True)
-class RecordedPoint(EndState):
-    """The recorded paper run at one snapshot (its epoch and tau) and its :class:`EndState` there."""
-
-    epoch: int
-    tau: float
-
-
-@dataclass(frozen=True)
-class RecordedComparison:
-    """The recorded paper-profile inflation run beside the clock's runs: its source, where it ends
-    (tau and epoch), and per run the snapshot nearest that run's end tau (``at_pair_ends``) and
-    nearest its last epoch (``at_pair_epochs``)."""
-
-    source: str
-    tau_end: float
-    epochs_end: int
-    at_pair_ends: dict[str, RecordedPoint]
-    at_pair_epochs: dict[str, RecordedPoint]
-
-
-@dataclass(frozen=True)
-class ClockSummary:
-    """The clock's numbers (:func:`clock_summary`): per run its end, per metric the collapse, the
-    runs with the same lr x wd, and the recorded paper run beside them (None without one)."""
-
-    pairs: dict[str, PairEnd]
-    collapse: dict[str, Collapse]
-    same_product: list[SameProduct]
-    recorded: RecordedComparison | None
-
-
-@dataclass(frozen=True)
-class WindowArm(EndState):
-    """One arm of the window at its end (:func:`window_summary`).
-
-    Attributes:
-        branch: the epoch it branched from the kept run (None: the kept run itself).
-        end: its last epoch.
-        spikes_per_model: loss spikes (collapse episodes) per model from the branch to the end.
-        spikes_per_1000: the same per 1000 epochs.
-        at_branch: for the late removal, the models it started from (:func:`arm_at_branch`; else
-            None).
-    """
-
-    branch: int | None
-    end: int
-    spikes_per_model: float
-    spikes_per_1000: float
-    at_branch: EndState | None = None
-
-
-@dataclass(frozen=True)
-class WindowSummary:
-    """The window (:func:`window_summary`): its grokking epoch and tau there, and each arm's end."""
-
-    grok_epoch: int
-    tau_grok: float
-    arms: dict[str, WindowArm]
 
 
 @dataclass(frozen=True)
@@ -344,372 +247,7 @@ class ClockChapter:
     window_data: dict[str, Any] | None = None
 
 
-def steps_per_epoch(params: ClockParams | modular_runs.ModularParams) -> int:
-    """Optimizer steps per epoch: the training set in batches, the last one partial."""
-    mp = params.base() if isinstance(params, ClockParams) else params
-    n_train = len(modular_runs.make_data(mp)["train"][0])
-    return -(-n_train // mp.batch_size)
-
-
-def _rate_ratio(lr: float, wd: float) -> float:
-    return lr * wd / REFERENCE_RATE
-
-
-def epochs_for(params: ClockParams, lr: float, wd: float, tau: float) -> float:
-    """Epochs a run at (lr, wd) needs to reach rescaled time ``tau``."""
-    return tau / (lr * wd * steps_per_epoch(params))
-
-
-def tau_of(params: ClockParams, lr: float, wd: float, epochs) -> np.ndarray:
-    """Rescaled time after ``epochs`` epochs at (lr, wd)."""
-    return lr * wd * steps_per_epoch(params) * np.asarray(epochs, dtype=float)
-
-
-def pair_params(params: ClockParams, lr: float, wd: float, horizon: float | None = None) -> modular_runs.ModularParams:
-    """The modular-addition run of one pair, to rescaled time ``horizon`` (default ``params.horizon``).
-
-    Its snapshots follow the paper's schedule scaled to the pair's clock: every ``u`` epochs up to
-    ``20 u``, then every ``5 u``, with ``u = snapshot_unit / (lr wd / 1e-3)`` rounded (the paper's
-    100, 2000, 500 at the paper's rate, so that pair reuses the core-inflation runs). The horizon
-    is rounded up to a snapshot.
-    """
-    u = max(1, round(params.snapshot_unit / _rate_ratio(lr, wd)))
-    late = 20 * u
-    epochs = math.ceil(epochs_for(params, lr, wd, params.horizon if horizon is None else horizon) - 1e-9)
-    epochs = u * math.ceil(epochs / u) if epochs <= late else late + 5 * u * math.ceil((epochs - late) / (5 * u))
-    base = replace(params.base(), lr=lr, weight_decay=wd)
-    return replace(
-        base,
-        epochs=epochs,
-        long_epochs=epochs,
-        branch_epoch=u,
-        snapshot_every=u,
-        late_after=late,
-        snapshot_every_late=5 * u,
-    )
-
-
-def pair_label(lr: float, wd: float) -> str:
-    """How the chapter names the run of one (lr, wd) pair."""
-    return f"lr {lr:g}, wd {wd:g}"
-
-
-def run_clock(params: ClockParams, *, progress: bool = True) -> dict[str, dict[str, Any]]:
-    """Train and analyse the run of every pair to ``params.horizon``; per pair (by label) its
-    ``lr``, ``wd``, optimizer ``steps`` per epoch and snapshot ``records`` (:func:`modular_runs.analyse_arm`)."""
-    out = {}
-    for lr, wd in params.pairs:
-        mp = pair_params(params, lr, wd)
-        records = modular_runs.analyse_arm(mp, "wd", mp.long_epochs, progress=progress)
-        out[pair_label(lr, wd)] = {"lr": lr, "wd": wd, "steps": steps_per_epoch(mp), "records": records}
-    return out
-
-
-def _metric(records: list[dict], metric: str) -> np.ndarray:
-    """(snapshots, seeds) values of a metric: core dimension, necessary - sufficient, mode count."""
-    if metric == "gap":
-        return modular_runs.series(records, "necessary_rank") - modular_runs.series(records, "sufficient_rank")
-    if metric == "modes":
-        return np.array([[len(m["modes"]) for m in r["models"]] for r in records], dtype=float)
-    return modular_runs.series(records, metric)
-
-
-def _quiet_mean_sem(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Seed mean and its standard error per snapshot, NaN where too few seeds have a value."""
-    n = np.sum(np.isfinite(values), axis=1)
-    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows (no rank found) give NaN
-        return np.nanmean(values, axis=1), np.nanstd(values, axis=1, ddof=1) / np.sqrt(n)
-
-
-def curves(params: ClockParams, runs: dict[str, dict[str, Any]], metric: str) -> dict[str, dict[str, Any]]:
-    """Per run: ``epochs``, ``tau`` (from the run's own lr, wd and steps per epoch), the metric per
-    seed (``values``, snapshots x seeds), its seed mean (``mean``) and the standard error of that
-    mean (``sem``), and ``grok``, the first snapshot at which every model reaches
-    ``params.grok_threshold`` (None if none does)."""
-    out = {}
-    for label, run in runs.items():
-        values = _metric(run["records"], metric)
-        epochs = modular_runs.epochs_of(run["records"])
-        mean, sem = _quiet_mean_sem(values)
-        out[label] = {
-            "epochs": epochs,
-            "tau": run["lr"] * run["wd"] * run["steps"] * epochs.astype(float),
-            "values": values,
-            "mean": mean,
-            "sem": sem,
-            "grok": modular_runs.grokking_epoch(run["records"], params.grok_threshold),
-        }
-    return out
-
-
-def spread(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], n_grid: int = 64) -> float:
-    """How far apart curves ``(x_i, y_i)`` lie: the root mean square, over ``n_grid`` points evenly
-    spaced on the overlap of their x ranges, of the standard deviation across curves of ``y``
-    (linear interpolation). NaN with fewer than two curves or no overlap."""
-    pairs = [(np.asarray(x, float), np.asarray(y, float)) for x, y in zip(xs, ys)]
-    pairs = [(x[np.isfinite(y)], y[np.isfinite(y)]) for x, y in pairs]
-    pairs = [(x, y) for x, y in pairs if len(x) >= 2]
-    if len(pairs) < 2:
-        return float("nan")
-    lo, hi = max(x.min() for x, _ in pairs), min(x.max() for x, _ in pairs)
-    if not hi > lo:
-        return float("nan")
-    grid = np.linspace(lo, hi, n_grid)
-    stacked = np.stack([np.interp(grid, x, y) for x, y in pairs])
-    return float(np.sqrt(np.mean(np.var(stacked, axis=0, ddof=1))))
-
-
-def collapse(params: ClockParams, runs: dict[str, dict[str, Any]]) -> dict[str, Collapse]:
-    """Per metric: the spread of the runs' seed-mean curves against epochs and against tau
-    (:func:`spread`), their ratio (below 1: the curves come together when rescaled; 0: one curve),
-    the seed noise (root mean square standard error of a seed mean), below which no spread can
-    be told from chance, and ``n_runs``, the runs compared.
-
-    Each curve is taken from its run's grokking snapshot on (runs that never grok are left out):
-    before it the models memorise, which need not follow the decay's clock, and the inflation
-    the clock is about happens after it.
-    """
-    out = {}
-    for metric in METRICS:
-        kept = [v for v in curves(params, runs, metric).values() if v["grok"] is not None]
-        after = [v["epochs"] >= v["grok"] for v in kept]
-        by_epoch = spread([v["epochs"][a] for v, a in zip(kept, after)], [v["mean"][a] for v, a in zip(kept, after)])
-        by_tau = spread([v["tau"][a] for v, a in zip(kept, after)], [v["mean"][a] for v, a in zip(kept, after)])
-        sems = np.concatenate([v["sem"][a] for v, a in zip(kept, after)]) if kept else np.array([np.nan])
-        noise = float(np.sqrt(np.nanmean(sems**2))) if np.isfinite(sems).any() else float("nan")
-        ratio = by_tau / by_epoch if by_epoch > 0 else float("nan")
-        out[metric] = Collapse(spread_epochs=by_epoch, spread_tau=by_tau, ratio=ratio, noise=noise, n_runs=len(kept))
-    return out
-
-
-def _end_means(records: list[dict]) -> dict[str, float]:
-    """Seed means at the last record, and the range over seeds of the core dimension (the fields
-    of :class:`EndState`)."""
-    last = records[-1:]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a metric no seed has gives NaN
-        out = {m: float(np.nanmean(_metric(last, m))) for m in METRICS}
-        dims = _metric(last, "core_dim")[0]
-        out["core_dim_min"], out["core_dim_max"] = float(np.nanmin(dims)), float(np.nanmax(dims))
-    out["test_acc"] = float(np.mean([m["test_acc"] for m in last[0]["models"]]))
-    return out
-
-
-def clock_summary(
-    params: ClockParams, runs: dict[str, dict[str, Any]], recorded: dict[str, Any] | None = None
-) -> ClockSummary:
-    """The clock's numbers: per run its rate ratio to the paper's, epochs, end tau and end means;
-    :func:`collapse`; and, with the recorded paper-profile inflation run
-    (:func:`corelib.experiments.paper_scale.recorded_inflation`) when it trained these models,
-    that run's end (``tau_end``, ``epochs_end``) and its weight-decay arm at the snapshot nearest
-    each other run's end tau (``at_pair_ends``) and nearest its last epoch (``at_pair_epochs``)."""
-    pairs = {}
-    for label, run in runs.items():
-        end = run["records"][-1]["epoch"]
-        pairs[label] = PairEnd(
-            rate_ratio=_rate_ratio(run["lr"], run["wd"]),
-            epochs=end,
-            tau_end=run["lr"] * run["wd"] * run["steps"] * end,
-            **_end_means(run["records"]),
-        )
-    compared = None
-    reference = _recorded_run(params, recorded)
-    if reference is not None:
-        records = reference["records"]
-        epochs = modular_runs.epochs_of(records).astype(float)
-        taus = reference["lr"] * reference["wd"] * reference["steps"] * epochs
-        nearest, same_epoch = {}, {}
-        for label, row in pairs.items():
-            if label == RECORDED_LABEL or (runs[label]["lr"], runs[label]["wd"]) == (reference["lr"], reference["wd"]):
-                continue  # the recorded run itself, or the same run over a shorter horizon
-            for found, where in (
-                (nearest, np.abs(taus - row.tau_end)),
-                (same_epoch, np.abs(epochs - row.epochs)),
-            ):
-                i = int(np.argmin(where))
-                found[label] = RecordedPoint(
-                    epoch=records[i]["epoch"], tau=float(taus[i]), **_end_means(records[: i + 1])
-                )
-        compared = RecordedComparison(
-            source=recorded["source"],
-            tau_end=float(taus[-1]),
-            epochs_end=int(epochs[-1]),
-            at_pair_ends=nearest,
-            at_pair_epochs=same_epoch,
-        )
-    return ClockSummary(
-        pairs=pairs, collapse=collapse(params, runs), same_product=same_product(pairs), recorded=compared
-    )
-
-
-def same_product(pairs: dict[str, PairEnd]) -> list[SameProduct]:
-    """Each two runs of :func:`clock_summary`'s ``pairs`` with the same lr x wd (and so the same
-    tau at the same step) that end at the same epoch: their labels and whether their core
-    dimensions at the end are told apart (:func:`_apart`: +1 the first larger, -1 smaller, 0 not)."""
-    labels = list(pairs)
-    out = []
-    for i, a in enumerate(labels):
-        for b in labels[i + 1 :]:
-            ra, rb = pairs[a], pairs[b]
-            if np.isclose(ra.rate_ratio, rb.rate_ratio, rtol=1e-9) and ra.epochs == rb.epochs:
-                out.append(SameProduct(runs=(a, b), epochs=ra.epochs, apart=_apart(ra, rb)))
-    return out
-
-
-# ----------------------------------------------------------------------------- the window
-
-
-def window_arms(params: ClockParams, grok_epoch: int) -> dict[str, tuple[modular_runs.ModularParams, str]]:
-    """Each arm of the window as (modular settings, arm of :func:`modular_runs.analyse_arm`), branching
-    at ``grok_epoch`` (late removal: at the snapshot nearest ``params.late_removal``)."""
-    lr, wd = params.window_pair
-    base = window_base(params)
-    wanted = epochs_for(params, lr, wd, params.late_removal)
-    if wanted <= grok_epoch:
-        raise ValueError(
-            f"late_removal (tau {params.late_removal:g}, epoch {wanted:.0f}) must come after the branch at epoch "
-            f"{grok_epoch}; raise it."
-        )
-    snaps = [e for e in range(1, base.long_epochs) if base.stack_config("wd", base.long_epochs).is_snapshot(e)]
-    late = min((e for e in snaps if e > grok_epoch), key=lambda e: abs(e - wanted), default=None)
-    if late is None:
-        raise ValueError(
-            f"no snapshot after the grokking epoch {grok_epoch} to remove the decay late; raise window_horizon."
-        )
-    removed = replace(base, branch_epoch=grok_epoch, branch_weight_decay=0.0)
-    short, long = (max(1, round(epochs_for(params, lr, wd, t))) for t in params.anneal)
-    return {
-        "kept": (base, "wd"),
-        "restarted": (replace(removed, branch_weight_decay=wd), "no_wd"),
-        "removed": (removed, "no_wd"),
-        "anneal_short": (replace(removed, branch_anneal_epochs=short), "no_wd"),
-        "anneal_long": (replace(removed, branch_anneal_epochs=long), "no_wd"),
-        "removed_late": (replace(removed, branch_epoch=late), "no_wd"),
-    }
-
-
-def window_base(params: ClockParams) -> modular_runs.ModularParams:
-    """The run the window's arms branch from: the window pair's, to ``window_horizon``."""
-    return pair_params(params, *params.window_pair, params.window_horizon)
-
-
-def window_branch_epoch(params: ClockParams, kept: list[dict]) -> int | None:
-    """Where the window's arms branch, given the kept run's snapshot records so far: the first
-    snapshot at which every model reaches ``grok_threshold`` (None before it), or the snapshot
-    nearest ``window_branch``."""
-    if params.window_branch is None:
-        return modular_runs.grokking_epoch(kept, params.grok_threshold)
-    base = window_base(params)
-    cfg = base.stack_config("wd", base.long_epochs)
-    wanted = epochs_for(params, *params.window_pair, params.window_branch)
-    return min((e for e in range(1, base.long_epochs + 1) if cfg.is_snapshot(e)), key=lambda e: abs(e - wanted))
-
-
-def run_window(params: ClockParams, *, progress: bool = True) -> dict[str, Any]:
-    """Train and analyse the window's arms: ``grok_epoch``, where they branch (the first snapshot
-    of the kept run at which every model reaches ``grok_threshold``, or the snapshot nearest
-    ``window_branch``), and per arm its ``params``, ``branch`` epoch,
-    snapshot ``records`` and training ``history``."""
-    lr, wd = params.window_pair
-    base = window_base(params)
-    kept = modular_runs.analyse_arm(base, "wd", base.long_epochs, progress=progress)
-    grok = window_branch_epoch(params, kept)
-    if grok is None:
-        raise ValueError(
-            f"the run at lr {lr:g}, wd {wd:g} has not grokked by tau {params.window_horizon}: the window "
-            "branches at grokking; raise window_horizon (or set window_branch)."
-        )
-    arms = {}
-    for name, (mp, arm) in window_arms(params, grok).items():
-        records = kept if arm == "wd" else modular_runs.analyse_arm(mp, arm, mp.long_epochs, progress=progress)
-        arms[name] = {
-            "params": mp,
-            "branch": None if arm == "wd" else mp.branch_epoch,
-            "records": records,
-            "history": modular_runs.history(mp, arm, until=mp.long_epochs),
-        }
-    return {"grok_epoch": grok, "lr": lr, "wd": wd, "arms": arms}
-
-
-def window_summary(params: ClockParams, window: dict[str, Any], until: int | None = None) -> WindowSummary:
-    """Per arm at the window's end: mean core dimension (and its range over seeds), gap, modes
-    and test accuracy, and the loss spikes from the branch to the end (every arm, the kept one
-    included, counted from the common branch at grokking; the late removal from its own branch)
-    as collapse episodes per model and per 1000 epochs (:func:`modular_runs.collapse_summary`); for the
-    late removal also its values at its branch (the snapshot it started from; the kept run's when
-    the arm's records do not hold it), to tell whether removing decay deflates.
-
-    ``until``: the arms as they stood at that epoch instead, each at its last snapshot up to it
-    (its spikes counted up to that snapshot). An arm with no snapshot after its branch by then is
-    left out: the late removal before it branches, and every arm before the first snapshot after
-    grokking (the kept run's spikes are counted from grokking too)."""
-    grok = window["grok_epoch"]
-    arms = {}
-    for name, arm in window["arms"].items():
-        records = [r for r in arm["records"] if until is None or r["epoch"] <= until]
-        start = arm["branch"] or grok
-        if not records or records[-1]["epoch"] <= start:
-            if until is None:
-                raise ValueError(
-                    f"the window's arm {name!r} has no snapshot after its branch at epoch {start}: it has not been "
-                    "trained yet; finish it (inflation_clock.run_window, or `python -m acebook.paper_runs advance "
-                    "inflation_clock --window` for a profile's run) before summarising it."
-                )
-            continue
-        arms[name] = _window_arm(window, name, records, start)
-    return WindowSummary(grok_epoch=grok, tau_grok=float(tau_of(params, window["lr"], window["wd"], grok)), arms=arms)
-
-
-def _window_arm(window: dict[str, Any], name: str, records: list[dict], start: int) -> WindowArm:
-    """One arm of :func:`window_summary` at its last record of ``records``, its spikes from ``start``."""
-    arm, end = window["arms"][name], records[-1]["epoch"]
-    spikes = modular_runs.collapse_summary(modular_runs.history_until(arm["history"], end), start, end).per_model
-    at_branch = arm_at_branch(window, name) if name == "removed_late" else None
-    return WindowArm(
-        branch=arm["branch"],
-        end=end,
-        spikes_per_model=spikes,
-        spikes_per_1000=1000 * spikes / (end - start),
-        at_branch=at_branch,
-        **_end_means(records),
-    )
-
-
-def _is_tau(t: Any) -> bool:
-    try:
-        return math.isfinite(float(t)) and float(t) >= 0
-    except (TypeError, ValueError):
-        return False
-
-
-def window_at_tau(params: ClockParams, window: dict[str, Any], taus: Sequence[float]) -> dict[float, WindowSummary]:
-    """:func:`window_summary` as the arms stood at each tau of ``taus`` on the window's clock (at
-    the last snapshot at or before the epoch where the clock reaches it)."""
-    bad = [t for t in taus if not _is_tau(t)]
-    if bad:
-        raise ValueError(f"taus must be finite numbers >= 0 (tau = lr x wd x optimizer steps); got {bad}.")
-    lr, wd = window["lr"], window["wd"]
-    # The epoch the clock reaches tau in, not after it: float noise must not push an exact epoch down.
-    until = {float(t): math.floor(epochs_for(params, lr, wd, t) + 1e-9) for t in taus}
-    return {t: window_summary(params, window, until=e) for t, e in until.items()}
-
-
 # ----------------------------------------------------------------------------- what the chapter shows
-
-
-def _apart(a: EndState, b: EndState) -> int:
-    """+1 if every seed of ``a`` has a larger core than every seed of ``b``, -1 if smaller, else 0:
-    with three seeds, only ranges that do not overlap tell two arms apart."""
-    if a.core_dim_min > b.core_dim_max:
-        return 1
-    if a.core_dim_max < b.core_dim_min:
-        return -1
-    return 0
-
-
-APART_WORDS = {1: "larger", -1: "smaller", 0: "not told apart"}
-"""How a table words :func:`_apart`: the first core larger, smaller, or not told apart."""
 
 
 def _seeds(row: EndState) -> str:
@@ -767,9 +305,9 @@ def recorded_table(clock: ClockSummary) -> pandas.DataFrame | None:
             "core dim. (seeds)": _seeds(run),
             "paper run, same τ: epoch": at_tau.epoch,
             "its core dim.": _seeds(at_tau),
-            "vs same τ": APART_WORDS[_apart(run, at_tau)],
+            "vs same τ": APART_WORDS[apart(run, at_tau)],
             "paper run, same epoch: core dim.": _seeds(at_epoch),
-            "vs same epoch": APART_WORDS[_apart(run, at_epoch)],
+            "vs same epoch": APART_WORDS[apart(run, at_epoch)],
         }
     return pandas.DataFrame.from_dict(rows, orient="index").rename_axis("run")
 
@@ -937,19 +475,6 @@ def record_numbers(record: dict[str, Any] | None) -> dict[str, float | int]:
 
 # ----------------------------------------------------------------------------- the chapter's run
 
-RECORDED_LABEL = "recorded paper run"
-
-
-def _recorded_run(params: ClockParams, recorded: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The recorded paper-profile run's weight-decay arm as one more run of the clock, when it
-    trained these experiments' model on this task (lr and wd aside)."""
-    if recorded is None:
-        return None
-    rp = recorded["params"]
-    if any(getattr(rp, k) != getattr(params, k) for k in _SHARED if k not in ("precision", "eval_every")):
-        return None
-    return {"lr": rp.lr, "wd": rp.weight_decay, "steps": steps_per_epoch(rp), "records": recorded["arms"]["wd"]}
-
 
 def compact(runs: dict[str, dict[str, Any]], window: dict[str, Any]) -> dict[str, Any]:
     """What a record keeps of a computed experiment (:func:`run_clock`, :func:`run_window`): plain
@@ -1009,6 +534,7 @@ def record_agreement(
             if not shown or (name == "removed" and shown[-1]["epoch"] <= grok):
                 continue
             until = shown[-1]["epoch"]
+            modular_runs.train_arm(mp, arm, until, progress=progress)
             fresh = modular_runs.without_operators(modular_runs.analyse_arm(mp, arm, until, progress=progress))
             recorded_tree[name], fresh_tree[name] = shown, fresh
             recorded_groups.update(agreement.snapshot_groups(shown, name))
@@ -1057,6 +583,7 @@ def window_sample_agreement(
     until = shown[-1]["epoch"]
     with fresh_results_root():
         plant_snapshot(modular_runs.arm_dir(mp, "wd"), record["branch_run"], grok, record["branch_weights"])
+        modular_runs.train_arm(mp, kind, until, progress=progress)
         fresh = modular_runs.without_operators(modular_runs.analyse_arm(mp, kind, until, progress=progress))
         fresh_history = modular_runs.history(mp, kind, until=until)
     recorded_tree = {arm: shown, f"{arm} history": modular_runs.history_until(window["arms"][arm]["history"], until)}
@@ -1115,7 +642,7 @@ def summarise(
     recorded: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The chapter's view of computed or recorded runs (:func:`run`'s keys but ``record``)."""
-    extra = _recorded_run(params, recorded)
+    extra = recorded_run(params, recorded)
     if extra is not None:  # its full horizon: a pair at its (lr, wd) is the same run, shorter
         runs = {label: r for label, r in runs.items() if (r["lr"], r["wd"]) != (extra["lr"], extra["wd"])}
         runs[RECORDED_LABEL] = extra
@@ -1125,46 +652,6 @@ def summarise(
         "window": window_summary(params, window),
         "window_curves": window_curves(window),
     }  # the fields of ClockChapter but ``record``
-
-
-def window_curves(window: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per arm of a window (:func:`run_window`, or a record's): ``epochs`` of its snapshots, its
-    ``branch`` (None for the kept run), and per snapshot and seed (snapshots x seeds) its
-    ``core_dim``, ``modes`` and ``test_acc``: what :func:`corelib.plots.figure_window` draws."""
-    return {
-        name: {
-            "epochs": modular_runs.epochs_of(arm["records"]),
-            "branch": arm["branch"],
-            **{m: _metric(arm["records"], m) for m in ("core_dim", "modes")},
-            "test_acc": modular_runs.series(arm["records"], "test_acc"),
-        }
-        for name, arm in window["arms"].items()
-    }
-
-
-def arm_at_branch(window: dict[str, Any], name: str, *, fallback: bool = True) -> EndState:
-    """The models the arm ``name`` of ``window`` started from: its own snapshot at its branch
-    (for the kept run, at grokking), else, with ``fallback``, the kept run's last snapshot at or
-    before the branch (right only when the arm branched from that very run); an error when there
-    is none."""
-    arm = window["arms"][name]
-    branch = arm["branch"] if arm["branch"] is not None else window["grok_epoch"]
-    at = [r for r in arm["records"] if r["epoch"] == branch]
-    if not at and fallback:
-        at = [r for r in window["arms"]["kept"]["records"] if r["epoch"] <= branch]
-    if not at:
-        raise ValueError(f"the arm {name!r} has no snapshot at its branch (epoch {branch}) to start from.")
-    return EndState(**_end_means(at))
-
-
-def state_at(records: list[dict], epoch: int) -> EndState:
-    """The models of an arm's snapshot ``records`` at ``epoch`` (seed means and the core
-    dimension's range over seeds); an error naming the snapshots there are when none is at it."""
-    at = [r for r in records if r["epoch"] == epoch]
-    if not at:
-        have = [r["epoch"] for r in records]
-        raise ValueError(f"no snapshot at epoch {epoch}: the arm has snapshots at {have[:3]} ... {have[-3:]}.")
-    return EndState(**_end_means(at))
 
 
 def run(

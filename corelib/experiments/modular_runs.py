@@ -10,9 +10,12 @@ ranks meeting the ablation criteria), core-only / core-removed accuracy, and a s
 
 Two arms share the first ``branch_epoch`` epochs: ``"wd"`` keeps weight decay for the whole run,
 ``"no_wd"`` is branched from the ``"wd"`` snapshot at ``branch_epoch`` and continues without
-weight decay and with a fresh optimizer. Training and analysis are cached on disk per snapshot
-(see :mod:`corelib.engine`), so a longer horizon extends a run instead of redoing it and plots
-never retrain. The chapters' own numbers are in :mod:`corelib.experiments.modular_addition`
+weight decay and with a fresh optimizer. Training and analysis are two steps, cached on disk per
+snapshot (see :mod:`corelib.engine`): :func:`train_arm` trains (a longer horizon extends a run
+instead of redoing it), then :func:`analyse_arm`, :func:`removal_curves` and
+:func:`centroid_spectra` read its snapshots, and refuse with :class:`MissingSnapshots` where
+there are none: an analysis, a plot or a record never trains. The chapters' own numbers are in
+:mod:`corelib.experiments.modular_addition`
 (Figure 2) and :mod:`corelib.experiments.core_inflation` (Figure 3).
 """
 
@@ -54,6 +57,7 @@ from ..interventions import ReadoutAccuracy, ablation_curve, accuracy, refine_ra
 from ..masks import MASK_GENERATOR
 from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
 from ..results import compute_once, params_key, run_dir
+from ..tasks import modular
 from ..tasks.modular import modular_addition_split
 
 __all__ = [
@@ -62,6 +66,8 @@ __all__ = [
     "ARMS",
     "LONG_RUN_SETTINGS",
     "train_arm",
+    "MissingSnapshots",
+    "trained_snapshots",
     "analyse_model",
     "analyse_arm",
     "grokking_epoch",
@@ -239,15 +245,8 @@ class ModularParams:
         return 2.0 / self.p
 
     def model_config(self) -> TransformerConfig:
-        return TransformerConfig(
-            vocab_size=self.p,
-            d_model=self.d_model,
-            n_heads=self.n_heads,
-            d_ff=self.d_ff,
-            n_layers=self.n_layers,
-            norm=self.norm,
-            dropout=self.dropout,
-        )
+        """The transformer for modulus ``p`` (:func:`corelib.tasks.modular.model_config`)."""
+        return modular.model_config(self, self.p)
 
     def stack_config(self, arm: str, epochs: int) -> StackConfig:
         wd = self.weight_decay if arm == "wd" else self.branch_weight_decay
@@ -408,10 +407,25 @@ def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p
     }
 
 
-def _arm_snapshots(params: ModularParams, arm: str, epochs: int, progress: bool) -> tuple[Path, list[int]]:
-    """An arm's run folder and its snapshot epochs up to ``epochs`` (training the arm first if needed)."""
-    folder = train_arm(params, arm, epochs, progress=progress)
-    return folder, [e for e in snapshot_epochs(folder) if e <= epochs]
+class MissingSnapshots(FileNotFoundError):
+    """An analysis asked for snapshots that no training has made (the analyses never train)."""
+
+
+def trained_snapshots(params: ModularParams, arm: str, epochs: int) -> tuple[Path, list[int]]:
+    """An arm's run folder and its snapshot epochs up to ``epochs``, as :func:`train_arm` left them.
+
+    Raises :class:`MissingSnapshots`, naming the call that makes them, when the arm has not been
+    trained to ``epochs``: training and analysis are separate steps.
+    """
+    folder = arm_dir(params, arm)
+    done = snapshot_epochs(folder)
+    if not done or max(done) < epochs:
+        reached = f"is trained to epoch {max(done)}" if done else "has no snapshot"
+        raise MissingSnapshots(
+            f"the {arm!r} arm of these settings {reached} ({folder}), and the analysis asks for epoch {epochs}: "
+            f"train it first with `modular_runs.train_arm(params, {arm!r}, {epochs})` (the analyses never train)."
+        )
+    return folder, [e for e in done if e <= epochs]
 
 
 def centroid_spectra(
@@ -422,13 +436,14 @@ def centroid_spectra(
     The centroids are those of the last block's whole last-position output (no core, no fitted
     operator), read with :func:`corelib.operators.cycle_spectrum`: how the representation's
     variance across answers c spreads over the frequencies k of the cycle. Reads the snapshots
-    (training the arm first if it has not reached ``epochs``); cheap, so not cached.
+    (:func:`train_arm` makes them; :class:`MissingSnapshots` if it has not reached ``epochs``);
+    cheap, so not cached.
 
     Returns:
         ``epoch`` (E,), ``shares`` (E, models, p // 2) and ``count`` (E, models): the fewest
         frequencies holding ``share`` of the variance.
     """
-    folder, wanted = _arm_snapshots(params, arm, epochs, progress)
+    folder, wanted = trained_snapshots(params, arm, epochs)
     x, y = make_data(params)["test"]
     shares = []
     for e in tqdm(wanted, desc=f"centroid spectra {arm}", disable=not progress, leave=False):
@@ -453,22 +468,23 @@ def removal_curves(params: ModularParams, arm: str, epoch: int, *, progress: boo
 
     What the rank searches of :func:`analyse_model` scan, computed for every rank 1..d_model:
     the necessary rank is where ``remove`` first falls to ``params.chance_level``, the sufficient rank
-    where ``keep`` first reaches the baseline. Cached next to the snapshot's analysis.
+    where ``keep`` first reaches the baseline. Cached next to the snapshot's analysis; the snapshot
+    is :func:`train_arm`'s (:class:`MissingSnapshots` without it).
 
     Returns:
         ``rank`` (d_model,), ``remove`` and ``keep`` (models, d_model), ``energy_rank`` (models,).
     """
     path = analysis_path(params, arm, epoch).with_name(f"removal_curves_{epoch:06d}.json")
-    # Checked before any training it would start; the chapters' horizons are snapshots too.
+    # The chapters' horizons are snapshots too.
     horizons = (params.epochs, params.long_epochs)
     if not any(params.stack_config(arm, horizon).is_snapshot(epoch) for horizon in horizons):
         raise ValueError(
             f"epoch {epoch} is not a snapshot (every {params.snapshot_every} epochs up to epoch "
             f"{params.late_after}, then every {params.snapshot_every_late}): choose one of those epochs."
         )
+    folder, _ = trained_snapshots(params, arm, epoch)
 
     def compute() -> dict:
-        folder, _ = _arm_snapshots(params, arm, epoch, progress)
         stack = load_snapshot(folder, epoch, default_device())
         test = make_data(params)["test"]
         out = {"remove": [], "keep": [], "energy_rank": []}
@@ -514,9 +530,11 @@ def analysis_path(params: ModularParams, arm: str, epoch: int) -> Path:
 def analyse_arm(params: ModularParams, arm: str, epochs: int, *, progress: bool = True) -> list[dict]:
     """Analyse every snapshot of an arm up to ``epochs`` (cached per snapshot); one record each.
 
-    A record is ``{"epoch": e, "models": [analysis of each seed]}``.
+    A record is ``{"epoch": e, "models": [analysis of each seed]}``. The snapshots are those of
+    :func:`train_arm`, called first: an arm not trained to ``epochs`` raises
+    :class:`MissingSnapshots` (the analysis never trains).
     """
-    folder, wanted = _arm_snapshots(params, arm, epochs, progress)
+    folder, wanted = trained_snapshots(params, arm, epochs)
     test = make_data(params)["test"]
     records = []
     device = default_device()

@@ -16,35 +16,55 @@ For each model:
 
 Across models: Spearman and Pearson correlations of the core coordinates of the same prompts.
 Each prompt's prefix is computed once (key/value cache); interventions re-run only the last
-position and only the layers after the intervened one, which is exact.
+position and only the layers after the intervened one, which is exact. Steps 1-2 and the
+coordinates of step 3 are :mod:`corelib.experiments.subject_verb_agreement_layers`, the steering
+:mod:`corelib.experiments.subject_verb_agreement_steering`; this module holds the chapter's
+settings, its summary, tables and glued values.
 """
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 from scipy import stats
-from tqdm.auto import tqdm
 
 from .._checks import check_seed, check_settings
-from ..ace import Core, MomentAccumulator
-from ..interventions import MODES, intervention_hook
-from ..lm import TINY_MODEL, Batch, LanguageModel, load_model
-from ..models import resid_hook
+from ..interventions import MODES
+from ..lm import TINY_MODEL, LanguageModel, load_model
 from ..results import compute_once, run_dir
-from ..steering import Generation, SteeringConfig, generate_batch, inversion_stats, word_inversion_stats
+from ..steering import SteeringConfig
 from ..tasks.sva import (
     AGREEMENT_READOUT,
-    AGREEMENT_VERBS,
     FLIP_DEMO_PROMPTS,
-    NUMBER_WORD_PAIRS,
     SVADataset,
     make_dataset,
     vocabulary,
+)
+from .subject_verb_agreement_layers import (
+    agreement_scores,
+    alignment,
+    all_layer_jacobians,
+    analyse_model,
+    auc,
+    intervened_margins,
+    layer_cores,
+    model_facts,
+    prefix_batches,
+    sweep_layers,
+)
+from .subject_verb_agreement_steering import (
+    CONTROL_PROMPTS,
+    GATE_GRID,
+    STEERING_PROMPTS,
+    ControlSummary,
+    control_summary,
+    flip_demo,
+    gate_table,
+    number_word_counterparts,
+    steering_run,
 )
 
 if TYPE_CHECKING:
@@ -79,39 +99,6 @@ __all__ = [
     "sweep_layers",
     "tables",
 ]
-
-STEERING_PROMPTS = (
-    # the reference code's demonstration prompts (the paper's Figure 6 shows two), then ours
-    "As a new field of research, artificial intelligence",
-    "We hold these truths to be self-evident:",
-    "Scientific research",
-    "The keys to the cabinet",
-    "The author of the books",
-    "The children in the garden",
-    "The man with the two dogs",
-    "The teachers of the student",
-    "The women near the door",
-    "The mouse behind the boxes",
-    "The results of the experiment",
-    "The pilot of the planes",
-    "My friends from school",
-    "The list of names",
-)
-CONTROL_PROMPTS = (
-    "1, 2, 3, 4, 5,",
-    "Monday, Tuesday, Wednesday,",
-    "January, February, March,",
-    "a, b, c, d, e,",
-    "10, 20, 30, 40,",
-    "red, orange, yellow, green,",
-    "2, 4, 6, 8,",
-    "one, two, three, four,",
-    "Mercury, Venus, Earth, Mars,",
-    "apple, banana, cherry,",
-    "Paris, London, Berlin,",
-    "import numpy as np\nimport",
-)
-GATE_GRID = (0.1, 0.2, 0.3, 0.5)
 
 
 @dataclass(frozen=True)
@@ -219,571 +206,6 @@ class SVAParams:
             "generation_seed",
         )
         return {k: getattr(self, k) for k in keys}
-
-
-# --------------------------------------------------------------------------- metrics
-
-
-def auc(scores, positive) -> float:
-    """Area under the ROC curve: P(score of a positive > score of a negative), ties count 1/2."""
-    s = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(positive).astype(bool)
-    if s.shape != y.shape or s.ndim != 1:
-        raise ValueError(f"scores {s.shape} and labels {y.shape} must be 1-D of the same length")
-    n_pos, n_neg = int(y.sum()), int((~y).sum())
-    if n_pos == 0 or n_neg == 0:
-        raise ValueError("AUC needs both positive (plural) and negative (singular) examples")
-    ranks = stats.rankdata(s)
-    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-
-
-def agreement_scores(margins, plural) -> np.ndarray:
-    """Prompt-level agreement: the margin signed towards the correct verb (positive = agrees)."""
-    return np.where(np.asarray(plural).astype(bool), 1.0, -1.0) * np.asarray(margins, dtype=np.float64)
-
-
-def alignment(coords_a, coords_b) -> dict:
-    """Spearman and Pearson correlation of two models' 1-D core coordinates of the same prompts.
-
-    The coordinates must already share a sign convention (here: larger = more plural).
-    """
-    a, b = np.ravel(coords_a), np.ravel(coords_b)
-    if a.shape != b.shape or a.size < 3:
-        raise ValueError(f"need coordinates of the same prompts (>= 3), got {a.shape} and {b.shape}")
-    return {"spearman": float(stats.spearmanr(a, b).statistic), "pearson": float(stats.pearsonr(a, b).statistic)}
-
-
-# --------------------------------------------------------------------------- passes
-
-
-def sweep_layers(n_layers: int, stride: int) -> list[int]:
-    """Layers ``0, stride, 2 stride, ...`` plus the last layer."""
-    layers = list(range(0, n_layers, stride))
-    return layers if layers[-1] == n_layers - 1 else layers + [n_layers - 1]
-
-
-def all_layer_jacobians(
-    lm: LanguageModel, batch: Batch, layers: list[int], cache=None, *, one_pass: bool = True
-) -> tuple[dict, dict, torch.Tensor]:
-    """Last-token activations and margin Jacobians at ``layers``.
-
-    Returns ``(acts, jacs, margin)``: ``acts[l]`` and ``jacs[l]`` are (N, D) tensors (the
-    Jacobian of prompt i's margin with respect to its last-token residual after layer ``l``),
-    ``margin`` is (N,). With ``one_pass`` every layer's Jacobian comes from one backward pass;
-    otherwise from one forward and backward pass per layer (for the benchmark and the test).
-    ``cache`` is the prompts' prefix cache (:meth:`LanguageModel.prefix_cache`) or None.
-    """
-
-    def run(selected):
-        deltas, acts = {}, {}
-
-        def make(layer):
-            def fn(act, hook=None):
-                delta = torch.zeros_like(act[:, -1], requires_grad=True)
-                deltas[layer], acts[layer] = delta, act[:, -1].detach()
-                return torch.cat([act[:, :-1], (act[:, -1] + delta)[:, None]], dim=1)
-
-            return fn
-
-        with torch.enable_grad():
-            margin = lm.last_token(batch, cache, fwd_hooks=[(resid_hook(l), make(l)) for l in selected])
-            grads = torch.autograd.grad(margin.sum(), [deltas[l] for l in selected])
-        return acts, dict(zip(selected, grads)), margin.detach()
-
-    if one_pass:
-        return run(list(layers))
-    acts, jacs, margin = {}, {}, None
-    for layer in layers:
-        a, j, margin = run([layer])
-        acts.update(a)
-        jacs.update(j)
-    return acts, jacs, margin
-
-
-def _batches(lm: LanguageModel, prompts: list[str], size: int):
-    """Yield ``(indices, batch, prefix cache)`` over prompts grouped by token length (less
-    padding: the prefix forward is the dominant cost)."""
-    order = np.argsort([len(lm.encode(p)) for p in prompts], kind="stable")
-    for i in range(0, len(order), size):
-        idx = order[i : i + size]
-        batch = lm.tokenize([prompts[j] for j in idx])
-        yield idx, batch, lm.prefix_cache(batch)
-
-
-def prefix_batches(lm: LanguageModel, prompts: list[str], *, batch_size: int = 200, progress: bool = True) -> list:
-    """The batches of ``prompts`` with their prefix caches, computed once to be reused.
-
-    The prefix forward pass is the dominant cost of the interventions; a second
-    :func:`intervened_margins` on the same prompts (e.g. for the modes left out of the sweep)
-    reuses these instead of recomputing them. The caches are small: two vectors per layer,
-    key-value head and prefix position.
-    """
-    return list(
-        tqdm(
-            _batches(lm, prompts, batch_size),
-            total=-(-len(prompts) // batch_size),
-            desc=f"{lm.name}: prefixes",
-            disable=not progress,
-            leave=False,
-        )
-    )
-
-
-def layer_cores(
-    lm: LanguageModel,
-    prompts: list[str],
-    layers: list[int],
-    *,
-    batch_size: int = 200,
-    eps: float = 1e-8,
-    progress: bool = True,
-) -> dict[int, Core]:
-    """Rank-1 cores of the margin at ``layers`` from activations and Jacobians on ``prompts``."""
-    acc = {layer: MomentAccumulator(lm.d_model) for layer in layers}
-    for _, batch, cache in tqdm(
-        _batches(lm, prompts, batch_size),
-        desc=f"{lm.name}: Jacobians",
-        total=-(-len(prompts) // batch_size),
-        disable=not progress,
-        leave=False,
-    ):
-        acts, jacs, _ = all_layer_jacobians(lm, batch, layers, cache)
-        for layer in layers:
-            acc[layer].update(acts[layer].cpu().double().numpy(), jacs[layer].cpu().double().numpy())
-    return {layer: acc[layer].core(rank=1, eps=eps) for layer in layers}
-
-
-@torch.no_grad()
-def intervened_margins(
-    lm: LanguageModel,
-    prompts: list[str],
-    cores: dict[int, Core],
-    modes_at: dict[int, tuple[str, ...]],
-    *,
-    batch_size: int = 200,
-    batches: list | None = None,
-    progress: bool = True,
-) -> dict:
-    """Test-prompt margins: clean, and under each ``mode`` of ``modes_at[layer]`` at that layer.
-
-    Returns ``{"baseline": (N,), "acts": {layer: (N, D)}, (layer, mode): (N,)}``; the
-    interventions are centred (on each core's training mean) at the last token only.
-    ``batches`` are the prompts' :func:`prefix_batches` if already computed.
-    """
-    if batches is None:
-        batches = _batches(lm, prompts, batch_size)
-    elif sum(len(idx) for idx, _, _ in batches) != len(prompts):
-        raise ValueError(
-            f"batches hold {sum(len(idx) for idx, _, _ in batches)} prompts, not the "
-            f"{len(prompts)} given: pass prefix_batches() of the same prompts"
-        )
-    out: dict = {"baseline": [], "acts": {layer: [] for layer in cores}}
-    jobs = [(layer, mode) for layer, modes in modes_at.items() for mode in modes]
-    for key in jobs:
-        out[key] = []
-    order = []
-    for idx, batch, cache in tqdm(
-        batches,
-        total=-(-len(prompts) // batch_size),
-        desc=f"{lm.name}: interventions",
-        disable=not progress,
-        leave=False,
-    ):
-        order.append(idx)
-        names = [resid_hook(layer) for layer in cores]
-        store = {}
-
-        def grab(act, hook, store=store):
-            store[hook.name] = act.detach()
-            return act
-
-        out["baseline"].append(lm.last_token(batch, cache, fwd_hooks=[(n, grab) for n in names]))
-        for layer in cores:
-            out["acts"][layer].append(store[resid_hook(layer)][:, -1].cpu().double())
-        for layer, mode in jobs:
-            # Only the layers after the intervention run, from the clean residual stream there.
-            hook = intervention_hook(cores[layer], mode, centered=True, positions="last")
-            out[(layer, mode)].append(
-                lm.last_token(
-                    batch,
-                    cache,
-                    fwd_hooks=[(resid_hook(layer), hook)],
-                    start_at_layer=layer + 1,
-                    resid=store[resid_hook(layer)],
-                )
-            )
-    inverse = np.argsort(np.concatenate(order))  # back to the order of ``prompts``
-    result = {k: torch.cat(v).cpu().double().numpy()[inverse] for k, v in out.items() if k != "acts"}
-    result["acts"] = {layer: torch.cat(v).numpy()[inverse] for layer, v in out["acts"].items()}
-    return result
-
-
-# --------------------------------------------------------------------------- one model
-
-
-def analyse_model(lm: LanguageModel, ds: SVADataset, params: SVAParams, *, progress: bool = True) -> dict:
-    """Layer sweep, chosen layer, coordinates, prompt-level scores and steering of one model."""
-    train_prompts, _ = ds.split("train")
-    test_prompts, plural = ds.split("test")
-    sweep = _layer_sweep(lm, train_prompts, test_prompts, plural, params, progress)
-    margins = _chosen_layer_margins(lm, test_prompts, sweep, params, progress)
-    return _analysis(lm, sweep, margins, plural)
-
-
-@dataclass(frozen=True)
-class _LayerSweep:
-    """The sweep over layers: each layer's core, the test margins under each sweep mode, the AUCs
-    (``auc[mode][i]`` at ``layers[i]``), and the layer where flipping moves the AUC most."""
-
-    layers: list[int]
-    cores: dict[int, Core]
-    batches: list
-    margins: dict
-    baseline: float
-    auc: dict[str, list[float]]
-    chosen: int
-
-
-def _layer_sweep(lm, train_prompts, test_prompts, plural, params: SVAParams, progress: bool) -> _LayerSweep:
-    layers = sweep_layers(lm.n_layers, params.layer_stride)
-    cores = layer_cores(lm, train_prompts, layers, batch_size=params.batch_size, eps=params.eps, progress=progress)
-    test_batches = prefix_batches(lm, test_prompts, batch_size=params.batch_size, progress=progress)
-    m = intervened_margins(
-        lm,
-        test_prompts,
-        cores,
-        {layer: params.sweep_modes for layer in layers},
-        batch_size=params.batch_size,
-        batches=test_batches,
-        progress=progress,
-    )
-    baseline = auc(m["baseline"], plural)
-    sweep = {mode: [auc(m[(layer, mode)], plural) for layer in layers] for mode in params.sweep_modes}
-    effect = [baseline - a for a in sweep["flip"]]
-    chosen = layers[int(np.argmax(effect))]
-    return _LayerSweep(layers, cores, test_batches, m, baseline, sweep, chosen)
-
-
-def _chosen_layer_margins(lm, test_prompts, sweep: _LayerSweep, params: SVAParams, progress: bool) -> dict:
-    """The baseline margins and those under every mode at the chosen layer (modes the sweep left
-    out are computed here)."""
-    m, chosen = dict(sweep.margins), sweep.chosen
-    missing = tuple(mode for mode in MODES if mode not in params.sweep_modes)
-    if missing:
-        m.update(
-            intervened_margins(
-                lm,
-                test_prompts,
-                {chosen: sweep.cores[chosen]},
-                {chosen: missing},
-                batch_size=params.batch_size,
-                batches=sweep.batches,
-                progress=progress,
-            )
-        )
-    return {"acts": m["acts"][chosen], "baseline": m["baseline"], **{mode: m[(chosen, mode)] for mode in MODES}}
-
-
-def _analysis(lm: LanguageModel, sweep: _LayerSweep, margins: dict, plural: np.ndarray) -> dict:
-    core, layers = sweep.cores[sweep.chosen], sweep.layers
-    acts = margins.pop("acts")
-    coords = core.coords(acts)[:, 0]
-    sign = 1.0 if np.corrcoef(coords, margins["baseline"])[0, 1] >= 0 else -1.0
-    scores = {k: agreement_scores(v, plural) for k, v in margins.items()}
-    wilcoxon = {mode: float(stats.wilcoxon(scores["baseline"], scores[mode]).pvalue) for mode in ("remove", "flip")}
-    return {
-        "model": lm.name,
-        "n_layers": lm.n_layers,
-        "d_model": lm.d_model,
-        "n_params": int(sum(t.numel() for t in lm.hf.parameters())),
-        "layers": layers,
-        "depth": [(layer + 1) / lm.n_layers for layer in layers],
-        "baseline_auc": sweep.baseline,
-        "sweep_auc": sweep.auc,
-        "spectral_gap_by_layer": [sweep.cores[layer].spectral_gap for layer in layers],
-        "chosen_layer": sweep.chosen,
-        "rank": core.rank,
-        "spectral_gap": core.spectral_gap,
-        "singular_values": core.singular_values[:10].tolist(),
-        "auc": {"baseline": sweep.baseline, **{mode: auc(margins[mode], plural) for mode in MODES}},
-        "coords": (sign * coords).tolist(),
-        "margins": {k: v.tolist() for k, v in margins.items()},
-        "scores": {k: v.tolist() for k, v in scores.items()},
-        "wilcoxon_p": wilcoxon,
-        "plural": plural.astype(int).tolist(),
-        "core": {
-            "basis": (sign * core.basis[:, 0]).tolist(),
-            "mean": core.mean.tolist(),
-            "singular_values": core.singular_values.tolist(),
-        },
-    }
-
-
-def model_facts(lm: LanguageModel) -> dict[str, int]:
-    """What the chapter says of a model beyond the sweep's layers and width: its vocabulary size
-    (the rows of its input embedding)."""
-    return {"vocab_size": int(lm.hf.get_input_embeddings().num_embeddings)}
-
-
-def core_of(analysis: dict) -> Core:
-    """The chosen layer's core of a saved analysis."""
-    c = analysis["core"]
-    return Core(np.asarray(c["basis"])[:, None], np.asarray(c["singular_values"]), np.asarray(c["mean"]))
-
-
-def number_word_counterparts(lm: LanguageModel) -> dict[int, int]:
-    """Token id -> counterpart id for the pairs of :data:`corelib.tasks.sva.NUMBER_WORD_PAIRS`
-    that are single tokens of ``lm`` (a pair with a multi-token form is left out)."""
-    out = {}
-    for singular, plural in NUMBER_WORD_PAIRS:
-        try:
-            a, b = lm.single_token(singular), lm.single_token(plural)
-        except ValueError:
-            continue
-        out[a], out[b] = b, a
-    return out
-
-
-@torch.no_grad()
-def flip_demo(lm: LanguageModel, core: Core, layer: int, prompts=FLIP_DEMO_PROMPTS) -> list[dict]:
-    """The four verbs' probabilities at the end of each prompt, unmodified and with the core flipped.
-
-    Probabilities are over the whole vocabulary (softmax of the last token's logits); the flip
-    is the centred reflection at the core's layer, last token only.
-    """
-    ids = lm.readout_ids
-    rows = []
-    hook = intervention_hook(core, "flip", centered=True, positions="last")
-    for prompt in prompts:
-        batch = lm.tokenize([prompt])
-        row = {"prompt": prompt}
-        for name, hooks in (("baseline", []), ("flip", [(resid_hook(layer), hook)])):
-            logits = lm.run_with_hooks(batch.input_ids, batch.attention_mask, fwd_hooks=hooks)[0, -1]
-            probs = torch.softmax(logits.cpu().double(), -1)
-            row[name] = {verb.strip(): float(probs[i]) for verb, i in ids.items()}
-        rows.append(row)
-    return rows
-
-
-def steering_run(lm: LanguageModel, analysis: dict, params: SVAParams, *, progress: bool = True) -> dict:
-    """Base and steered generations of the steering and control prompts, at every gate.
-
-    Greedy continuations of the steering and control prompts are generated unsteered (once) and
-    steered at every gate of ``params.gates``; every steering prompt is also continued ``n_samples``
-    times by sampling (temperature, top-k), unsteered and steered at ``params.gate``, each sample with
-    its own seed. All run as one batch (:func:`corelib.steering.generate_batch`; the requests of
-    a prompt and seed share a row until their gates disagree). The pairs of ``params.gate`` are stored
-    under ``greedy``, ``sampled`` and ``control``; the steered texts of every gate under
-    ``gate_sweep``. Inversion rates (:func:`corelib.steering.inversion_stats`) are given for the
-    greedy and the sampled generations, with the unsteered samples' rate (what sampling alone
-    does) beside them; ``other_words`` does the same for number-marked words other than the four
-    verbs; ``flip_demo`` holds :func:`flip_demo`.
-    """
-    core, layer = core_of(analysis), analysis["chosen_layer"]
-    plan = _SteeringPlan.of(params)
-    requests = plan.requests(params)
-    gens = generate_batch(
-        lm,
-        [r.prompt for r in requests],
-        classes=AGREEMENT_VERBS,
-        core=core,
-        layer=layer,
-        configs=[r.config for r in requests],
-        max_new_tokens=[r.new_tokens for r in requests],
-        greedy=[r.greedy for r in requests],
-        temperature=params.temperature,
-        top_k=params.top_k,
-        seed=[r.seed for r in requests],
-        progress=progress,
-    )
-    out = plan.arrange(gens, params)
-    out |= _inversions(lm, out, plan.sampled(gens, params))
-    out["flip_demo"] = flip_demo(lm, core, layer)
-    return out
-
-
-class _Request(NamedTuple):
-    """One generation of :func:`steering_run`: prompt, steering (None: plain), length, decoding, seed."""
-
-    prompt: str
-    config: SteeringConfig | None
-    new_tokens: int
-    greedy: bool
-    seed: int
-
-
-@dataclass(frozen=True)
-class _SteeringPlan:
-    """The generations of :func:`steering_run`, in the order of the batch: the greedy steering and
-    control prompts unsteered, then steered at each gate, then the samples unsteered and steered."""
-
-    greedy_jobs: list[tuple[str, str, int]]  # (prompt, "greedy" | "control", new tokens)
-    samples: list[tuple[str, int]]  # (steering prompt, seed)
-
-    @classmethod
-    def of(cls, params: SVAParams) -> _SteeringPlan:
-        jobs = [(q, "greedy", params.max_new_tokens) for q in params.steering_prompts]
-        jobs += [(q, "control", params.control_new_tokens) for q in params.control_prompts]
-        samples = [(q, params.generation_seed + k) for q in params.steering_prompts for k in range(params.n_samples)]
-        return cls(jobs, samples)
-
-    def requests(self, params: SVAParams) -> list[_Request]:
-        seed = params.generation_seed
-        out = [_Request(q, None, n, True, seed) for q, _, n in self.greedy_jobs]
-        out += [_Request(q, params.steering_at(g), n, True, seed) for g in params.gates for q, _, n in self.greedy_jobs]
-        out += [
-            _Request(q, cfg, params.max_new_tokens, False, s)
-            for cfg in (None, params.steering)
-            for q, s in self.samples
-        ]
-        return out
-
-    def sampled(self, gens: list[Generation], params: SVAParams) -> tuple[list[Generation], list[Generation]]:
-        """The sampled generations: unsteered, and steered at ``params.gate``."""
-        tail = gens[len(self.greedy_jobs) * (len(params.gates) + 1) :]
-        return tail[: len(self.samples)], tail[len(self.samples) :]
-
-    def arrange(self, gens: list[Generation], params: SVAParams) -> dict:
-        """The generations as :func:`steering_run` stores them (see there)."""
-        n = len(self.greedy_jobs)
-        base_s, steered_s = self.sampled(gens, params)
-        dicts = [g.to_dict() for g in gens]
-        base, by_gate = dicts[:n], {g: dicts[n * (k + 1) : n * (k + 2)] for k, g in enumerate(params.gates)}
-        out = {
-            "gate": float(params.gate),
-            "greedy": [],
-            "control": [],
-            "sampled": [
-                {"base": b.to_dict(), "steered": s.to_dict(), "seed": seed}
-                for b, s, (_, seed) in zip(base_s, steered_s, self.samples)
-            ],
-            "gate_sweep": {str(g): {"greedy": [], "control": []} for g in params.gates},
-        }
-        for k, (_, kind, _) in enumerate(self.greedy_jobs):
-            out[kind].append({"base": base[k], "steered": by_gate[float(params.gate)][k]})
-            for g in params.gates:
-                out["gate_sweep"][str(g)][kind].append(by_gate[g][k])
-        return out
-
-
-def _inversions(lm: LanguageModel, out: dict, sampled: tuple[list[Generation], list[Generation]]) -> dict:
-    """Inversion rates of the verbs and of other number-marked words, and what steering did to the controls."""
-    base_s, steered_s = sampled
-    counterpart = number_word_counterparts(lm)
-    greedy_steered = [Generation(**g["steered"]) for g in out["greedy"]]
-    control_steered = [Generation(**g["steered"]) for g in out["control"]]
-    return {
-        "inversion": inversion_stats(greedy_steered, AGREEMENT_VERBS),
-        "sampled_inversion": {
-            "steered": inversion_stats(steered_s, AGREEMENT_VERBS),
-            "unsteered": inversion_stats(base_s, AGREEMENT_VERBS),
-        },
-        "other_words": {
-            "words": sorted(lm.tokenizer.decode([i]) for i in counterpart),
-            "greedy": word_inversion_stats(greedy_steered, counterpart),
-            "sampled": {
-                "steered": word_inversion_stats(steered_s, counterpart),
-                "unsteered": word_inversion_stats(base_s, counterpart),
-            },
-        },
-        "control_unchanged": sum(g["base"]["tokens"] == g["steered"]["tokens"] for g in out["control"]),
-        "control_steered_steps": inversion_stats(control_steered, AGREEMENT_VERBS)["steered_steps"],
-        "n_control": len(out["control"]),
-    }
-
-
-def gate_table(steering: dict) -> pandas.DataFrame:
-    """Per gate threshold: agreement decisions and inversions on the steering prompts, and the
-    control continuations left unchanged (:func:`control_summary`). Whether a row meets the
-    steering criteria is the claims' question (:func:`corelib.plots.meets_steering_criteria`).
-
-    One row per gate of the grid, indexed by ``gate`` (ascending), with the columns
-    ``decisions``, ``inverted``, ``inversion rate`` (missing, NaN or None, without a decision), ``clean-verb rate``,
-    ``decisions not steered``, ``steered steps``, ``decision-free controls``,
-    ``decision-free unchanged``, ``controls`` and ``controls unchanged`` (counts and shares).
-    """
-    import pandas as pd
-
-    rows = [_gate_row(float(gate), steered, steering["control"]) for gate, steered in steering["gate_sweep"].items()]
-    return pd.DataFrame(rows).set_index("gate").sort_index()
-
-
-def _gate_row(gate: float, steered: dict, control_pairs: list[dict]) -> dict:
-    """One row of :func:`gate_table`: the greedy and control continuations steered at ``gate``."""
-    inv = inversion_stats([Generation(**g) for g in steered["greedy"]], AGREEMENT_VERBS)
-    pairs = [{"base": pair["base"], "steered": s} for pair, s in zip(control_pairs, steered["control"])]
-    ctl = control_summary({"control": pairs})
-    return {
-        "gate": gate,
-        "decisions": inv["decisions"],
-        "inverted": inv["inverted"],
-        "inversion rate": inv["rate"],
-        "clean-verb rate": inv["rate_clean_verbs"],
-        "decisions not steered": inv["ungated_decisions"],
-        "steered steps": inv["steered_steps"],
-        "decision-free controls": ctl.decision_free,
-        "decision-free unchanged": ctl.decision_free_unchanged,
-        "controls": ctl.n,
-        "controls unchanged": ctl.unchanged,
-    }
-
-
-@dataclass(frozen=True, eq=False)  # a DataFrame has no single truth value: compare the fields
-class ControlSummary:
-    """What steering did to the control continuations (:func:`control_summary`).
-
-    Attributes:
-        n: control prompts.
-        decision_free: those whose unsteered text writes none of the four verbs.
-        decision_free_unchanged: of those, the ones steering left unchanged.
-        unchanged: all controls left unchanged.
-        table: one row per control, in the order of the prompts, with the columns ``prompt``,
-            ``unchanged`` (bool), ``verbs in base text`` (bool), ``first steered step`` (the
-            0-based step of the first steered token) and ``base text up to it``; the last two are
-            missing (NaN) when steering never acted.
-    """
-
-    n: int
-    decision_free: int
-    decision_free_unchanged: int
-    unchanged: int
-    table: pandas.DataFrame
-
-
-def control_summary(steering: dict) -> ControlSummary:
-    """What steering did to the control continuations.
-
-    A control continuation has *no agreement decision* when its unsteered (base) text contains
-    none of the four verbs; those must come out unchanged. For every changed continuation, the
-    first steered step and the base text up to it (the token the gate reacted to).
-    """
-    rows, free, free_same = [], 0, 0
-    for pair in steering["control"]:
-        base, steered = pair["base"], pair["steered"]
-        same = base["tokens"] == steered["tokens"]
-        decision_free = all(v is None for v in base["verb"])
-        free += decision_free
-        free_same += decision_free and same
-        first = next((k for k, g in enumerate(steered["gated"]) if g), None)
-        rows.append(
-            {
-                "prompt": base["prompt"],
-                "unchanged": same,
-                "verbs in base text": not decision_free,
-                "first steered step": first,
-                "base text up to it": None if first is None else "".join(base["pieces"][: first + 1]),
-            }
-        )
-    import pandas as pd
-
-    columns = ["prompt", "unchanged", "verbs in base text", "first steered step", "base text up to it"]
-    return ControlSummary(
-        n=len(rows),
-        decision_free=free,
-        decision_free_unchanged=free_same,
-        unchanged=sum(r["unchanged"] for r in rows),
-        table=pd.DataFrame(rows, columns=columns),
-    )
 
 
 # --------------------------------------------------------------------------- the chapter

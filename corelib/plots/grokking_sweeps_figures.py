@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from corelib.sweeps import usable_delays
+from corelib.tasks.sweeps import usable_delays
 from corelib.theory import grok_time
 
 from .style import figure_message

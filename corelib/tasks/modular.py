@@ -17,7 +17,17 @@ from typing import Literal
 import numpy as np
 import torch
 
-__all__ = ["all_pairs", "pair_order", "modular_addition_split"]
+from ..models import TransformerConfig
+
+__all__ = ["all_pairs", "pair_order", "modular_addition_split", "model_config"]
+
+
+def model_config(settings: object, p: int) -> TransformerConfig:
+    """The transformer that learns ``a + b mod p``: vocabulary ``p`` and the architecture of
+    ``settings`` (its ``d_model``, ``n_heads``, ``d_ff``, ``n_layers``, ``norm`` and ``dropout``:
+    a chapter's ``ModularParams`` or a sweep's ``SweepConfig``, the one place both are read)."""
+    names = ("d_model", "n_heads", "d_ff", "n_layers", "norm", "dropout")
+    return TransformerConfig(vocab_size=p, **{k: getattr(settings, k) for k in names})
 
 
 def all_pairs(p: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -36,11 +36,11 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ._checks import check_settings, check_split
-from .engine import DropoutStreams, PrefixData, SeedStack, Trainer, resolve_precision, stacked_last_logits
-from .masks import MASK_GENERATOR
-from .models import DEVICE_VARIABLE, MODEL_REVISION, TransformerConfig, default_device
-from .results import (
+from .._checks import check_settings, check_split
+from ..engine import DropoutStreams, PrefixData, SeedStack, Trainer, resolve_precision, stacked_last_logits
+from ..masks import MASK_GENERATOR
+from ..models import DEVICE_VARIABLE, MODEL_REVISION, TransformerConfig, default_device
+from ..results import (
     load_json,
     load_tensors,
     params_key,
@@ -51,11 +51,13 @@ from .results import (
     save_json,
     save_tensors,
 )
-from .tasks.modular import modular_addition_split
-from .theory import fit_grok_time, fit_power_law
+from ..theory import fit_grok_time, fit_power_law
+from . import modular
+from .modular import modular_addition_split
 
 __all__ = [
     "PAPER_SWEEPS",
+    "STOPPING_RULE_VERSION",
     "SweepConfig",
     "Condition",
     "SweepStats",
@@ -159,15 +161,7 @@ class SweepConfig:
 
     def model_config(self, p: int) -> TransformerConfig:
         """The transformer for modulus ``p`` (vocabulary ``p``, two-token context)."""
-        return TransformerConfig(
-            vocab_size=p,
-            d_model=self.d_model,
-            n_heads=self.n_heads,
-            d_ff=self.d_ff,
-            n_layers=self.n_layers,
-            norm=self.norm,
-            dropout=self.dropout,
-        )
+        return modular.model_config(self, p)
 
 
 @dataclass(frozen=True)
@@ -234,6 +228,13 @@ def batch_plan(n: int, batch_size: int | None, keep_partial_batch: bool = False)
         "skipped": skipped,
         "steps_per_epoch": per_epoch,
     }
+
+
+STOPPING_RULE_VERSION = 1
+"""The version of the stopping rules (:func:`min_correct`, the chunked threshold test and the seed
+monitor's patience and cap): raise it with any change to what they decide. A sweep record's key
+includes it, so records of another rule are not reused; version 1, the first, is left out of the
+key, so that records stored before it existed (and ``recorded/``) keep their keys."""
 
 
 def min_correct(n: int, threshold: float) -> int:
@@ -715,6 +716,8 @@ def _condition_params(cond: Condition, cfg: SweepConfig) -> dict:
         config.pop("dropout")
     else:
         params["masks"] = MASK_GENERATOR
+    if STOPPING_RULE_VERSION != 1:
+        params["stopping_rule"] = STOPPING_RULE_VERSION
     return params
 
 
