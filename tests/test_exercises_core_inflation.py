@@ -202,3 +202,43 @@ def test_the_new_stubs_are_reported_as_not_done_yet(capsys):
     assert _ex().check_sufficient_rank(stub) is False
     assert _ex().check_range_gap(stub) is False
     assert capsys.readouterr().out.count("not implemented yet") == 2
+
+
+def test_the_seed_noise_solution_passes_and_the_check_names_the_usual_mistakes(capsys):
+    from scipy import stats
+
+    ns = run_solution("core_inflation", "ex-inflation-seed-noise")
+    assert _ex().check_seed_noise_p(ns["p_value"]) is True
+    assert "all 8 cases pass" in capsys.readouterr().out
+    assert ns["p_value"]([63, 42, 48], 60) == pytest.approx(stats.ttest_1samp([63, 42, 48], 60).pvalue)
+
+    def half(v, paper):
+        return ns["p_value"](v, paper) / 2
+
+    def normal(v, paper):
+        v = np.asarray(v, dtype=float)
+        z = (v.mean() - paper) / (v.std(ddof=1) / np.sqrt(v.size))
+        return float(2 * stats.norm.sf(abs(z)))
+
+    for wrong, says in ((half, "two-sided"), (normal, "Student's t")):
+        with pytest.raises(AssertionError, match=says):
+            _ex().check_seed_noise_p(wrong)
+
+
+def test_the_seed_noise_solution_gives_the_chapters_p_values_on_the_recorded_run():
+    from corelib.experiments import core_inflation_questions as iq
+    from corelib.experiments import paper_scale
+
+    recorded = paper_scale.recorded_inflation()
+    if recorded is None:
+        pytest.skip("no recorded core-inflation run in this checkout")
+    ns = run_solution("core_inflation", "ex-inflation-seed-noise")
+    ends = [m["core_dim"] for m in recorded["arms"]["wd"][-1]["models"]]
+    assert ns["recorded_p_values"](recorded) == pytest.approx(
+        (
+            iq.seed_noise_p(ends, 60),
+            ns["p_value"](
+                [m["core_dim"] for r in recorded["arms"]["wd"] if r["epoch"] == 900 for m in r["models"]], 15
+            ),
+        )
+    )

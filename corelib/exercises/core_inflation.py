@@ -5,14 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from scipy import stats
 
 from ..ace import Core
+from ..experiments.core_inflation_questions import seed_noise_p
 from ..experiments.modular_runs import first_rank_at_or_below
 from ..interventions import refine_rank
 from ..recorded import is_recorded, load_recorded
 from . import Case, check_function
 
-__all__ = ["check_necessary_rank", "check_range_gap", "check_sufficient_rank"]
+__all__ = ["check_necessary_rank", "check_range_gap", "check_seed_noise_p", "check_sufficient_rank"]
 
 NONE_SHOWN_AS = -1  # how the check shows an answer of None (the comparison needs a number)
 
@@ -279,3 +281,43 @@ def check_range_gap(range_gap: Callable) -> bool:
         ),
     ]
     return check_function(gap, cases, name="range_gap", hints=hints)
+
+
+def check_seed_noise_p(p_value: Callable) -> bool:
+    """Check ``p_value(values, paper)``: the two-sided p-value of a one-sample t-test of the
+    per-seed ``values`` against the paper's value (the chapter's ``seed_noise_p``)."""
+    rng = np.random.default_rng(11)
+    inputs = [
+        ([63.0, 42.0, 48.0], 60.0, "the recorded run's three end cores against the paper's 60"),
+        ([12.0, 14.0, 13.0], 15.0, "the three cores at the branch against the paper's 15"),
+        ([60.0, 58.0, 62.0], 60.0, "a mean exactly at the paper's value: p = 1"),
+        ([10.0, 11.0], 30.0, "two seeds, far from the value"),
+        ([-1.0, 2.0, 0.5, 3.0, 1.5], 0.0, "five seeds, a mean above zero"),
+    ]
+    for k in range(3):
+        n = int(rng.integers(3, 9))
+        inputs.append((list(rng.normal(40, 8, n)), float(rng.uniform(30, 50)), f"{n} random seeds (draw {k})"))
+    cases = [Case((v, paper), seed_noise_p(v, paper), what) for v, paper, what in inputs]
+
+    def shown(values, paper):
+        return p_value(np.array(values), paper)
+
+    def one_sided(got, c) -> bool:
+        return np.isclose(got, c.expected / 2, rtol=1e-6)
+
+    def normal(got, c) -> bool:
+        v = np.asarray(c.args[0], dtype=float)
+        z = (v.mean() - c.args[1]) / (v.std(ddof=1) / np.sqrt(v.size))
+        return bool(np.isclose(got, 2 * stats.norm.sf(abs(z)), rtol=1e-6))
+
+    def population_sd(got, c) -> bool:
+        v = np.asarray(c.args[0], dtype=float)
+        t = (v.mean() - c.args[1]) / (v.std(ddof=0) / np.sqrt(v.size))
+        return bool(np.isclose(got, 2 * stats.t.sf(abs(t), v.size - 1), rtol=1e-6))
+
+    hints = [
+        (one_sided, "the test is two-sided: the paper's value may lie above or below our mean, so double the tail."),
+        (normal, "with three seeds the statistic follows Student's t with n - 1 degrees of freedom, not the normal."),
+        (population_sd, "the standard error uses the sample standard deviation (ddof=1), divided by sqrt(n)."),
+    ]
+    return check_function(shown, cases, name="p_value", hints=hints, rtol=1e-6, atol=1e-9)

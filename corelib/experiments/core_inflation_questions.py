@@ -41,6 +41,7 @@ from .modular_runs import (
     arm_dir,
     collapse_summary,
     history,
+    listed,
     make_data,
     model_core,
     train_arm,
@@ -52,11 +53,13 @@ __all__ = [
     "SeedInterval",
     "arm_questions",
     "core_sizes",
+    "figure_curves",
     "finding_values",
     "glue_values",
     "question_table",
     "tolerance_table",
     "rederive_sample",
+    "same_training",
     "sample_records",
     "seed_interval",
     "seed_noise_p",
@@ -438,4 +441,21 @@ def glue_values(
         "q_end_high": interval.high,
         "q_p_branch": seed_noise_p(rec[branch], paper["branch"]),
         "q_p_end": seed_noise_p(rec[end], paper["end"]),
+        "q_d0_branch_acc": listed([f"{a:.2f}" for a in dropout0.test_acc[dropout0.at(branch)]]),
+        "q_d0_core_1200": listed(dropout0.core_dim[dropout0.at(1200)].tolist()) if 1200 in dropout0.epochs else "n/a",
     }
+
+
+def figure_curves(dropout0: ArmQuestions, control: ArmQuestions, recorded_wd: list[dict]) -> dict:
+    """Panel A's curves, ``{label: (epochs, core_dim (E, S))}``: both arms and the recorded run."""
+    rec = (np.asarray([r["epoch"] for r in recorded_wd]), _per_snapshot(recorded_wd, "core_dim"))
+    return {
+        "dropout 0": (np.asarray(dropout0.epochs), dropout0.core_dim),
+        f"dropout {control.dropout:g}": (np.asarray(control.epochs), control.core_dim),
+        "recorded": rec,
+    }
+
+
+def same_training(a: ModularParams, b: ModularParams) -> bool:
+    """Whether two settings train the same weight-decay arm (horizons and analysis aside)."""
+    return a.training_identity() == b.training_identity() and a.analysis_identity() == b.analysis_identity()

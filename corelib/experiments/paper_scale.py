@@ -14,15 +14,26 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .. import agreement, claims
 from ..recorded import BRANCH_WEIGHTS, compare_values, is_recorded, load_recorded, provenance, recorded_path
 from ..results import StoreError, load_tensors
-from ..sweeps import RECORD_FIELDS, condition_key
+from ..tasks.sweeps import RECORD_FIELDS, condition_key
 from . import core_inflation, grokking_sweeps, inflation_clock, modular_addition, modular_runs
-from .core_inflation_questions import RECORDED_ARMS, ArmQuestions
+from .core_inflation_questions import (
+    RECORDED_ARMS,
+    ArmQuestions,
+    figure_curves,
+    question_table,
+    rederive_sample,
+    same_training,
+    sample_records,
+    tolerance_table,
+)
 from .core_inflation_questions import finding_values as question_findings
+from .core_inflation_questions import glue_values as question_glue
 
 __all__ = [
     "source_label",
@@ -30,6 +41,8 @@ __all__ = [
     "recorded_inflation",
     "RecordedQuestions",
     "recorded_questions",
+    "QuestionView",
+    "question_view",
     "recorded_emergence",
     "inflation_agreement",
     "recorded_sweeps",
@@ -37,6 +50,8 @@ __all__ = [
     "recorded_window",
     "record_claims",
     "question_values",
+    "SeedCost",
+    "window_seed_cost",
 ]
 
 
@@ -123,6 +138,93 @@ def recorded_questions(root: Path | str | None = None, profile: str = "paper") -
         arms={a: ArmQuestions.from_json(rec["arms"][a]) for a in RECORDED_ARMS},
         provenance=prov,
         source=source_label(prov),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class QuestionView:
+    """What the core-inflation chapter shows of its tested explanations.
+
+    Attributes:
+        curves: panel A's curves (:func:`core_inflation_questions.figure_curves`); empty without a record.
+        arms: the record's two arms (:class:`ArmQuestions`); empty without a record.
+        table: one row per arm (:func:`core_inflation_questions.question_table`), None without a record.
+        tolerances: the control's sufficient rank by tolerance (:func:`core_inflation_questions.tolerance_table`).
+        values: the numbers the chapter glues (NaN or "n/a" without a record).
+        sample: the build's re-derivation of the record's sample against the record, None when this
+            build's settings train other models than the record's (then nothing is re-derived).
+        paper: the paper's core dimensions by epoch (at the branch and the end), drawn as marks.
+    """
+
+    curves: dict[str, tuple]
+    arms: dict[str, ArmQuestions]
+    table: pd.DataFrame | None
+    tolerances: pd.DataFrame | None
+    values: dict[str, Any]
+    sample: agreement.Agreement | None
+    paper: dict[int, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def tolerance_ranks(self) -> np.ndarray | None:
+        """The control's sufficient rank, (snapshots, seeds, tolerances); None without a record."""
+        return self.arms["control"].sufficient_by_tolerance if self.arms else None
+
+    @property
+    def tolerance_levels(self) -> tuple[float, ...]:
+        return self.arms["control"].tolerances if self.arms else ()
+
+    @property
+    def tolerance_epochs(self) -> tuple[int, ...]:
+        return self.arms["control"].tolerance_epochs if self.arms else ()
+
+
+_QUESTION_GLUE = (
+    "q_d0_end q_ctl_end q_d0_2000 q_d0_grokked_branch q_n_models q_d0_collapses q_ctl_collapses q_n_jacobians "
+    "q_suff_strict_first q_suff_strict_last q_suff_loose_first q_suff_loose_last q_loose_tolerance q_loose_growth "
+    "q_strict_growth q_end_low q_end_high q_p_branch q_p_end q_d0_branch_acc q_d0_core_1200"
+).split()
+
+
+def replace_dropout(params: modular_runs.ModularParams, dropout: float) -> modular_runs.ModularParams:
+    """``params`` at ``dropout``."""
+    return dataclasses.replace(params, dropout=dropout)
+
+
+def question_view(
+    questions: RecordedQuestions | None, recorded: dict[str, Any] | None, params: modular_runs.ModularParams
+) -> QuestionView:
+    """The chapter's view of ``questions`` beside the recorded run; when ``params`` (the build's)
+    train the record's control arm, the dropout-0 arm's sample is re-derived from scratch (tens
+    of seconds) and compared with the record at the level of the claims."""
+    if questions is None or recorded is None:
+        values = dict.fromkeys(_QUESTION_GLUE, float("nan")) | {"q_sample": modular_runs.NOT_AVAILABLE}
+        return QuestionView({}, {}, None, None, values, None)
+    d0, ctl = questions.arms["dropout0"], questions.arms["control"]
+    paper = {
+        "branch": claims.claim("inflation.core_dim_grok").value,
+        "end": claims.claim("inflation.core_dim_end").value,
+    }
+    branch = recorded["params"].branch_epoch
+    values = question_glue(recorded["arms"]["wd"], d0, ctl, paper, branch)
+    sample = None
+    if same_training(replace_dropout(params, ctl.dropout), questions.params["control"]):
+        epoch = questions.sample_epoch
+        was = sample_records(d0, [epoch])
+        now = rederive_sample(questions.params["dropout0"], epoch)
+        sample = agreement.compare(
+            was, now, agreement.snapshot_groups(was, "dropout0"), agreement.snapshot_groups(now, "dropout0")
+        )
+    values["q_sample"] = modular_runs.NOT_AVAILABLE if sample is None else ("identical" if sample.identical else (
+        "agrees at the level of the claims" if sample.agrees else "does not agree"))  # fmt: skip
+    epochs = [e for e in (branch, 2000, d0.epochs[-1]) if e in d0.epochs]
+    return QuestionView(
+        figure_curves(d0, ctl, recorded["arms"]["wd"]),
+        {"dropout0": d0, "control": ctl},
+        question_table({"dropout0": d0, "control": ctl}, epochs),
+        tolerance_table(ctl),
+        values,
+        sample,
+        {branch: paper["branch"], d0.epochs[-1]: paper["end"]},
     )
 
 
@@ -325,3 +427,50 @@ def record_claims(
     else:
         raise ValueError(f"no recorded run serves chapter {chapter!r}.")
     claims.record(chapter, values, settings=settings, source=source, notes=notes)
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedCost:
+    """What training the window's arms with more seeds would cost (:func:`window_seed_cost`).
+
+    Attributes:
+        seeds: the seeds per arm costed.
+        cpu_hours: on the CPU of the window's record, its training time scaled by the seed count
+            (the models of a stack cost about alike on a CPU).
+        cpu: that CPU.
+        gpu_minutes: on the GPU of the paper-profile timing record, the arms' epochs at its
+            measured seconds per epoch, which on that GPU do not grow with the seed count (its
+            steps are bound by kernel launches); None without a GPU record.
+        gpu: that GPU.
+    """
+
+    seeds: int
+    cpu_hours: float
+    cpu: str
+    gpu_minutes: float | None
+    gpu: str | None
+
+
+def window_seed_cost(window: dict[str, Any], gpu: dict[str, Any] | None, seeds: int) -> SeedCost:
+    """The cost of the recorded window's branched arms at ``seeds`` seeds per arm, from the
+    window's record (:func:`recorded_window`) and the GPU timing record (``recorded/paper_profile_gpu.json``)."""
+    if seeds < 1:
+        raise ValueError(f"seeds must be a positive whole number; got {seeds}.")
+    prov = window["provenance"]
+    n = len(window["params"].seeds)
+    hours = sum(prov["training_seconds"].values()) / 3600 * seeds / n
+    epochs = sum(
+        arm["records"][-1]["epoch"] - arm["records"][0]["epoch"]
+        for name, arm in window["window"]["arms"].items()
+        if name != "kept"
+    )
+    if gpu is None:
+        return SeedCost(seeds, hours, computed_cpu(prov), None, None)
+    minutes = epochs * gpu["core_inflation"]["seconds_per_epoch"] / 60
+    return SeedCost(seeds, hours, computed_cpu(prov), minutes, gpu["machine"]["device"])
+
+
+def computed_cpu(provenance: dict[str, Any]) -> str:
+    """The CPU a record names, in a few words."""
+    machine = provenance.get("machine", {})
+    return f"{machine.get('cpu', '?')}, {machine.get('torch_threads', '?')} threads"
