@@ -9,11 +9,20 @@ seed therefore gets the updates it would get trained alone in a plain PyTorch lo
 masks; the tests check this against one. A single model is a stack of one.
 
 :class:`Trainer` runs epochs of minibatch steps and calls back after each step, which is all the
-grokking sweeps need (:mod:`corelib.sweeps` measures and stops seeds from there).
+grokking sweeps need (:mod:`corelib.tasks.sweeps` measures and stops seeds from there).
 :func:`train_stack` adds a run folder: snapshots of the weights for the analysis, a resumable
 state, and ``progress.json``, which commits a checkpoint only once its files are complete, so a
 run killed at any moment resumes to exactly the results of an uninterrupted one. Files go
 through :mod:`corelib.results` (safetensors and JSON, verified by SHA-256 on every read).
+
+Models of one shape with different hyperparameters train as one **mixed stack**: each group of
+them (an :class:`Arm` of :func:`train_mixed`, or a group that :meth:`Trainer.join` adds) has its
+own learning rate, weight decay or decay schedule, first epoch (a branch joins at its epoch with
+the weights it starts from) and last (it leaves the stack, or a stopping rule drops its seeds), and
+its own AdamW over its part of the stacked tensors. A group trains bit for bit as it does as a
+stack of its own wherever the matrix library computes each model's products alike in stacks of
+any size (on one CPU thread, checked by the tests); an arm's run folder is the one
+:func:`train_stack` writes, which is :func:`train_mixed` with one arm.
 """
 
 from __future__ import annotations
@@ -21,7 +30,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -33,6 +43,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
 from . import results
+from ._checks import check_settings, is_whole
 from .cpu_memory import retain_freed_memory
 from .fastpath import mask_feed, masked_forward, prefix_last_logits
 from .masks import MASK_GENERATOR, DropoutStreams, dropout_seed
@@ -50,6 +61,8 @@ __all__ = [
     "DropoutStreams",
     "Trainer",
     "train_stack",
+    "Arm",
+    "train_mixed",
     "load_snapshot",
     "plant_snapshot",
     "snapshot_epochs",
@@ -228,8 +241,15 @@ class StackConfig:
     decay_knots: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self):
-        if self.epochs < 0 or self.batch_size < 1 or self.lr <= 0:
-            raise ValueError(f"invalid training settings: {self}.")
+        decays = self.weight_decay if isinstance(self.weight_decay, (list, tuple)) else (self.weight_decay,)
+        check_settings(
+            "StackConfig",
+            positive={"lr": self.lr},
+            integers={"batch_size": self.batch_size},
+            non_negative={"epochs": self.epochs, **{f"weight_decay[{i}]": w for i, w in enumerate(decays)}},
+        )
+        if not is_whole(self.epochs):
+            raise ValueError(f"StackConfig: epochs must be a whole number of epochs >= 0, got {self.epochs!r}.")
         if min(self.snapshot_every, self.checkpoint_every, self.eval_every, self.snapshot_every_late or 1) < 1:
             raise ValueError(f"snapshot and checkpoint intervals must be >= 1: {self}.")
         if (self.snapshot_every_late is None) != (self.late_after is None):
@@ -389,6 +409,26 @@ class SeedStack:
             self.cfg, [self.seeds[i] for i in keep], {k: v.detach()[index].clone() for k, v in self.params.items()}
         )
 
+    def part(self, span: range) -> SeedStack:
+        """The models at the positions ``span`` (a range with step 1), sharing this stack's weights (views)."""
+        part = SeedStack.__new__(SeedStack)
+        part.cfg, part.seeds = self.cfg, self.seeds[span.start : span.stop]
+        part.params = {k: v.detach()[span.start : span.stop] for k, v in self.params.items()}
+        return part
+
+    @classmethod
+    def joined(cls, stacks: Sequence[SeedStack]) -> SeedStack:
+        """The models of ``stacks`` (one architecture) side by side, in order (new tensors)."""
+        cfgs = {s.cfg for s in stacks}
+        if len(cfgs) != 1:
+            raise ValueError(
+                f"only stacks of one architecture can be joined, got {len(cfgs)}: {sorted(map(str, cfgs))}."
+            )
+        seeds = [seed for s in stacks for seed in s.seeds]
+        return cls(
+            stacks[0].cfg, seeds, {k: torch.cat([s.params[k].detach() for s in stacks]) for k in stacks[0].params}
+        )
+
     def last_logits(
         self, data: PrefixData, idx: torch.Tensor | None = None, params: dict | None = None
     ) -> torch.Tensor:
@@ -452,12 +492,39 @@ def _cpu_has_bf16() -> bool:
         return False
 
 
+@dataclass
+class _Group:
+    """The models at positions ``start`` to ``start + size`` of a stack: one learning rate, one AdamW."""
+
+    name: Hashable
+    size: int
+    lr: float
+    start: int = 0
+    opt: torch.optim.AdamW | None = None
+    views: list[torch.Tensor] | None = None  # its part of each stacked tensor; None: it has the whole stack
+
+    @property
+    def span(self) -> range:
+        return range(self.start, self.start + self.size)
+
+
 class StackOptimizer:
-    """AdamW over a :class:`SeedStack`, with one weight decay per seed.
+    """AdamW over a :class:`SeedStack`, with one weight decay per seed and one learning rate per group.
 
     AdamW's moments are elementwise, so one optimizer over the stacked tensors is S independent
     optimizers. The per-seed decay is applied here in the decoupled form and at the point of the
     step where ``torch.optim.AdamW`` applies it (``w <- w (1 - lr wd)`` before the Adam update).
+
+    Groups (:meth:`joined`): consecutive models with a learning rate and an AdamW of their own, e.g.
+    the arms of a mixed stack (:func:`train_mixed`). A group's AdamW runs over its part of each
+    stacked tensor (a view), with its learning rate the Python number it has alone, so the fused
+    kernel computes for it exactly what it computes for the group trained as a stack of its own: the
+    same numbers, the same scalars, the same tensor sizes (the sizes matter: the kernel treats the last
+    ``numel mod vector width`` elements of a tensor apart, so a group is not cut into single models).
+    A learning rate per model in a float32 tensor would be another computation (the kernel forms
+    ``lr / bias_correction`` in double precision and rounds it once) and is never used. The decay
+    factor ``1 - lr wd`` is formed per group as alone: in double precision, then rounded. A stack of
+    one group is the optimizer the engine always had: AdamW over the stacked tensors themselves.
 
     ``precision="bf16"``: each step computes its forward and backward passes with a bf16 copy of
     the weights, made once per step; the weights, their gradients, the loss and AdamW's state
@@ -465,22 +532,81 @@ class StackOptimizer:
     """
 
     def __init__(
-        self, stack: SeedStack, lr: float, weight_decay: float | Sequence[float], precision: str = "fp32"
+        self,
+        stack: SeedStack,
+        lr: float,
+        weight_decay: float | Sequence[float],
+        precision: str = "fp32",
+        *,
+        name: Hashable = 0,
     ) -> None:
-        self.lr, self.precision = lr, resolve_precision(precision, stack.device)
+        self.precision = resolve_precision(precision, stack.device)
         self.dtype = PRECISIONS[self.precision]
+        self.groups = [_Group(name, len(stack), lr)]
+        self._build(stack, [None])
+        self.set_decay(stack, weight_decay)
+
+    @classmethod
+    def _grouped(
+        cls, stack: SeedStack, groups: list[_Group], decay: Sequence[float], states: list, precision: str
+    ) -> StackOptimizer:
+        new = cls.__new__(cls)
+        new.precision, new.dtype, new.groups = precision, PRECISIONS[precision], groups
+        new._build(stack, states)
+        new.set_decay(stack, decay)
+        return new
+
+    def _build(self, stack: SeedStack, states: list[dict | None]) -> None:
+        """An AdamW per group over its part of the weights, with its saved state (None: fresh)."""
         for v in stack.params.values():
             v.requires_grad_(True)
-        # The fused kernel: the same algorithm in one pass per tensor, equal up to float rounding.
-        self.opt = torch.optim.AdamW(list(stack.params.values()), lr=lr, weight_decay=0.0, fused=True)
-        self.set_decay(stack, weight_decay)
+        whole, start = len(self.groups) == 1, 0
+        for group, state in zip(self.groups, states, strict=True):
+            group.start, start = start, start + group.size
+            group.views = None if whole else [v.detach()[group.start : start] for v in stack.params.values()]
+            tensors = list(stack.params.values()) if whole else group.views
+            # The fused kernel: the same algorithm in one pass per tensor, equal up to float rounding.
+            group.opt = torch.optim.AdamW(tensors, lr=group.lr, weight_decay=0.0, fused=True)
+            if state is not None:
+                group.opt.load_state_dict(state)
+        if start != len(stack):
+            raise ValueError(f"groups of {start} models for a stack of {len(stack)}.")
+
+    def _single(self) -> _Group:
+        if len(self.groups) != 1:
+            raise ValueError(
+                f"this optimizer has {len(self.groups)} groups ({[g.name for g in self.groups]}); "
+                "name the group (tensors(name), spans) instead."
+            )
+        return self.groups[0]
+
+    def _group(self, name: Hashable) -> _Group:
+        for group in self.groups:
+            if group.name == name:
+                return group
+        raise KeyError(f"no group {name!r} in this optimizer; its groups: {[g.name for g in self.groups]}.")
+
+    @property
+    def opt(self) -> torch.optim.AdamW:
+        """The AdamW of an optimizer of one group."""
+        return self._single().opt
+
+    @property
+    def lr(self) -> float:
+        """The learning rate of an optimizer of one group."""
+        return self._single().lr
+
+    @property
+    def spans(self) -> dict[Hashable, range]:
+        """Each group's positions in the stack, by name."""
+        return {g.name: g.span for g in self.groups}
 
     def set_decay(self, stack: SeedStack, weight_decay: float | Sequence[float]) -> None:
         """Use ``weight_decay`` (one value, or one per seed) from the next step on."""
         self.decay = torch.as_tensor(weight_decay, dtype=torch.float64).expand(len(stack)).clone()
+        shrink = torch.cat([1.0 - g.lr * self.decay[g.start : g.start + g.size] for g in self.groups])
         self.shrink = {
-            k: (1.0 - self.lr * self.decay).to(v.dtype).to(v.device).view(-1, *[1] * (v.ndim - 1))
-            for k, v in stack.params.items()
+            k: shrink.to(v.dtype).to(v.device).view(-1, *[1] * (v.ndim - 1)) for k, v in stack.params.items()
         }
 
     def step(
@@ -502,41 +628,90 @@ class StackOptimizer:
         targets = data.targets[idx]
         losses = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
         losses = losses.view(len(stack), -1).mean(dim=1)
-        self.opt.zero_grad(set_to_none=True)
+        for p in stack.params.values():
+            p.grad = None
         losses.sum().backward()  # seeds share no weights, so each gets its own gradient
         with torch.no_grad():
             for k, p in stack.params.items():
                 p.mul_(self.shrink[k])
-        self.opt.step()
+        for group in self.groups:
+            if group.views is None:
+                group.opt.step()
+                continue
+            for view, p in zip(group.views, stack.params.values()):
+                view.grad = p.grad[group.start : group.start + group.size]
+            group.opt.step()
+            for view in group.views:
+                view.grad = None
         return losses.detach(), logits.detach()
+
+    def joined(
+        self,
+        stack: SeedStack,
+        lr: float,
+        weight_decay: float | Sequence[float],
+        saved: tuple[dict[str, torch.Tensor], dict] | None = None,
+        *,
+        name: Hashable,
+    ) -> StackOptimizer:
+        """For ``stack``, whose last models come after this optimizer's: those models as a new group
+        ``name`` with learning rate ``lr``, decay ``weight_decay`` and a fresh AdamW, or the ``saved``
+        state of one (:meth:`tensors`)."""
+        size = len(stack) - sum(g.size for g in self.groups)
+        if size < 1 or any(g.name == name for g in self.groups):
+            raise ValueError(f"a new group needs new models and a new name; got {size} models named {name!r}.")
+        shapes = [(size, *v.shape[1:]) for v in stack.params.values()]
+        state = None if saved is None else _adamw_state(*saved, shapes)
+        groups = [_Group(g.name, g.size, g.lr) for g in self.groups] + [_Group(name, size, lr)]
+        decay = self.decay.tolist() + torch.as_tensor(weight_decay, dtype=torch.float64).expand(size).tolist()
+        states = [g.opt.state_dict() for g in self.groups] + [state]
+        return StackOptimizer._grouped(stack, groups, decay, states, self.precision)
 
     def subset(self, stack: SeedStack, keep: list[int]) -> StackOptimizer:
         """This optimizer's state restricted to the seeds at positions ``keep``, for ``stack`` (their weights)."""
-        index = torch.tensor(keep, device=stack.device)
-        state = self.opt.state_dict()
-        for slot in state["state"].values():
-            for name in ("exp_avg", "exp_avg_sq"):
-                slot[name] = slot[name][index].clone()
-        new = StackOptimizer(stack, self.lr, self.decay[keep].tolist(), self.precision)
-        new.opt.load_state_dict(state)
-        return new
+        owner = [next(i for i, g in enumerate(self.groups) if j in g.span) for j in keep]
+        if owner != sorted(owner):
+            raise ValueError(
+                f"positions {keep} would mix the groups {[g.name for g in self.groups]}; keep their order."
+            )
+        groups, states = [], []
+        for i, group in enumerate(self.groups):
+            local = [j - group.start for j, o in zip(keep, owner) if o == i]
+            if not local:
+                continue
+            index = torch.tensor(local, device=stack.device)
+            state = group.opt.state_dict()
+            for slot in state["state"].values():
+                for name in ("exp_avg", "exp_avg_sq"):
+                    slot[name] = slot[name][index].clone()
+            groups.append(_Group(group.name, len(local), group.lr))
+            states.append(state)
+        return StackOptimizer._grouped(stack, groups, self.decay[keep].tolist(), states, self.precision)
 
-    def tensors(self) -> tuple[dict[str, torch.Tensor], dict]:
-        """The optimizer's state as named tensors and JSON (for :func:`corelib.results.save_tensors`)."""
-        sd = self.opt.state_dict()
-        tensors = {f"{i}.{name}": t for i, slot in sd["state"].items() for name, t in slot.items()}
+    def tensors(self, name: Hashable | None = None) -> tuple[dict[str, torch.Tensor], dict]:
+        """The state of the one group (or of group ``name``) as named tensors and JSON (for
+        :func:`corelib.results.save_tensors`): what a stack of that group alone saves."""
+        sd = (self._single() if name is None else self._group(name)).opt.state_dict()
+        tensors = {f"{i}.{key}": t for i, slot in sd["state"].items() for key, t in slot.items()}
         return tensors, {"param_groups": sd["param_groups"]}
 
-    def load_tensors(self, tensors: dict[str, torch.Tensor], meta: dict) -> None:
-        state: dict[int, dict[str, torch.Tensor]] = {}
-        for key, t in tensors.items():
-            i, name = key.split(".", 1)
-            state.setdefault(int(i), {})[name] = t
-        params = self.opt.param_groups[0]["params"]
-        for i, slot in state.items():  # the fused kernel does not check shapes itself
-            if i >= len(params) or any(slot[n].shape != params[i].shape for n in ("exp_avg", "exp_avg_sq")):
-                raise StoreError("optimizer state does not match the model's weights; delete the run to retrain.")
-        self.opt.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+    def load_tensors(self, tensors: dict[str, torch.Tensor], meta: dict, name: Hashable | None = None) -> None:
+        """Continue from :meth:`tensors` (of the one group, or of group ``name``)."""
+        group = self._single() if name is None else self._group(name)
+        params = group.opt.param_groups[0]["params"]
+        group.opt.load_state_dict(_adamw_state(tensors, meta, [p.shape for p in params]))
+
+
+def _adamw_state(tensors: dict[str, torch.Tensor], meta: dict, shapes: list) -> dict:
+    """The AdamW state dict of saved :meth:`StackOptimizer.tensors`, checked against the weights' ``shapes``."""
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for key, t in tensors.items():
+        i, name = key.split(".", 1)
+        state.setdefault(int(i), {})[name] = t
+    for i, slot in state.items():  # the fused kernel does not check shapes itself
+        if i >= len(shapes) or any(slot[n].shape != shapes[i] for n in ("exp_avg", "exp_avg_sq")):
+            raise StoreError("optimizer state does not match the model's weights; delete the run to retrain.")
+    return {"state": state, "param_groups": meta["param_groups"]}
 
 
 class Trainer:
@@ -544,6 +719,9 @@ class Trainer:
 
     ``on_step(trainer, step, idx, logits)`` is called after every step with the rows (S, B) and
     training logits of that step; it may :meth:`drop` seeds, or return ``True`` to end training.
+    Between epochs, models with hyperparameters of their own may :meth:`join` the stack as a group
+    (a learning rate, weight decay, AdamW and dropout streams of their own) and groups may
+    :meth:`leave` it; each group trains as it would as a stack of its own (see :class:`StackOptimizer`).
     """
 
     def __init__(
@@ -557,6 +735,7 @@ class Trainer:
         keep_partial_batch: bool = True,
         streams: DropoutStreams | None = None,
         precision: str = "fp32",
+        name: Hashable = 0,
     ):
         if not isinstance(data, (PrefixData, SequenceData)):
             raise TypeError(f"data must be PrefixData or SequenceData, got {type(data).__name__}.")
@@ -565,7 +744,7 @@ class Trainer:
         self.stack, self.data, self.streams = stack, data, streams
         if stack.device.type == "cpu":
             retain_freed_memory()  # a step's large tensors then reuse the last step's memory
-        self.opt = StackOptimizer(stack, lr, weight_decay, precision)
+        self.opt = StackOptimizer(stack, lr, weight_decay, precision, name=name)
         self.batch = min(batch_size, len(data))
         self.end = len(data) if keep_partial_batch else len(data) - len(data) % self.batch
         self.step_count = 0
@@ -606,10 +785,45 @@ class Trainer:
         self.opt = self.opt.subset(new, keep)
         self.stack = new
         index = torch.tensor(keep, device=new.device)
-        self.order = self.order[index]
-        self._total, self._correct = self._total[index], self._correct[index]
+        if self.order is not None:
+            self.order = self.order[index]
+            self._total, self._correct = self._total[index], self._correct[index]
         if self.streams is not None:
             self.streams = self.streams.subset(keep)
+
+    def join(
+        self,
+        stack: SeedStack,
+        *,
+        lr: float,
+        weight_decay: float | Sequence[float],
+        streams: DropoutStreams | None = None,
+        optimizer: tuple[dict[str, torch.Tensor], dict] | None = None,
+        name: Hashable,
+    ) -> None:
+        """Add the models of ``stack`` after the others, as group ``name``: learning rate ``lr``, decay
+        ``weight_decay`` (one value or one per model), their dropout ``streams`` (at the draws they
+        have reached) and a fresh AdamW, or the ``optimizer`` state a stack of them saved
+        (:meth:`StackOptimizer.tensors`). Between epochs: the next epoch draws every model's order."""
+        if stack.cfg != self.stack.cfg:
+            raise ValueError(f"models of another architecture cannot join this stack: {stack.cfg} != {self.stack.cfg}.")
+        if bool(stack.cfg.dropout) != (streams is not None):
+            raise ValueError(f"dropout is {stack.cfg.dropout}: give DropoutStreams exactly when it is > 0.")
+        joined = SeedStack.joined([self.stack, stack])
+        self.opt = self.opt.joined(joined, lr, weight_decay, optimizer, name=name)
+        self.stack = joined
+        if streams is not None:
+            self.streams = DropoutStreams.joined([self.streams, streams])
+        self.order = None
+
+    def leave(self, name: Hashable) -> SeedStack:
+        """Remove group ``name``; returns its models (their weights, detached)."""
+        span = self.opt.spans[name]
+        if len(span) == len(self.stack):
+            raise ValueError(f"group {name!r} is the whole stack: it cannot leave it; use the stack itself.")
+        part = self.stack.subset(list(span))
+        self.drop(list(span))
+        return part
 
 
 # ---------------------------------------------------------------- files of a run
@@ -702,14 +916,24 @@ def training_seconds(run_dir: Path) -> float:
     return float(_progress(Path(run_dir)).get("seconds", 0.0))
 
 
-def _save_state(run: Path, name: str, trainer: Trainer, epoch: int, history: dict, key: str) -> None:
-    opt_tensors, opt_meta = trainer.opt.tensors()
+def _save_state(
+    run: Path,
+    name: str,
+    params: dict[str, torch.Tensor],
+    optimizer: tuple[dict[str, torch.Tensor], dict],
+    dropout: torch.Tensor | None,
+    epoch: int,
+    history: dict,
+    key: str,
+) -> None:
+    """A run's resumable state after ``epoch`` epochs: weights, AdamW state, dropout streams, history."""
+    opt_tensors, opt_meta = optimizer
     tensors = {
-        **{f"params.{k}": v for k, v in trainer.stack.params.items()},
+        **{f"params.{k}": v for k, v in params.items()},
         **{f"optimizer.{k}": v for k, v in opt_tensors.items()},
     }  # no generator state of torch's: nothing in training draws from it (see epoch_order, masks)
-    if trainer.streams is not None:
-        tensors["rng.dropout"] = trainer.streams.state()
+    if dropout is not None:
+        tensors["rng.dropout"] = dropout
     results.save_tensors(run / f"{name}.safetensors", tensors)
     save_json(run / f"{name}.json", {"epoch": epoch, "history": history, "run_key": key, "optimizer": opt_meta})
 
@@ -749,24 +973,94 @@ def train_stack(
         The trained :class:`SeedStack` and the history (lists indexed by epoch; per-seed values).
         A second process asking for the same run waits for the first and reuses its work.
     """
+    arm = Arm(cfg, seeds, run_dir, start)
+    return train_mixed(model_cfg, [arm], train_data, test_data, device=device, progress=progress)[0]
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm of a mixed stack (:func:`train_mixed`): what one :func:`train_stack` call trains.
+
+    ``cfg`` holds the arm's own learning rate, weight decay or decay schedule (``decay_knots``: an
+    anneal, or a removal at an epoch), snapshot, checkpoint and evaluation schedules, and
+    ``epochs``, where it stops. ``start = (source_run, epoch)`` branches: the arm joins the stack at
+    ``epoch`` with the source run's weights of that epoch and a fresh AdamW; the source may be an
+    arm listed before it in the same call. ``run_dir`` is the arm's run folder, in the format of
+    :func:`train_stack`.
+    """
+
+    cfg: StackConfig
+    seeds: tuple[int, ...]
+    run_dir: Path
+    start: tuple[Path, int] | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
+        object.__setattr__(self, "run_dir", Path(self.run_dir))
+        if not self.seeds:
+            raise ValueError(f"an arm needs at least one seed; {self.run_dir} has none.")
+        if self.start is not None:
+            object.__setattr__(self, "start", (Path(self.start[0]), int(self.start[1])))
+
+
+# Settings that shape a training step: every arm of a mixed stack must share them.
+_STEP_SETTINGS = ("batch_size", "keep_partial_batch", "loss_positions", "precision")
+
+
+def train_mixed(
+    model_cfg: TransformerConfig,
+    arms: Sequence[Arm],
+    train_data: Data,
+    test_data: Data | None,
+    *,
+    device=None,
+    progress: bool = True,
+) -> list[tuple[SeedStack, dict]]:
+    """Train several arms of one architecture and data as one stack: one forward and backward pass
+    per step for all their models, each arm with its own hyperparameters (see :class:`Arm`).
+
+    An arm joins the stack at the epoch it begins (0, its branch epoch, or the epoch its run folder
+    has reached), leaves it after its ``epochs``, and writes its run folder exactly as
+    :func:`train_stack` would: the same identity, files and values, bit for bit where the matrix
+    library computes each model's products alike in stacks of any size (the tests check it on one
+    CPU thread). So an arm trained here is resumed, extended or read by :func:`train_stack` and
+    the other way round, and a caller moves a loop of :func:`train_stack` calls to one call here
+    without changing a stored result. The arms must share the settings that shape a step
+    (``batch_size``, ``keep_partial_batch``, ``loss_positions``, ``precision``).
+
+    Returns:
+        Per arm, in order, what :func:`train_stack` returns for it: its models and its history.
+    """
+    arms = _checked_arms(arms, train_data, test_data)
+    with ExitStack() as held:
+        for run in sorted({arm.run_dir.resolve() for arm in arms}):  # one order in every process: no deadlock
+            held.enter_context(results.run_lock(run, "training"))
+        mixed = _MixedRun(model_cfg, arms, train_data, test_data, torch.device(device or default_device()))
+        return mixed.fit(progress)
+
+
+def _checked_arms(arms: Sequence[Arm], train_data: Data, test_data: Data | None) -> list[Arm]:
+    """The arms, refused where they cannot train as one stack on this data."""
+    arms = list(arms)
+    if not arms or not all(isinstance(a, Arm) for a in arms):
+        raise TypeError(f"train_mixed takes a non-empty list of Arm, got {arms!r}.")
+    cfg = arms[0].cfg
     expected = PrefixData if cfg.loss_positions == "last" else SequenceData
     if not isinstance(train_data, expected) or not (test_data is None or isinstance(test_data, expected)):
         raise TypeError(
             f"loss_positions={cfg.loss_positions!r} trains on {expected.__name__}, got {type(train_data).__name__}."
         )
-    run = Path(run_dir)
-    with results.run_lock(run, "training"):
-        return _train_locked(
-            model_cfg,
-            cfg,
-            tuple(int(s) for s in seeds),
-            train_data,
-            test_data,
-            run=run,
-            start=start,
-            device=device or default_device(),
-            progress=progress,
-        )
+    for arm in arms[1:]:
+        differ = [k for k in _STEP_SETTINGS if getattr(arm.cfg, k) != getattr(cfg, k)]
+        if differ:
+            raise ValueError(
+                f"the arm in {arm.run_dir} differs from the first in {', '.join(differ)}, which shape every step of "
+                "a stack; train arms that differ there in separate calls."
+            )
+    folders = [a.run_dir.resolve() for a in arms]
+    if len(set(folders)) != len(folders):
+        raise ValueError(f"two arms share a run folder ({folders}); give each arm a folder of its own.")
+    return arms
 
 
 @dataclass(frozen=True)
@@ -854,85 +1148,130 @@ def _fresh(
     return _Start(stack, epoch, {"epoch": [], "loss": [], "train_acc": [], "test_acc": []})
 
 
-def _trainer(begin: _Start, data: Data, cfg: StackConfig, streams: DropoutStreams | None) -> Trainer:
-    """The :class:`Trainer` of a run's epochs, with the optimizer's saved state when resuming."""
-    stack = begin.stack
-    stack.params = {k: v.detach() for k, v in stack.params.items()}
-    trainer = Trainer(
-        stack,
-        data,
-        lr=cfg.lr,
-        weight_decay=cfg.decay_at(begin.epoch, len(stack)),
-        batch_size=cfg.batch_size,
-        keep_partial_batch=cfg.keep_partial_batch,
-        streams=streams,
-        precision=cfg.precision,
-    )
-    if begin.optimizer is not None:
-        trainer.opt.load_tensors(*begin.optimizer)
-    return trainer
+def _settled(history: dict, fresh: int) -> None:
+    """Turn the last ``fresh`` entries of ``history`` from device tensors into lists (one host sync)."""
+    for key in ("loss", "train_acc", "test_acc"):
+        rows = history[key]
+        for i in range(len(rows) - fresh, len(rows)):
+            if isinstance(rows[i], torch.Tensor):
+                rows[i] = rows[i].tolist()
 
 
-class _RunLoop:
-    """The epochs of a run in its folder: history, snapshots and resumable states, each made
-    visible by committing ``progress.json`` once its files are complete."""
+class _ArmRun:
+    """One arm's run folder while a mixed stack trains: its identity and committed progress, its
+    history, and once it has joined, its group (named by the arm's index) in the trainer. Each
+    checkpoint is made visible by committing ``progress.json`` once its files are complete."""
 
     def __init__(
-        self, run: Path, key: str, done: dict, cfg: StackConfig, trainer: Trainer, test_data: Data | None
+        self, model_cfg: TransformerConfig, arm: Arm, index: int, data: Data, test_data: Data | None, device
     ) -> None:
-        self.run, self.key, self.done, self.cfg = run, key, done, cfg
-        self.trainer, self.test_data = trainer, test_data
-        self.snapshots = set(done["snapshots"])
+        self.arm, self.cfg, self.run, self.name = arm, arm.cfg, arm.run_dir, index
+        if arm.start is not None and not (arm.start[0] / "run.json").exists():
+            raise StoreError(
+                f"the arm in {arm.run_dir} branches from {arm.start[0]}, which holds no run; train that run "
+                "first, or list the arm that trains it before this one."
+            )
+        meta = _run_meta(model_cfg, arm.cfg, arm.seeds, data, test_data, arm.start)
+        _check_identity(self.run, meta)
+        self.key = params_key(meta)
+        self.done = _progress(self.run)
+        _remove_uncommitted(self.run, self.done)
+        self.streams = _dropout_streams(model_cfg, arm.seeds, arm.start)
+        self.result: tuple[SeedStack, dict] | None = None
+        self.begin: _Start | None = None
+        self.join_epoch = 0 if arm.start is None else arm.start[1]
+        if self.done["state"] is not None:
+            tensors, state = _load_committed(self.run, self.done["state"], self.key, device)
+            self.join_epoch = state["epoch"]
+            if state["epoch"] > arm.cfg.epochs:  # already trained further: hand back the earlier snapshot
+                self.result = load_snapshot(self.run, arm.cfg.epochs, device), _history_until(state, arm.cfg.epochs)
+            else:
+                self.begin = _resumed(model_cfg, arm.seeds, tensors, state, self.streams)
+        self.snapshots = set(self.done["snapshots"])
         # Wall time of the training up to the committed state, summed over the processes that ran it.
-        self.started, self.seconds_before = time.perf_counter(), float(done.get("seconds", 0.0))
+        self.seconds_before, self.started = float(self.done.get("seconds", 0.0)), time.perf_counter()
+        self.fresh = 0  # history entries still held as device tensors
 
-    def fit(self, begin: _Start, progress: bool) -> tuple[SeedStack, dict]:
-        """Train from ``begin`` to ``cfg.epochs``; returns the weights and the history."""
-        cfg, stack, history = self.cfg, self.trainer.stack, begin.history
-        if begin.epoch not in self.snapshots and cfg.is_snapshot(begin.epoch):
-            self.checkpoint(begin.epoch, history, snapshot=True, state=False)
-        bar = tqdm(
-            range(begin.epoch, cfg.epochs),
-            desc=f"train {len(stack)} seeds",
-            disable=not progress,
-            initial=begin.epoch,
-            total=cfg.epochs,
-            leave=False,
-        )
-        for e in bar:
-            if self.fit_epoch(e, history) and progress:
-                bar.set_postfix(loss=f"{max(history['loss'][-1]):.3g}", test=f"{min(history['test_acc'][-1]):.3f}")
-            # The state is saved with every snapshot too, so the snapshots never run ahead of it.
-            snap = cfg.is_snapshot(e + 1)
-            save = snap or (e + 1) % cfg.checkpoint_every == 0 or e + 1 == cfg.epochs
-            self.checkpoint(e + 1, history, snapshot=snap, state=save)
+    def open(self, model_cfg: TransformerConfig, device: torch.device) -> bool:
+        """Take up the arm's weights at its first epoch; returns whether it has epochs to train."""
+        if self.begin is None:
+            self.begin = _fresh(model_cfg, self.arm.seeds, self.arm.start, device)
+        self.history, self.started = self.begin.history, time.perf_counter()
+        if self.begin.epoch not in self.snapshots and self.cfg.is_snapshot(self.begin.epoch):
+            self.checkpoint(None, self.begin.epoch, snapshot=True, state=False)
+        if self.begin.epoch < self.cfg.epochs:
+            return True
+        stack = self.begin.stack
         for p in stack.params.values():
             p.requires_grad_(False)
-        return stack, history
+        self.result = stack, self.history
+        return False
 
-    def fit_epoch(self, e: int, history: dict) -> bool:
-        """Train epoch ``e`` and append it to ``history``; returns whether the test set was measured."""
-        cfg, trainer = self.cfg, self.trainer
-        if cfg.decay_knots:
-            trainer.opt.set_decay(trainer.stack, cfg.decay_at(e, len(trainer.stack)))
-        total, correct = trainer.epoch(e)
+    def join(self, trainer: Trainer | None, data: Data) -> Trainer:
+        """Join the stack of ``trainer`` (or begin one) as a group with the arm's hyperparameters."""
+        begin, cfg = self.begin, self.cfg
+        stack = begin.stack
+        stack.params = {k: v.detach() for k, v in stack.params.items()}
+        decay = cfg.decay_at(begin.epoch, len(stack))
+        if trainer is not None:
+            trainer.join(stack, lr=cfg.lr, weight_decay=decay, streams=self.streams, optimizer=begin.optimizer,
+                         name=self.name)  # fmt: skip
+            return trainer
+        trainer = Trainer(
+            stack,
+            data,
+            lr=cfg.lr,
+            weight_decay=decay,
+            batch_size=cfg.batch_size,
+            keep_partial_batch=cfg.keep_partial_batch,
+            streams=self.streams,
+            precision=cfg.precision,
+            name=self.name,
+        )
+        if begin.optimizer is not None:
+            trainer.opt.load_tensors(*begin.optimizer)
+        return trainer
+
+    def record(self, e: int, trainer: Trainer, sums: tuple[torch.Tensor, torch.Tensor], test_data) -> bool:
+        """Append epoch ``e`` to the history; returns whether the test set was measured."""
+        span, cfg, history = trainer.opt.spans[self.name], self.cfg, self.history
+        total, correct = (t[span.start : span.stop] for t in sums)
         used = trainer.end
         positions = 1 if isinstance(trainer.data, PrefixData) else trainer.data.length
         history["epoch"].append(e + 1)
-        history["loss"].append((total / used).tolist())
-        history["train_acc"].append((correct / (used * positions)).tolist())
-        evaluate = self.test_data is not None and ((e + 1) % cfg.eval_every == 0 or cfg.is_snapshot(e + 1))
-        history["test_acc"].append(trainer.stack.accuracy(self.test_data).tolist() if evaluate else None)
+        history["loss"].append(total / used)
+        history["train_acc"].append(correct / (used * positions))
+        evaluate = test_data is not None and ((e + 1) % cfg.eval_every == 0 or cfg.is_snapshot(e + 1))
+        history["test_acc"].append(trainer.stack.part(span).accuracy(test_data) if evaluate else None)
+        self.fresh += 1
+        if evaluate:  # the accuracy waited for the device anyway
+            self.settle()
         return evaluate
 
-    def checkpoint(self, epoch: int, history: dict, *, snapshot: bool, state: bool) -> None:
+    def settle(self) -> None:
+        _settled(self.history, self.fresh)
+        self.fresh = 0
+
+    def after_epoch(self, trainer: Trainer, epoch: int) -> None:
+        """Checkpoint after ``epoch`` epochs where the arm's schedule asks."""
+        cfg = self.cfg
+        # The state is saved with every snapshot too, so the snapshots never run ahead of it.
+        snap = cfg.is_snapshot(epoch)
+        save = snap or epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs
+        self.checkpoint(trainer, epoch, snapshot=snap, state=save)
+
+    def checkpoint(self, trainer: Trainer | None, epoch: int, *, snapshot: bool, state: bool) -> None:
         """Write the weight snapshot and/or the resumable state after ``epoch`` epochs, then commit."""
+        span = None if trainer is None else trainer.opt.spans[self.name]
+        params = self.begin.stack.params if span is None else trainer.stack.part(span).params
         if snapshot:
-            results.save_tensors(_snapshot_path(self.run, epoch), self.trainer.stack.params)
+            results.save_tensors(_snapshot_path(self.run, epoch), params)
             self.snapshots.add(epoch)
         name = f"state_{epoch:06d}" if state else None
         if name:
-            _save_state(self.run, name, self.trainer, epoch, history, self.key)
+            self.settle()
+            dropout = None if trainer.streams is None else trainer.streams.subset(list(span)).state()
+            _save_state(self.run, name, params, trainer.opt.tensors(self.name), dropout, epoch, self.history, self.key)
         if snapshot or state:
             self.commit(epoch, name)
 
@@ -950,34 +1289,73 @@ class _RunLoop:
             for suffix in (".safetensors", ".json"):
                 results.remove(self.run / f"{old}{suffix}")
 
+    def leave(self, trainer: Trainer) -> Trainer | None:
+        """End the arm after its last epoch: its models leave the stack; returns the trainer of the others."""
+        self.settle()
+        if len(trainer.opt.groups) == 1:  # the last arm: the trainer's own stack
+            stack, trainer = trainer.stack, None
+        else:
+            stack = trainer.leave(self.name)
+        for p in stack.params.values():
+            p.requires_grad_(False)
+        self.result = stack, self.history
+        return trainer
 
-def _train_locked(
-    model_cfg: TransformerConfig,
-    cfg: StackConfig,
-    seeds: tuple[int, ...],
-    train_data: Data,
-    test_data: Data | None,
-    *,
-    run: Path,
-    start: tuple[Path, int] | None,
-    device: torch.device,
-    progress: bool,
-) -> tuple[SeedStack, dict]:
-    """:func:`train_stack` holding the run's lock: check the run, restore or begin, train the epochs."""
-    meta = _run_meta(model_cfg, cfg, seeds, train_data, test_data, start)
-    _check_identity(run, meta)
-    key = params_key(meta)
-    train_data = train_data.to(device)
-    test_data = None if test_data is None else test_data.to(device)
-    done = _progress(run)
-    _remove_uncommitted(run, done)
-    streams = _dropout_streams(model_cfg, seeds, start)
-    if done["state"] is None:
-        begin = _fresh(model_cfg, seeds, start, device)
-    else:
-        tensors, state = _load_committed(run, done["state"], key, device)
-        if state["epoch"] > cfg.epochs:  # already trained further: hand back the earlier snapshot
-            return load_snapshot(run, cfg.epochs, device), _history_until(state, cfg.epochs)
-        begin = _resumed(model_cfg, seeds, tensors, state, streams)
-    trainer = _trainer(begin, train_data, cfg, streams)
-    return _RunLoop(run, key, done, cfg, trainer, test_data).fit(begin, progress)
+
+class _MixedRun:
+    """The epochs of a mixed stack: arms join at their first epoch, train together, leave after their last."""
+
+    def __init__(
+        self, model_cfg: TransformerConfig, arms: list[Arm], data: Data, test_data: Data | None, device
+    ) -> None:
+        self.model_cfg, self.device = model_cfg, device
+        # Each arm's identity first (a branch reads its source's), on the data as given, then the data to the device.
+        self.runs = [_ArmRun(model_cfg, arm, i, data, test_data, device) for i, arm in enumerate(arms)]
+        self.data = data.to(device)
+        self.test_data = None if test_data is None else test_data.to(device)
+        self.trainer: Trainer | None = None
+        self.active: list[_ArmRun] = []
+
+    def fit(self, progress: bool) -> list[tuple[SeedStack, dict]]:
+        """Train every arm to its ``epochs``; returns each arm's models and history."""
+        todo = [r for r in self.runs if r.result is None]
+        if todo:
+            first = min(r.join_epoch for r in todo)
+            last = max(max(r.cfg.epochs, r.join_epoch) for r in todo)
+            n = sum(len(r.arm.seeds) for r in todo)
+            desc = f"train {n} seeds" if len(todo) == 1 else f"train {len(todo)} arms ({n} models)"
+            bar = tqdm(total=last, initial=first, desc=desc, disable=not progress, leave=False)
+            for e in range(first, last + 1):
+                self.join(e, [r for r in todo if r.join_epoch == e])
+                if e < last and self.active:
+                    self.fit_epoch(e, bar if progress else None)
+                bar.update(1 if e < last else 0)
+            bar.close()
+        return [r.result for r in self.runs]
+
+    def join(self, epoch: int, runs: list[_ArmRun]) -> None:
+        """Arms that begin at ``epoch`` join the stack (those with nothing to train end at once)."""
+        for run in runs:
+            if run.open(self.model_cfg, self.device):
+                self.trainer = run.join(self.trainer, self.data)
+                self.active.append(run)
+
+    def fit_epoch(self, e: int, bar: tqdm | None) -> None:
+        """Train epoch ``e`` of every arm in the stack; record, checkpoint, and let finished arms leave."""
+        trainer = self.trainer
+        by_name = {r.name: r for r in self.active}
+        decays = [d for g in trainer.opt.groups for d in by_name[g.name].cfg.decay_at(e, g.size)]
+        if decays != trainer.opt.decay.tolist():  # a schedule moved on
+            trainer.opt.set_decay(trainer.stack, decays)
+        sums = trainer.epoch(e)
+        measured = [r for r in self.active if r.record(e, trainer, sums, self.test_data)]
+        if bar is not None and measured:
+            bar.set_postfix(
+                loss=f"{max(max(r.history['loss'][-1]) for r in measured):.3g}",
+                test=f"{min(min(r.history['test_acc'][-1]) for r in measured):.3f}",
+            )
+        for run in self.active:
+            run.after_epoch(trainer, e + 1)
+        for run in [r for r in self.active if r.cfg.epochs == e + 1]:
+            self.trainer = run.leave(self.trainer)
+            self.active.remove(run)

@@ -87,13 +87,17 @@ def _splitmix64(z: torch.Tensor) -> torch.Tensor:
     return z ^ _srl(z, 31, 64)
 
 
-def site_keys(streams: torch.Tensor, draw: int, n_sites: int) -> torch.Tensor:
+def site_keys(streams: torch.Tensor, draw: int, n_sites: int, offsets: torch.Tensor | None = None) -> torch.Tensor:
     """The two 32-bit key words of every (stream, site) at draw ``draw``: int32 (S, n_sites, 2).
 
     ``streams`` (S,) int64 stream keys. The 64-bit hash of (stream, draw, site) gives both words.
+    ``offsets`` (S,) int64: streams that have drawn more than ``draw`` (a stack whose models joined
+    at different steps) are at draw ``draw + offsets``; the integer sum is exact, so a stream's keys
+    are the same whichever streams draw beside it.
     """
     site = torch.arange(n_sites, dtype=torch.int64, device=streams.device)
-    z = _splitmix64(streams[:, None] * _signed(_GOLDEN64, 64) + _signed(draw, 64))
+    at = streams * _signed(_GOLDEN64, 64) if offsets is None else streams * _signed(_GOLDEN64, 64) + offsets
+    z = _splitmix64(at[:, None] + _signed(draw, 64))
     z = _splitmix64(z + (site[None] + 1) * _signed(_GOLDEN64, 64))
     words = torch.stack([z & 0xFFFFFFFF, _srl(z, 32, 64)], dim=-1)
     return torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32)
@@ -186,7 +190,9 @@ class DropoutStreams:
     """One dropout stream per seed, drawn by the counter-based generator of this module.
 
     Each :meth:`draw` returns one training step's masks, each ``keep / (1 - p)`` with ``keep``
-    Bernoulli(1 - p), which is what ``F.dropout`` multiplies by.
+    Bernoulli(1 - p), which is what ``F.dropout`` multiplies by. Every stream counts its own draws:
+    streams that began at different steps (:meth:`joined`, a model joining a stack) each continue
+    where they are.
     """
 
     def __init__(self, p: float, seeds: Iterable[int], start_epoch: int = 0) -> None:
@@ -195,7 +201,7 @@ class DropoutStreams:
         self.p = float(p)
         self.seeds = tuple(int(s) for s in seeds)
         self.streams = [dropout_seed(s, start_epoch) for s in self.seeds]
-        self.draws = 0  # steps drawn so far: the counter of every stream
+        self.counts = [0] * len(self.seeds)  # steps drawn so far by each stream
         # Dropped when the bits, read unsigned, fall below this; compared in signed form.
         self._threshold = _signed(round(self.p * 2**32) ^ (1 << 31), 32)
 
@@ -233,34 +239,57 @@ class DropoutStreams:
     ) -> list[torch.Tensor]:
         full = mask_shapes(model_cfg, batch, length)
         used = mask_shapes(model_cfg, batch, length, last_only=True) if last_only else full
-        keys = site_keys(self._stream_keys(device), self.draws, len(full))
+        draw = min(self.counts, default=0)
+        streams, ahead = self._stream_keys(device, draw)
+        keys = site_keys(streams, draw, len(full), ahead)
         scale = 1.0 / (1.0 - self.p)
         masks = []
         for site, (f, u) in enumerate(zip(full, used)):
-            # Contiguous keys: a strided view would compile one kernel per site.
-            mask = _draw_site(keys[:, site].contiguous(), _positions(f, u, device).flatten(), self._threshold, scale)
+            # A fresh contiguous copy: a strided view (or one at an offset) would compile a kernel per site.
+            site_key = keys[:, site].clone(memory_format=torch.contiguous_format)
+            mask = _draw_site(site_key, _positions(f, u, device).flatten(), self._threshold, scale)
             masks.append(mask.view(len(self), *u).to(dtype))
-        self.draws += 1
+        self.counts = [c + 1 for c in self.counts]
         return masks
 
-    def _stream_keys(self, device: torch.device) -> torch.Tensor:
-        # Kept on the device: one copy per run, not one per step.
-        if getattr(self, "_keys_device", None) != device:
+    def _stream_keys(self, device: torch.device, draw: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The stream keys and (None when all streams are at ``draw``) the draws each is ahead, on ``device``."""
+        # Kept on the device: one copy per run (or per change of the stack), not one per step.
+        ahead = tuple(c - draw for c in self.counts)
+        if getattr(self, "_keys_at", None) != (device, ahead):
             self._keys = torch.tensor(self.streams, dtype=torch.int64).to(device)
-            self._keys_device = device
-        return self._keys
+            self._ahead = None if not any(ahead) else torch.tensor(ahead, dtype=torch.int64).to(device)
+            self._keys_at = (device, ahead)
+        return self._keys, self._ahead
 
     def subset(self, keep: Sequence[int]) -> DropoutStreams:
         """The streams of the seeds at positions ``keep``, at the draws they have reached."""
         new = DropoutStreams.__new__(DropoutStreams)
-        new.p, new._threshold, new.draws = self.p, self._threshold, self.draws
+        new.p, new._threshold = self.p, self._threshold
         new.seeds = tuple(self.seeds[j] for j in keep)
         new.streams = [self.streams[j] for j in keep]
+        new.counts = [self.counts[j] for j in keep]
+        return new
+
+    @classmethod
+    def joined(cls, parts: Sequence[DropoutStreams]) -> DropoutStreams:
+        """The streams of ``parts`` side by side, each at the draws it has reached (one dropout rate)."""
+        if not parts or len({part.p for part in parts}) != 1:
+            raise ValueError(
+                f"streams of dropout rates {[part.p for part in parts]} cannot be joined: a stack has one "
+                "architecture, so one rate; join at least one set of streams."
+            )
+        new = DropoutStreams.__new__(DropoutStreams)
+        new.p, new._threshold = parts[0].p, parts[0]._threshold
+        new.seeds = tuple(s for part in parts for s in part.seeds)
+        new.streams = [s for part in parts for s in part.streams]
+        new.counts = [c for part in parts for c in part.counts]
         return new
 
     def state(self) -> torch.Tensor:
-        """Each stream's key and the draws reached, (S, 2) int64, for a checkpoint."""
-        return torch.tensor([[s, self.draws] for s in self.streams], dtype=torch.int64).reshape(len(self), 2)
+        """Each stream's key and the draws it has reached, (S, 2) int64, for a checkpoint."""
+        rows = [[s, c] for s, c in zip(self.streams, self.counts)]
+        return torch.tensor(rows, dtype=torch.int64).reshape(len(self), 2)
 
     def load_state(self, state: torch.Tensor) -> None:
         """Continue from :meth:`state`; refuses the state of other streams."""
@@ -269,9 +298,9 @@ class DropoutStreams:
                 f"dropout state of shape {tuple(state.shape)} ({state.dtype}) does not fit {len(self)} counter "
                 "streams; it was written by another mask generator. Delete the run to retrain it."
             )
-        streams, draws = state.cpu().T.tolist()
-        if streams != self.streams or len(set(draws)) > 1:
+        streams, draws = state.cpu().T.tolist() if len(self) else ([], [])
+        if streams != self.streams or any(d < 0 for d in draws):
             raise StoreError(
                 f"dropout state of streams {streams} at draws {draws}; this run draws from {self.streams}."
             )
-        self.draws = int(draws[0]) if draws else 0
+        self.counts = [int(d) for d in draws]

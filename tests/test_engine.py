@@ -429,7 +429,7 @@ def test_training_seconds_add_up_over_the_processes_that_trained_a_run(tmp_path)
 def test_bf16_is_refused_where_emulated_and_auto_picks_it_only_where_native(monkeypatch):
     import corelib.engine as engine
     from corelib.experiments.modular_runs import ModularParams
-    from corelib.sweeps import SweepConfig
+    from corelib.tasks.sweeps import SweepConfig
 
     stack = SeedStack.initialise(CFG, SEEDS[:1], "cpu")
     monkeypatch.setattr(engine, "_cpu_has_bf16", lambda: False)

@@ -6,13 +6,14 @@ itself, which checks the tests' own code paths on a machine without a GPU."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
 from corelib import ace
-from corelib.engine import PrefixData, StackConfig, load_history, train_stack
+from corelib.engine import Arm, PrefixData, StackConfig, load_history, train_mixed, train_stack
 from corelib.models import Transformer, TransformerConfig
 from corelib.tasks.modular import modular_addition_split
 
@@ -53,6 +54,32 @@ def test_the_engine_trains_on_the_gpu_as_on_the_cpu(tmp_path):
         np.testing.assert_allclose(gpu.params[name][:, keep].cpu().numpy(), value[:, keep].numpy(), atol=1e-4,
                                    err_msg=name)  # fmt: skip
     assert load_history(tmp_path / DEVICE.replace(":", "_"))["epoch"] == cpu_hist["epoch"]
+
+
+def test_a_mixed_stack_trains_on_the_gpu_as_on_the_cpu(tmp_path):
+    # Arms with their own rates and decays, a branch joining at epoch 2 and an arm stopping early:
+    # the GPU path of every per-arm piece (groups of AdamW, streams at other draws, leaving arms).
+    cfg = TransformerConfig(vocab_size=11, d_model=32, n_heads=2, d_ff=64, n_layers=1, n_ctx=2, dropout=0.1)
+    (x, y), (xt, yt) = modular_addition_split(11, 0.5, 0)
+    data = PrefixData.from_tokens(x, y), PrefixData.from_tokens(xt, yt)
+
+    def arms(root):
+        stack_cfg = StackConfig(epochs=4, batch_size=16, snapshot_every=2, checkpoint_every=2)
+        return [
+            Arm(stack_cfg, (1, 2), root / "a"),
+            Arm(replace(stack_cfg, lr=3e-3, weight_decay=0.0), (1, 2), root / "b", start=(root / "a", 2)),
+            Arm(replace(stack_cfg, epochs=3, lr=2e-3, decay_knots=((0, 1.0), (2, 0.0))), (3,), root / "c"),
+        ]
+
+    runs = {device: train_mixed(cfg, arms(tmp_path / device.replace(":", "_")), *data, device=device, progress=False)
+            for device in ("cpu", DEVICE)}  # fmt: skip
+    for (cpu, cpu_hist), (gpu, gpu_hist) in zip(runs["cpu"], runs[DEVICE]):
+        assert gpu_hist["epoch"] == cpu_hist["epoch"]
+        np.testing.assert_allclose(gpu_hist["loss"], cpu_hist["loss"], rtol=1e-4)
+        for name, value in cpu.params.items():
+            keep = _identified(name, value[0], cfg.d_model)
+            np.testing.assert_allclose(gpu.params[name][:, keep].cpu().numpy(), value[:, keep].numpy(), atol=1e-4,
+                                       err_msg=name)  # fmt: skip
 
 
 def _identified(name: str, value: torch.Tensor, d_model: int) -> torch.Tensor:
