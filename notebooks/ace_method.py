@@ -414,9 +414,11 @@ for name, value in values.items():
 #   shows why agreement has to be checked, not assumed.
 #
 # What differs: nothing the chapter measures; the paper has no linear-system experiment, so this
-# is the book's own check of the method. What is open: here every Jacobian is the same matrix, so
-# the relevance moment is exact and all the sampling error sits in the activity. In a transformer
-# the Jacobians vary from input to input, and how many of them ACE needs is not studied here.
+# is the book's own check of the method. Here every Jacobian is the same matrix, so the relevance
+# moment is exact and all the sampling error sits in the activity. The same holds in the modular
+# models, whose cores sit before a linear read-out: any number of Jacobians gives the same core
+# there {claim}`modular.jacobians_exact <holds>`. What is open: how many Jacobians a core needs
+# when the read-out passes through later, nonlinear layers, as in the language models.
 #
 # ## How this chapter computes
 #

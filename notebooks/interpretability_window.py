@@ -303,6 +303,21 @@ display(inflation_clock_window.tau_table(paper))
 # question to ask of more seeds is the share of models that stay compact in each arm. Pinning a
 # share down to within a few tenths takes dozens of seeds per arm.
 
+# %% tags=["hide-input"]
+cost = paper_scale.seed_cost_values(
+    window_record, paper_scale.recorded_gpu_times(), seeds=24)
+for name, value in cost.items():
+    glue(name, value, display=False)
+
+# %% [markdown]
+# **What dozens of seeds would cost.** With {glue:text}`cost_seeds` seeds per arm, the window's
+# five branched arms would take about {glue:text}`cost_cpu_hours` hours on the CPU that ran the
+# record ({glue:text}`cost_cpu`): on a CPU each model of a stack costs about what it costs alone.
+# On a GPU the steps are bound by kernel launches, so the number of seeds barely matters. At the
+# time per epoch measured on an {glue:text}`cost_gpu`, the same arms would take about
+# {glue:text}`cost_gpu_minutes` minutes. No GPU was lent to this book's last runs, so this run
+# waits for one.
+
 # %% [markdown]
 # ## Beside the fast clock
 #

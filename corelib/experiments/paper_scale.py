@@ -19,7 +19,7 @@ import pandas as pd
 
 from .. import agreement, claims
 from ..recorded import BRANCH_WEIGHTS, compare_values, is_recorded, load_recorded, provenance, recorded_path
-from ..results import StoreError, load_tensors
+from ..results import StoreError, load_json, load_tensors
 from ..tasks.sweeps import RECORD_FIELDS, condition_key
 from . import core_inflation, grokking_sweeps, inflation_clock, modular_addition, modular_runs
 from .core_inflation_questions import (
@@ -52,6 +52,8 @@ __all__ = [
     "question_values",
     "SeedCost",
     "window_seed_cost",
+    "recorded_gpu_times",
+    "seed_cost_values",
 ]
 
 
@@ -474,3 +476,27 @@ def computed_cpu(provenance: dict[str, Any]) -> str:
     """The CPU a record names, in a few words."""
     machine = provenance.get("machine", {})
     return f"{machine.get('cpu', '?')}, {machine.get('torch_threads', '?')} threads"
+
+
+def recorded_gpu_times(root: Path | str | None = None) -> dict[str, Any] | None:
+    """The paper profile timed on a GPU (``recorded/paper_profile_gpu.json``), or None."""
+    from ..recorded import recorded_root
+
+    path = Path(root or recorded_root()) / "paper_profile_gpu.json"
+    return load_json(path) if path.exists() else None
+
+
+def seed_cost_values(window: dict[str, Any] | None, gpu: dict[str, Any] | None, seeds: int) -> dict[str, Any]:
+    """The glued numbers of :func:`window_seed_cost` ("n/a" without a window record)."""
+    if window is None:
+        return dict.fromkeys(
+            ("cost_cpu_hours", "cost_cpu", "cost_gpu_minutes", "cost_gpu"), modular_runs.NOT_AVAILABLE
+        ) | {"cost_seeds": seeds}
+    cost = window_seed_cost(window, gpu, seeds)
+    return {
+        "cost_seeds": cost.seeds,
+        "cost_cpu_hours": round(cost.cpu_hours),
+        "cost_cpu": cost.cpu,
+        "cost_gpu_minutes": modular_runs.NOT_AVAILABLE if cost.gpu_minutes is None else round(cost.gpu_minutes),
+        "cost_gpu": cost.gpu or modular_runs.NOT_AVAILABLE,
+    }
