@@ -294,6 +294,28 @@ def _export_grokking_sweeps(profile: str, folder: Path, logs: list[Path] | None 
     }
 
 
+def _export_grokking_sweeps_moduli(profile: str, folder: Path) -> dict:
+    """The modulus sweep's conditions near the critical modulus, at the profile's settings."""
+    from corelib.experiments.grokking_sweeps_moduli import near_params
+
+    params = near_params(sweeps_params(profile))
+    cfg = params.config(params.p_max_epochs)
+    records = [load_record(condition_dir(c, cfg), c, cfg, s) for c in params.p_conditions() for s in params.seeds]
+    if any(r is None for r in records):
+        moduli = " ".join(str(p) for p in params.moduli)
+        raise SystemExit(
+            f"{sum(r is None for r in records)} (condition, seed) records near the critical modulus are missing; "
+            f"finish them with `python -m acebook.paper_runs advance grokking_sweeps --moduli {moduli}`."
+        )
+    save_json(folder / "records.json", records, compact=True)
+    return {
+        "params": asdict(params),
+        "precision": params.precision,
+        "rederive": "python -m acebook.record verify grokking_sweeps_moduli "
+        f'--condition "{params.p_conditions()[-1].label()}"',
+    }
+
+
 def _sweeps_sample(record: dict, label: str, n_seeds: int | None) -> tuple:
     """The condition ``label`` of a sweeps record, its configuration, the seeds to re-derive and
     their recorded records; a record that is not a sweeps record of this shape is refused here,
@@ -549,6 +571,7 @@ _EXPORTERS = {
     "core_inflation": _export_core_inflation,
     "core_inflation_questions": export_questions,
     "grokking_sweeps": _export_grokking_sweeps,
+    "grokking_sweeps_moduli": _export_grokking_sweeps_moduli,
     "inflation_clock": _export_inflation_clock,
     "inflation_clock_window": _export_inflation_clock_window,
 }

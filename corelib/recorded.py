@@ -17,6 +17,8 @@ A recorded folder holds ``provenance.json`` and the results of one experiment:
   :class:`corelib.experiments.core_inflation_questions.ArmQuestions` records: the chapter's tests of
   its own explanations;
 - ``grokking_sweeps``: ``records.json`` (one record per condition and seed, for both sweeps);
+- ``grokking_sweeps_moduli``: ``records.json`` as ``grokking_sweeps``, for the modulus sweep's
+  conditions near the critical modulus (:mod:`corelib.experiments.grokking_sweeps_moduli`);
 - ``inflation_clock``: ``runs.json`` (per (lr, wd) pair, its snapshot records) and ``window.json``
   (the branch epoch and, per arm, its snapshot records and training history). Its ``book``
   profile is recorded too: the chapter's full experiment takes longer than the book's time.
@@ -65,6 +67,7 @@ _PARTS = {
     "core_inflation": ("arms", "history"),
     "core_inflation_questions": ("arms",),
     "grokking_sweeps": ("records",),
+    "grokking_sweeps_moduli": ("records",),
     "inflation_clock": ("runs", "window"),
     "inflation_clock_window": ("window", "branch_run"),
 }

@@ -500,3 +500,25 @@ def seed_cost_values(window: dict[str, Any] | None, gpu: dict[str, Any] | None, 
         "cost_gpu_minutes": modular_runs.NOT_AVAILABLE if cost.gpu_minutes is None else round(cost.gpu_minutes),
         "cost_gpu": cost.gpu or modular_runs.NOT_AVAILABLE,
     }
+
+
+def recorded_near_moduli(
+    recorded: grokking_sweeps.RecordedSweeps | None, root: Path | str | None = None, profile: str = "paper"
+):
+    """The modulus law of the recorded sweep with the recorded conditions near the critical
+    modulus added (:class:`grokking_sweeps_moduli.ModulusLaw`), or None when either is not recorded."""
+    from . import grokking_sweeps_moduli
+
+    if recorded is None or not is_recorded("grokking_sweeps_moduli", profile, root):
+        return None
+    rec = load_recorded("grokking_sweeps_moduli", profile, root)
+    params = parameters_of(grokking_sweeps.SweepsParams, rec["provenance"]["params"], "grokking_sweeps_moduli")
+    cfg = params.config(params.p_max_epochs)
+    rows = {(r["condition"], r["seed"]): r for r in rec["records"]}
+    wanted = [(condition_key(c, cfg), s) for c in params.p_conditions() for s in params.seeds]
+    if any(w not in rows for w in wanted):
+        raise StoreError(
+            "the recorded grokking_sweeps_moduli lacks records of its own conditions: restore it from git."
+        )
+    near = pd.DataFrame([rows[w] for w in wanted], columns=list(RECORD_FIELDS))
+    return grokking_sweeps_moduli.modulus_law(recorded.table_p, near, n_boot=recorded.params.n_boot)
