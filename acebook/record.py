@@ -38,6 +38,7 @@ from corelib.agreement import Agreement
 from corelib.engine import load_snapshot, snapshot_epochs, training_seconds
 from corelib.experiments import inflation_clock, modular_runs, paper_scale
 from corelib.experiments.grokking_sweeps import SweepsParams
+from corelib.experiments.modular_records import Snapshot
 from corelib.models import default_device
 from corelib.recorded import BRANCH_WEIGHTS, HISTORIES, history_tensors, provenance, recorded_path, recorded_root
 from corelib.results import (
@@ -57,8 +58,6 @@ from .run_times import CODE_DIGITS, corelib_hash, git_commit
 from .runner import chapter_parameters
 
 __all__ = ["export", "export_costs", "verify", "machine", "compute_device", "computed_on", "main"]
-
-_DROPPED = ("operator",)  # the fitted operator matrices: large, and re-derivable from the snapshots
 
 
 def machine() -> dict[str, Any]:
@@ -121,16 +120,9 @@ def inflation_params(profile: str, precision: str | None = None) -> modular_runs
     return modular_runs.ModularParams.from_namespace(_values("core_inflation", profile, precision))
 
 
-def _compact(records: list[dict]) -> list[dict]:
-    """The records without the fitted operators, except at the last snapshot (the figure shows it)."""
-    last = records[-1]["epoch"] if records else None
-    return [
-        {
-            "epoch": r["epoch"],
-            "models": [{k: v for k, v in m.items() if r["epoch"] == last or k not in _DROPPED} for m in r["models"]],
-        }
-        for r in records
-    ]
+def _compact(records: list[Snapshot]) -> list[dict]:
+    """The records' JSON form without the fitted operators, except at the last snapshot (the figure shows it)."""
+    return [(r if r is records[-1] else r.without_operators()).to_json() for r in records]
 
 
 def _profile_flag(profile: str) -> str:

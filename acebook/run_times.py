@@ -207,7 +207,8 @@ class ChapterCost:
     The header's sentence is written in the chapter; these are the values it cites:
 
     - ``machine``: the threads and CPU it was timed on, e.g. ``"2 CPU threads (AMD EPYC)"``
-      (:func:`short_cpu_name`), or ``"2 CPU threads (CPU not recorded)"``;
+      (:func:`short_cpu_name`), ``"2 CPU threads (CPU not recorded)"``, or for a build timed on
+      a GPU ``"one GPU (NVIDIA H100 80GB)"``;
     - ``book``: the time with the book's settings, e.g. ``"about 6 minutes"``, or ``"not measured yet"``;
     - ``paper``: the time with the paper's settings, ``"not timed"``, or, where the paper's settings
       are the book's, the book's time marked ``"(same settings)"``.
@@ -228,7 +229,10 @@ def chapter_cost(chapter: str, folder: str | os.PathLike | None = None) -> Chapt
     # The CPU the time was measured on; an entry that did not record it says so, rather than
     # naming the machine of a later export.
     cpu = short_cpu_name(book["cpu"]) if book.get("cpu") else "CPU not recorded"
-    where = f"{book.get('threads', '?')} CPU threads ({cpu})"
+    threads = book.get("threads", "?")
+    where = f"{threads} CPU thread{'' if threads == 1 else 's'} ({cpu})"
+    if book.get("device"):  # timed on a GPU, e.g. "NVIDIA H100 80GB HBM3 (cuda)"
+        where = f"one GPU ({short_cpu_name(book['device'].rsplit(' (', 1)[0])})"
     book_time = f"about {_duration(book['seconds'])}"
     if paper is not None:
         paper_time = f"about {_duration(paper['seconds'])}"

@@ -1,5 +1,11 @@
-"""Fixtures shared by several test files."""
+"""Fixtures shared by several test files, and how the tests share the machine's cores.
 
+Under pytest-xdist (``make test PYTEST_WORKERS=auto``: ``-n auto --dist loadgroup``) each worker
+gets its share of the CPU threads, and every test of the smoke build runs on one worker, so that
+the build (the session fixture ``built_book``) is made once.
+"""
+
+import os
 import shutil
 from pathlib import Path
 
@@ -17,8 +23,68 @@ BOOK_DIRS = ("book", "notebooks", "tests")
 WINDOW_RECORD = "inflation_clock_window_paper"
 
 
+BOOK_GROUP = "smoke-build"  # the xdist group of the tests that read the smoke build
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """On a pytest-xdist worker, use this worker's share of the CPUs: torch's threads, and those of
+    the processes the tests start (notebook kernels, scripts). With every worker on every core,
+    their threads would wait for one another (README: two trainings on two cores)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        import torch
+
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        torch.set_num_threads(threads)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "built_book" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(BOOK_GROUP))
+
+
+def shared_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder of the whole test run, the same for every pytest-xdist worker."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 @pytest.fixture(scope="session")
-def built_book(tmp_path_factory):
+def smoke_sweeps(tmp_path_factory) -> Path:
+    """A results root holding the smoke profile's sweeps (both, every seed), trained once per test run.
+
+    Read it, or copy it (``copy_results``) to write into it. Workers that ask at once take turns
+    on each condition's lock (``corelib.results.run_lock``): one trains, the others read it back.
+    """
+    from acebook.runner import chapter_parameters
+    from corelib.experiments.grokking_sweeps import SweepsParams
+    from corelib.tasks.sweeps import run_sweep
+
+    root = shared_dir(tmp_path_factory, "smoke_sweeps")
+    params = SweepsParams.from_namespace(chapter_parameters("grokking_sweeps", "smoke"))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ACE_RESULTS_DIR", str(root))
+    try:
+        run_sweep(params.omega_conditions(), params.seeds, params.config(params.omega_max_epochs), progress=False)
+        run_sweep(params.p_conditions(), params.seeds, params.config(params.p_max_epochs), progress=False)
+    finally:
+        mp.undo()
+    return root
+
+
+def copy_results(source: Path, dest: Path) -> Path:
+    """Copy the results root ``source`` into ``dest`` (created or merged), without its locks."""
+    shutil.copytree(source, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*.lock"))
+    return dest
+
+
+@pytest.fixture(scope="session")
+def built_book(tmp_path_factory, smoke_sweeps):
     """The whole book built with the smoke profile, once per test session.
 
     The build runs in a copy of the project in a temporary folder, so running the tests never
@@ -38,6 +104,7 @@ def built_book(tmp_path_factory):
     shutil.copytree(ROOT / "recorded" / WINDOW_RECORD, root / "recorded" / WINDOW_RECORD)
     # The claims page shows the paper profile's times on a GPU from their record in every profile.
     copy_file(ROOT / "recorded" / GPU_TIMES_FILE, root / "recorded" / GPU_TIMES_FILE)
+    copy_results(smoke_sweeps, root / "results")  # the chapter's smoke sweeps, read back, not trained again
     try:
         _record_smoke_runs(root / "recorded")
         index = runner.build_book("smoke", root=root)
@@ -59,6 +126,7 @@ def _record_smoke_runs(folder: Path) -> None:
 
     params = modular_runs.ModularParams.from_namespace(chapter_parameters("core_inflation", "smoke"))
     for arm in modular_runs.ARMS:
+        modular_runs.train_arm(params, arm, params.long_epochs, progress=False)
         modular_runs.analyse_arm(params, arm, params.long_epochs, progress=False)
     grokking_sweeps.run(grokking_sweeps.SweepsParams.from_namespace(chapter_parameters("grokking_sweeps", "smoke")))
     for name in ("core_inflation", "grokking_sweeps"):

@@ -11,11 +11,11 @@ from pandas.testing import assert_frame_equal
 
 from acebook import record
 from acebook.runner import chapter_parameters
+from conftest import copy_results
 from corelib.experiments import core_inflation, grokking_sweeps, modular_runs, paper_scale
 from corelib.experiments.grokking_sweeps import SweepsParams
 from corelib.recorded import compare_values, is_recorded, load_recorded, recorded_path
 from corelib.results import StoreError, load_json, save_json
-from corelib.sweeps import run_sweep
 
 
 @pytest.fixture
@@ -53,6 +53,8 @@ def test_core_inflation_is_exported_read_back_and_re_derived(results):
     rec_root = results / "recorded"
     with pytest.raises(SystemExit, match="arm of the smoke-profile run is at epoch 0"):
         record.export("core_inflation", "smoke", rec_root)
+    for arm in modular_runs.ARMS:
+        modular_runs.train_arm(params, arm, params.long_epochs, progress=False)
     arms = {arm: modular_runs.analyse_arm(params, arm, params.long_epochs, progress=False) for arm in modular_runs.ARMS}
     folder = record.export("core_inflation", "smoke", rec_root)
     assert is_recorded("core_inflation", "smoke", rec_root)
@@ -114,13 +116,12 @@ def test_core_inflation_is_exported_read_back_and_re_derived(results):
 
 
 @pytest.mark.slow
-def test_grokking_sweeps_are_exported_and_a_condition_re_derived(results):
+def test_grokking_sweeps_are_exported_and_a_condition_re_derived(results, smoke_sweeps):
     params = SweepsParams.from_namespace(chapter_parameters("grokking_sweeps", "smoke"))
     rec_root = results / "recorded"
     with pytest.raises(SystemExit, match="records of the smoke-profile sweeps are missing"):
         record.export("grokking_sweeps", "smoke", rec_root)
-    run_sweep(params.omega_conditions(), params.seeds, params.config(params.omega_max_epochs), progress=False)
-    run_sweep(params.p_conditions(), params.seeds, params.config(params.p_max_epochs), progress=False)
+    copy_results(smoke_sweeps, results / "results")  # both sweeps, as run_sweep trains them (conftest.py)
     labels = list(dict.fromkeys(c.label() for c in (*params.omega_conditions(), *params.p_conditions())))
     log = results / "driver.log"
     log.write_text("\r".join(_bar(label, 0, f"00:{10 + i}") for i, label in enumerate(labels[:-1])))
@@ -202,9 +203,54 @@ def test_unknown_experiments_and_missing_records_name_the_fix(tmp_path):
         load_recorded("core_inflation", "paper", tmp_path)
 
 
-def test_chapter_costs_are_recorded_per_profile_and_given_to_the_top_of_a_chapter(results, monkeypatch):
+LONG_INTEL = "Intel(R) Xeon(R) Processor @ 2.50GHz"
+# Machines the tests pretend to run on: /proc/cpuinfo's text (None: no such file, as off Linux),
+# what `platform` says, the CPUs (None: unknown), the GPU the process computes on (None: none).
+FAKE_MACHINES = {
+    "a long Intel name": (f"processor\t: 0\nmodel name\t: {LONG_INTEL}\nflags\t: fpu avx512f\n", "x86_64", 2, None),
+    "a CPU no list knows": ("processor\t: 0\nmodel name\t: Zhaoxin KaiXian KX-U6780A@2.7GHz\n", "", 8, None),
+    "a CPU that names itself nowhere": ("processor\t: 0\nflags\t: fpu\n", "", 1, None),
+    "no CPU information at all": (None, "", None, None),
+    "a GPU": (f"processor\t: 0\nmodel name\t: {LONG_INTEL}\n", "x86_64", 16, "NVIDIA H100 80GB HBM3"),
+}
+
+
+@pytest.fixture
+def fake_machine(monkeypatch):
+    """``fake_machine(name)``: the process sees the machine ``FAKE_MACHINES[name]``, whatever it runs on."""
+    import pathlib
+    import platform
+
+    read_text = pathlib.Path.read_text
+
+    def fake(name: str) -> None:
+        cpuinfo, processor, cpus, gpu = FAKE_MACHINES[name]
+
+        def read(path, *args, **kwargs):
+            if str(path) != "/proc/cpuinfo":
+                return read_text(path, *args, **kwargs)
+            if cpuinfo is None:
+                raise FileNotFoundError(path)
+            return cpuinfo
+
+        monkeypatch.setattr(pathlib.Path, "read_text", read)
+        monkeypatch.setattr(platform, "processor", lambda: processor)
+        monkeypatch.setattr(platform, "machine", lambda: processor)
+        monkeypatch.setattr(os, "cpu_count", lambda: cpus)
+        if cpus is None:  # not Linux: no affinity to ask
+            monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+        else:
+            monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)), raising=False)
+        monkeypatch.setattr(record, "default_device", lambda: torch.device("cuda", 0) if gpu else torch.device("cpu"))
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: gpu)
+
+    return fake
+
+
+def test_chapter_costs_are_recorded_per_profile_and_given_to_the_top_of_a_chapter(results, fake_machine):
     from acebook import run_times
 
+    fake_machine("a long Intel name")  # the test holds whatever machine runs it
     rec = results / "recorded"
     unmeasured = run_times.ChapterCost("a reference machine", "not measured yet", "not measured yet")
     assert run_times.chapter_cost("modular_addition", rec) == unmeasured
@@ -214,9 +260,7 @@ def test_chapter_costs_are_recorded_per_profile_and_given_to_the_top_of_a_chapte
     run_times.record_run_time("markov_chain", "book", 5.0, computed=False)  # read back: not a cost
     record.export_costs("book", rec)
     cost = run_times.chapter_cost("modular_addition", rec)
-    here = run_times.short_cpu_name(record.machine()["cpu"])
-    assert cost.book == "about 6 minutes" and cost.paper == "not timed"
-    assert cost.machine.endswith(f"CPU threads ({here})") and cost.machine.split()[0].isdigit()
+    assert cost == run_times.ChapterCost("2 CPU threads (Intel Xeon)", "about 6 minutes", "not timed")
     assert run_times.chapter_cost("markov_chain", rec) == unmeasured
     run_times.record_run_time("markov_chain", "book", 120.0, computed=True)
     record.export_costs("book", rec)  # the paper profile sets nothing else for this chapter
@@ -225,19 +269,51 @@ def test_chapter_costs_are_recorded_per_profile_and_given_to_the_top_of_a_chapte
     record.export_costs("paper", rec)  # adds the paper profile, keeps the book's
     cost = run_times.chapter_cost("modular_addition", rec)
     assert (cost.book, cost.paper) == ("about 6 minutes", "about 4.2 hours")
-    for value in dataclasses.astuple(cost) + dataclasses.astuple(run_times.chapter_cost("markov_chain", rec)):
-        assert len(value.split()) <= 5, value  # values the chapter's sentence cites, not sentences
+    for each in (cost, run_times.chapter_cost("markov_chain", rec)):  # values the sentence cites, not sentences
+        assert len(each.book.split()) <= 5 and len(each.paper.split()) <= 5 and len(each.machine.split()) <= 6, each
     # each chapter names the CPU it was timed on: a later export on another machine keeps the others'
     costs = json.loads((rec / "chapter_costs.json").read_text())
     costs["chapters"]["markov_chain"]["book"]["cpu"] = "Another Chip 3000"
     save_json(rec / "chapter_costs.json", costs)
     record.export_costs("paper", rec)
     assert run_times.chapter_cost("markov_chain", rec).machine.endswith("(Another Chip 3000)")
-    assert run_times.chapter_cost("modular_addition", rec).machine.endswith(f"({here})")
+    assert run_times.chapter_cost("modular_addition", rec).machine == "2 CPU threads (Intel Xeon)"
     # a time recorded without its CPU says so, not the CPU of the machine that exported the file
     del costs["chapters"]["markov_chain"]["book"]["cpu"]
     save_json(rec / "chapter_costs.json", costs)
     assert run_times.chapter_cost("markov_chain", rec).machine == "2 CPU threads (CPU not recorded)"
+
+
+@pytest.mark.parametrize(
+    "name, cpu, cost, here",
+    [
+        ("a long Intel name", LONG_INTEL, "2 CPU threads (Intel Xeon)", LONG_INTEL),
+        (
+            "a CPU no list knows",
+            "Zhaoxin KaiXian KX-U6780A@2.7GHz",
+            "8 CPU threads (Zhaoxin KaiXian KX-U6780A)",
+            "Zhaoxin KaiXian KX-U6780A@2.7GHz",
+        ),
+        ("a CPU that names itself nowhere", "unknown CPU", "1 CPU thread (unknown)", "unknown CPU"),
+        ("no CPU information at all", "unknown CPU", "1 CPU thread (unknown)", "unknown CPU"),
+        ("a GPU", LONG_INTEL, "one GPU (NVIDIA H100 80GB)", "NVIDIA H100 80GB HBM3 (cuda)"),
+    ],
+)
+def test_the_machine_is_described_alike_in_provenance_costs_and_verify_on_any_machine(
+    name, cpu, cost, here, results, fake_machine
+):
+    from acebook import run_times
+
+    fake_machine(name)
+    described = record.machine()  # what a record's provenance keeps
+    assert (described["cpu"], described["logical_cpus"]) == (cpu, FAKE_MACHINES[name][2])
+    assert json.loads(json.dumps(described)) == described  # it is stored as JSON
+    # verify's "re-derived on": the GPU where the process computes on one, else the CPU
+    assert record.computed_on({**described, "device": record.compute_device()}) == here
+    run_times.record_run_time("modular_addition", "book", 372.0, computed=True)
+    record.export_costs("book", results / "recorded")
+    got = run_times.chapter_cost("modular_addition", results / "recorded")
+    assert got.machine == cost and len(got.machine.split()) <= 6
 
 
 @pytest.mark.parametrize(
