@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 
 import numpy as np
@@ -136,20 +136,31 @@ def _whole(values: np.ndarray) -> bool:
     return bool(np.all(np.isfinite(values)) and np.all(values == np.round(values)))
 
 
-def snapshot_groups(records: Iterable[Mapping[str, Any]], where: str = "") -> dict[str, list[float]]:
-    """Per-seed scalars of snapshot records (``{"epoch": e, "models": [per-seed dicts]}``), by
-    quantity: ``{"<where> · epoch e · field": [one value per seed]}``. A list field counts by its
-    length (a snapshot's ``modes`` become its mode count); None and NaN values are left out."""
+def snapshot_groups(records: Iterable[Any], where: str = "") -> dict[str, list[float]]:
+    """Per-seed scalars of snapshot records, by quantity: ``{"<where> · epoch e · field": [one
+    value per seed]}``. A record is a dataclass with ``epoch`` and ``models`` (one dataclass per
+    seed), or its JSON form (``{"epoch": e, "models": [per-seed dicts]}``). A sequence field counts
+    by its length (a snapshot's ``modes`` become its mode count); None and NaN values are left out."""
     groups: dict[str, list[float]] = {}
     for record in records:
-        for model in record.get("models", []):
-            for field, value in model.items():
-                if isinstance(value, list) and field == "modes":
+        named = _fields(record)
+        for model in named.get("models", []):
+            for field, value in _fields(model).items():
+                if isinstance(value, (list, tuple)) and field == "modes":
                     field, value = "mode count", len(value)
                 if _scalar(value) and not (isinstance(value, float) and math.isnan(value)):
-                    key = " · ".join(p for p in (where, f"epoch {record['epoch']}", field) if p)
+                    key = " · ".join(p for p in (where, f"epoch {named['epoch']}", field) if p)
                     groups.setdefault(key, []).append(float(value))
     return groups
+
+
+def _fields(record: Any) -> Mapping[str, Any]:
+    """A record's fields by name: a mapping as it is, a dataclass's fields in their order."""
+    if isinstance(record, Mapping):
+        return record
+    if is_dataclass(record):
+        return {f.name: getattr(record, f.name) for f in fields(record)}
+    raise TypeError(f"a snapshot record is a dataclass or a dict, got {type(record).__name__}.")
 
 
 def seed_record_groups(

@@ -193,6 +193,7 @@ def test_every_glued_name_of_the_chapter_is_glued(tmp_path, monkeypatch):
     window = {
         **inflation_clock.window_glue_values(fast.params, fast.window),
         **inflation_clock_window.glue_values(paper),
+        **paper_scale.seed_cost_values(paper_scale.recorded_window(), paper_scale.recorded_gpu_times(), 24),
     }
     for chapter, values, figures in (
         ("inflation_clock", clock, {"fig_clock"}),

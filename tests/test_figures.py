@@ -177,11 +177,14 @@ def _modular_model(epoch: int, p: int, i: int) -> dict:
         "unit_fraction": 1.0 if grokked else 0.0,
         "r2": 0.99,
         "r2_heldout": 0.9,
+        "singular_values": np.geomspace(10.0, 0.01, 16).tolist(),
     }
 
 
-def _modular_records(p: int = 53, epochs=range(0, 2001, 100)) -> list[dict]:
-    return [{"epoch": e, "models": [_modular_model(e, p, i) for i in range(3)]} for e in epochs]
+def _modular_records(p: int = 53, epochs=range(0, 2001, 100)) -> list:
+    from corelib.experiments.modular_records import Snapshot
+
+    return [Snapshot.from_json({"epoch": e, "models": [_modular_model(e, p, i) for i in range(3)]}) for e in epochs]
 
 
 def _modular_history(until: int = 2000) -> dict:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..claims import claim
+from .modular_records import Snapshot, snapshots_from_json
 from .modular_runs import (
     ARMS,
     NOT_AVAILABLE,
@@ -71,16 +72,18 @@ def growth_epoch(epochs, values, share: float) -> int | None:
     return int(epochs[np.flatnonzero(reached)[0]])
 
 
-def _mean_growth_epoch(records: list[dict], start: int, end: int, share: float) -> int | None:
+def _mean_growth_epoch(records: Sequence[Snapshot], start: int, end: int, share: float) -> int | None:
     """:func:`growth_epoch` of the mean core dimension over the models, from ``start`` to ``end``."""
-    kept = [r for r in records if start <= r["epoch"] <= end]
-    return growth_epoch(epochs_of(kept), [np.mean([m["core_dim"] for m in r["models"]]) for r in kept], share)
+    kept = [r for r in snapshots_from_json(records) if start <= r.epoch <= end]
+    return growth_epoch(epochs_of(kept), [np.mean([m.core_dim for m in r.models]) for r in kept], share)
 
 
-def _mean_at(records: list[dict], epoch: int, key: str, min_acc: float = 0.0) -> float:
-    """Mean of ``key`` over the models at ``epoch`` whose test accuracy is at least ``min_acc``."""
+def _mean_at(records: Sequence[Snapshot], epoch: int, field: str, min_acc: float = 0.0) -> float:
+    """Mean of ``field`` over the models at ``epoch`` whose test accuracy is at least ``min_acc``
+    (a list field by its length: ``modes``, the mode count)."""
     r = next(r for r in records if r["epoch"] == epoch)
-    vals = [len(m[key]) if isinstance(m[key], list) else m[key] for m in r["models"] if m["test_acc"] >= min_acc]
+    vals = [m[field] for m in r["models"] if m["test_acc"] >= min_acc]
+    vals = [len(v) if isinstance(v, (list, tuple)) else v for v in vals]
     return float(np.mean([np.nan if v is None else v for v in vals])) if vals else float("nan")
 
 
@@ -135,7 +138,7 @@ class InflationSummary:
     no_wd: ArmSummary
 
 
-def _arm_summary(recs: list[dict], start: int, end: int, threshold: float) -> ArmSummary:
+def _arm_summary(recs: list[Snapshot], start: int, end: int, threshold: float) -> ArmSummary:
     last = next(r for r in recs if r["epoch"] == end)
     return ArmSummary(
         core_dim_start=_mean_at(recs, start, "core_dim"),
@@ -154,14 +157,16 @@ def _arm_summary(recs: list[dict], start: int, end: int, threshold: float) -> Ar
     )
 
 
-def inflation_summary(params: ModularParams, wd: list[dict], no_wd: list[dict]) -> InflationSummary:
+def inflation_summary(params: ModularParams, wd: Sequence[Snapshot], no_wd: Sequence[Snapshot]) -> InflationSummary:
     """The numbers of Figure 3: core dimension and mode counts of both arms, start vs end.
 
     "Start" is the first snapshot of the no-weight-decay arm (the branch epoch), where the arms
     are still one model; "end" is the last snapshot both arms have. Means are over all models, as
     in the paper; ``*_end_working`` are over the models that do the task at the end (test accuracy
     at least ``params.grok_threshold``; ``n_working_end`` of them), which leaves out a model caught in
-    a loss spike (see :func:`~corelib.experiments.modular_runs.training_collapses`).
+    a loss spike (see :func:`~corelib.experiments.modular_runs.training_collapses`). The arms'
+    records are :func:`~corelib.experiments.modular_runs.analyse_arm`'s, read by item so that
+    their JSON form (or a part of it: the fields read here) serves too.
     """
     start = no_wd[0]["epoch"]
     end = min(wd[-1]["epoch"], no_wd[-1]["epoch"])
@@ -193,9 +198,9 @@ def inflation_claim_values(summary: InflationSummary) -> dict:
     }
 
 
-def necessary_ranks(records: list[dict], epoch: int) -> list[int | None]:
+def necessary_ranks(records: Sequence[Snapshot], epoch: int) -> list[int | None]:
     """Each model's necessary rank at ``epoch``."""
-    return [m["necessary_rank"] for m in next(r for r in records if r["epoch"] == epoch)["models"]]
+    return [m.necessary_rank for m in next(r for r in snapshots_from_json(records) if r.epoch == epoch).models]
 
 
 def threshold_table(curves: dict[str, dict], levels: Sequence[float]) -> pandas.DataFrame:

@@ -33,6 +33,7 @@ from ..engine import load_snapshot, snapshot_epochs
 from ..interventions import ablation_curve, accuracy
 from ..models import default_device
 from ..results import StoreError, compute_once
+from .modular_records import ModularAnalysis, Snapshot
 from .modular_runs import (
     ModularParams,
     analyse_arm,
@@ -84,7 +85,7 @@ def _snapshot(params: ModularParams, arm: str, epoch: int):
     return load_snapshot(folder, epoch, default_device())
 
 
-def core_sizes(params: ModularParams, arm: str, epochs: Sequence[int]) -> dict[int, list[dict]]:
+def core_sizes(params: ModularParams, arm: str, epochs: Sequence[int]) -> dict[int, tuple[ModularAnalysis, ...]]:
     """The analysis of every seed (:func:`corelib.experiments.modular_runs.analyse_model`) at each
     snapshot ``epochs`` of ``arm``, ``{epoch: [analysis per seed]}``, with ``params``' analysis
     settings (``n_jacobians``, ``energy`` …); cached where the chapter's own analyses are."""
@@ -94,9 +95,9 @@ def core_sizes(params: ModularParams, arm: str, epochs: Sequence[int]) -> dict[i
 
         def compute(e: int = e) -> dict:
             stack = _snapshot(params, arm, e)
-            return {"epoch": e, "models": [analyse_model(stack.model(i), test, params) for i in range(len(stack))]}
+            return Snapshot(e, tuple(analyse_model(stack.model(i), test, params) for i in range(len(stack)))).to_json()
 
-        out[e] = compute_once(analysis_path(params, arm, e), compute)["models"]
+        out[e] = Snapshot.from_json(compute_once(analysis_path(params, arm, e), compute)).models
     return out
 
 

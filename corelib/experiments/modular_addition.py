@@ -8,12 +8,14 @@ claims and every value the chapter quotes. The runs and their analysis are
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import operators
+from .modular_records import ModularAnalysis, Snapshot, snapshots_from_json
 from .modular_runs import (
     LONG_RUN_SETTINGS,
     NOT_AVAILABLE,
@@ -60,14 +62,14 @@ def phase_epochs(records: list[dict], groks: list[int | None]) -> dict[str, list
     return out
 
 
-def _at_phase(records: list[dict], epochs: list[int]) -> list[dict]:
+def _at_phase(records: list[Snapshot], epochs: list[int]) -> list[ModularAnalysis]:
     """Model i's analysis at epochs[i]."""
-    by_epoch = {r["epoch"]: r for r in records}
-    return [by_epoch[e]["models"][i] for i, e in enumerate(epochs)]
+    by_epoch = {r.epoch: r for r in records}
+    return [by_epoch[e].models[i] for i, e in enumerate(epochs)]
 
 
-def _pooled_fraction(models: list[dict], p: int) -> float:
-    eig = np.concatenate([np.array(m["eigenvalues"]).reshape(-1, 2) for m in models])
+def _pooled_fraction(models: list[ModularAnalysis], p: int) -> float:
+    eig = np.concatenate([np.array(m.eigenvalues).reshape(-1, 2) for m in models])
     return operators.unit_circle_fraction(eig[:, 0] + 1j * eig[:, 1], p) if len(eig) else float("nan")
 
 
@@ -110,29 +112,29 @@ class EmergenceSummary:
     final: dict[str, list]
 
 
-def emergence_summary(params: ModularParams, records: list[dict]) -> EmergenceSummary:
-    """The numbers of Figure 2: grokking epochs, ablations after them, unit-circle snap, modes."""
+def emergence_summary(params: ModularParams, records: Sequence[Snapshot]) -> EmergenceSummary:
+    """The numbers of Figure 2: grokking epochs, ablations after them, unit-circle snap, modes
+    (``records``: :func:`~corelib.experiments.modular_runs.analyse_arm`'s, or their JSON form)."""
+    records = snapshots_from_json(records)
     groks = model_grokking_epochs(records, params.grok_threshold)
     phases = phase_epochs(records, groks)
     at_phase = {k: _at_phase(records, e) for k, e in phases.items()}
-    after = [r["models"][i] for r in records for i, g in enumerate(groks) if g is not None and r["epoch"] >= g]
-    keep_ratio = [m["keep_acc"] / m["test_acc"] for m in after]
+    after = [r.models[i] for r in records for i, g in enumerate(groks) if g is not None and r.epoch >= g]
+    keep_ratio = [m.keep_acc / m.test_acc for m in after]
     return EmergenceSummary(
         grok_epoch=grokking_epoch(records, params.grok_threshold),
         model_grok_epochs=groks,
         phases=phases,
         post_grok_keep_ratio_min=min(keep_ratio) if keep_ratio else None,
-        post_grok_remove_max=max((m["remove_acc"] for m in after), default=None),
+        post_grok_remove_max=max((m.remove_acc for m in after), default=None),
         unit_fraction={k: _pooled_fraction(ms, params.p) for k, ms in at_phase.items()},
-        modes={k: [len(m["modes"]) for m in ms] for k, ms in at_phase.items()},
-        core_dim={k: [m["core_dim"] for m in ms] for k, ms in at_phase.items()},
-        eigenvalues={k: [m["eigenvalues"] for m in ms] for k, ms in at_phase.items()},
-        core_dim_compact=compact_epoch(
-            epochs_of(records), [np.mean([m["core_dim"] for m in r["models"]]) for r in records]
-        ),
+        modes={k: [len(m.modes) for m in ms] for k, ms in at_phase.items()},
+        core_dim={k: [m.core_dim for m in ms] for k, ms in at_phase.items()},
+        eigenvalues={k: [m.eigenvalues for m in ms] for k, ms in at_phase.items()},
+        core_dim_compact=compact_epoch(epochs_of(records), [np.mean([m.core_dim for m in r.models]) for r in records]),
         first_refined_epoch=first_refined_epoch(records),
         final={
-            key: [m[key] for m in records[-1]["models"]]
+            key: [getattr(m, key) for m in records[-1].models]
             for key in (
                 "test_acc",
                 "keep_acc",
@@ -146,14 +148,14 @@ def emergence_summary(params: ModularParams, records: list[dict]) -> EmergenceSu
     )
 
 
-def first_refined_epoch(records: list[dict]) -> int | None:
+def first_refined_epoch(records: Sequence[Snapshot]) -> int | None:
     """The first snapshot at which some model's necessary rank exceeds its energy rank.
 
     Until then every core dimension is the energy rank itself: removing the energy-rank core
     already left at most the chance threshold (before grokking trivially, since there is little
     accuracy to remove). ``None`` when the removal test never adds a dimension.
     """
-    for r in records:
+    for r in records:  # by item: the JSON form of the records, or a part of it, serves too
         if any(m["necessary_rank"] is not None and m["necessary_rank"] > m["energy_rank"] for m in r["models"]):
             return r["epoch"]
     return None
@@ -195,26 +197,26 @@ def emergence_claim_values(summary: EmergenceSummary) -> dict:
     }
 
 
-def phase_table(records: list[dict], summary: EmergenceSummary) -> pandas.DataFrame:
+def phase_table(records: Sequence[Snapshot], summary: EmergenceSummary) -> pandas.DataFrame:
     """Each model before, at and after its own grokking: core dimension, unit-circle share, modes, R²."""
     import pandas as pd
 
-    by_epoch = {r["epoch"]: r for r in records}
+    by_epoch = {r.epoch: r for r in snapshots_from_json(records)}
     rows = []
     for phase, epochs in summary.phases.items():
         for i, epoch in enumerate(epochs):
-            m = by_epoch[epoch]["models"][i]
+            m = by_epoch[epoch].models[i]
             rows.append(
                 {
                     "phase": phase,
                     "epoch": epoch,
                     "model": f"M{i + 1}",
-                    "core dim": m["core_dim"],
-                    "on unit circle": f"{100 * m['unit_fraction']:.0f} %",
-                    "modes": len(m["modes"]),
-                    "frequencies": ", ".join(map(str, m["modes"])) or "—",
-                    "R²": round(m["r2"], 3),
-                    "R²_h": None if m["r2_heldout"] is None else round(m["r2_heldout"], 3),
+                    "core dim": m.core_dim,
+                    "on unit circle": f"{100 * m.unit_fraction:.0f} %",
+                    "modes": len(m.modes),
+                    "frequencies": ", ".join(map(str, m.modes)) or "—",
+                    "R²": round(m.r2, 3),
+                    "R²_h": None if m.r2_heldout is None else round(m.r2_heldout, 3),
                 }
             )
     return pd.DataFrame(rows).set_index(["phase", "model"])
@@ -283,14 +285,15 @@ def _recorded_emergence_values(recorded: dict | None, agreement: dict | None) ->
     if recorded is None:
         return dict.fromkeys(names, NOT_AVAILABLE) | agreement_values(None)
     params = recorded["params"]  # the recorded run's first epochs are the paper's Figure 2
-    records = [r for r in recorded["arms"]["wd"] if r["epoch"] <= min(params.epochs, params.long_epochs)]
+    first = min(params.epochs, params.long_epochs)
+    records = [r for r in snapshots_from_json(recorded["arms"]["wd"]) if r.epoch <= first]
     em = emergence_summary(params, records)
     grok, compact = em.grok_epoch, em.core_dim_compact
-    mean_dim = {r["epoch"]: float(np.mean([m["core_dim"] for m in r["models"]])) for r in records}
+    mean_dim = {r.epoch: float(np.mean([m.core_dim for m in r.models])) for r in records}
     values = {
         "rec_source": recorded["source"],
         "rec_settings": settings_list(params, LONG_RUN_SETTINGS),
-        "rec_epochs": records[-1]["epoch"],
+        "rec_epochs": records[-1].epoch,
         "rec_grok_epoch": NOT_AVAILABLE if grok is None else grok,
         "rec_model_groks": listed(em.model_grok_epochs),
         "rec_dim_at": listed(em.core_dim["at"]),
@@ -300,7 +303,7 @@ def _recorded_emergence_values(recorded: dict | None, agreement: dict | None) ->
         "rec_core_compact": NOT_AVAILABLE if compact is None else compact,
         "rec_core_settles": NOT_AVAILABLE if None in (compact, grok) else compact - grok,
         "rec_first_refined": NOT_AVAILABLE if em.first_refined_epoch is None else em.first_refined_epoch,
-        "rec_dim_mean_init": mean_dim[records[0]["epoch"]],
+        "rec_dim_mean_init": mean_dim[records[0].epoch],
         "rec_dim_mean_compact": NOT_AVAILABLE if compact is None else mean_dim[compact],
         "rec_energy_pct": round(100 * params.energy),
     }

@@ -45,12 +45,14 @@ from .._checks import (
 from ..agreement import SEED_ERRORS
 from ..claims import deviations
 from ..engine import (
+    Arm,
     PrefixData,
     StackConfig,
     load_history,
     load_snapshot,
     resolve_precision,
     snapshot_epochs,
+    train_mixed,
     train_stack,
 )
 from ..interventions import ReadoutAccuracy, ablation_curve, accuracy, refine_rank
@@ -59,6 +61,7 @@ from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_dev
 from ..results import compute_once, params_key, run_dir
 from ..tasks import modular
 from ..tasks.modular import modular_addition_split
+from .modular_records import ModularAnalysis, Snapshot, snapshots_from_json, snapshots_to_json
 
 __all__ = [
     "ModularParams",
@@ -66,6 +69,8 @@ __all__ = [
     "ARMS",
     "LONG_RUN_SETTINGS",
     "train_arm",
+    "train_arms",
+    "train_together",
     "MissingSnapshots",
     "trained_snapshots",
     "analyse_model",
@@ -338,6 +343,67 @@ def train_arm(p: ModularParams, arm: str, epochs: int, *, progress: bool = True)
     return folder
 
 
+def train_arms(p: ModularParams, epochs: int, *, progress: bool = True) -> dict[str, Path]:
+    """Train (or extend, or reuse) both arms up to ``epochs`` as one stack (:func:`train_together`):
+    the weight-decay arm from where it stands, the branch joining it at ``p.branch_epoch``. Each
+    arm's folder ends as :func:`train_arm` leaves it; returns the folders by arm."""
+    if epochs < p.branch_epoch:
+        raise ValueError(f"the no-weight-decay arm starts at epoch {p.branch_epoch}; asked for {epochs}.")
+    folders = train_together([(p, arm, epochs) for arm in ARMS], progress=progress)
+    return dict(zip(ARMS, folders))
+
+
+def _data_identity(p: ModularParams) -> tuple:
+    return p.p, p.train_fraction, p.split_seed, p.split_permutation
+
+
+def train_together(jobs: Sequence[tuple[ModularParams, str, int]], *, progress: bool = True) -> list[Path]:
+    """Train (or extend, or reuse) several arms ``(params, arm, epochs)`` of one model and data as
+    one mixed stack (:func:`corelib.engine.train_mixed`); returns their folders, in order.
+
+    Each arm has its own learning rate, weight decay, schedule and horizon, and its folder ends
+    exactly as :func:`train_arm` would leave it (bit for bit where the matrix library computes
+    each model alike in stacks of any size: on one CPU thread). Arms already trained that far are
+    not touched. A branch (``"no_wd"``) joins at its ``branch_epoch``, from its weight-decay run:
+    listed before it in ``jobs``, or trained to the branch first, alone.
+    """
+    jobs = list(jobs)
+    if not jobs:
+        raise ValueError("no arms to train; give (params, arm, epochs) triples.")
+    first = jobs[0][0]
+    for p, arm, _ in jobs[1:]:
+        if p.model_config() != first.model_config() or _data_identity(p) != _data_identity(first):
+            raise ValueError(
+                f"the {arm!r} arm of {p} has another model or data than the first arm: train it in a call of its own."
+            )
+    arms, folders = [], []
+    for p, arm, epochs in jobs:
+        folder = arm_dir(p, arm)
+        folders.append(folder)
+        done = snapshot_epochs(folder)
+        if done and max(done) >= epochs:
+            continue
+        start = None
+        if arm == "no_wd":
+            if epochs < p.branch_epoch:
+                raise ValueError(f"the no-weight-decay arm starts at epoch {p.branch_epoch}; asked for {epochs}.")
+            start = (arm_dir(p, "wd"), p.branch_epoch)
+            listed = [a for a in arms if a.run_dir == start[0]]
+            if listed and listed[0].cfg.epochs < p.branch_epoch:
+                raise ValueError(
+                    f"the branch of {folder.name} starts at epoch {p.branch_epoch}, after its weight-decay arm's "
+                    f"horizon in this call ({listed[0].cfg.epochs}); train that arm at least to the branch."
+                )
+            if not listed:
+                train_arm(p, "wd", p.branch_epoch, progress=progress)  # nothing to do once it is there
+        arms.append(Arm(p.stack_config(arm, epochs), p.seeds, folder, start))
+    if arms:
+        data = make_data(first)
+        train, test = (PrefixData.from_tokens(*data[k]) for k in ("train", "test"))
+        train_mixed(first.model_config(), arms, train, test, progress=progress)
+    return folders
+
+
 @torch.no_grad()
 def last_position_output(model: Transformer, x: torch.Tensor) -> torch.Tensor:
     """Output of the last block at the last position, (N, D), via ``run_with_cache``."""
@@ -365,14 +431,16 @@ def model_core(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], para
     return hd, full, ace.energy_rank(full.singular_values, params.energy), ReadoutAccuracy(h, y[:, -1], unembed)
 
 
-def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], params: ModularParams) -> dict:
+def analyse_model(
+    model: Transformer, test: tuple[torch.Tensor, torch.Tensor], params: ModularParams
+) -> ModularAnalysis:
     """Everything Figures 2 and 3 need about one model at one snapshot.
 
-    Returns numbers and small arrays: test accuracy, energy / necessary / sufficient rank, the
-    core dimension (the necessary rank: the energy rank refined by ablation), core-only and
-    core-removed accuracy at that dimension, the shift-operator fit (descriptive R², held-out
-    R²_h, operator, eigenvalues), the fraction of eigenvalues near the unit circle and the
-    occupied rotational frequency bins.
+    Returns numbers and small arrays (:class:`~corelib.experiments.modular_records.ModularAnalysis`):
+    test accuracy, energy / necessary / sufficient rank, the core dimension (the necessary rank:
+    the energy rank refined by ablation), core-only and core-removed accuracy at that dimension,
+    the shift-operator fit (descriptive R², held-out R²_h, operator, eigenvalues), the fraction of
+    eigenvalues near the unit circle and the occupied rotational frequency bins.
     """
     x, y = test
     hd, full, r_energy, intervened = model_core(model, test, params)
@@ -389,22 +457,22 @@ def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p
         ridge=params.ridge,
         holdout=operators.holdout_block(params.p, params.holdout_fraction, params.holdout_seed),
     )
-    return {
-        "test_acc": baseline,
-        "energy_rank": r_energy,
-        "necessary_rank": necessary,
-        "sufficient_rank": sufficient,
-        "core_dim": dim,
-        "keep_acc": intervened(core, "keep"),
-        "remove_acc": intervened(core, "remove"),
-        "r2": fit.r2,
-        "r2_heldout": held.r2_heldout,
-        "unit_fraction": operators.unit_circle_fraction(fit.eigenvalues, params.p),
-        "modes": operators.rotational_modes(fit.eigenvalues, params.p).tolist(),
-        "eigenvalues": np.stack([fit.eigenvalues.real, fit.eigenvalues.imag], axis=1).tolist(),
-        "operator": fit.A.tolist(),
-        "singular_values": full.singular_values.tolist(),
-    }
+    return ModularAnalysis(
+        test_acc=baseline,
+        energy_rank=r_energy,
+        necessary_rank=necessary,
+        sufficient_rank=sufficient,
+        core_dim=dim,
+        keep_acc=intervened(core, "keep"),
+        remove_acc=intervened(core, "remove"),
+        r2=fit.r2,
+        r2_heldout=held.r2_heldout,
+        unit_fraction=operators.unit_circle_fraction(fit.eigenvalues, params.p),
+        modes=tuple(operators.rotational_modes(fit.eigenvalues, params.p).tolist()),
+        eigenvalues=tuple(map(tuple, np.stack([fit.eigenvalues.real, fit.eigenvalues.imag], axis=1).tolist())),
+        singular_values=tuple(full.singular_values.tolist()),
+        operator=tuple(map(tuple, fit.A.tolist())),
+    )
 
 
 class MissingSnapshots(FileNotFoundError):
@@ -527,10 +595,11 @@ def analysis_path(params: ModularParams, arm: str, epoch: int) -> Path:
     return arm_dir(params, arm) / f"analysis_{params_key(params.analysis_identity())}" / f"epoch_{epoch:06d}.json"
 
 
-def analyse_arm(params: ModularParams, arm: str, epochs: int, *, progress: bool = True) -> list[dict]:
+def analyse_arm(params: ModularParams, arm: str, epochs: int, *, progress: bool = True) -> list[Snapshot]:
     """Analyse every snapshot of an arm up to ``epochs`` (cached per snapshot); one record each.
 
-    A record is ``{"epoch": e, "models": [analysis of each seed]}``. The snapshots are those of
+    A record is a :class:`~corelib.experiments.modular_records.Snapshot`: the epoch and the
+    :func:`analyse_model` of each seed, stored in its JSON form. The snapshots are those of
     :func:`train_arm`, called first: an arm not trained to ``epochs`` raises
     :class:`MissingSnapshots` (the analysis never trains).
     """
@@ -542,9 +611,9 @@ def analyse_arm(params: ModularParams, arm: str, epochs: int, *, progress: bool 
 
         def compute(e: int = e) -> dict:
             stack = load_snapshot(folder, e, device)
-            return {"epoch": e, "models": [analyse_model(stack.model(i), test, params) for i in range(len(stack))]}
+            return Snapshot(e, tuple(analyse_model(stack.model(i), test, params) for i in range(len(stack)))).to_json()
 
-        records.append(compute_once(analysis_path(params, arm, e), compute))
+        records.append(Snapshot.from_json(compute_once(analysis_path(params, arm, e), compute)))
     return records
 
 
@@ -564,10 +633,11 @@ def history_until(hist: dict, until: int) -> dict:
     return {k: list(v[:n]) for k, v in hist.items()}
 
 
-def without_operators(records: list[dict]) -> list[dict]:
-    """Snapshot records without the fitted operator matrices (large; records read back for their
-    numbers, or compared with a record that does not keep them, leave them out)."""
-    return [{**r, "models": [{k: v for k, v in m.items() if k != "operator"} for m in r["models"]]} for r in records]
+def without_operators(records: Sequence[Snapshot | dict]) -> list[dict]:
+    """The JSON form of snapshot records (:class:`Snapshot`, or their JSON form, checked) without
+    the fitted operator matrices: large, so a record written for its numbers, or compared with
+    one that does not keep them, leaves them out."""
+    return snapshots_to_json(s.without_operators() for s in snapshots_from_json(records))
 
 
 def training_collapses(hist: dict, threshold: float = 0.9) -> list[list[tuple[int, int]]]:

@@ -34,6 +34,7 @@ from .core_inflation_questions import (
 )
 from .core_inflation_questions import finding_values as question_findings
 from .core_inflation_questions import glue_values as question_glue
+from .modular_records import snapshots_from_json
 
 __all__ = [
     "source_label",
@@ -81,15 +82,16 @@ def source_label(provenance: dict[str, Any]) -> str:
 def recorded_inflation(root: Path | str | None = None, profile: str = "paper") -> dict[str, Any] | None:
     """The recorded core-inflation run of ``profile``, or None when none is recorded.
 
-    Returns ``params``, ``arms`` (snapshot records per arm, as :func:`modular_runs.analyse_arm` gives
-    them, without the fitted operators except at the last snapshot), ``histories`` (per arm),
+    Returns ``params``, ``arms`` (:class:`~corelib.experiments.modular_records.Snapshot` records per
+    arm, as :func:`modular_runs.analyse_arm` gives them, without the fitted operators except at the
+    last snapshot), ``histories`` (per arm),
     ``summary`` (:func:`core_inflation.inflation_summary`), ``provenance`` and ``source``.
     """
     if not is_recorded("core_inflation", profile, root):
         return None
     rec = load_recorded("core_inflation", profile, root)
     params = parameters_of(modular_runs.ModularParams, rec["provenance"]["params"], "core_inflation")
-    arms = {arm: rec["arms"][arm] for arm in modular_runs.ARMS}
+    arms = {arm: snapshots_from_json(rec["arms"][arm]) for arm in modular_runs.ARMS}
     return {
         "params": params,
         "arms": arms,

@@ -3,11 +3,16 @@ spikes, removal curves and frequencies. Inputs are arrays from saved results."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import matplotlib.pyplot as plt
 import numpy as np
 
 from .modular_runs_figures import SEED_COLORS, panel_band
 from .style import figure_message
+
+if TYPE_CHECKING:
+    from ..experiments.modular_records import Snapshot
 
 __all__ = [
     "panel_operator",
@@ -118,23 +123,23 @@ def _mark_branch(ax, branch_epoch: int) -> None:
     ax.axvline(branch_epoch, color="0.6", linestyle=":", linewidth=1)
 
 
-def panel_core_dimension(ax, arms: dict[str, list[dict]], branch_epoch: int) -> None:
+def panel_core_dimension(ax, arms: dict[str, list[Snapshot]], branch_epoch: int) -> None:
     """Figure 3A: core dimension (necessary rank) of both arms, mean ± sem."""
     for arm, records in arms.items():
-        epochs = np.array([r["epoch"] for r in records])
-        dims = np.array([[m["core_dim"] for m in r["models"]] for r in records], dtype=float)
+        epochs = np.array([r.epoch for r in records])
+        dims = np.array([[m.core_dim for m in r.models] for r in records], dtype=float)
         panel_band(ax, epochs, dims, color=ARM_COLORS[arm], label=ARM_LABELS[arm], marker="o", markersize=2.5)
     _mark_branch(ax, branch_epoch)
     ax.set(xlabel="epoch", ylabel="core dimension")
     ax.legend(fontsize=8)
 
 
-def panel_necessary_sufficient(ax, arms: dict[str, list[dict]], branch_epoch: int) -> None:
+def panel_necessary_sufficient(ax, arms: dict[str, list[Snapshot]], branch_epoch: int) -> None:
     """Figure 3B: necessary (solid) and sufficient (dashed) ranks of both arms, means over models."""
     for key, style, label in (("necessary_rank", "-", "necessary"), ("sufficient_rank", "--", "sufficient")):
         for arm, records in arms.items():
-            epochs = np.array([r["epoch"] for r in records])
-            ranks = np.array([[np.nan if m[key] is None else m[key] for m in r["models"]] for r in records])
+            epochs = np.array([r.epoch for r in records])
+            ranks = np.array([[getattr(m, key) for m in r.models] for r in records], dtype=float)  # None: NaN
             ax.plot(
                 epochs,
                 np.nanmean(ranks.astype(float), axis=1),
@@ -148,18 +153,18 @@ def panel_necessary_sufficient(ax, arms: dict[str, list[dict]], branch_epoch: in
     ax.legend(fontsize=8, title="black: decay kept, purple: removed", title_fontsize=7)
 
 
-def panel_mode_counts(ax, arms: dict[str, list[dict]], *, p: int) -> None:
+def panel_mode_counts(ax, arms: dict[str, list[Snapshot]], *, p: int) -> None:
     """Figure 3C (right): rotational modes of both arms over time, against the maximum p // 2."""
     for arm, records in arms.items():
-        counts = np.array([[len(m["modes"]) for m in r["models"]] for r in records], dtype=float)
-        panel_band(ax, np.array([r["epoch"] for r in records]), counts, color=ARM_COLORS[arm], label=ARM_LABELS[arm])
+        counts = np.array([[len(m.modes) for m in r.models] for r in records], dtype=float)
+        panel_band(ax, np.array([r.epoch for r in records]), counts, color=ARM_COLORS[arm], label=ARM_LABELS[arm])
     ax.axhline(p // 2, color="0.6", linestyle="--", linewidth=1)
     ax.text(ax.get_xlim()[0], p // 2, " max ⌊p/2⌋", va="bottom", fontsize=7, color="0.4")
     ax.set(xlabel="epoch", ylabel="rotational modes")
     ax.legend(fontsize=7)
 
 
-def figure_inflation(arms: dict[str, list[dict]], *, p: int, branch_epoch: int) -> plt.Figure:
+def figure_inflation(arms: dict[str, list[Snapshot]], *, p: int, branch_epoch: int) -> plt.Figure:
     """Figure 3: (A) core dimension, (B) necessary vs sufficient ranks, (C) the shift operator of
     model 1 at the last epoch of each arm and the rotational modes over time.
 
@@ -173,7 +178,7 @@ def figure_inflation(arms: dict[str, list[dict]], *, p: int, branch_epoch: int) 
     panel_necessary_sufficient(ax_b, arms, branch_epoch)
     ax_b.set_title("B  necessary vs sufficient", loc="left", fontsize=10)
     ax_h1, ax_h2, ax_m = bottom.subplots(1, 3, width_ratios=[1, 1, 1.4])
-    operators = {arm: np.array(records[-1]["models"][0]["operator"]) for arm, records in arms.items()}
+    operators = {arm: np.array(records[-1].models[0].operator) for arm, records in arms.items()}
     vmax = max(np.abs(a).max() for a in operators.values())
     for ax, arm in ((ax_h1, "wd"), (ax_h2, "no_wd")):
         letter = "C  " if arm == "wd" else ""

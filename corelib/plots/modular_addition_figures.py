@@ -3,10 +3,16 @@ operator's eigenvalues. Inputs are arrays from saved results."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import matplotlib.pyplot as plt
 import numpy as np
 
 from .modular_runs_figures import SEED_COLORS, panel_band
+
+if TYPE_CHECKING:
+    from ..experiments.modular_addition import EmergenceSummary
+    from ..experiments.modular_records import Snapshot
 
 __all__ = [
     "panel_grokking",
@@ -93,7 +99,7 @@ def _complex(eigenvalues) -> np.ndarray:
     return np.array(eigenvalues, dtype=float).reshape(-1, 2) @ np.array([1, 1j])
 
 
-def figure_emergence(records: list[dict], history: dict, summary: dict, *, p: int) -> plt.Figure:
+def figure_emergence(records: list[Snapshot], history: dict, summary: EmergenceSummary, *, p: int) -> plt.Figure:
     """Figure 2: (A) test accuracy and core dimension, (B) ablations at the last snapshot, (C)
     shift-operator eigenvalues before, at and after grokking.
 
@@ -105,22 +111,22 @@ def figure_emergence(records: list[dict], history: dict, summary: dict, *, p: in
     ax_a, ax_b = top.subplots(1, 2, width_ratios=[1.6, 1])
     evaluated = [(e, a) for e, a in zip(history["epoch"], history["test_acc"]) if a is not None]
     acc_epochs, test_acc = (np.array(column) for column in zip(*evaluated))
-    core_dim = np.array([[m["core_dim"] for m in r["models"]] for r in records], dtype=float)
-    epochs = np.array([r["epoch"] for r in records])
+    core_dim = np.array([[m.core_dim for m in r.models] for r in records], dtype=float)
+    epochs = np.array([r.epoch for r in records])
     panel_grokking(ax_a, acc_epochs, test_acc, epochs, core_dim, grok_epoch=summary.grok_epoch)
     ax_a.set_title("A  test accuracy and core dimension", loc="left", fontsize=10)
-    final = records[-1]["models"]
+    final = records[-1].models
     panel_ablation_bars(
         ax_b,
         {
-            "full": [m["test_acc"] for m in final],
-            "core-only": [m["keep_acc"] for m in final],
-            "core-removed": [m["remove_acc"] for m in final],
+            "full": [m.test_acc for m in final],
+            "core-only": [m.keep_acc for m in final],
+            "core-removed": [m.remove_acc for m in final],
         },
         chance=1 / p,
         threshold=2 / p,
     )
-    ax_b.set_title(f"B  ablations at epoch {records[-1]['epoch']}", loc="left", fontsize=10)
+    ax_b.set_title(f"B  ablations at epoch {records[-1].epoch}", loc="left", fontsize=10)
     axes_c = bottom.subplots(1, 3)
     for k, (ax, (phase, eigenvalues)) in enumerate(zip(axes_c, summary.eigenvalues.items())):
         epochs_text = ", ".join(map(str, summary.phases[phase]))
