@@ -16,6 +16,15 @@ compiles the dropout masks (so neither side pays for it):
   each condition is a group. (Without the sweep's per-step measurements, which are the same work
   either way.)
 
+And the chapters' callers, rewired onto the mixed stack, each against its sequential path
+(``--callers``; the analyses, the same work either way, left out):
+
+- :func:`modular_runs.train_arms` vs :func:`modular_runs.train_arm` per arm (core inflation);
+- :func:`inflation_clock_pairs.run_clock` vs one ``train_arm`` per pair (the clock, four clocks);
+- :func:`inflation_clock_arms.run_window` vs one ``train_arm`` per branched arm (the window's five);
+- :func:`corelib.tasks.sweeps.run_sweep` in one process vs one ``run_condition`` per condition (six
+  weight decays at p = 53, each to its cap, with the sweep's per-step measurements).
+
 Each side runs ``--repeats`` times, alternating, and the best time is printed. Each case also
 checks that both ways trained the same weights, bit for bit (one CPU thread).
 Run with one thread, as the book's records are: ``OMP_NUM_THREADS=1 python benchmarks/mixed_stack.py``.
@@ -24,6 +33,7 @@ Run with one thread, as the book's records are: ``OMP_NUM_THREADS=1 python bench
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -44,8 +54,16 @@ from corelib.engine import (  # noqa: E402
     train_mixed,
     train_stack,
 )
+from corelib.experiments import (  # noqa: E402
+    inflation_clock,
+    inflation_clock_arms,
+    inflation_clock_pairs,
+    modular_runs,
+)
 from corelib.models import TransformerConfig  # noqa: E402
+from corelib.results import load_tensors  # noqa: E402
 from corelib.tasks.modular import modular_addition_split  # noqa: E402
+from corelib.tasks.sweeps import Condition, SweepConfig, run_condition, run_sweep  # noqa: E402
 
 P = 53
 SEEDS = (1031, 1032, 1033)
@@ -114,6 +132,76 @@ def sweep(wds: tuple[float, ...], seeds: tuple[int, ...], epochs: int, train: Pr
     return weights
 
 
+ARMS = modular_runs.ARMS
+
+# The book's modular model at the paper's rates, on horizons of tens of epochs.
+INFLATION = dict(epochs=20, long_epochs=20, branch_epoch=10, snapshot_every=5, late_after=20, snapshot_every_late=5,
+                 eval_every=5)  # fmt: skip
+# tau 0.06: 20, 7, 4 and 4 epochs on the four clocks (3 steps an epoch); the window branches at tau 0.03.
+CLOCK = dict(horizon=0.06, window_horizon=0.06, window_branch=0.03, anneal=(0.006, 0.012), late_removal=0.045,
+             snapshot_unit=5, eval_every=2)  # fmt: skip
+
+
+def _in_root(root: Path, work: Callable[[], None]) -> list:
+    """``work`` with its results under ``root``, then the weights of every last snapshot there."""
+    old = os.environ.get("ACE_RESULTS_DIR")
+    os.environ["ACE_RESULTS_DIR"] = str(root)
+    try:
+        work()
+    finally:
+        os.environ.pop("ACE_RESULTS_DIR") if old is None else os.environ.update(ACE_RESULTS_DIR=old)
+    found = []
+    for run in sorted(p.parent for p in root.rglob("run.json")):
+        last = max((run / "snapshots").glob("*.safetensors"), default=None)
+        found.append(load_tensors(last, "cpu") if last else {})
+    for rec in sorted(root.rglob("seed_*.json")):
+        found.append({"record": torch.tensor([hash(rec.read_text())])})
+    return found
+
+
+def caller_cases() -> dict[str, tuple[Callable[[Path], list], Callable[[Path], list]]]:
+    """Each rewired caller: (its sequential path, the caller itself), each in a fresh results root."""
+    modular_runs.analyse_arm = lambda *a, **k: []  # the analyses are the same work either way
+    p = modular_runs.ModularParams(**INFLATION)
+    clock = inflation_clock.ClockParams(**CLOCK)
+    pairs = [inflation_clock_pairs.pair_params(clock, lr, wd) for lr, wd in clock.pairs]
+    base = inflation_clock_arms.window_base(clock)
+    branch = inflation_clock_arms.window_branch_epoch(clock, [])
+    branched = [(mp, arm) for mp, arm in inflation_clock_arms.window_arms(clock, branch).values() if arm != "wd"]
+    cfg = SweepConfig(max_epochs=15)
+    conds = [Condition(p=P, weight_decay=w, batch_size=512) for w in OMEGAS]
+    seeds = (0, 1, 2, 3)
+
+    def kept(root: Path) -> None:  # both window paths start from the kept run, trained alone (not timed apart)
+        _in_root(root, lambda: modular_runs.train_arm(base, "wd", base.long_epochs, progress=False))
+
+    return {
+        "train_arms (core inflation)": (
+            lambda r: _in_root(r, lambda: [modular_runs.train_arm(p, a, 20, progress=False) for a in ARMS]),
+            lambda r: _in_root(r, lambda: modular_runs.train_arms(p, 20, progress=False)),
+        ),
+        "run_clock (4 pairs)": (
+            lambda r: _in_root(
+                r, lambda: [modular_runs.train_arm(mp, "wd", mp.long_epochs, progress=False) for mp in pairs]
+            ),  # fmt: skip
+            lambda r: _in_root(r, lambda: inflation_clock_pairs.run_clock(clock, progress=False)),
+        ),
+        "run_window (5 branched arms)": (
+            lambda r: (
+                kept(r)
+                or _in_root(
+                    r, lambda: [modular_runs.train_arm(mp, a, mp.long_epochs, progress=False) for mp, a in branched]
+                )
+            ),  # fmt: skip
+            lambda r: kept(r) or _in_root(r, lambda: inflation_clock_arms.run_window(clock, progress=False)),
+        ),
+        f"run_sweep p = {P} (6 conditions)": (
+            lambda r: [run_condition(c, seeds, cfg, root=r, progress=False) for c in conds] and _in_root(r, list),
+            lambda r: run_sweep(conds, seeds, cfg, root=r, n_jobs=1, progress=False) is not None and _in_root(r, list),
+        ),
+    }
+
+
 def timed(work: Callable[[Path], list], root: Path, repeats: int) -> tuple[float, list]:
     """The best wall time of ``repeats`` runs of ``work``, each in a fresh folder, and its weights."""
     best, out = float("inf"), []
@@ -132,6 +220,7 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--sweep-seeds", type=int, default=4, help="seeds per sweep condition")
     parser.add_argument("--sweep-epochs", type=int, default=15)
     parser.add_argument("--repeats", type=int, default=2, help="runs of each side; the best is printed")
+    parser.add_argument("--callers", action="store_true", help="time the rewired callers instead of the engine cases")
     return parser.parse_args()
 
 
@@ -143,20 +232,26 @@ def main() -> None:
         train_mixed(MODEL, clock_arms(Path(tmp) / "warm", 1), *data, progress=False)  # compiles the masks
         sweep(OMEGAS[:2], (0, 1), 1, data[0], together=True)
         seeds = tuple(range(args.sweep_seeds))
-        cases = {
-            "core inflation (2 arms, a branch)": (
-                lambda root: one_after_another(inflation_arms(root, args.epochs, args.branch), data),
-                lambda root: mixed(inflation_arms(root, args.epochs, args.branch), data),
-            ),
-            "the clock's pairs (4 arms)": (
-                lambda root: one_after_another(clock_arms(root, args.epochs), data),
-                lambda root: mixed(clock_arms(root, args.epochs), data),
-            ),
-            f"sweep at p = {P} (6 conditions)": (
-                lambda root: sweep(OMEGAS, seeds, args.sweep_epochs, data[0], together=False),
-                lambda root: sweep(OMEGAS, seeds, args.sweep_epochs, data[0], together=True),
-            ),
-        }
+        cases = (
+            caller_cases()
+            if args.callers
+            else {
+                "core inflation (2 arms, a branch)": (
+                    lambda root: one_after_another(inflation_arms(root, args.epochs, args.branch), data),
+                    lambda root: mixed(inflation_arms(root, args.epochs, args.branch), data),
+                ),
+                "the clock's pairs (4 arms)": (
+                    lambda root: one_after_another(clock_arms(root, args.epochs), data),
+                    lambda root: mixed(clock_arms(root, args.epochs), data),
+                ),
+                f"sweep at p = {P} (6 conditions)": (
+                    lambda root: sweep(OMEGAS, seeds, args.sweep_epochs, data[0], together=False),
+                    lambda root: sweep(OMEGAS, seeds, args.sweep_epochs, data[0], together=True),
+                ),
+            }
+        )
+        if args.callers:  # the window's kept run is timed on both sides alike
+            print("callers: sequential path (train_arm / run_condition per unit) vs the caller on the mixed stack")
         print(f"{'case':38s} {'one after another':>18s} {'mixed stack':>12s} {'ratio':>7s}  same weights")
         for name, (today, stacked) in cases.items():
             # Alternated, best of each: the machine's other work weighs on both sides alike.

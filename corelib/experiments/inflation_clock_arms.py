@@ -124,10 +124,13 @@ def run_window(params: ClockParams, *, progress: bool = True) -> dict[str, Any]:
             f"the run at lr {lr:g}, wd {wd:g} has not grokked by tau {params.window_horizon}: the window "
             "branches at grokking; raise window_horizon (or set window_branch)."
         )
+    branched = window_arms(params, grok)
+    # The branched arms as one stack, each joining at its branch (the kept run is trained).
+    modular_runs.train_together(
+        [(mp, arm, mp.long_epochs) for mp, arm in branched.values() if arm != "wd"], progress=progress
+    )
     arms = {}
-    for name, (mp, arm) in window_arms(params, grok).items():
-        if arm != "wd":
-            modular_runs.train_arm(mp, arm, mp.long_epochs, progress=progress)
+    for name, (mp, arm) in branched.items():
         records = kept if arm == "wd" else modular_runs.analyse_arm(mp, arm, mp.long_epochs, progress=progress)
         arms[name] = {
             "params": mp,

@@ -183,11 +183,15 @@ def pair_label(lr: float, wd: float) -> str:
 
 def run_clock(params: ClockParams, *, progress: bool = True) -> dict[str, dict[str, Any]]:
     """Train and analyse the run of every pair to ``params.horizon``; per pair (by label) its
-    ``lr``, ``wd``, optimizer ``steps`` per epoch and snapshot ``records`` (:func:`modular_runs.analyse_arm`)."""
+    ``lr``, ``wd``, optimizer ``steps`` per epoch and snapshot ``records`` (:func:`modular_runs.analyse_arm`).
+
+    The pairs share the model, data and seeds: they train as one stack, each with its own lr, wd,
+    horizon and snapshots (:func:`modular_runs.train_together`), to the folders and weights that
+    one :func:`modular_runs.train_arm` per pair gives."""
+    runs = [pair_params(params, lr, wd) for lr, wd in params.pairs]
+    modular_runs.train_together([(mp, "wd", mp.long_epochs) for mp in runs], progress=progress)
     out = {}
-    for lr, wd in params.pairs:
-        mp = pair_params(params, lr, wd)
-        modular_runs.train_arm(mp, "wd", mp.long_epochs, progress=progress)
+    for (lr, wd), mp in zip(params.pairs, runs):
         records = modular_runs.analyse_arm(mp, "wd", mp.long_epochs, progress=progress)
         out[pair_label(lr, wd)] = {"lr": lr, "wd": wd, "steps": steps_per_epoch(mp), "records": records}
     return out

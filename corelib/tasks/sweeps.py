@@ -15,7 +15,9 @@ whenever the next batch would run past the end of the current one (its last ``n 
 are skipped); caps and patience count epochs of ``ceil(n / B)`` steps.
 
 Each (condition, seed) gets a JSON record in its condition's run folder as soon as it stops, so an
-interrupted sweep resumes with the missing seeds. Conditions are independent :mod:`joblib` jobs
+interrupted sweep resumes with the missing seeds. Conditions of one modulus and batch size train
+as one stack in one process (:func:`train_conditions`: each its own weight decay and stopping rules,
+each bit for bit as alone on one CPU thread), or as independent :mod:`joblib` jobs
 (:func:`run_sweep`); the README shows how to send them to a cluster.
 """
 
@@ -26,7 +28,7 @@ import math
 import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -66,12 +68,14 @@ __all__ = [
     "batch_plan",
     "min_correct",
     "train_condition",
+    "train_conditions",
     "condition_key",
     "condition_dir",
     "condition_path",
     "record_problems",
     "load_record",
     "run_condition",
+    "run_conditions",
     "run_sweep",
     "summarise",
     "usable_delays",
@@ -440,6 +444,99 @@ def train_condition(
     return [monitor.records[s] for s in seeds]
 
 
+def train_conditions(
+    seeds: dict[Condition, Sequence[int]],
+    cfg: SweepConfig,
+    *,
+    condition_keys: dict[Condition, str] | None = None,
+    on_record: Callable[[dict], None] | None = None,
+    device: torch.device | str | None = None,
+    progress: bool = True,
+    stats: SweepStats | None = None,
+    checkpoints: dict[Condition, Path] | None = None,
+    checkpoint_every: int = 500,
+    data: tuple[PrefixData, PrefixData] | None = None,
+) -> dict[Condition, list[dict]]:
+    """:func:`train_condition` for several conditions of one modulus and batch size, as one stack.
+
+    ``seeds`` maps each condition to its seeds. Every condition is a group of the trainer with its
+    own weight decay and AdamW (:meth:`corelib.engine.Trainer.join`) and its own stopping rules; its
+    seeds leave the stack as they stop. Each condition gets the records, and its ``checkpoints[cond]``
+    the files, that :func:`train_condition` gives it alone (bit for bit where the matrix library
+    computes each model alike in stacks of any size: on one CPU thread). Conditions whose
+    checkpoints stand at different epochs are trained in stacks of those at the same epoch.
+    ``data`` replaces the conditions' ``(train, test)`` sets, as in :func:`train_condition`.
+    """
+    conds = list(seeds)
+    keys = condition_keys or {}
+    if len({(c.p, c.batch_size) for c in conds}) > 1:
+        raise ValueError(
+            f"conditions of one stack share the modulus and batch size; got {[c.label() for c in conds]}: "
+            "train each (p, batch size) with a call of its own."
+        )
+    seeds = {c: _check_seeds(seeds[c]) for c in conds}
+    device = torch.device(device) if device is not None else default_device()
+    stats = stats if stats is not None else SweepStats()
+    saved = {c: _load_checkpoint((checkpoints or {}).get(c), seeds[c], device) for c in conds}
+    out = {}
+    for epoch in sorted({s["meta"]["epoch"] if s else 0 for s in saved.values()}):
+        group = [c for c in conds if (saved[c]["meta"]["epoch"] if saved[c] else 0) == epoch]
+        sets = data if data is not None else condition_data(group[0], cfg)
+        run = _ConditionStack(group, seeds, cfg, sets, saved, device, stats, keys, on_record)
+        out.update(run.fit(epoch, progress, checkpoints, checkpoint_every))
+    return {c: out[c] for c in conds}
+
+
+class _ConditionStack:
+    """Conditions of one modulus and batch size at one epoch, as groups of one trainer, each with its monitor."""
+
+    def __init__(self, conds, seeds, cfg, data, saved, device, stats, keys, on_record) -> None:
+        self.conds, self.seeds = conds, seeds
+        train, test = (d.to(device) for d in data)
+        self.steps = _StepPlan.of(len(train), conds[0], cfg, None)
+        trainer, self.monitors = None, {}
+        for c in conds:
+            trainer = _condition_trainer(c, cfg, seeds[c], train, self.steps.batch, saved[c], device, join=trainer)
+            running = trainer.stack.part(trainer.opt.spans[c]).seeds
+            monitor = _SeedMonitor(c, cfg, self.steps, (train, test), running, stats, keys.get(c, ""), on_record)
+            if saved[c]:
+                monitor.restore(saved[c]["meta"])
+                trainer.step_count = saved[c]["meta"]["step"]
+            self.monitors[c] = monitor
+        self.trainer, self.stats = trainer, stats
+
+    def after_step(self, trainer: Trainer, step: int, idx: torch.Tensor, logits: torch.Tensor) -> bool:
+        """Each condition measures its own seeds; those that stop leave; True when none is left."""
+        done = []
+        for c, span in trainer.opt.spans.items():
+            part = slice(span.start, span.stop)
+            stopped = self.monitors[c].measure(trainer.stack.part(span), step, idx[part], logits[part])
+            done += list(span) if stopped is None else [span.start + j for j in stopped]
+        if len(done) == len(trainer.stack):
+            return True
+        if done:
+            trainer.drop(done)
+        for c, span in trainer.opt.spans.items():
+            self.monitors[c]._show(len(span), step)
+        return False
+
+    def fit(self, epoch: int, progress: bool, checkpoints, checkpoint_every: int) -> dict[Condition, list[dict]]:
+        trainer, paths = self.trainer, checkpoints or {}
+        n = sum(len(self.seeds[c]) for c in self.conds)
+        with self.monitors[self.conds[0]].progress_bar(trainer, n, progress):
+            while trainer.epoch(epoch, self.after_step) is not None:
+                epoch += 1
+                for c in trainer.opt.spans if epoch % checkpoint_every == 0 else ():
+                    if c in paths:
+                        m = self.monitors[c]
+                        _save_checkpoint(paths[c], trainer, epoch, self.seeds[c], m.t_mem, m.t_gen, m.records, c)
+            for c in self.conds:
+                if c in paths:  # done: the records replace it
+                    remove_checkpoint(paths[c])
+        self.stats.eval_rows += sum(m.rows_evaluated() for m in self.monitors.values())
+        return {c: [self.monitors[c].records[s] for s in self.seeds[c]] for c in self.conds}
+
+
 @dataclass(frozen=True)
 class _StepPlan:
     """A condition's steps: minibatch size, steps per epoch (the unit of caps and patience), cap, patience."""
@@ -468,14 +565,23 @@ def _condition_trainer(
     batch: int,
     saved: dict | None,
     device: torch.device,
+    join: Trainer | None = None,
 ) -> Trainer:
-    """A trainer of the condition's seed stack: fresh, or in the state a checkpoint saved."""
+    """A trainer of the condition's seed stack: fresh, or in the state a checkpoint saved; with
+    ``join``, that trainer with the condition's seeds joined as a group named by the condition."""
     model_cfg = cfg.model_config(cond.p)
     running = tuple(saved["running"]) if saved else seeds
     streams = DropoutStreams(model_cfg.dropout, running) if model_cfg.dropout else None
     stack = (
         SeedStack.initialise(model_cfg, seeds, device) if not saved else SeedStack(model_cfg, running, saved["params"])
     )
+    if join is not None:
+        if saved and streams is not None:
+            streams.load_state(saved["dropout"])
+        optimizer = (saved["optimizer"], saved["meta"]["optimizer"]) if saved else None
+        decay = [cond.weight_decay] * len(running)
+        join.join(stack, lr=cfg.lr, weight_decay=decay, streams=streams, optimizer=optimizer, name=cond)
+        return join
     trainer = Trainer(
         stack,
         train,
@@ -485,6 +591,7 @@ def _condition_trainer(
         keep_partial_batch=cfg.keep_partial_batch,
         streams=streams,
         precision=cfg.precision,
+        name=cond,
     )
     if saved:
         trainer.opt.load_tensors(saved["optimizer"], saved["meta"]["optimizer"])
@@ -554,30 +661,37 @@ class _SeedMonitor:
 
     def after_step(self, trainer: Trainer, step: int, idx: torch.Tensor, logits: torch.Tensor) -> bool:
         """Measure the times of the weights after ``step``, stop seeds; True ends the condition."""
-        self._count(trainer, idx)
-        self._mark_times(trainer.stack, step, idx, logits)
-        seeds = trainer.stack.seeds
+        done = self.measure(trainer.stack, step, idx, logits)
+        if done is None:
+            return True
+        if done:
+            trainer.drop(done)
+        self._show(len(trainer.stack), step)
+        return False
+
+    def measure(self, stack: SeedStack, step: int, idx: torch.Tensor, logits: torch.Tensor) -> list[int] | None:
+        """Measure the condition's seeds ``stack`` (its rows ``idx`` and training ``logits`` of
+        ``step``), record those that stop; returns their positions, or None when every seed stopped."""
+        self._count(stack, idx)
+        self._mark_times(stack, step, idx, logits)
+        seeds = stack.seeds
         done = [
             j for j, s in enumerate(seeds) if self.t_gen[s] is not None and step - self.t_gen[s] >= self.steps.patience
         ]
         if step >= self.steps.cap:
             rest = [j for j in range(len(seeds)) if j not in done]
             if done:
-                self._finish(trainer.stack, done, step, "patience")
+                self._finish(stack, done, step, "patience")
             if rest:
-                self._finish(trainer.stack, rest, step, "max_steps")
-            return True
+                self._finish(stack, rest, step, "max_steps")
+            return None
         if done:
-            self._finish(trainer.stack, done, step, "patience")
-            if len(done) == len(seeds):
-                return True
-            trainer.drop(done)
-        self._show(trainer, step)
-        return False
+            self._finish(stack, done, step, "patience")
+        return None if len(done) == len(seeds) else done
 
-    def _count(self, trainer: Trainer, idx: torch.Tensor) -> None:
+    def _count(self, stack: SeedStack, idx: torch.Tensor) -> None:
         self.stats.steps += 1
-        self.stats.seed_steps += len(trainer.stack)
+        self.stats.seed_steps += len(stack)
         self.stats.train_rows += idx.numel()
 
     def _mark_times(self, stack: SeedStack, step: int, idx: torch.Tensor, logits: torch.Tensor) -> None:
@@ -633,12 +747,12 @@ class _SeedMonitor:
             "final_test_acc": acc_test,
         }
 
-    def _show(self, trainer: Trainer, step: int) -> None:
+    def _show(self, running: int, step: int) -> None:
         if self.bar is None or self.bar.disable or step % 50:
             return
         self.bar.update(step - self.bar.n)
         self.bar.set_postfix(
-            running=len(trainer.stack),
+            running=running,
             memorised=sum(v is not None for v in self.t_mem.values()),
             generalised=sum(v is not None for v in self.t_gen.values()),
         )
@@ -648,16 +762,21 @@ def _detached(stack: SeedStack) -> dict[str, torch.Tensor]:
     return {k: v.detach() for k, v in stack.params.items()}
 
 
-def _save_checkpoint(path: Path, trainer: Trainer, epoch: int, seeds, t_mem, t_gen, records) -> None:
-    """The running seeds' weights, optimizer and dropout state after ``epoch`` epochs, and what was measured."""
-    opt_tensors, opt_meta = trainer.opt.tensors()
-    tensors = {**{f"params.{k}": v.detach() for k, v in trainer.stack.params.items()}}
+def _save_checkpoint(
+    path: Path, trainer: Trainer, epoch: int, seeds, t_mem, t_gen, records, name: Condition | None = None
+) -> None:
+    """The running seeds' weights, optimizer and dropout state after ``epoch`` epochs, and what was
+    measured; ``name``: of that condition's group of a stack of several (the file a stack of it alone saves)."""
+    span = range(len(trainer.stack)) if name is None else trainer.opt.spans[name]
+    stack = trainer.stack.part(span)
+    opt_tensors, opt_meta = trainer.opt.tensors(name)
+    tensors = {**{f"params.{k}": v.detach() for k, v in stack.params.items()}}
     tensors.update({f"optimizer.{k}": v for k, v in opt_tensors.items()})
     if trainer.streams is not None:
-        tensors["dropout"] = trainer.streams.state()
+        tensors["dropout"] = trainer.streams.subset(list(span)).state() if name is not None else trainer.streams.state()
     meta = {
         "seeds": list(seeds),
-        "running": list(trainer.stack.seeds),
+        "running": list(stack.seeds),
         "epoch": epoch,
         "step": trainer.step_count,
         "optimizer": opt_meta,
@@ -857,6 +976,56 @@ def run_condition(
     return [found[s] for s in seeds]
 
 
+def run_conditions(
+    conditions: Sequence[Condition],
+    seeds: Sequence[int],
+    cfg: SweepConfig,
+    *,
+    root: Path | str | None = None,
+    device: torch.device | str | None = None,
+    progress: bool = True,
+) -> dict[Condition, list[dict]]:
+    """:func:`run_condition` for several conditions, those of one modulus and batch size trained as
+    one stack (:func:`train_conditions`): the same records and files, fewer passes.
+
+    Every condition's folder is held while they train (taken in one order in every process, so two
+    processes never wait on each other); a condition alone goes through :func:`run_condition`.
+    """
+    seeds = _check_seeds(seeds)
+    conditions = list(dict.fromkeys(conditions))
+    if len(conditions) == 1:
+        return {conditions[0]: run_condition(conditions[0], seeds, cfg, root=root, device=device, progress=progress)}
+    folders = {c: condition_dir(c, cfg, root) for c in conditions}
+    with ExitStack() as held:
+        for c in sorted(conditions, key=lambda c: str(folders[c])):
+            held.enter_context(run_lock(folders[c], f"sweep condition {c.label()}"))
+        found = {c: {s: load_record(folders[c], c, cfg, s) for s in seeds} for c in conditions}
+        missing = {c: [s for s in seeds if found[c][s] is None] for c in conditions}
+        for c in conditions:
+            if not missing[c]:  # a run killed between its last record and its clean-up leaves this behind
+                remove_checkpoint(folders[c] / "checkpoint")
+
+        def save(rec: dict) -> None:
+            c = by_key[rec["condition"]]
+            save_json(_record_path(folders[c], rec["seed"]), rec)
+            found[c][rec["seed"]] = rec
+
+        keys = {c: condition_key(c, cfg) for c in conditions}
+        by_key = {k: c for c, k in keys.items()}
+        for shape in dict.fromkeys((c.p, c.batch_size) for c in conditions if missing[c]):
+            group = [c for c in conditions if missing[c] and (c.p, c.batch_size) == shape]
+            train_conditions(
+                {c: missing[c] for c in group},
+                cfg,
+                condition_keys=keys,
+                on_record=save,
+                device=device,
+                progress=progress,
+                checkpoints={c: folders[c] / "checkpoint" for c in group},
+            )
+    return {c: [found[c][s] for s in seeds] for c in conditions}
+
+
 def worker_device() -> torch.device:
     """The device of a sweep job: on a Dask worker of a machine with several GPUs, one GPU per
     worker (worker ``k`` of a ``LocalCluster`` on ``cuda:k mod n``; other names hashed), so the
@@ -876,8 +1045,9 @@ def worker_device() -> torch.device:
     return default_device()
 
 
-def _run_on_worker(cond: Condition, seeds, cfg: SweepConfig, root: Path, progress: bool) -> list[dict]:
-    return run_condition(cond, seeds, cfg, root=root, device=worker_device(), progress=progress)
+def _run_on_worker(conds: list[Condition], seeds, cfg: SweepConfig, root: Path, progress: bool) -> list[list[dict]]:
+    found = run_conditions(conds, seeds, cfg, root=root, device=worker_device(), progress=progress)
+    return [found[c] for c in conds]
 
 
 @contextmanager
@@ -903,6 +1073,12 @@ def _dask_backend(cluster):
     finally:
         if own:
             client.close()
+
+
+def _stacks_of(conditions: list[Condition]) -> list[list[Condition]]:
+    """The conditions grouped by modulus and batch size (what one stack can train), in order."""
+    shapes = dict.fromkeys((c.p, c.batch_size) for c in conditions)
+    return [[c for c in conditions if (c.p, c.batch_size) == shape] for shape in shapes]
 
 
 def run_sweep(
@@ -943,16 +1119,21 @@ def run_sweep(
     bar = tqdm(total=len(conditions), initial=len(done), desc="conditions", disable=not progress)
     if todo:
         inner = inner and cluster is None
+        # In one process, the conditions of one modulus and batch size train as one stack; jobs in
+        # parallel (processes, a cluster) keep one condition each.
+        in_process = cluster is None and joblib.effective_n_jobs(n_jobs) == 1
+        units = _stacks_of(todo) if in_process else [[c] for c in todo]
         with _dask_backend(cluster) if cluster is not None else nullcontext():
-            jobs = (joblib.delayed(_run_on_worker)(c, seeds, cfg, root, inner) for c in todo)
+            jobs = (joblib.delayed(_run_on_worker)(u, seeds, cfg, root, inner) for u in units)
             parallel = joblib.Parallel(n_jobs=-1 if cluster is not None else n_jobs, return_as="generator")
-            for cond, recs in zip(todo, parallel(jobs)):
-                folder = condition_dir(cond, cfg, root)
-                for rec in recs:  # a remote worker may not share our file system
-                    if load_record(folder, cond, cfg, rec["seed"]) is None:
-                        save_json(_record_path(folder, rec["seed"]), rec)
-                done[cond] = recs
-                bar.update(1)
+            for unit, found in zip(units, parallel(jobs)):
+                for cond, recs in zip(unit, found):
+                    folder = condition_dir(cond, cfg, root)
+                    for rec in recs:  # a remote worker may not share our file system
+                        if load_record(folder, cond, cfg, rec["seed"]) is None:
+                            save_json(_record_path(folder, rec["seed"]), rec)
+                    done[cond] = recs
+                    bar.update(1)
     bar.close()
     return pd.DataFrame([rec for c in conditions for rec in done[c]], columns=list(RECORD_FIELDS))
 
