@@ -271,7 +271,9 @@ def _sweep_plans(
     if moduli is None and p_weight_decay is None:
         return params, params.plans()
     params = replace(
-        params, moduli=tuple(moduli or params.moduli), p_weight_decay=p_weight_decay or params.p_weight_decay
+        params,
+        moduli=params.moduli if moduli is None else tuple(moduli),
+        p_weight_decay=params.p_weight_decay if p_weight_decay is None else p_weight_decay,
     )
     cfg = params.config(params.p_max_epochs)
     return params, [(c, cfg) for c in params.p_conditions()]

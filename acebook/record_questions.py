@@ -22,17 +22,22 @@ from corelib.agreement import Agreement
 from corelib.engine import snapshot_epochs, training_seconds
 from corelib.experiments import core_inflation_questions as questions
 from corelib.experiments import modular_runs
-from corelib.results import save_json
+from corelib.results import StoreError, save_json
 
 from .runner import chapter_parameters
 
-__all__ = ["SAMPLE_EPOCH", "export_questions", "verify_questions"]
+__all__ = ["SAMPLE_EPOCH", "export_questions", "tolerance_epochs", "verify_questions"]
 
 SAMPLE_EPOCH = 100
 """The snapshot a build re-derives: the first after the start, in seconds rather than hours."""
 
-TOLERANCE_EPOCHS = (900, 2000, 20000)
-"""Where the sufficiency tolerances are compared: the branch, the paper's 2000 epochs, the end."""
+
+def tolerance_epochs(params: modular_runs.ModularParams) -> list[int]:
+    """Where the sufficiency tolerances are compared: the branch, the end of the modular chapter's
+    run (the paper's 2000 epochs) where it lies between, and the end of the long run."""
+    return sorted(
+        {params.branch_epoch, params.long_epochs} | ({params.epochs} if params.epochs < params.long_epochs else set())
+    )
 
 
 def _arm_params(profile: str) -> dict[str, modular_runs.ModularParams]:
@@ -57,7 +62,7 @@ def export_questions(profile: str, folder: Path) -> dict[str, Any]:
     arms = _arm_params(profile)
     _check_finished(profile, arms)
     labels = {"dropout0": "dropout 0", "control": f"dropout {arms['control'].dropout:g}, trained again"}
-    epochs = [e for e in TOLERANCE_EPOCHS if e <= arms["control"].long_epochs]
+    epochs = tolerance_epochs(arms["control"])
     records = {a: questions.arm_questions(p, labels[a], tolerance_epochs=epochs) for a, p in arms.items()}
     save_json(folder / "arms.json", {a: r.to_json() for a, r in records.items()}, compact=True)
     flag = "" if profile == "paper" else f" --profile {profile}"
@@ -77,7 +82,13 @@ def verify_questions(record: dict, epochs: int, tolerance: float) -> Agreement:
         raise SystemExit(
             f"--epochs must be a recorded snapshot after the start, e.g. {list(kept.epochs[1:5])}; got {epochs}."
         )
-    params = modular_runs.ModularParams(**record["provenance"]["params"]["dropout0"])
+    try:
+        params = modular_runs.ModularParams(**record["provenance"]["params"]["dropout0"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreError(
+            f"the record's provenance holds no settings of its dropout-0 arm ({exc}); restore it from git: "
+            "`git checkout -- recorded/core_inflation_questions_paper`."
+        ) from None
     was = questions.sample_records(kept, [epochs])
     now = questions.rederive_sample(params, epochs)
     return agreement.compare(

@@ -78,7 +78,7 @@ def test_seed_noise_p_is_the_one_sample_t_test_computed_by_hand():
     values, paper = np.array([63.0, 42.0, 48.0]), 60.0
     t = (values.mean() - paper) / (values.std(ddof=1) / np.sqrt(3))
     assert iq.seed_noise_p(values, paper) == pytest.approx(2 * stats.t.sf(abs(t), 2), rel=1e-12)
-    assert iq.seed_noise_p([5.0, 5.0, 5.0], 5.0) == 1.0 and iq.seed_noise_p([5.0, 5.0], 6.0) == 0.0
+    assert iq.seed_noise_p([5.0, 5.0, 5.0], 5.0) == 1.0 and np.isnan(iq.seed_noise_p([13.0, 13.0, 13.0], 15.0))
     assert iq.seed_noise_p([10.0, 11.0, 12.0], 11.0) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="at least two finite values"):
         iq.seed_noise_p([1.0, float("nan")], 1.0)
@@ -125,8 +125,16 @@ def test_the_findings_are_the_differences_the_chapter_names():
     assert got["inflation.sufficient_loose_stable"] == pytest.approx(np.mean([8, 8, 8]) / np.mean([5, 5, 5]))
     assert got["inflation.end_core_seed_noise"] == pytest.approx(stats.ttest_1samp([63, 42, 48], 60).pvalue)
     assert got["inflation.grok_core_seed_noise"] == pytest.approx(stats.ttest_1samp([12, 14, 13], 15).pvalue)
-    values = iq.glue_values(recorded, d0, control, {"branch": 15, "end": 60}, 900)
+    values = iq.glue_values(
+        recorded, d0, control, {"branch": 15, "end": 60}, 900, grok_threshold=0.99, exercise_epoch=2000
+    )
     assert values["q_d0_grokked_branch"] == 1 and values["q_loose_growth"] == pytest.approx(8 / 5)
+    assert values["q_d0_core_exercise"] == "15, 16, 17"
+    # a seed whose core never reaches the tolerance (-1) is left out of the means, not averaged in
+    missing = _arm("dropout 0.1", suff=[[[7, 6, 5], [7, 6, 5], [7, 6, -1]], [[8, 7, 6]] * 3, [[20, 12, 8]] * 3])
+    got = iq.finding_values(recorded, d0, missing, {"branch": 15, "end": 60}, 900)
+    assert got["inflation.sufficient_loose_stable"] == pytest.approx(8 / 5)
+    assert iq.found_mean(np.array([-1, -1])) != iq.found_mean(np.array([-1, -1]))  # NaN when none is found
     assert iq.seed_interval([63, 42, 48]).low == pytest.approx(values["q_end_low"])
     table = iq.question_table({"a": d0, "b": control}, [900, 20000])
     assert table.loc["dropout 0", "models generalising, epoch 900"] == 1

@@ -164,12 +164,13 @@ def seed_noise_p(values: Sequence[float], paper: float) -> float:
     """Two-sided p-value of a one-sample t-test of ``values`` (one per seed) against ``paper``:
     how often seed noise of the size our seeds show would put their mean at least this far from
     the paper's value, if the paper's value were the true mean. Small (below 0.05): the difference
-    is unlikely to be seed noise alone."""
+    is unlikely to be seed noise alone. NaN when every seed has the same value and it is not the
+    paper's: without a spread the test says nothing."""
     v = np.asarray(values, dtype=float)
     if v.ndim != 1 or v.size < 2 or not np.all(np.isfinite(v)):
         raise ValueError(f"need at least two finite values, one per seed; got {list(values)}.")
-    if np.all(v == v[0]):
-        return 1.0 if v[0] == paper else 0.0
+    if np.all(v == v[0]):  # no spread: the test is undefined unless the value is the paper's
+        return 1.0 if v[0] == paper else float("nan")
     return float(stats.ttest_1samp(v, paper).pvalue)
 
 
@@ -318,8 +319,17 @@ def _one_seed(hist: dict, i: int) -> dict:
     return {**hist, "train_acc": [[row[i]] for row in hist["train_acc"]]}
 
 
+def found_mean(ranks: np.ndarray, axis: int | None = None) -> np.ndarray | float:
+    """Mean of ranks over ``axis`` leaving out the -1 of "no rank reaches it"; NaN where none is found."""
+    r = np.asarray(ranks, dtype=float)
+    r = np.where(r < 0, np.nan, r)
+    with np.errstate(invalid="ignore"):
+        out = np.nanmean(r, axis=axis) if np.isfinite(r).any() else np.full(np.mean(r, axis=axis).shape, np.nan)
+    return float(out) if axis is None else out
+
+
 def _mean_at(arm: ArmQuestions, epoch: int, what: str = "core_dim") -> float:
-    return float(getattr(arm, what)[arm.at(epoch)].mean())
+    return found_mean(getattr(arm, what)[arm.at(epoch)])
 
 
 def finding_values(
@@ -334,7 +344,7 @@ def finding_values(
     core dimensions at the ``"branch"`` and the ``"end"``; ``branch``: the branch epoch."""
     end = control.epochs[-1]
     last_tol = control.tolerances.index(max(control.tolerances))
-    suff = control.sufficient_by_tolerance[:, :, last_tol].astype(float)
+    suff = control.sufficient_by_tolerance[:, :, last_tol]
     k_branch, k_end = control.tolerance_epochs.index(branch), control.tolerance_epochs.index(end)
     rec = {r["epoch"]: [m["core_dim"] for m in r["models"]] for r in recorded_wd}
     jac = [
@@ -344,7 +354,7 @@ def finding_values(
         "inflation.dropout_end_core": _mean_at(dropout0, end) - _mean_at(control, end),
         "inflation.dropout_spikes": float(dropout0.collapses.mean() - control.collapses.mean()),
         "inflation.jacobians_count": float(max(jac)),
-        "inflation.sufficient_loose_stable": float(suff[k_end].mean() / suff[k_branch].mean()),
+        "inflation.sufficient_loose_stable": found_mean(suff[k_end]) / found_mean(suff[k_branch]),
         "inflation.grok_core_seed_noise": seed_noise_p(rec[branch], paper["branch"]),
         "inflation.end_core_seed_noise": seed_noise_p(rec[end], paper["end"]),
     }
@@ -404,7 +414,7 @@ def question_table(arms: dict[str, ArmQuestions], epochs: Sequence[int], grok_th
 def tolerance_table(arm: ArmQuestions) -> pd.DataFrame:
     """The mean sufficient rank of ``arm`` at each tolerance (columns) and snapshot (rows), and
     the growth from the first snapshot to the last."""
-    means = arm.sufficient_by_tolerance.astype(float).mean(axis=1)  # (K, T)
+    means = found_mean(arm.sufficient_by_tolerance, axis=1)  # (K, T)
     table = pd.DataFrame(
         means, index=[f"epoch {e}" for e in arm.tolerance_epochs], columns=[f"{t:g}" for t in arm.tolerances]
     )
@@ -414,19 +424,27 @@ def tolerance_table(arm: ArmQuestions) -> pd.DataFrame:
 
 
 def glue_values(
-    recorded_wd: list[dict], dropout0: ArmQuestions, control: ArmQuestions, paper: dict[str, float], branch: int
+    recorded_wd: list[dict],
+    dropout0: ArmQuestions,
+    control: ArmQuestions,
+    paper: dict[str, float],
+    branch: int,
+    *,
+    grok_threshold: float,
+    exercise_epoch: int,
 ) -> dict[str, float]:
-    """The numbers the chapter's section on its explanations glues into its sentences."""
+    """The numbers the chapter's section on its explanations glues into its sentences; a model
+    generalises at ``grok_threshold`` test accuracy; ``exercise_epoch``: the horizon of the
+    exercise that trains the dropout-0 arm again (the chapter's own)."""
     end, loose = control.epochs[-1], control.tolerances.index(max(control.tolerances))
     rec = {r["epoch"]: [m["core_dim"] for m in r["models"]] for r in recorded_wd}
     interval = seed_interval(rec[end])
-    suff = control.sufficient_by_tolerance.astype(float).mean(axis=1)  # (K, T)
+    suff = found_mean(control.sufficient_by_tolerance, axis=1)  # (K, T)
     first, last = 0, len(control.tolerance_epochs) - 1
     return {
         "q_d0_end": _mean_at(dropout0, end),
         "q_ctl_end": _mean_at(control, end),
-        "q_d0_2000": _mean_at(dropout0, 2000) if 2000 in dropout0.epochs else float("nan"),
-        "q_d0_grokked_branch": int((dropout0.test_acc[dropout0.at(branch)] >= 0.99).sum()),
+        "q_d0_grokked_branch": int((dropout0.test_acc[dropout0.at(branch)] >= grok_threshold).sum()),
         "q_n_models": int(dropout0.core_dim.shape[1]),
         "q_d0_collapses": float(dropout0.collapses.mean()),
         "q_ctl_collapses": float(control.collapses.mean()),
@@ -443,7 +461,12 @@ def glue_values(
         "q_p_branch": seed_noise_p(rec[branch], paper["branch"]),
         "q_p_end": seed_noise_p(rec[end], paper["end"]),
         "q_d0_branch_acc": listed([f"{a:.2f}" for a in dropout0.test_acc[dropout0.at(branch)]]),
-        "q_d0_core_1200": listed(dropout0.core_dim[dropout0.at(1200)].tolist()) if 1200 in dropout0.epochs else "n/a",
+        "q_exercise_epoch": exercise_epoch,
+        "q_d0_core_exercise": (
+            listed(dropout0.core_dim[dropout0.at(exercise_epoch)].tolist())
+            if exercise_epoch in dropout0.epochs
+            else "n/a"
+        ),
     }
 
 

@@ -11,6 +11,7 @@ both have must agree: :func:`inflation_agreement` checks that on every build.
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any
 
@@ -183,9 +184,9 @@ class QuestionView:
 
 
 _QUESTION_GLUE = (
-    "q_d0_end q_ctl_end q_d0_2000 q_d0_grokked_branch q_n_models q_d0_collapses q_ctl_collapses q_n_jacobians "
+    "q_d0_end q_ctl_end q_d0_grokked_branch q_n_models q_d0_collapses q_ctl_collapses q_n_jacobians "
     "q_suff_strict_first q_suff_strict_last q_suff_loose_first q_suff_loose_last q_loose_tolerance q_loose_growth "
-    "q_strict_growth q_end_low q_end_high q_p_branch q_p_end q_d0_branch_acc q_d0_core_1200"
+    "q_strict_growth q_end_low q_end_high q_p_branch q_p_end q_exercise_epoch"
 ).split()
 
 
@@ -201,7 +202,9 @@ def question_view(
     train the record's control arm, the dropout-0 arm's sample is re-derived from scratch (tens
     of seconds) and compared with the record at the level of the claims."""
     if questions is None or recorded is None:
-        values = dict.fromkeys(_QUESTION_GLUE, float("nan")) | {"q_sample": modular_runs.NOT_AVAILABLE}
+        values = dict.fromkeys(_QUESTION_GLUE, float("nan")) | dict.fromkeys(
+            ("q_sample_n", "q_sample_agree", "q_d0_branch_acc", "q_d0_core_exercise"), modular_runs.NOT_AVAILABLE
+        )
         return QuestionView({}, {}, None, None, values, None)
     d0, ctl = questions.arms["dropout0"], questions.arms["control"]
     paper = {
@@ -209,7 +212,15 @@ def question_view(
         "end": claims.claim("inflation.core_dim_end").value,
     }
     branch = recorded["params"].branch_epoch
-    values = question_glue(recorded["arms"]["wd"], d0, ctl, paper, branch)
+    values = question_glue(
+        recorded["arms"]["wd"],
+        d0,
+        ctl,
+        paper,
+        branch,
+        grok_threshold=params.grok_threshold,
+        exercise_epoch=params.long_epochs,
+    )
     sample = None
     if same_training(replace_dropout(params, ctl.dropout), questions.params["control"]):
         epoch = questions.sample_epoch
@@ -218,9 +229,11 @@ def question_view(
         sample = agreement.compare(
             was, now, agreement.snapshot_groups(was, "dropout0"), agreement.snapshot_groups(now, "dropout0")
         )
-    values["q_sample"] = modular_runs.NOT_AVAILABLE if sample is None else ("identical" if sample.identical else (
-        "agrees at the level of the claims" if sample.agrees else "does not agree"))  # fmt: skip
-    epochs = [e for e in (branch, 2000, d0.epochs[-1]) if e in d0.epochs]
+    values["q_sample_n"] = len(sample.quantities) if sample is not None else modular_runs.NOT_AVAILABLE
+    values["q_sample_agree"] = (
+        sum(q.agrees for q in sample.quantities) if sample is not None else modular_runs.NOT_AVAILABLE
+    )
+    epochs = [e for e in (branch, questions.params["control"].epochs, d0.epochs[-1]) if e in d0.epochs]
     return QuestionView(
         figure_curves(d0, ctl, recorded["arms"]["wd"]),
         {"dropout0": d0, "control": ctl},
@@ -442,9 +455,10 @@ class SeedCost:
         cpu_hours: on the CPU of the window's record, its training time scaled by the seed count
             (the models of a stack cost about alike on a CPU).
         cpu: that CPU.
-        gpu_minutes: on the GPU of the paper-profile timing record, the arms' epochs at its
-            measured seconds per epoch, which on that GPU do not grow with the seed count (its
-            steps are bound by kernel launches); None without a GPU record.
+        gpu_minutes: on the GPU of the paper-profile timing record, the epochs the branched arms
+            span (they train as one stack) at its measured seconds per epoch, which on that GPU do
+            not grow with the number of models in the stack (its steps are bound by kernel
+            launches); None without a GPU record.
         gpu: that GPU.
     """
 
@@ -463,15 +477,28 @@ def window_seed_cost(window: dict[str, Any], gpu: dict[str, Any] | None, seeds: 
     prov = window["provenance"]
     n = len(window["params"].seeds)
     hours = sum(prov["training_seconds"].values()) / 3600 * seeds / n
-    epochs = sum(
-        arm["records"][-1]["epoch"] - arm["records"][0]["epoch"]
-        for name, arm in window["window"]["arms"].items()
-        if name != "kept"
-    )
+    spans = [
+        (a["records"][0]["epoch"], a["records"][-1]["epoch"])
+        for n, a in window["window"]["arms"].items()
+        if n != "kept"
+    ]
+    epochs = max(end for _, end in spans) - min(start for start, _ in spans)  # the arms train as one stack
     if gpu is None:
         return SeedCost(seeds, hours, computed_cpu(prov), None, None)
-    minutes = epochs * gpu["core_inflation"]["seconds_per_epoch"] / 60
+    minutes = epochs * _gpu_seconds_per_epoch(gpu) / 60
     return SeedCost(seeds, hours, computed_cpu(prov), minutes, gpu["machine"]["device"])
+
+
+def _gpu_seconds_per_epoch(gpu: dict[str, Any]) -> float:
+    """The GPU record's seconds per epoch of core inflation, checked."""
+    try:
+        value = float(gpu["core_inflation"]["seconds_per_epoch"])
+        device = gpu["machine"]["device"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreError(f"recorded/paper_profile_gpu.json lacks its timing ({exc}); restore it from git.") from None
+    if not (math.isfinite(value) and value > 0 and isinstance(device, str)):
+        raise StoreError("recorded/paper_profile_gpu.json holds an impossible time per epoch; restore it from git.")
+    return value
 
 
 def computed_cpu(provenance: dict[str, Any]) -> str:
