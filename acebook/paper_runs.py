@@ -169,8 +169,17 @@ def _inflation_jobs(
     return [_Arm(params, arm, params.long_epochs, f"{label} {arm}") for arm in (arms or modular_runs.ARMS)]
 
 
-def variant_name(name: str, dropout: float | None) -> str:
-    """The folder in ``in_progress/`` of a run, or of its variant at another dropout."""
+def variant_name(
+    name: str, dropout: float | None, moduli: list[int] | None = None, p_weight_decay: float | None = None
+) -> str:
+    """The folder in ``in_progress/`` of a run, or of its variant at another dropout (core
+    inflation) or of the modulus sweep alone at other moduli or weight decay (the sweeps)."""
+    if moduli is not None or p_weight_decay is not None:
+        return (
+            f"{name}_moduli"
+            + ("" if moduli is None else "-".join(str(p) for p in moduli))
+            + ("" if p_weight_decay is None else f"_wd{p_weight_decay:g}")
+        )
     return name if dropout is None else f"{name}_dropout{dropout:g}"
 
 
@@ -383,12 +392,14 @@ def pack(
     precision: str | None = None,
     dropout: float | None = None,
     arms: tuple[str, ...] | None = None,
+    moduli: list[int] | None = None,
+    p_weight_decay: float | None = None,
 ) -> Path:
     """Copy what resuming ``name``'s ``profile`` run (at ``precision``, None: the profile's) needs
     into ``dest`` (``in_progress/<name>``).
 
     Refuses to replace a pack that got further than the results root (unpack it first)."""
-    dest = Path(dest) if dest is not None else IN_PROGRESS / variant_name(name, dropout)
+    dest = Path(dest) if dest is not None else IN_PROGRESS / variant_name(name, dropout, moduli, p_weight_decay)
     fresh = dest.with_name(dest.name + ".new")
     if fresh.exists():
         shutil.rmtree(fresh)
@@ -409,7 +420,7 @@ def pack(
                 keep = [e for e in branches if e in waiting] if job.arm == "wd" else []
                 _pack_arm(job, fresh / _check_packable(name, folder), keep)
     else:
-        params, plans = _sweep_plans(profile, precision)
+        params, plans = _sweep_plans(profile, precision, moduli, p_weight_decay)
         for cond, cfg in plans:
             folder = condition_path(cond, cfg)
             if not folder.exists():
@@ -595,15 +606,6 @@ def _parser() -> argparse.ArgumentParser:
         "--chunk", type=int, default=None, help=f"epochs per piece at the paper's lr x wd (default {CHUNK})"
     )
     ad.add_argument("--pieces", type=int, default=None, help="stop after this many pieces")
-    ad.add_argument(
-        "--moduli", type=int, nargs="+", default=None, help="grokking_sweeps: the modulus sweep alone, at these moduli"
-    )
-    ad.add_argument(
-        "--p-weight-decay",
-        type=float,
-        default=None,
-        help="grokking_sweeps: the modulus sweep alone, at this weight decay",
-    )
     pa = sub.add_parser("pack", help="copy what resuming a run needs into in_progress/")
     for p in (ad, pa):
         p.add_argument("name", choices=EXPERIMENTS)
@@ -614,6 +616,16 @@ def _parser() -> argparse.ArgumentParser:
     un.add_argument("name", choices=EXPERIMENTS)
     for p in (ad, pa, un):
         p.add_argument("--dropout", type=float, default=None, help="core_inflation: a variant at this dropout")
+        p.add_argument(
+            "--moduli",
+            type=int,
+            nargs="+",
+            default=None,
+            help="grokking_sweeps: the modulus sweep alone, at these moduli",
+        )
+        p.add_argument(
+            "--p-weight-decay", type=float, default=None, help="grokking_sweeps: the modulus sweep alone, at this decay"
+        )
     for p in (ad, pa):
         p.add_argument("--arm", choices=modular_runs.ARMS, default=None, help="core_inflation: this arm only")
     return ap
@@ -633,7 +645,7 @@ def main(argv: list[str] | None = None) -> int:
         pack(args.name, args.profile, window_only=args.window, precision=args.precision, **_variant(args))
     else:
         _check_variant(args)
-        unpack(args.name, IN_PROGRESS / variant_name(args.name, args.dropout))
+        unpack(args.name, IN_PROGRESS / variant_name(args.name, args.dropout, args.moduli, args.p_weight_decay))
     return 0
 
 
@@ -661,6 +673,8 @@ def _check_variant(args: argparse.Namespace) -> None:
 
 
 def _variant(args: argparse.Namespace) -> dict:
+    if args.name == "grokking_sweeps":
+        return {"moduli": args.moduli, "p_weight_decay": args.p_weight_decay}
     return {} if args.name != "core_inflation" else {"dropout": args.dropout, "arms": (args.arm,) if args.arm else None}
 
 

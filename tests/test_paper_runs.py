@@ -294,3 +294,14 @@ def test_a_variant_of_one_arm_is_packed_with_the_snapshot_the_other_arm_branches
         f"epoch_{params.branch_epoch:06d}.safetensors"
     ]
     assert not list(packed.rglob("no_wd")) and not list(packed.rglob("branch_*"))
+
+
+def test_the_modulus_sweep_alone_at_other_moduli_is_advanced_and_packed_apart(tmp_path, monkeypatch, smoke_sweeps):
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(copy_results(smoke_sweeps, tmp_path / "run")))
+    assert paper_runs.variant_name("grokking_sweeps", None, [23, 29]) == "grokking_sweeps_moduli23-29"
+    assert paper_runs.advance_sweeps("smoke", pieces=1, moduli=[11], p_weight_decay=0.5) == (1, 1)
+    packed = paper_runs.pack("grokking_sweeps", "smoke", dest=tmp_path / "packed", moduli=[11], p_weight_decay=0.5)
+    params = [json.loads(f.read_text()) for f in packed.rglob("params.json")]
+    assert len(params) == 1 and params[0]["condition"]["p"] == 11 and params[0]["condition"]["weight_decay"] == 0.5
+    with pytest.raises(SystemExit, match="--moduli and --p-weight-decay are for grokking_sweeps only"):
+        paper_runs.main(["advance", "core_inflation", "--moduli", "23"])
