@@ -284,6 +284,15 @@ FINDINGS: tuple[Claim, ...] = (
        "(the third, at rank 3) with one more direction kept: largest change over pairs", "not tested by the "
        "paper (the book's explanation of its third correlation)", _below(0.005), "holds when keeping the "
        "near-null next direction moves the third correlation by less than 0.005: that direction does not set it"),
+    _new_finding("markov.cca_third_other_seeds", _MARKOV, "other sets of three models (the chapter's settings, "
+       "other seeds): share of sets whose third canonical correlation lies inside the paper's range for every "
+       "pair", "0.927–0.958 from the paper's one set of three (the book's explanation of its higher values: "
+       "another draw of seeds)", _above(0), "holds when at least one other set lands inside the paper's range: "
+       "the chapter's higher values are then within the spread between draws of seeds, as the explanation says"),
+    _new_finding("markov.overlap_other_seeds", _MARKOV, "other sets of three models (the chapter's settings, "
+       "other seeds): share of sets whose projector overlap lies inside the paper's range for every pair",
+       "0.02–0.04 from the paper's one set of three", _above(0), "holds when at least one other set lands "
+       "inside the paper's range: the chapter's wider spread is then within the spread between draws of seeds"),
     _new_finding("window.restart_grows", _WINDOW, "the control arm (weight decay kept, optimizer restarted at "
        "grokking) against the uninterrupted run: core dimension at the window's end, smallest restarted seed "
        "minus largest kept seed", "not considered by the paper (its removed arm also restarts AdamW)", _above(0),

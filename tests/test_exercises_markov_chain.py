@@ -89,3 +89,55 @@ def test_a_stub_is_reported_as_not_done_yet(capsys):
 
     assert ex.check_canonical_correlations(stub) is False
     assert "not implemented yet" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- one more set of seeds
+
+
+@pytest.fixture(scope="module")
+def tiny_summary(tmp_path_factory):
+    """A tiny trained run of three models: the check's first case is a real summary."""
+    from corelib.experiments import markov_chain
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ACE_RESULTS_DIR", str(tmp_path_factory.mktemp("store")))
+        params = markov_chain.MarkovParams(n_train=200, n_test=100, epochs=2, seeds=[0, 1, 2], n_jacobians=32)
+        yield markov_chain.run(params, progress=False)
+
+
+def test_the_seeds_solution_passes_its_check_and_matches_the_claim_values(tiny_summary, capsys):
+    from corelib.exercises import markov_chain as ex
+    from corelib.experiments import markov_chain
+
+    ns = run_solution("markov_chain", "ex-markov-seeds")
+    assert ex.check_pair_correlations(ns["pair_correlations"], tiny_summary) is True
+    assert "pair_correlations: all 5 cases pass" in capsys.readouterr().out
+    rows = ns["pair_correlations"](tiny_summary)
+    values = markov_chain.claim_values(tiny_summary)
+    np.testing.assert_allclose(rows[:, 1], values["markov.cca_mean"], rtol=0, atol=0)
+    assert callable(ns["one_more_set"])  # trains: run by the chapter's reader, not here
+
+
+def _last_and_mean(summary):
+    return np.array([[p.cca[-1], np.mean(p.cca)] for p in summary.pairs])
+
+
+@pytest.mark.parametrize(
+    ("wrong", "says"),
+    [
+        (_last_and_mean, "the third correlation is the third largest, cca\\[2\\]"),
+        (
+            lambda s: np.array([[p.cca[2] if len(p.cca) > 2 else np.nan, np.mean(p.cca[:3])] for p in s.pairs]),
+            "the mean runs over every correlation of the pair",
+        ),
+        (lambda s: np.array([[p.cca[2], np.mean(p.cca)] for p in s.pairs]).T, "return one row per pair"),
+        (lambda s: np.array([[p.cca[2], np.mean(p.cca)] for p in s.pairs]), "raised IndexError"),
+    ],
+)
+def test_the_seeds_check_rejects_typical_mistakes(tiny_summary, wrong, says):
+    from corelib.exercises import markov_chain as ex
+
+    if "IndexError" not in says and len(tiny_summary.pairs[0].cca) < 3:
+        pytest.skip("the tiny models' cores have under three directions")
+    with pytest.raises(AssertionError, match=says):
+        ex.check_pair_correlations(wrong, tiny_summary)

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..compare import cca
+from ..experiments.markov_chain_seeds import from_summaries
 from ..tasks.markov import chain_eigenvalues, oracle_r2, sample_sequences, transition_matrix
 from . import Case, check_function
 
-__all__ = ["check_canonical_correlations", "check_chain_spectrum", "check_oracle_r2"]
+if TYPE_CHECKING:
+    from ..experiments.markov_chain import MarkovSummary
+
+__all__ = ["check_canonical_correlations", "check_chain_spectrum", "check_oracle_r2", "check_pair_correlations"]
 
 
 def _random_chain(n: int, seed: int) -> np.ndarray:
@@ -173,3 +179,63 @@ def check_canonical_correlations(student: Callable) -> bool:
         ),
     ]
     return check_function(answer, cases, name="canonical_correlations", hints=hints, rtol=1e-6, atol=1e-8)
+
+
+_NO_THIRD = -1.0  # stands for NaN (no third correlation) when answers are compared
+
+
+def _with_correlations(summary: MarkovSummary, correlations: list[list[float]]) -> MarkovSummary:
+    """``summary`` with its first pairs' canonical correlations replaced (one list per pair)."""
+    pairs = [replace(p, cca=tuple(c)) for p, c in zip(summary.pairs, correlations)]
+    return replace(summary, pairs=tuple(pairs))
+
+
+def _pair_cases(summary: MarkovSummary) -> list[Case]:
+    rng = np.random.default_rng(5)
+    n = len(summary.pairs)
+    random = [sorted(rng.uniform(0.5, 1.0, 3), reverse=True) for _ in range(n)]
+    summaries = [
+        (summary, "the chapter's models"),
+        (_with_correlations(summary, random), "random correlations, three per pair"),
+        (_with_correlations(summary, [[0.999, 0.998, 0.97, 0.2]] * n), "cores of rank 4: four correlations"),
+        (_with_correlations(summary, [[0.999, 0.6]] * n), "cores of rank 2: no third correlation (NaN)"),
+        (replace(summary, pairs=summary.pairs[:1]), "one pair only"),
+    ]
+    cases = []
+    for s, what in summaries:
+        sets = from_summaries([s])
+        cases.append(Case((s,), np.nan_to_num(np.c_[sets.third[0], sets.mean[0]], nan=_NO_THIRD), what))
+    return cases
+
+
+def check_pair_correlations(pair_correlations: Callable, summary: MarkovSummary) -> bool:
+    """Check ``pair_correlations(summary)``: per pair of models of a Markov run's summary (in the
+    order of ``summary.pairs``), its third canonical correlation (NaN when a core has fewer than
+    three directions) and the mean of all its canonical correlations, an array (pairs, 2). The
+    chapter's ``summary`` is the first case; the others change its pairs' correlations."""
+
+    def answer(s):
+        got = pair_correlations(s)
+        try:
+            return np.nan_to_num(np.asarray(got, dtype=float), nan=_NO_THIRD)
+        except (TypeError, ValueError):  # not numbers: shown as returned
+            return got
+
+    def correlations(c: Case) -> list[tuple[float, ...]]:
+        return [p.cca for p in c.args[0].pairs]
+
+    hints = [
+        (
+            lambda got, c: np.allclose(got[:, 0], [cc[-1] for cc in correlations(c)]) and len(correlations(c)[0]) > 3,
+            "the third correlation is the third largest, cca[2]; the last one is the third only at rank 3.",
+        ),
+        (
+            lambda got, c: np.allclose(got[:, 1], [np.mean(cc[:3]) for cc in correlations(c)]),
+            "the mean runs over every correlation of the pair, as the claim markov.cca_mean does.",
+        ),
+        (
+            lambda got, c: np.shape(got) == np.shape(c.expected)[::-1] != np.shape(c.expected),
+            "return one row per pair (pairs, 2): the third correlation, then the mean.",
+        ),
+    ]
+    return check_function(answer, _pair_cases(summary), name="pair_correlations", hints=hints)

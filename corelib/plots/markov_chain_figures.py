@@ -8,16 +8,25 @@ from typing import TYPE_CHECKING
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ..claims import claim
+
 if TYPE_CHECKING:
+    import pandas
+
     from ..experiments.markov_chain import MarkovSummary
+    from ..experiments.markov_chain_seeds import SeedSets
 
 __all__ = [
+    "SEED_SET_CLAIMS",
     "figure_markov",
+    "inside_paper_ranges",
+    "other_seed_values",
     "panel_ablation_accuracy",
     "panel_cca",
     "panel_overlap",
     "panel_spectrum",
     "panel_weight_cosines",
+    "seed_sets_frame",
 ]
 
 MODE_LABELS = {"full": "full model", "keep": "core-only", "remove": "core-removed"}
@@ -135,3 +144,77 @@ def figure_markov(summary: MarkovSummary) -> plt.Figure:
     panel_overlap(fig.add_subplot(grid[1, 2]), summary)
     panel_cca(fig.add_subplot(grid[1, 3]), summary)
     return fig
+
+
+# The claims of Table A2 that :class:`SeedSets` measures, by its field (the angles: every angle).
+SEED_SET_CLAIMS = {
+    "third": "markov.cca_third",
+    "mean": "markov.cca_mean",
+    "overlap": "markov.overlap",
+    "angles": "markov.angles",
+}
+
+
+def _set_values(sets: SeedSets, field: str, k: int) -> np.ndarray:
+    """Set ``k``'s values of ``field``, one number per pair (every angle of every pair for the angles)."""
+    values = np.asarray(getattr(sets, field)[k], dtype=float).ravel()
+    return values[~np.isnan(values)] if field == "angles" else values
+
+
+def inside_paper_ranges(sets: SeedSets) -> pandas.DataFrame:
+    """Whether each set of models (rows, the chapter's first) passes the tolerance of each claim
+    of :data:`SEED_SET_CLAIMS` (columns, by claim id) for every one of its pairs
+    (:meth:`corelib.claims.Claim.holds`; a missing value, e.g. no third correlation, fails)."""
+    import pandas as pd
+
+    rows = [
+        {cid: claim(cid).holds(_set_values(sets, field, k).tolist()) for field, cid in SEED_SET_CLAIMS.items()}
+        for k in range(len(sets.seeds))
+    ]
+    return pd.DataFrame(rows, index=_set_names(sets))
+
+
+# The book's findings on the other sets, by the claim whose range they test.
+OTHER_SEED_FINDINGS = {
+    "markov.cca_third": "markov.cca_third_other_seeds",
+    "markov.overlap": "markov.overlap_other_seeds",
+}
+
+
+def other_seed_values(sets: SeedSets) -> dict[str, float]:
+    """The findings on the sets other than the chapter's (all but the first): for each claim of
+    :data:`OTHER_SEED_FINDINGS`, the share of those sets that lie inside its range for every pair
+    (:func:`inside_paper_ranges`). Empty when there is no other set."""
+    if len(sets.seeds) < 2:
+        return {}
+    inside = inside_paper_ranges(sets).iloc[1:]
+    return {finding: float(inside[cid].mean()) for cid, finding in OTHER_SEED_FINDINGS.items()}
+
+
+def _set_names(sets: SeedSets) -> list[str]:
+    return ["the chapter's", *(f"other {k}" for k in range(1, len(sets.seeds)))]
+
+
+def _span(values: np.ndarray, digits: int) -> str:
+    lo, hi = np.nanmin(values), np.nanmax(values)
+    return f"{lo:.{digits}f}–{hi:.{digits}f}"
+
+
+def seed_sets_frame(sets: SeedSets) -> pandas.DataFrame:
+    """One row per set of models (the chapter's first): its seeds, and for each claim of
+    :data:`SEED_SET_CLAIMS` the lowest and highest value over its pairs (as text) and whether
+    every pair lies inside the paper's range (:func:`inside_paper_ranges`)."""
+    import pandas as pd
+
+    inside = inside_paper_ranges(sets)
+    digits = {"third": 4, "mean": 4, "overlap": 3, "angles": 0}
+    titles = {"third": "third correlation", "mean": "mean correlation", "overlap": "overlap", "angles": "angles (°)"}
+    columns = {("", "seeds"): [", ".join(map(str, s)) for s in sets.seeds]}
+    for field, cid in SEED_SET_CLAIMS.items():
+        columns[(titles[field], "ours")] = [
+            _span(_set_values(sets, field, k), digits[field]) for k in range(len(sets.seeds))
+        ]
+        columns[(titles[field], claim(cid).tolerance)] = ["yes" if v else "no" for v in inside[cid]]
+    frame = pd.DataFrame(columns, index=inside.index)
+    frame.columns = pd.MultiIndex.from_tuples(frame.columns)
+    return frame
