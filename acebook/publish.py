@@ -5,12 +5,13 @@ and Colab buttons; both open ``book/chapters/<name>.ipynb`` in the repository ``
 of ``_config.yml`` (the one place the repository is named), at the branch ``repository.branch``.
 That branch holds what nothing else does: ``.gitignore`` keeps executed chapters off every branch
 people work on, so :func:`publish_notebooks` writes it after each build, as one commit on top of
-the commit it built (its tree plus the executed chapters), pushed over the branch's last one.
+the commit it built (its tree plus the executed chapters), pushed over the branch's last one
+(only ever over a commit it made itself).
 
 ``python -m acebook.publish check --repository https://github.com/<owner>/<repo>`` refuses a
 ``_config.yml`` naming another repository (a fork that has not set its own);
-``python -m acebook.publish notebooks`` writes and pushes the branch; ``links <chapter>`` prints a
-chapter's launch links.
+``python -m acebook.publish notebooks --source-branch <branch built>`` writes and pushes the
+branch; ``links <chapter>`` prints a chapter's launch links.
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ import yaml
 
 from .project import CHAPTER_DIR, ConfigError, chapters, output_path, project_root, repository_url
 
-__all__ = ["LaunchSettings", "launch_settings", "launch_links", "notebook_path", "publish_notebooks", "main"]
+__all__ = [
+    "PUBLISHED_TRAILER",
+    "LaunchSettings",
+    "launch_settings",
+    "launch_links",
+    "notebook_path",
+    "publish_notebooks",
+    "main",
+]
 
 _INTERFACES = {"classic": "tree", "jupyterlab": "lab/tree"}  # Jupyter Book's notebook_interface values
 
@@ -133,21 +142,76 @@ def _executed_chapters(root: Path) -> list[Path]:
     return paths
 
 
-def publish_notebooks(root: str | os.PathLike | None = None, remote: str = "origin", push: bool = True) -> str:
-    """Commit the executed chapters on top of ``HEAD`` for the launch buttons, and force-push that
-    commit to ``repository.branch`` of ``remote``; returns the commit.
+# The trailer that marks a commit of executed chapters made here: only such a commit is replaced.
+PUBLISHED_TRAILER = "Published-by: acebook.publish"
+
+
+def _remote_default_branch(root: Path, remote: str) -> str | None:
+    """The branch ``remote``'s HEAD names (its default branch), or None where it names none."""
+    for line in _git(root, "ls-remote", "--symref", remote, "HEAD").splitlines():
+        if line.startswith("ref: refs/heads/") and line.endswith("\tHEAD"):
+            return line[len("ref: refs/heads/") : -len("\tHEAD")]
+    return None
+
+
+def _refuse_work_branch(root: Path, branch: str, remote: str, source_branch: str | None, push: bool) -> None:
+    """Refuse a ``repository.branch`` that is a branch people work on: the one checked out, the one
+    the build came from, or ``remote``'s default branch (the push would replace its history)."""
+    current = _git(root, "rev-parse", "--abbrev-ref", "HEAD")  # "HEAD" when detached
+    try:
+        default = _remote_default_branch(root, remote)
+    except RuntimeError:
+        if push:
+            raise
+        default = None  # a commit made without pushing needs no remote
+    roles = [(current, "the branch checked out here"), (source_branch, "the branch this build came from"),
+             (default, f"the default branch of {remote}")]  # fmt: skip
+    for name, role in roles:
+        if name and name != "HEAD" and name == branch:
+            raise ConfigError(
+                f"_config.yml: repository.branch is {branch!r}, {role}; name a branch of its own for the "
+                "executed chapters (e.g. executed-chapters): publishing replaces that branch's commit."
+            )
+
+
+def _published_tip(root: Path, remote: str, branch: str) -> str:
+    """The commit at ``branch`` of ``remote`` ("" where there is none), refused unless publishing made it."""
+    listed = _git(root, "ls-remote", remote, f"refs/heads/{branch}").split()
+    if not listed:
+        return ""
+    tip = listed[0]
+    shallow = _git(root, "rev-parse", "--is-shallow-repository") == "true"
+    _git(root, "fetch", "--quiet", "--no-tags", *(["--depth=1"] if shallow else []), remote, f"refs/heads/{branch}")
+    message = _git(root, "log", "-1", "--format=%B", tip)
+    if PUBLISHED_TRAILER not in message.splitlines():
+        raise ConfigError(
+            f"branch {branch!r} of {remote} is at {tip[:12]}, a commit publishing did not make (no "
+            f"{PUBLISHED_TRAILER!r} line): it would be overwritten. Set repository.branch to a branch of its own, "
+            f"or delete that branch on {remote} if it holds only executed chapters."
+        )
+    return tip
+
+
+def publish_notebooks(
+    root: str | os.PathLike | None = None,
+    remote: str = "origin",
+    push: bool = True,
+    *,
+    source_branch: str | None = None,
+) -> str:
+    """Commit the executed chapters on top of ``HEAD`` for the launch buttons, and push that commit
+    to ``repository.branch`` of ``remote`` in place of the branch's last one; returns the commit.
 
     The commit is made through a temporary index: the checkout's own index, branch and files are
-    left as they are. The buttons' branch must not be the one checked out (the executed chapters
-    would land on it).
+    left as they are. The buttons' branch must not be a branch people work on: not the one checked
+    out, not ``source_branch`` (the branch the build came from; a CI checkout is detached, so pass
+    it), not ``remote``'s default branch. The push replaces only a commit this function made (its
+    message carries :data:`PUBLISHED_TRAILER`), and only if the branch is still there when it lands
+    (``--force-with-lease``); a branch that does not exist yet is created.
     """
     root = project_root(root)
     branch = launch_settings(root).branch
-    if branch == _git(root, "rev-parse", "--abbrev-ref", "HEAD"):
-        raise ConfigError(
-            f"_config.yml: repository.branch is {branch!r}, the branch checked out here; name a branch of its "
-            "own for the executed chapters (e.g. executed-chapters)."
-        )
+    _refuse_work_branch(root, branch, remote, source_branch, push)
     notebooks = [str(p.relative_to(root)) for p in _executed_chapters(root)]
     head = _git(root, "rev-parse", "HEAD")
     with tempfile.TemporaryDirectory() as tmp:
@@ -155,10 +219,13 @@ def publish_notebooks(root: str | os.PathLike | None = None, remote: str = "orig
         _git(root, "read-tree", head, env=env)
         _git(root, "add", "--force", "--", *notebooks, env=env)
         tree = _git(root, "write-tree", env=env)
-    message = f"The executed chapters of {head[:12]}, opened by the launch buttons"
+    message = f"The executed chapters of {head[:12]}, opened by the launch buttons\n\n{PUBLISHED_TRAILER}"
     commit = _git(root, "commit-tree", tree, "-p", head, "-m", message)
     if push:
-        _git(root, "push", "--force", remote, f"{commit}:refs/heads/{branch}")
+        expected = _published_tip(root, remote, branch)
+        _git(
+            root, "push", f"--force-with-lease=refs/heads/{branch}:{expected}", remote, f"{commit}:refs/heads/{branch}"
+        )
     return commit
 
 
@@ -184,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     notebooks = sub.add_parser("notebooks", help="push the executed chapters to repository.branch")
     notebooks.add_argument("--remote", default="origin")
     notebooks.add_argument("--no-push", action="store_true", help="make the commit only")
+    notebooks.add_argument("--source-branch", help="the branch the build came from (refused as the target)")
     links = sub.add_parser("links", help="print a chapter's launch links")
     links.add_argument("chapter")
     args = parser.parse_args(argv)
@@ -192,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             check_repository(args.repository)
             print(f"repository.url is {args.repository}")
         elif args.command == "notebooks":
-            commit = publish_notebooks(remote=args.remote, push=not args.no_push)
+            commit = publish_notebooks(remote=args.remote, push=not args.no_push, source_branch=args.source_branch)
             print(f"executed chapters committed as {commit}" + ("" if args.no_push else f", pushed to {args.remote}"))
         else:
             for service, url in launch_links(args.chapter).items():

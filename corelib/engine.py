@@ -250,6 +250,7 @@ class StackConfig:
         )
         if not is_whole(self.epochs):
             raise ValueError(f"StackConfig: epochs must be a whole number of epochs >= 0, got {self.epochs!r}.")
+        self._whole_numbers()
         if min(self.snapshot_every, self.checkpoint_every, self.eval_every, self.snapshot_every_late or 1) < 1:
             raise ValueError(f"snapshot and checkpoint intervals must be >= 1: {self}.")
         if (self.snapshot_every_late is None) != (self.late_after is None):
@@ -266,6 +267,17 @@ class StackConfig:
                 f"got {self.decay_knots}."
             )
         object.__setattr__(self, "decay_knots", knots)
+
+    def _whole_numbers(self) -> None:
+        """The counts and intervals as ints (``2.0`` is accepted as 2 and stored as 2), refused otherwise."""
+        for name in ("epochs", "batch_size", "snapshot_every", "snapshot_every_late", "late_after",
+                     "checkpoint_every", "eval_every"):  # fmt: skip
+            value = getattr(self, name)
+            if value is None and name in ("snapshot_every_late", "late_after"):
+                continue
+            if not is_whole(value):
+                raise ValueError(f"StackConfig: {name} must be a whole number, got {value!r}.")
+            object.__setattr__(self, name, int(value))
 
     def is_snapshot(self, epoch: int) -> bool:
         if self.late_after is not None and epoch > self.late_after:
@@ -669,7 +681,13 @@ class StackOptimizer:
 
     def subset(self, stack: SeedStack, keep: list[int]) -> StackOptimizer:
         """This optimizer's state restricted to the seeds at positions ``keep``, for ``stack`` (their weights)."""
-        owner = [next(i for i, g in enumerate(self.groups) if j in g.span) for j in keep]
+        owner = [next((i for i, g in enumerate(self.groups) if j in g.span), None) for j in keep]
+        if None in owner:
+            outside = [j for j, o in zip(keep, owner) if o is None]
+            raise ValueError(
+                f"positions {outside} are in no group of this optimizer (its {len(self.decay)} models: positions "
+                f"0 to {len(self.decay) - 1}); keep positions of the stack it optimizes."
+            )
         if owner != sorted(owner):
             raise ValueError(
                 f"positions {keep} would mix the groups {[g.name for g in self.groups]}; keep their order."
@@ -809,6 +827,11 @@ class Trainer:
             raise ValueError(f"models of another architecture cannot join this stack: {stack.cfg} != {self.stack.cfg}.")
         if bool(stack.cfg.dropout) != (streams is not None):
             raise ValueError(f"dropout is {stack.cfg.dropout}: give DropoutStreams exactly when it is > 0.")
+        if stack.device != self.stack.device:
+            raise ValueError(
+                f"the joining models are on {stack.device}, this stack's on {self.stack.device}; initialise or "
+                f"load them on {self.stack.device} (or move their params there) before they join."
+            )
         joined = SeedStack.joined([self.stack, stack])
         self.opt = self.opt.joined(joined, lr, weight_decay, optimizer, name=name)
         self.stack = joined
@@ -1157,6 +1180,43 @@ def _settled(history: dict, fresh: int) -> None:
                 rows[i] = rows[i].tolist()
 
 
+class _StackClock:
+    """The wall time of a mixed stack shared among its arms by their numbers of models.
+
+    An arm's time in the stack, less its :meth:`discount`, is its share: over each interval during
+    which the same arms trained, the interval times its models over all the stack's models. So the
+    shares of arms trained together add up to the stack's wall time, and an arm alone in the stack
+    has no discount (its time is today's, to the bit).
+    """
+
+    def __init__(self) -> None:
+        self.sizes: dict[Hashable, int] = {}
+        self.discounts: dict[Hashable, float] = {}
+        self.mark = time.perf_counter()
+
+    def _pending(self, name: Hashable, now: float) -> float:
+        total = sum(self.sizes.values())
+        if len(self.sizes) < 2 or name not in self.sizes:
+            return 0.0
+        return (now - self.mark) * (total - self.sizes[name]) / total
+
+    def change(self, name: Hashable, size: int) -> None:
+        """Arm ``name`` joins the stack with ``size`` models (0: leaves it)."""
+        now = time.perf_counter()
+        for other in self.sizes:
+            self.discounts[other] = self.discounts.get(other, 0.0) + self._pending(other, now)
+        self.mark = now
+        if size:
+            self.sizes[name] = size
+            self.discounts.setdefault(name, 0.0)
+        else:
+            self.sizes.pop(name, None)
+
+    def discount(self, name: Hashable, now: float) -> float:
+        """The time up to ``now`` that arm ``name`` spent in the stack on the other arms' models."""
+        return self.discounts.get(name, 0.0) + self._pending(name, now)
+
+
 class _ArmRun:
     """One arm's run folder while a mixed stack trains: its identity and committed progress, its
     history, and once it has joined, its group (named by the arm's index) in the trainer. Each
@@ -1190,6 +1250,7 @@ class _ArmRun:
         self.snapshots = set(self.done["snapshots"])
         # Wall time of the training up to the committed state, summed over the processes that ran it.
         self.seconds_before, self.started = float(self.done.get("seconds", 0.0)), time.perf_counter()
+        self.clock: _StackClock | None = None  # set by the stack it trains in
         self.fresh = 0  # history entries still held as device tensors
 
     def open(self, model_cfg: TransformerConfig, device: torch.device) -> bool:
@@ -1197,6 +1258,8 @@ class _ArmRun:
         if self.begin is None:
             self.begin = _fresh(model_cfg, self.arm.seeds, self.arm.start, device)
         self.history, self.started = self.begin.history, time.perf_counter()
+        if self.clock is not None:  # from here the arm is in the stack, its time shared with the others
+            self.clock.change(self.name, len(self.arm.seeds))
         if self.begin.epoch not in self.snapshots and self.cfg.is_snapshot(self.begin.epoch):
             self.checkpoint(None, self.begin.epoch, snapshot=True, state=False)
         if self.begin.epoch < self.cfg.epochs:
@@ -1205,6 +1268,8 @@ class _ArmRun:
         for p in stack.params.values():
             p.requires_grad_(False)
         self.result = stack, self.history
+        if self.clock is not None:
+            self.clock.change(self.name, 0)
         return False
 
     def join(self, trainer: Trainer | None, data: Data) -> Trainer:
@@ -1283,7 +1348,9 @@ class _ArmRun:
             epoch=epoch if state_name else done["epoch"], state=state_name or old, snapshots=sorted(self.snapshots)
         )
         if state_name:
-            done["seconds"] = round(self.seconds_before + time.perf_counter() - self.started, 1)
+            now = time.perf_counter()
+            shared = 0.0 if self.clock is None else self.clock.discount(self.name, now)
+            done["seconds"] = round(self.seconds_before + now - self.started - shared, 1)
         save_json(self.run / "progress.json", done)
         if state_name and old and old != state_name:
             for suffix in (".safetensors", ".json"):
@@ -1311,6 +1378,9 @@ class _MixedRun:
         self.model_cfg, self.device = model_cfg, device
         # Each arm's identity first (a branch reads its source's), on the data as given, then the data to the device.
         self.runs = [_ArmRun(model_cfg, arm, i, data, test_data, device) for i, arm in enumerate(arms)]
+        self.clock = _StackClock()
+        for run in self.runs:
+            run.clock = self.clock
         self.data = data.to(device)
         self.test_data = None if test_data is None else test_data.to(device)
         self.trainer: Trainer | None = None
@@ -1359,3 +1429,4 @@ class _MixedRun:
         for run in [r for r in self.active if r.cfg.epochs == e + 1]:
             self.trainer = run.leave(self.trainer)
             self.active.remove(run)
+            self.clock.change(run.name, 0)

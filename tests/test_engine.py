@@ -489,3 +489,18 @@ def test_a_cpu_has_bf16_only_with_its_matrix_instructions_not_by_onednns_avx512_
         monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda v=amx: v)
         assert engine._cpu_has_bf16() == (avx512_bf16 or amx)
         assert bf16_native("cpu") == (avx512_bf16 or amx)
+
+
+def test_whole_numbers_given_as_floats_are_stored_as_ints(tmp_path):
+    cfg = StackConfig(epochs=2.0, batch_size=16.0, snapshot_every=1.0, checkpoint_every=1.0, eval_every=1.0)
+    for name in ("epochs", "batch_size", "snapshot_every", "checkpoint_every", "eval_every"):
+        assert type(getattr(cfg, name)) is int, name
+    plain = StackConfig(epochs=2, batch_size=16, snapshot_every=1, checkpoint_every=1)
+    assert cfg == plain and cfg.identity() == plain.identity()
+    late = StackConfig(epochs=4, snapshot_every_late=2.0, late_after=1.0)
+    assert type(late.snapshot_every_late) is int and type(late.late_after) is int
+    assert late.identity() == StackConfig(epochs=4, snapshot_every_late=2, late_after=1).identity()
+    train_stack(CFG, cfg, (3,), *_prefix_data(), tmp_path / "run", progress=False)  # trains as epochs=2
+    assert snapshot_epochs(tmp_path / "run") == [0, 1, 2]
+    with pytest.raises(ValueError, match="checkpoint_every must be a whole number, got 1.5"):
+        StackConfig(epochs=2, checkpoint_every=1.5)

@@ -4,6 +4,9 @@ few entries and the largest difference, whatever the size of the arrays."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -58,3 +61,26 @@ def test_an_answer_the_check_cannot_compare_is_called_wrong_not_an_error():
 
     message = _message(compare, [Case((0,), 0.0, "a case")])
     assert message == "f is wrong on case 1 of 1 (a case):\n  your basis has 3 columns; a rank-2 core has 2."
+
+
+def test_the_function_works_on_copies_even_after_its_time_is_up():
+    shared = np.arange(4.0)  # one array in two cases, as a module's cases may share one
+    cases = [Case((shared,), np.arange(4.0), "first"), Case((shared,), np.arange(4.0), "second")]
+
+    def in_place(x):
+        x += 1.0  # changes its argument, then answers from it
+        return x - 1.0
+
+    assert check_function(in_place, cases, name="f")  # each case sees the array it was given
+    assert shared.tolist() == [0.0, 1.0, 2.0, 3.0]
+    done = threading.Event()
+
+    def slow(x):
+        time.sleep(0.5)  # past the time limit: the check moves on while this keeps running
+        x[:] = 99.0
+        done.set()
+        return x
+
+    assert "did not finish case 1 of 2" in _message(slow, cases, time_limit=0.05)
+    assert done.wait(10.0)
+    assert shared.tolist() == [0.0, 1.0, 2.0, 3.0] and cases[1].args[0] is shared

@@ -8,6 +8,7 @@ products alike whatever the batch of models; on one CPU thread it does, so these
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from corelib.engine import (
     Trainer,
     train_mixed,
     train_stack,
+    training_seconds,
 )
 from corelib.masks import site_keys
 from tests.test_engine import CFG, DROP, _prefix_data
@@ -268,3 +270,31 @@ def test_uniform_settings_keep_their_run_identity():
         "late_after": None,
         "checkpoint_every": 100,
     }
+
+
+def test_the_arms_of_a_stack_share_its_wall_time_by_their_models(tmp_path):
+    # Each arm's seconds are its share of the stack's time, so the sum over arms is the stack's
+    # wall time (not once per arm). Compared with the time measured around the call; no speed limit.
+    train, test = _prefix_data()
+    arms = [Arm(_cfg(30, lr=lr), seeds, tmp_path / name) for name, lr, seeds in
+            (("a", 1e-3, (3,)), ("b", 2e-3, (4, 5)), ("c", 3e-3, (6,)))]  # fmt: skip
+    t0 = time.perf_counter()
+    train_mixed(CFG, arms, train, test, progress=False)
+    total = time.perf_counter() - t0
+    shares = [training_seconds(arm.run_dir) for arm in arms]
+    assert sum(shares) <= total + 0.2, (shares, total)  # three arms' wall time would be about 3 x total
+    assert sum(shares) >= 0.5 * total, (shares, total)  # the training is most of the call
+    assert shares[1] > 0.5 * (shares[0] + shares[2])  # two models of four: about as much as the other two
+
+
+def test_positions_outside_the_optimizer_and_models_on_another_device_are_refused():
+    parts = [SeedStack.initialise(CFG, [i], "cpu") for i in (1, 2)]
+    stack = SeedStack.joined(parts)
+    opt = StackOptimizer(stack, 1e-3, 0.0)
+    with pytest.raises(ValueError, match=r"positions \[5\] are in no group of this optimizer"):
+        opt.subset(stack.subset([0]), [0, 5])
+    train, _ = _prefix_data()
+    trainer = Trainer(parts[0], train, lr=1e-3, weight_decay=0.0, batch_size=16)
+    elsewhere = SeedStack(CFG, [2], {k: v.to("meta") for k, v in parts[1].params.items()})
+    with pytest.raises(ValueError, match="joining models are on meta, this stack's on cpu"):
+        trainer.join(elsewhere, lr=1e-3, weight_decay=0.0, name=1)

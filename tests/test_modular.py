@@ -11,6 +11,7 @@ from corelib.engine import load_snapshot
 from corelib.experiments import core_inflation, modular_addition, modular_runs
 from corelib.interventions import intervention_accuracy
 from corelib.models import Transformer, resid_hook
+from corelib.results import compute_once
 from corelib.tasks.modular import all_pairs, modular_addition_split
 
 
@@ -460,3 +461,17 @@ def test_the_threshold_table_is_the_mean_first_crossing_per_arm():
     assert table.index.tolist() == [0.05, 0.2] and table.columns.tolist() == ["wd", "no_wd"]
     assert table.loc[0.05, "wd"] == 3.0 and np.isnan(table.loc[0.05, "no_wd"])  # no_wd never gets there
     assert table.loc[0.2, "wd"] == 2.0 and table.loc[0.2, "no_wd"] == 3.0
+
+
+def test_a_kept_removal_curve_is_read_without_the_weights(tmp_path, monkeypatch):
+    # A results folder may keep the curves and not the snapshots they were computed from.
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
+    p = modular_runs.ModularParams(**TINY)
+    path = modular_runs.analysis_path(p, "wd", 6).with_name("removal_curves_000006.json")
+    kept = {"remove": [[0.9, 0.1], [0.8, 0.05]], "keep": [[0.2, 1.0], [0.3, 1.0]], "energy_rank": [1, 2]}
+    compute_once(path, lambda: kept)
+    assert not list(tmp_path.rglob("snapshot*"))
+    curves = modular_runs.removal_curves(p, "wd", 6, progress=False)
+    assert curves["remove"].tolist() == kept["remove"] and curves["rank"].tolist() == [1, 2]
+    with pytest.raises(modular_runs.MissingSnapshots, match="has no snapshot"):  # not kept: it needs them
+        modular_runs.removal_curves(p, "wd", 4, progress=False)

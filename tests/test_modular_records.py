@@ -171,3 +171,42 @@ def test_an_analysed_arm_is_typed_and_stored_in_the_json_form(tmp_path, monkeypa
         save_json(tmp_path / "again.json", r.to_json())
         assert (tmp_path / "again.json").read_bytes() == path.read_bytes()
     assert modular_runs.analyse_arm(p, "wd", 4, progress=False) == records  # read back from the store
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("core_dim", True),  # a bool is not a dimension
+        ("core_dim", 2.0),
+        ("energy_rank", 0),
+        ("necessary_rank", "3"),
+        ("test_acc", float("nan")),
+        ("keep_acc", 1.5),
+        ("remove_acc", None),
+        ("r2", float("inf")),
+        ("r2_heldout", "nan"),
+        ("unit_fraction", -0.1),
+        ("modes", [1, 2.5]),
+        ("modes", 3),
+        ("eigenvalues", [0.5, 0.1]),  # a pair, not a list of pairs
+        ("eigenvalues", [[0.5, 0.1, 0.0]]),
+        ("singular_values", [[1.0]]),
+        ("singular_values", [1.0, float("nan")]),
+        ("operator", [1.0, 2.0]),
+        ("operator", [[1.0, 2.0]]),  # not square
+    ],
+)
+def test_a_value_of_the_wrong_type_or_range_is_refused_naming_its_field(field, value):
+    with pytest.raises(ValueError, match=rf"has {field} = .*restore it from git"):
+        ModularAnalysis.from_json(_model_json(**{field: value}))
+
+
+def test_the_documented_special_values_are_read():
+    record = ModularAnalysis.from_json(_model_json(r2_heldout=float("nan"), necessary_rank=None, modes=[]))
+    assert record.necessary_rank is None and record.modes == ()
+    assert ModularAnalysis.from_json(_model_json(r2=float("-inf"))).r2 == float("-inf")  # targets without variance
+    for epoch in (True, -1, 2.0):
+        with pytest.raises(ValueError, match=r"snapshot has epoch = .*restore it from git"):
+            Snapshot.from_json({"epoch": epoch, "models": [_model_json()]})
+    with pytest.raises(ValueError, match=r"snapshot has models = .*a list of analyses"):
+        Snapshot.from_json({"epoch": 1, "models": _model_json()})

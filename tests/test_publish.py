@@ -82,12 +82,11 @@ def test_the_workflow_builds_the_book_profile_publishes_the_chapters_and_deploys
     build, deploy = jobs["build"], jobs["deploy"]
     assert deploy["needs"] == "build" and deploy["environment"]["name"] == "github-pages"
     assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
-    assert build["permissions"] == {"contents": "write"}  # the push of the executed chapters
     assert set(uses(build)) | set(uses(deploy)) >= OFFICIAL_PAGES
     assert uses(deploy) == ["actions/deploy-pages"]
     upload = next(s for s in steps(build) if s.get("uses", "").startswith("actions/upload-pages-artifact"))
     assert upload["with"]["path"] == "_build/html"  # where acebook.runner.render_book writes the site
-    commands = runs(build)
+    commands = runs(build) + "\n" + runs(jobs["publish"])
     # in this order: install, refuse another repository, build, publish the chapters the buttons open
     order = ["make .venv/.installed", "acebook.publish check", "make book PROFILE=book", "acebook.publish notebooks"]
     assert all(c in commands for c in order) and sorted(order, key=commands.index) == order, commands
@@ -100,6 +99,34 @@ def test_the_workflow_builds_the_book_profile_publishes_the_chapters_and_deploys
         assert f"'{part}'" in cache["with"]["key"], f"a change of {part} must not reuse an older build"
     makefile = (ROOT / "Makefile").read_text()
     assert "STAMP := $(VENV)/.installed" in makefile and "VENV := .venv" in makefile and "\nbook:" in makefile
+
+
+def test_the_build_cannot_write_and_only_the_publish_job_holds_the_token():
+    jobs = workflow()["jobs"]
+    build, publish_job = jobs["build"], jobs["publish"]
+    # The build installs packages and runs every chapter: it can read the repository, nothing more,
+    # and keeps no token in .git/config.
+    assert build["permissions"] == {"contents": "read"} and workflow()["permissions"] == {"contents": "read"}
+    checkout = next(s for s in steps(build) if s.get("uses", "").startswith("actions/checkout"))
+    assert checkout.get("with", {}).get("persist-credentials") == "false"
+    assert not re.search(r"github\.token|secrets\.", yaml.safe_dump(build)), "the build reads a token"
+    assert "acebook.publish notebooks" not in runs(build)
+    # The publish job writes the build's executed chapters, handed over as an artifact.
+    assert publish_job["needs"] == "build" and publish_job["permissions"] == {"contents": "write"}
+    upload = next(s for s in steps(build) if s.get("uses", "").startswith("actions/upload-artifact"))
+    download = next(s for s in steps(publish_job) if s.get("uses", "").startswith("actions/download-artifact"))
+    assert download["with"]["name"] == upload["with"]["name"] and download["with"]["path"] == "book/chapters"
+    assert upload["with"]["path"].startswith("book/chapters/")
+    # its checkout keeps no token either: only its last step, after the install, gets one
+    checkout = next(s for s in steps(publish_job) if s.get("uses", "").startswith("actions/checkout"))
+    assert checkout.get("with", {}).get("persist-credentials") == "false"
+    with_token = [i for i, s in enumerate(steps(publish_job)) if "github.token" in yaml.safe_dump(s)]
+    assert with_token == [len(steps(publish_job)) - 1], with_token
+    last = steps(publish_job)[-1]
+    assert (
+        '--source-branch "$SOURCE_BRANCH"' in last["run"] and last["env"]["SOURCE_BRANCH"] == "${{ github.ref_name }}"
+    )
+    assert all(job.get("permissions", {}).get("contents") != "write" for n, job in jobs.items() if n != "publish")
 
 
 @pytest.mark.skipif(shutil.which("actionlint") is None, reason="actionlint is not installed (its own checks)")
@@ -237,6 +264,43 @@ def test_publishing_refuses_a_missing_chapter_and_the_branch_checked_out(checkou
     _config(root, "https://github.com/someone/book", branch="main")
     with pytest.raises(ConfigError, match="name a branch of its own for the executed chapters"):
         publish.publish_notebooks(root, push=False)
+
+
+def test_publishing_refuses_the_remotes_default_branch_and_the_source_branch_even_when_detached(checkout):
+    root, remote = checkout
+    _git(root, "push", "-q", "origin", "main")
+    _git(remote, "symbolic-ref", "HEAD", "refs/heads/main")
+    _git(root, "checkout", "-q", "--detach")  # as CI checks out: the branch name is "HEAD"
+    _config(root, "https://github.com/someone/book", branch="main")
+    main_tip = _git(remote, "rev-parse", "refs/heads/main")
+    with pytest.raises(ConfigError, match="'main', the default branch of origin; name a branch of its own"):
+        publish.publish_notebooks(root)
+    _config(root, "https://github.com/someone/book", branch="release")
+    with pytest.raises(ConfigError, match="'release', the branch this build came from"):
+        publish.publish_notebooks(root, source_branch="release")
+    assert _git(remote, "rev-parse", "refs/heads/main") == main_tip
+    assert _git(remote, "for-each-ref", "--format=%(refname)") == "refs/heads/main"  # nothing pushed
+
+
+def test_publishing_replaces_only_its_own_commit_and_only_the_one_it_read(checkout, monkeypatch):
+    root, remote = checkout
+    head = _git(root, "rev-parse", "HEAD")
+    _git(root, "push", "-q", "origin", f"{head}:refs/heads/published")  # work of someone's, not publish's
+    with pytest.raises(ConfigError, match=r"a commit publishing did not make \(no 'Published-by: acebook.publish'"):
+        publish.publish_notebooks(root)
+    assert _git(remote, "rev-parse", "refs/heads/published") == head
+    _git(root, "push", "-q", "origin", "--delete", "published")
+    first = publish.publish_notebooks(root)  # a new branch
+    assert publish.PUBLISHED_TRAILER in _git(root, "log", "-1", "--format=%B", first).splitlines()
+    output_path("a", root).write_text('{"cells": [2]}\n')
+    second = publish.publish_notebooks(root)  # over its own commit
+    assert _git(remote, "rev-parse", "refs/heads/published") == second != first
+    # the branch moved after it was read: the push is refused, not forced over the newer commit
+    monkeypatch.setattr(publish, "_published_tip", lambda *a: first)
+    output_path("a", root).write_text('{"cells": [3]}\n')
+    with pytest.raises(RuntimeError, match="stale info|rejected"):
+        publish.publish_notebooks(root)
+    assert _git(remote, "rev-parse", "refs/heads/published") == second
 
 
 _LAUNCH = re.compile(r'href="(https://(?:mybinder\.org|colab\.research\.google\.com)/[^"]+)"')

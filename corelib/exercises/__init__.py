@@ -16,6 +16,7 @@ its stubs unfilled still runs from top to bottom.
 from __future__ import annotations
 
 import contextvars
+import copy
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -183,15 +184,23 @@ def _run_case(student: Callable, args: tuple, time_limit: float) -> _Outcome:
     """Call ``student(*args)`` in a daemon thread (no signals: any OS, any thread, Jupyter included)
     and wait at most ``time_limit`` seconds. A thread cannot be stopped from outside, so a function
     that never ends keeps running in the background until the kernel restarts; the check goes on.
-    The caller's context variables and torch's gradient mode (both per thread) are carried over."""
+    The caller's context variables, torch's gradient mode and CUDA device (all per thread) are
+    carried over. The function gets deep copies of the arguments: what it changes in them (still
+    running after a time out, too) never reaches the case, its message or a later check."""
     outcome, context = _Outcome(), contextvars.copy_context()
     torch = sys.modules.get("torch")
     grad = torch.is_grad_enabled() if torch is not None else None
+    # A thread starts on device 0; the caller may have chosen another (not asked where CUDA is unused).
+    cuda = torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()
+    device = torch.cuda.current_device() if cuda else None
+    args = tuple(_copied(a) for a in args)
 
     def call() -> None:
         try:
             if grad is not None:
                 torch.set_grad_enabled(grad)
+            if device is not None:
+                torch.cuda.set_device(device)
             outcome.result = context.run(student, *args)
         except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt are the student's too
             outcome.error = exc
@@ -201,6 +210,14 @@ def _run_case(student: Callable, args: tuple, time_limit: float) -> _Outcome:
     worker.join(time_limit)
     outcome.timed_out = worker.is_alive()
     return outcome
+
+
+def _copied(arg: Any) -> Any:
+    """A deep copy of ``arg``; the argument itself where it has none (e.g. a tensor inside a graph)."""
+    try:
+        return copy.deepcopy(arg)
+    except Exception:  # noqa: BLE001 - any object may refuse a copy; the case then runs as before
+        return arg
 
 
 def _failure(name: str, i: int, n: int, case: Case, outcome: _Outcome, time_limit: float) -> str:

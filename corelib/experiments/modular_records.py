@@ -5,9 +5,9 @@ snapshot, one :class:`Snapshot` per analysed epoch of an arm.
 and ``recorded/`` keep them as JSON (``{"epoch": e, "models": [{"test_acc": ..., ...}]}``).
 :meth:`Snapshot.to_json` writes exactly that form and :meth:`Snapshot.from_json` reads it back,
 refusing a key it does not know (a misspelt field fails where the file is read, naming the
-field meant, not deep in a figure). The form is versioned: the records written so far are
-format 1 and carry no marker, so every stored file and record keeps its bytes; a later format
-adds a ``"format"`` key and a reader here.
+field meant, not deep in a figure) and a value of the wrong type or range, naming its field.
+The form is versioned: the records written so far are format 1 and carry no marker, so every
+stored file and record keeps its bytes; a later format adds a ``"format"`` key and a reader here.
 
 For a transition, both records also answer item access (``snapshot["models"][0]["core_dim"]``),
 so code written against the JSON form (a notebook, an exercise) keeps working.
@@ -16,7 +16,8 @@ so code written against the JSON form (a notebook, an exercise) keeps working.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -46,6 +47,65 @@ def _check_keys(stored: object, what: str, required: Sequence[str], optional: Se
         raise ValueError(
             f"a stored {what} lacks {', '.join(map(repr, missing))}: the record is incomplete; "
             f"write it again (`modular_runs.analyse_arm`) or restore it from git."
+        )
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_real(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _rank(v: object) -> bool:
+    return _is_int(v) and v >= 1
+
+
+def _share(v: object) -> bool:
+    return _is_real(v) and math.isfinite(v) and 0.0 <= v <= 1.0
+
+
+def _finite_list(v: object) -> bool:
+    return isinstance(v, list) and all(_is_real(x) and math.isfinite(x) for x in v)
+
+
+def _operator(v: object) -> bool:
+    return isinstance(v, list) and all(_finite_list(row) and len(row) == len(v) for row in v)
+
+
+# Each stored field: whether a value is one it can hold, and what that is (for the refusal).
+_FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "test_acc": (_share, "an accuracy, a finite number in [0, 1]"),
+    "energy_rank": (_rank, "a rank, a whole number >= 1 (not a bool)"),
+    "necessary_rank": (lambda v: v is None or _rank(v), "a rank (a whole number >= 1) or null"),
+    "sufficient_rank": (lambda v: v is None or _rank(v), "a rank (a whole number >= 1) or null"),
+    "core_dim": (_rank, "a dimension, a whole number >= 1 (not a bool)"),
+    "keep_acc": (_share, "an accuracy, a finite number in [0, 1]"),
+    "remove_acc": (_share, "an accuracy, a finite number in [0, 1]"),
+    # R² has no lower bound (-inf where the targets do not vary); held out, NaN where nothing was held out
+    "r2": (lambda v: _is_real(v) and v <= 1.0, "an R², a number <= 1"),
+    "r2_heldout": (lambda v: _is_real(v) and (math.isnan(v) or v <= 1.0), "an R², a number <= 1 or NaN"),
+    "unit_fraction": (_share, "a share of the eigenvalues, a finite number in [0, 1]"),
+    "modes": (lambda v: isinstance(v, list) and all(_rank(k) for k in v), "a list of frequencies, whole numbers >= 1"),
+    "eigenvalues": (
+        lambda v: isinstance(v, list) and all(_finite_list(e) and len(e) == 2 for e in v),
+        "a list of [real, imaginary] pairs of finite numbers",
+    ),
+    "singular_values": (
+        lambda v: _finite_list(v) and all(x >= 0 for x in v),
+        "a list of finite numbers >= 0",
+    ),
+    "operator": (_operator, "a square matrix, a list of rows (lists) of finite numbers"),
+}
+
+
+def _check_value(what: str, name: str, value: object, fits: Callable[[object], bool], expected: str) -> None:
+    if not fits(value):
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        raise ValueError(
+            f"a stored {what} has {name} = {shown}, which is not {expected}: the record is damaged; "
+            f"restore it from git (or write it again with `modular_runs.analyse_arm`)."
         )
 
 
@@ -117,6 +177,8 @@ class ModularAnalysis(_ItemAccess):
         """The analysis from its stored JSON (:meth:`to_json`); refuses unknown or missing keys."""
         names = [f.name for f in fields(cls)]
         _check_keys(stored, "model analysis", names[:-1], names[-1:])
+        for name, value in stored.items():
+            _check_value("model analysis", name, value, *_FIELDS[name])
         return cls(**{k: _tuples(v) for k, v in stored.items()})
 
     def to_json(self) -> dict[str, Any]:
@@ -156,6 +218,8 @@ class Snapshot(_ItemAccess):
                 f"update corelib to the version that wrote it."
             )
         _check_keys(stored, "snapshot", ("epoch", "models"), ("format",))
+        _check_value("snapshot", "epoch", stored["epoch"], lambda v: _is_int(v) and v >= 0, "a whole number >= 0")
+        _check_value("snapshot", "models", stored["models"], lambda v: isinstance(v, list), "a list of analyses")
         return cls(epoch=stored["epoch"], models=tuple(ModularAnalysis.from_json(m) for m in stored["models"]))
 
     def to_json(self) -> dict[str, Any]:

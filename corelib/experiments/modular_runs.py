@@ -550,9 +550,11 @@ def removal_curves(params: ModularParams, arm: str, epoch: int, *, progress: boo
             f"epoch {epoch} is not a snapshot (every {params.snapshot_every} epochs up to epoch "
             f"{params.late_after}, then every {params.snapshot_every_late}): choose one of those epochs."
         )
-    folder, _ = trained_snapshots(params, arm, epoch)
+    if not path.exists():  # a kept curve is read without the weights; a missing one is refused before any file
+        trained_snapshots(params, arm, epoch)
 
     def compute() -> dict:
+        folder, _ = trained_snapshots(params, arm, epoch)
         stack = load_snapshot(folder, epoch, default_device())
         test = make_data(params)["test"]
         out = {"remove": [], "keep": [], "energy_rank": []}
