@@ -273,10 +273,10 @@ plt.close(fig)
 # ### Dropout: the cores end smaller without it
 #
 # Without dropout, the cores end with {glue:text}`q_d0_end:.0f` dimensions on average. The
-# control ends with {glue:text}`q_ctl_end:.0f`, the recorded run with
-# {glue:text}`rec_wd_core_dim_end:.0f`. Removing dropout moves the cores away from the paper's
-# 60, not toward it {claim}`inflation.dropout_end_core <does not hold>`. So dropout is not why
-# our cores are smaller.
+# control, trained again with dropout, ends with {glue:text}`q_ctl_end:.0f`; the recorded run
+# ends with {glue:text}`rec_wd_core_dim_end:.0f`. Removing dropout moves the cores away from the
+# paper's 60, not toward it {claim}`inflation.dropout_end_core <does not hold>`. So dropout is
+# not why our cores are smaller.
 #
 # Dropout changes something else: when the models generalise. Without it, only
 # {glue:text}`q_d0_grokked_branch` of {glue:text}`q_n_models` models generalise by the

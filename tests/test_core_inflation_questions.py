@@ -163,3 +163,12 @@ def test_the_arm_record_of_a_trained_arm_and_its_rederived_sample(trained):
     assert result.identical and result.agrees
     with pytest.raises(SystemExit, match="--epochs must be a recorded snapshot"):
         verify_questions(record, 3, 1e-9)
+
+
+def test_the_glued_values_are_plain_python_numbers_or_text():
+    d0, control = _arm(), _arm("dropout 0.1")
+    recorded = [{"epoch": e, "models": [{"core_dim": d} for d in (12, 14, 13)]} for e in (900, 20000)]
+    values = iq.glue_values(
+        recorded, d0, control, {"branch": 15, "end": 60}, 900, grok_threshold=0.99, exercise_epoch=900
+    )
+    assert all(type(v) in (int, float, str) for v in values.values()), {k: type(v) for k, v in values.items()}

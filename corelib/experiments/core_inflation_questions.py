@@ -441,7 +441,7 @@ def glue_values(
     interval = seed_interval(rec[end])
     suff = found_mean(control.sufficient_by_tolerance, axis=1)  # (K, T)
     first, last = 0, len(control.tolerance_epochs) - 1
-    return {
+    values = {
         "q_d0_end": _mean_at(dropout0, end),
         "q_ctl_end": _mean_at(control, end),
         "q_d0_grokked_branch": int((dropout0.test_acc[dropout0.at(branch)] >= grok_threshold).sum()),
@@ -468,6 +468,7 @@ def glue_values(
             else "n/a"
         ),
     }
+    return {k: v.item() if isinstance(v, np.generic) else v for k, v in values.items()}  # glue reads plain numbers
 
 
 def figure_curves(dropout0: ArmQuestions, control: ArmQuestions, recorded_wd: list[dict]) -> dict:
