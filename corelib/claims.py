@@ -321,6 +321,13 @@ FINDINGS: tuple[Claim, ...] = (
        "run at the same epoch: smallest core of the paper run's seeds minus largest of the run's, the least over "
        "runs", "not tested by the paper", _above(0), _RANGES + " (holds: every faster run ends with a smaller "
        "core than the paper run at the same epoch)"),
+    # grokking sweeps: the modulus law near its critical modulus (record grokking_sweeps_moduli)
+    _new_finding("sweeps.near_Omega_sd", _SWEEPS, "relative bootstrap sd of Ω with the moduli 23 and 29 added to "
+       "the recorded modulus sweep, over without them", "not tested by the paper (the book's explanation of why Ω "
+       "alone differs: the sweep's moduli lie far above p_crit)", _below(0.5), "holds when the moduli near p_crit "
+       "at least halve Ω's relative spread: they pin Ω down apart from the product Ω p_crit"),
+    _new_finding("sweeps.near_Omega", _SWEEPS, "optimizer constant Ω at ω = 1 (steps), fitted with the moduli 23 "
+       "and 29 added", "≈ 2770", _ten_percent(2770), "holds within the paper's 10 %, as for sweeps.Omega"),
     # core inflation: the chapter's own explanations of its differences, tested (record core_inflation_questions)
     _new_finding("inflation.dropout_end_core", _INFLATION, "weight decay kept, paper's settings: mean core "
        "dimension at epoch 20 000 trained without dropout minus with dropout 0.1 (both trained on one machine)",

@@ -367,9 +367,9 @@ def test_bad_settings_are_refused_with_clear_errors():
 
 @pytest.mark.parametrize("model_cfg", [CFG, DROP], ids=["no dropout", "dropout"])
 def test_a_bf16_step_takes_the_gradient_of_the_bf16_model_into_fp32_weights(model_cfg, monkeypatch):
-    import corelib.engine as engine
+    import corelib.precision as precision
 
-    monkeypatch.setattr(engine, "_cpu_has_bf16", lambda: True)  # the arithmetic, emulated or not
+    monkeypatch.setattr(precision, "_cpu_has_bf16", lambda: True)  # the arithmetic, emulated or not
     train, _ = _prefix_data()
     idx = torch.stack([epoch_order(len(train), s, 0)[:16] for s in SEEDS])
     stack = SeedStack.initialise(model_cfg, SEEDS, "cpu")
@@ -427,12 +427,12 @@ def test_training_seconds_add_up_over_the_processes_that_trained_a_run(tmp_path)
 
 
 def test_bf16_is_refused_where_emulated_and_auto_picks_it_only_where_native(monkeypatch):
-    import corelib.engine as engine
+    import corelib.precision as precision
     from corelib.experiments.modular_runs import ModularParams
     from corelib.tasks.sweeps import SweepConfig
 
     stack = SeedStack.initialise(CFG, SEEDS[:1], "cpu")
-    monkeypatch.setattr(engine, "_cpu_has_bf16", lambda: False)
+    monkeypatch.setattr(precision, "_cpu_has_bf16", lambda: False)
     fix = r"would be emulated on cpu .* Use precision='fp32', or 'auto'"
     with pytest.raises(ValueError, match=fix):
         StackOptimizer(stack, 1e-3, 0.0, precision="bf16")
@@ -443,7 +443,7 @@ def test_bf16_is_refused_where_emulated_and_auto_picks_it_only_where_native(monk
         assert make(precision="auto").precision == "fp32"
     assert resolve_precision("auto", "cpu") == "fp32" and resolve_precision("fp32", "cpu") == "fp32"
     assert not bf16_native("mps")  # never validated there: auto keeps fp32
-    monkeypatch.setattr(engine, "_cpu_has_bf16", lambda: True)
+    monkeypatch.setattr(precision, "_cpu_has_bf16", lambda: True)
     assert StackOptimizer(stack, 1e-3, 0.0, precision="auto").dtype == torch.bfloat16
     assert ModularParams(precision="auto").precision == "bf16"  # resolved: the run's identity says bf16
     assert ModularParams(precision="auto").training_identity() == ModularParams(precision="bf16").training_identity()
@@ -480,14 +480,14 @@ def test_a_weight_decay_schedule_equals_the_plain_loop_setting_it_each_epoch(tmp
 
 
 def test_a_cpu_has_bf16_only_with_its_matrix_instructions_not_by_onednns_avx512_check(monkeypatch):
-    import corelib.engine as engine
+    import corelib.precision as precision
 
     # oneDNN calls any AVX-512 CPU bf16-capable, and emulates bf16 there, slower than fp32
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True, raising=False)
     for avx512_bf16, amx in ((False, False), (True, False), (False, True)):
         monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda v=avx512_bf16: v)
         monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda v=amx: v)
-        assert engine._cpu_has_bf16() == (avx512_bf16 or amx)
+        assert precision._cpu_has_bf16() == (avx512_bf16 or amx)
         assert bf16_native("cpu") == (avx512_bf16 or amx)
 
 

@@ -475,3 +475,31 @@ def test_a_kept_removal_curve_is_read_without_the_weights(tmp_path, monkeypatch)
     assert curves["remove"].tolist() == kept["remove"] and curves["rank"].tolist() == [1, 2]
     with pytest.raises(modular_runs.MissingSnapshots, match="has no snapshot"):  # not kept: it needs them
         modular_runs.removal_curves(p, "wd", 4, progress=False)
+
+
+def test_kept_analyses_are_read_without_the_weights(tmp_path, monkeypatch):
+    # A results folder may keep an arm's analyses and not the snapshots they were computed from.
+    from dataclasses import replace
+
+    from corelib.experiments.modular_records import ModularAnalysis, Snapshot
+
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
+    monkeypatch.setattr(modular_runs, "analyse_model", lambda *a, **k: pytest.fail("an analysis was recomputed"))
+    p = modular_runs.ModularParams(**TINY)
+    model = ModularAnalysis(
+        test_acc=1.0, energy_rank=2, necessary_rank=3, sufficient_rank=2, core_dim=3, keep_acc=1.0,
+        remove_acc=0.05, r2=0.9, r2_heldout=0.8, unit_fraction=1.0, modes=(1, 4),
+        eigenvalues=((1.0, 0.0),) * 3, singular_values=(3.0, 2.0, 1.0),
+    )  # fmt: skip
+    kept = {e: Snapshot(e, (model, replace(model, core_dim=e + 2))) for e in (0, 2, 4, 6)}
+    for e, snapshot in kept.items():
+        compute_once(modular_runs.analysis_path(p, "wd", e), snapshot.to_json)
+    assert not list(tmp_path.rglob("snapshot*")) and not list(tmp_path.rglob("progress.json"))
+    assert modular_runs.analyse_arm(p, "wd", 6, progress=False) == list(kept.values())
+    assert modular_runs.analyse_arm(p, "wd", 4, progress=False) == [kept[0], kept[2], kept[4]]
+    # epoch 8 is not kept: it needs the weights, and the refusal names the call that trains them
+    with pytest.raises(modular_runs.MissingSnapshots, match=r"has no snapshot .*train_arm\(params, 'wd', 8\)"):
+        modular_runs.analyse_arm(p, "wd", 8, progress=False)
+    modular_runs.analysis_path(p, "wd", 2).unlink()  # one kept analysis lost: refused, not half read
+    with pytest.raises(modular_runs.MissingSnapshots, match=r"train_arm\(params, 'wd', 6\)"):
+        modular_runs.analyse_arm(p, "wd", 6, progress=False)

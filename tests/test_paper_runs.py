@@ -260,18 +260,18 @@ def test_a_clock_run_another_driver_advances_is_left_to_it(tmp_path, monkeypatch
 
 
 def test_a_precision_is_resolved_per_run_and_refused_where_emulated_before_any_work(tmp_path, monkeypatch):
-    import corelib.engine as engine
+    import corelib.precision as precision
 
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
     monkeypatch.setenv("ACE_DEVICE", "cpu")
-    monkeypatch.setattr(engine, "_cpu_has_bf16", lambda: False)
+    monkeypatch.setattr(precision, "_cpu_has_bf16", lambda: False)
     for name in paper_runs.EXPERIMENTS:
         with pytest.raises(SystemExit, match=rf"paper_runs advance {name}: precision 'bf16' would be emulated"):
             paper_runs.main(["advance", name, "--profile", "smoke", "--precision", "bf16"])
     assert not any(tmp_path.iterdir())  # refused before anything was written
     # auto is fp32 here and bf16 where native; the profile's own precision otherwise
     assert paper_runs._inflation_jobs("smoke", "auto")[0].params.precision == "fp32"
-    monkeypatch.setattr(engine, "_cpu_has_bf16", lambda: True)
+    monkeypatch.setattr(precision, "_cpu_has_bf16", lambda: True)
     assert paper_runs._inflation_jobs("smoke", "auto")[0].params.precision == "bf16"
     assert paper_runs._sweep_plans("smoke", "auto")[1][0][1].precision == "bf16"
     assert paper_runs._inflation_jobs("smoke")[0].params.precision == "fp32"

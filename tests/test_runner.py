@@ -576,11 +576,11 @@ def test_each_chapter_builds_the_parameter_class_the_runner_checks_with(chapter:
 def test_bf16_where_it_would_be_emulated_is_refused_before_a_kernel_starts(
     chapter: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import corelib.engine as engine
+    import corelib.precision as precision
 
     monkeypatch.setenv("ACE_DEVICE", "cpu")
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
-    monkeypatch.setattr(engine, "_cpu_has_bf16", lambda: False)
+    monkeypatch.setattr(precision, "_cpu_has_bf16", lambda: False)
     with pytest.raises(ConfigError, match=rf"notebook '{chapter}': precision 'bf16' would be emulated on cpu"):
         runner.run_notebook(chapter, "book", {"precision": "bf16"})
     assert not any(tmp_path.iterdir())  # no kernel ran, nothing was computed

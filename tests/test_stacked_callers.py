@@ -202,7 +202,7 @@ def test_a_sweeps_stacked_conditions_leave_the_files_of_one_condition_at_a_time(
 
 
 def test_an_interrupted_stack_of_conditions_resumes_from_their_checkpoints(tmp_path, monkeypatch):
-    import corelib.tasks.sweeps as sweeps
+    import corelib.tasks.condition_stacks as condition_stacks
 
     cfg = SweepConfig(**SWEEP, threshold=0.9, patience_epochs=1, max_epochs=300, dropout=0.1)
     conds = [Condition(p=11, weight_decay=w) for w in (0.5, 1.0)]
@@ -214,7 +214,7 @@ def test_an_interrupted_stack_of_conditions_resumes_from_their_checkpoints(tmp_p
     class Killed(Exception):
         pass
 
-    real_save = sweeps._save_checkpoint
+    real_save = condition_stacks._save_checkpoint
 
     def save_then_die(path, trainer, epoch, *args):
         real_save(path, trainer, epoch, *args)
@@ -224,11 +224,11 @@ def test_an_interrupted_stack_of_conditions_resumes_from_their_checkpoints(tmp_p
     paths = {conds[0]: tmp_path / "a" / "checkpoint", conds[1]: tmp_path / "b" / "checkpoint"}
     stored: dict = {}
     kwargs = dict(device="cpu", progress=False, data=data, checkpoints=paths, checkpoint_every=1)
-    monkeypatch.setattr(sweeps, "_save_checkpoint", save_then_die)
+    monkeypatch.setattr(condition_stacks, "_save_checkpoint", save_then_die)
     record = lambda r: stored.update({(r["weight_decay"], r["seed"]): r})  # noqa: E731
     with pytest.raises(Killed):
         train_conditions(seeds, cfg, on_record=record, **kwargs)
-    monkeypatch.setattr(sweeps, "_save_checkpoint", real_save)
+    monkeypatch.setattr(condition_stacks, "_save_checkpoint", real_save)
     missing = {c: [s for s in seeds[c] if (c.weight_decay, s) not in stored] for c in conds}
     assert 0 < sum(map(len, missing.values())) < 6
     resumed = train_conditions({c: m for c, m in missing.items() if m}, cfg, on_record=record, **kwargs)

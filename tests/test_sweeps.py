@@ -12,7 +12,7 @@ import torch
 
 from corelib.engine import DropoutStreams, PrefixData, SeedStack, StackOptimizer, epoch_order
 from corelib.results import StoreError
-from corelib.tasks import sweeps
+from corelib.tasks import condition_stacks, stopping_rules, sweeps
 from corelib.tasks.modular import modular_addition_split
 from corelib.tasks.sweeps import (
     Condition,
@@ -362,8 +362,6 @@ def test_batch_plan_and_a_kept_partial_batch():
 @pytest.mark.parametrize("kill", ["after a checkpoint", "after a record"])
 def test_an_interrupted_condition_resumes_from_its_checkpoint_to_the_same_records(tmp_path, monkeypatch, kill):
     # "after a record": the seed that just stopped is in the last checkpoint, so it is trained again.
-    import corelib.tasks.sweeps as sweeps
-
     cfg = SweepConfig(**TINY, threshold=0.9, patience_epochs=1, max_epochs=300, dropout=0.1)
     cond, seeds = Condition(p=11, weight_decay=1.0, batch_size=None), (1, 2, 3)
     data = overlap_data(cond, cfg)
@@ -375,7 +373,7 @@ def test_an_interrupted_condition_resumes_from_its_checkpoint_to_the_same_record
     class Killed(Exception):
         pass
 
-    real_save = sweeps._save_checkpoint
+    real_save = condition_stacks._save_checkpoint
     stored: dict[int, dict] = {}
 
     def save_then_die(path, trainer, epoch, *args):
@@ -389,13 +387,13 @@ def test_an_interrupted_condition_resumes_from_its_checkpoint_to_the_same_record
 
     kwargs = dict(device="cpu", progress=False, data=data, checkpoint=tmp_path / "checkpoint", checkpoint_every=1)
     if kill == "after a checkpoint":
-        monkeypatch.setattr(sweeps, "_save_checkpoint", save_then_die)
+        monkeypatch.setattr(condition_stacks, "_save_checkpoint", save_then_die)
         first = lambda r: stored.update({r["seed"]: r})  # noqa: E731
     else:
         first = store_then_die
     with pytest.raises(Killed):
         train_condition(cond, seeds, cfg, on_record=first, **kwargs)
-    monkeypatch.setattr(sweeps, "_save_checkpoint", real_save)
+    monkeypatch.setattr(condition_stacks, "_save_checkpoint", real_save)
     assert 0 < len(stored) < len(seeds)  # killed with some seeds done and some running
     missing = [s for s in seeds if s not in stored]
     stats = SweepStats()
@@ -463,16 +461,16 @@ def test_both_first_chunks_come_from_one_pass_with_the_logits_of_separate_passes
     train, test = overlap_data(cond, cfg)
     stack = SeedStack.initialise(cfg.model_config(cond.p), [1, 2, 3], "cpu")
     calls = []
-    fn = sweeps.stacked_last_logits(cfg.model_config(cond.p), shared_rows=True)
+    fn = stopping_rules.stacked_last_logits(cfg.model_config(cond.p), shared_rows=True)
 
     def counted(*args):
         calls.append(args[1].shape[0])
         return fn(*args)
 
-    tests = [sweeps._ThresholdTest(d, cfg.threshold, counted) for d in (train, test)]
+    tests = [stopping_rules._ThresholdTest(d, cfg.threshold, counted) for d in (train, test)]
     which = torch.tensor([0, 2])
     params = {k: v.detach() for k, v in stack.params.items()}
-    joint = sweeps._first_chunks_together(tests, params, which)
+    joint = stopping_rules._first_chunks_together(tests, params, which)
     assert calls == [sum(len(t.first_rows()[0]) for t in tests)]
     for t, logits in zip(tests, joint):
         alone = fn({k: v[which] for k, v in params.items()}, *t.first_rows(), t.prefixes)

@@ -238,7 +238,7 @@ def early_exit_reference(correct, threshold: float = 0.99, budget_shift: int = 0
     threshold`` (:func:`corelib.tasks.sweeps.min_correct`); the check stops at the first answer that makes
     the errors exceed the budget ``n - min_correct(n, threshold)`` (shifted by ``budget_shift``, for
     the hints), and reads every answer of a model that passes. (The library's check visits them in
-    chunks, :class:`corelib.tasks.sweeps._ThresholdTest`; the decision is the same.)"""
+    chunks, :class:`corelib.tasks.stopping_rules._ThresholdTest`; the decision is the same.)"""
     correct = np.asarray(correct, dtype=bool).ravel()
     n = correct.size
     budget = n - min_correct(n, threshold) + budget_shift

@@ -18,7 +18,7 @@ import pandas as pd
 from ..tasks.sweeps import bootstrap_fit, grok_time_constants, summarise
 from .grokking_sweeps import SweepsParams, constant
 
-__all__ = ["NEAR_MODULI", "ModulusLaw", "finding_values", "glue_values", "modulus_law", "near_params"]
+__all__ = ["NEAR_MODULI", "ModulusLaw", "finding_values", "fits_table", "glue_values", "modulus_law", "near_params"]
 
 NEAR_MODULI = (23, 29)
 """The moduli added near the critical modulus (the paper's ≈ 23; the recorded fit's ≈ 21)."""
@@ -79,8 +79,8 @@ def glue_values(law: ModulusLaw | None, weight_decay: float) -> dict[str, object
     """The numbers the chapter glues ("n/a" without the near moduli's record)."""
     names = ("near_moduli", "near_grokked", "near_runs", "near_Omega", "near_Omega_sd_pct", "near_p_crit",
              "near_p_crit_sd", "far_Omega_sd_pct", "far_p_crit_sd")  # fmt: skip
-    if law is None:
-        return dict.fromkeys(names, "n/a")
+    if law is None:  # numbers as NaN, so that a format spec in the prose still applies
+        return dict.fromkeys(names, float("nan")) | {"near_moduli": "n/a"}
     near = law.summary.loc[list(law.near)]
     omega, p_crit = constant(law.with_near, "Omega"), constant(law.with_near, "p_crit")
     return {
@@ -94,3 +94,16 @@ def glue_values(law: ModulusLaw | None, weight_decay: float) -> dict[str, object
         "far_Omega_sd_pct": 100 * _relative_sd(law.without, "Omega"),
         "far_p_crit_sd": constant(law.without, "p_crit")[1],
     }
+
+
+def fits_table(law: ModulusLaw, weight_decay: float) -> pd.DataFrame:
+    """``Omega`` (at weight decay 1) and ``p_crit``, estimate and bootstrap sd, fitted without and
+    with the near moduli (columns), one row per constant."""
+    rows = {}
+    for label, fit in (("recorded moduli", law.without), ("with " + ", ".join(map(str, law.near)), law.with_near)):
+        omega, p_crit = constant(fit, "Omega"), constant(fit, "p_crit")
+        rows[label] = {
+            "Ω at ω = 1 (steps)": f"{omega[0] * weight_decay:.0f} ± {omega[1] * weight_decay:.0f}",
+            "p_crit": f"{p_crit[0]:.1f} ± {p_crit[1]:.1f}",
+        }
+    return pd.DataFrame(rows)

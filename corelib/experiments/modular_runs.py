@@ -597,15 +597,32 @@ def analysis_path(params: ModularParams, arm: str, epoch: int) -> Path:
     return arm_dir(params, arm) / f"analysis_{params_key(params.analysis_identity())}" / f"epoch_{epoch:06d}.json"
 
 
+def _analysed_snapshots(params: ModularParams, arm: str, epochs: int) -> tuple[Path, list[int]]:
+    """The arm's run folder and the epochs :func:`analyse_arm` reads: its trained snapshots up to
+    ``epochs``; where they do not reach ``epochs``, those that training to ``epochs`` takes (from
+    epoch 0 or the branch, on the schedule of :meth:`ModularParams.stack_config`), each of them
+    cached or trained (else :class:`MissingSnapshots`, naming the call that trains them)."""
+    folder = arm_dir(params, arm)
+    done = snapshot_epochs(folder)
+    if done and max(done) >= epochs:
+        return folder, [e for e in done if e <= epochs]
+    cfg = params.stack_config(arm, epochs)
+    wanted = [e for e in range(0 if arm == "wd" else params.branch_epoch, epochs + 1) if cfg.is_snapshot(e)]
+    if any(e not in done and not analysis_path(params, arm, e).exists() for e in wanted):
+        trained_snapshots(params, arm, epochs)  # raises: the arm is not trained to epochs
+    return folder, wanted
+
+
 def analyse_arm(params: ModularParams, arm: str, epochs: int, *, progress: bool = True) -> list[Snapshot]:
     """Analyse every snapshot of an arm up to ``epochs`` (cached per snapshot); one record each.
 
     A record is a :class:`~corelib.experiments.modular_records.Snapshot`: the epoch and the
     :func:`analyse_model` of each seed, stored in its JSON form. The snapshots are those of
-    :func:`train_arm`, called first: an arm not trained to ``epochs`` raises
-    :class:`MissingSnapshots` (the analysis never trains).
+    :func:`train_arm`, called first. A cached analysis is read without its snapshot (a results
+    folder may keep the analyses and not the weights); one that must be computed from a snapshot
+    that was never trained raises :class:`MissingSnapshots` (the analysis never trains).
     """
-    folder, wanted = trained_snapshots(params, arm, epochs)
+    folder, wanted = _analysed_snapshots(params, arm, epochs)
     test = make_data(params)["test"]
     records = []
     device = default_device()

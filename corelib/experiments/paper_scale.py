@@ -416,12 +416,15 @@ def record_claims(
     chapter: str,
     recorded: dict[str, Any] | grokking_sweeps.RecordedSweeps | None,
     questions: RecordedQuestions | None = None,
+    near: Any = None,
 ) -> None:
     """Record for the claims page the values of ``chapter``'s claims measured on the recorded run
     (``modular_addition``: its first 2000 epochs; ``core_inflation``; ``grokking_sweeps``), with
     the run's settings and name; without a record, forget any values an earlier record left.
     ``questions`` (core_inflation): the recorded tests of the chapter's explanations, whose
-    findings are recorded with the run's values (each with a note naming its record)."""
+    findings are recorded with the run's values (each with a note naming its record); ``near``
+    (grokking_sweeps): the modulus law with the recorded conditions near the critical modulus
+    (:func:`recorded_near_moduli`), likewise."""
     if recorded is None:
         claims.forget_recorded(chapter)
         return
@@ -429,6 +432,12 @@ def record_claims(
     if chapter == "grokking_sweeps":
         values = grokking_sweeps.claim_values(recorded)
         settings, source = grokking_sweeps.claim_settings(recorded.params), recorded.source
+        if near is not None:
+            from .grokking_sweeps_moduli import finding_values as near_findings
+
+            found = near_findings(near, recorded.params.p_weight_decay)
+            values = values | found
+            notes = dict.fromkeys(found, "with the recorded conditions near p_crit (grokking_sweeps_moduli)")
     elif chapter in ("modular_addition", "core_inflation"):
         if chapter == "modular_addition":
             values = modular_addition.emergence_claim_values(recorded_emergence(recorded)["summary"])
