@@ -103,7 +103,7 @@ def main() -> int:
         # analyse_model looks model_core up in its module: swap in the route being timed.
         batched, modular_runs.model_core = modular_runs.model_core, model_core
         try:
-            return modular_runs.analyse_model(model, test, params)
+            return modular_runs.analyse_model(model, test, params).to_json()
         finally:
             modular_runs.model_core = batched
 
