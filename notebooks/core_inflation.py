@@ -991,7 +991,7 @@ ex.check_seed_noise_p(p_value);
 # 🔴⚪⚪⚪⚪ · 🔵🔵🔵⚪⚪ · about 15 minutes, most of it waiting
 #
 # Rerun the chapter with `ace-book run core_inflation -p dropout 0`. It trains both arms again
-# without dropout to this build's horizon, about 6 minutes on a free core. Before you run,
+# without dropout to this build's horizon. Before you run,
 # predict: do the three models generalise by the branch epoch, as they do with dropout? Then
 # compare the cores at the horizon with this build's, and with the record's dropout-0 arm
 # (`questions.arms["dropout0"]`, loaded at the top of the chapter; its first epochs are the

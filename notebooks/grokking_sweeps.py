@@ -304,6 +304,8 @@ if recorded is not None:
 wd = recorded.params.p_weight_decay if recorded else None
 for name, value in near_moduli.glue_values(near, wd).items():
     glue(name, value, display=False)
+hours = near_moduli.modulus_sweep_hours(recorded)
+glue("p_sweep_hours", hours, display=False)
 
 # %%
 if near is not None:
@@ -360,8 +362,8 @@ display(chapter_frame("grokking_sweeps"))
 # weight-decay sweep at one modulus, not through the modulus law at several weight decays.
 # {ref}`sweeps-ex-predict` tries one such condition; the whole modulus sweep at a second weight
 # decay (`python -m acebook.paper_runs advance grokking_sweeps --p-weight-decay 2`) has not been
-# run: at the paper's weight decay the modulus sweep took about four CPU hours on the recorded
-# machine.
+# run: at the paper's weight decay the modulus sweep took about
+# {glue:text}`p_sweep_hours:.1f` CPU hours on the recorded machine.
 #
 # (sweeps-computes)=
 # ## How this chapter computes

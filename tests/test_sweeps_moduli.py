@@ -41,3 +41,14 @@ def test_the_finding_scales_omega_to_weight_decay_one():
     law = near.modulus_law(_table([31, 43, 53, 61]), _table([23, 29], seed=2), n_boot=50)
     at_two = near.finding_values(law, weight_decay=2.0)["sweeps.near_Omega"]
     assert at_two == pytest.approx(2 * near.finding_values(law, weight_decay=1.0)["sweeps.near_Omega"])
+
+
+def test_the_modulus_sweeps_hours_are_its_conditions_seconds_summed():
+    from types import SimpleNamespace
+
+    conds = [SimpleNamespace(label=lambda p=p: f"p={p}") for p in (31, 43)]
+    rec = SimpleNamespace(params=SimpleNamespace(p_conditions=lambda: conds),
+                          provenance={"training_seconds": {"p=31": 3600, "p=43": 1800, "p=53 wd=3": 999}})  # fmt: skip
+    assert near.modulus_sweep_hours(rec) == pytest.approx(1.5)
+    rec.provenance["training_seconds"]["p=43"] = None
+    assert np.isnan(near.modulus_sweep_hours(rec)) and np.isnan(near.modulus_sweep_hours(None))

@@ -18,7 +18,16 @@ import pandas as pd
 from ..tasks.sweeps import bootstrap_fit, grok_time_constants, summarise
 from .grokking_sweeps import SweepsParams, constant
 
-__all__ = ["NEAR_MODULI", "ModulusLaw", "finding_values", "fits_table", "glue_values", "modulus_law", "near_params"]
+__all__ = [
+    "NEAR_MODULI",
+    "ModulusLaw",
+    "finding_values",
+    "fits_table",
+    "glue_values",
+    "modulus_law",
+    "modulus_sweep_hours",
+    "near_params",
+]
 
 NEAR_MODULI = (23, 29)
 """The moduli added near the critical modulus (the paper's ≈ 23; the recorded fit's ≈ 21)."""
@@ -107,3 +116,14 @@ def fits_table(law: ModulusLaw, weight_decay: float) -> pd.DataFrame:
             "p_crit": f"{p_crit[0]:.1f} ± {p_crit[1]:.1f}",
         }
     return pd.DataFrame(rows)
+
+
+def modulus_sweep_hours(recorded) -> float:
+    """CPU hours the recorded modulus sweep took (its conditions' wall seconds from the record's
+    provenance); NaN without a record or where a condition was not timed."""
+    if recorded is None:
+        return float("nan")
+    seconds = recorded.provenance.get("training_seconds", {})
+    wanted = [c.label() for c in recorded.params.p_conditions()]
+    timed = [seconds.get(label) for label in wanted]
+    return float("nan") if any(t is None for t in timed) else sum(timed) / 3600
