@@ -15,20 +15,16 @@ so code written against the JSON form (a notebook, an exercise) keeps working.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from ..typed_records import ItemAccess, nearest_name
+
 __all__ = ["SNAPSHOT_FORMAT", "ModularAnalysis", "Snapshot", "snapshots_from_json", "snapshots_to_json"]
 
 SNAPSHOT_FORMAT = 1  # the JSON form read and written here; format 1 has no "format" key
-
-
-def _nearest(name: object, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.5)
-    return f"did you mean {close[0]!r}?" if close else f"the fields are {', '.join(known)}."
 
 
 def _check_keys(stored: object, what: str, required: Sequence[str], optional: Sequence[str] = ()) -> None:
@@ -39,7 +35,7 @@ def _check_keys(stored: object, what: str, required: Sequence[str], optional: Se
     unknown = [k for k in stored if k not in known]
     if unknown:
         raise ValueError(
-            f"a stored {what} has the unknown key {unknown[0]!r}: {_nearest(unknown[0], known)} "
+            f"a stored {what} has the unknown key {unknown[0]!r}: {nearest_name(unknown[0], known)} "
             f"Correct the record, or read it with the version of corelib that wrote it."
         )
     missing = [k for k in required if k not in stored]
@@ -118,20 +114,8 @@ def _lists(value: Any) -> Any:
     return [_lists(v) for v in value] if isinstance(value, tuple) else value
 
 
-class _ItemAccess:
-    """``record["field"]`` for a dataclass record, as its JSON form is read (a transition)."""
-
-    __slots__ = ()
-
-    def __getitem__(self, key: str) -> Any:
-        names = [f.name for f in fields(self)]
-        if key not in names:
-            raise KeyError(f"{type(self).__name__} has no field {key!r}: {_nearest(key, names)}")
-        return getattr(self, key)
-
-
 @dataclass(frozen=True)
-class ModularAnalysis(_ItemAccess):
+class ModularAnalysis(ItemAccess):
     """One modular-addition model analysed at one snapshot (:func:`modular_runs.analyse_model`).
 
     Accuracies are shares of the test pairs answered right, in [0, 1], scored at the answer
@@ -194,7 +178,7 @@ class ModularAnalysis(_ItemAccess):
 
 
 @dataclass(frozen=True)
-class Snapshot(_ItemAccess):
+class Snapshot(ItemAccess):
     """The analysis of every model of an arm at one snapshot (:func:`modular_runs.analyse_arm`).
 
     Attributes:
