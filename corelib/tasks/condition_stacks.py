@@ -19,7 +19,7 @@ import torch
 from ..engine import DropoutStreams, PrefixData, SeedStack, Trainer
 from ..models import default_device
 from ..results import load_json, load_tensors, remove, save_json, save_tensors
-from .stopping_rules import SeedMonitor, StepPlan, SweepStats
+from .stopping_rules import StepPlan, SweepStats, monitor_for
 from .sweep_conditions import Condition, SweepConfig, check_seeds, condition_data
 
 __all__ = ["train_condition", "train_conditions", "remove_checkpoint"]
@@ -39,6 +39,7 @@ def train_condition(
     data: tuple[PrefixData, PrefixData] | None = None,
     checkpoint: Path | None = None,
     checkpoint_every: int = 500,
+    sync_every: int = 1,
 ) -> list[dict]:
     """Train ``seeds`` of one condition together and measure their times; returns one record per seed.
 
@@ -48,7 +49,9 @@ def train_condition(
     ``(train, test)`` sets (tests, other tasks with tokens in ``range(p)``). With ``checkpoint``
     (a path without suffix), the running seeds' state is saved there every ``checkpoint_every``
     epochs, and a later call with the same seeds resumes from it to the records an uninterrupted
-    run gives; nothing else is read from or written to disk.
+    run gives; nothing else is read from or written to disk. ``sync_every``: read the stopping
+    checks off the device every that many steps (:class:`~corelib.tasks.stopping_rules.DeferredMonitor`,
+    for a GPU; the same records), or after every step with early exits (1, the default).
     """
     seeds = check_seeds(seeds)
     device = torch.device(device) if device is not None else default_device()
@@ -57,7 +60,18 @@ def train_condition(
     stats = stats if stats is not None else SweepStats()
     saved = _load_checkpoint(checkpoint, seeds, device)
     trainer = _condition_trainer(cond, cfg, seeds, train, steps.batch, saved, device)
-    monitor = SeedMonitor(cond, cfg, steps, (train, test), trainer.stack.seeds, stats, condition_key, on_record)
+    monitor = monitor_for(
+        cond,
+        cfg,
+        steps,
+        (train, test),
+        trainer.stack.seeds,
+        stats,
+        condition_key,
+        on_record,
+        sync_every=sync_every,
+        sync_steps=checkpoint_every * steps.per_epoch if checkpoint is not None else None,
+    )
     if saved:
         monitor.restore(saved["meta"])
     with monitor.progress_bar(trainer, len(seeds), progress):
@@ -84,6 +98,7 @@ def train_conditions(
     checkpoints: dict[Condition, Path] | None = None,
     checkpoint_every: int = 500,
     data: tuple[PrefixData, PrefixData] | None = None,
+    sync_every: int = 1,
 ) -> dict[Condition, list[dict]]:
     """:func:`train_condition` for several conditions of one modulus and batch size, as one stack.
 
@@ -93,7 +108,8 @@ def train_conditions(
     the files, that :func:`train_condition` gives it alone (bit for bit where the matrix library
     computes each model alike in stacks of any size: on one CPU thread). Conditions whose
     checkpoints stand at different epochs are trained in stacks of those at the same epoch.
-    ``data`` replaces the conditions' ``(train, test)`` sets, as in :func:`train_condition`.
+    ``data`` replaces the conditions' ``(train, test)`` sets and ``sync_every`` reads the
+    stopping checks, as in :func:`train_condition`.
     """
     conds = list(seeds)
     keys = condition_keys or {}
@@ -110,7 +126,8 @@ def train_conditions(
     for epoch in sorted({s["meta"]["epoch"] if s else 0 for s in saved.values()}):
         group = [c for c in conds if (saved[c]["meta"]["epoch"] if saved[c] else 0) == epoch]
         sets = data if data is not None else condition_data(group[0], cfg)
-        run = _ConditionStack(group, seeds, cfg, sets, saved, device, stats, keys, on_record)
+        sync = (sync_every, checkpoint_every if checkpoints else None)
+        run = _ConditionStack(group, seeds, cfg, sets, saved, device, stats, keys, on_record, sync)
         out.update(run.fit(epoch, progress, checkpoints, checkpoint_every))
     return {c: out[c] for c in conds}
 
@@ -118,7 +135,7 @@ def train_conditions(
 class _ConditionStack:
     """Conditions of one modulus and batch size at one epoch, as groups of one trainer, each with its monitor."""
 
-    def __init__(self, conds, seeds, cfg, data, saved, device, stats, keys, on_record) -> None:
+    def __init__(self, conds, seeds, cfg, data, saved, device, stats, keys, on_record, sync=(1, None)) -> None:
         self.conds, self.seeds = conds, seeds
         train, test = (d.to(device) for d in data)
         self.steps = StepPlan.of(len(train), conds[0], cfg, None)
@@ -126,7 +143,18 @@ class _ConditionStack:
         for c in conds:
             trainer = _condition_trainer(c, cfg, seeds[c], train, self.steps.batch, saved[c], device, join=trainer)
             running = trainer.stack.part(trainer.opt.spans[c]).seeds
-            monitor = SeedMonitor(c, cfg, self.steps, (train, test), running, stats, keys.get(c, ""), on_record)
+            monitor = monitor_for(
+                c,
+                cfg,
+                self.steps,
+                (train, test),
+                running,
+                stats,
+                keys.get(c, ""),
+                on_record,
+                sync_every=sync[0],
+                sync_steps=sync[1] * self.steps.per_epoch if sync[1] else None,
+            )
             if saved[c]:
                 monitor.restore(saved[c]["meta"])
                 trainer.step_count = saved[c]["meta"]["step"]

@@ -10,6 +10,13 @@ a fixed random order in growing chunks, and a seed leaves as soon as its errors 
 threshold allows (:func:`min_correct`); decided seeds skip the evaluation; with full batches the
 next step's forward pass gives the training accuracy for free. Raise
 :data:`STOPPING_RULE_VERSION` with any change to what these rules decide.
+
+Those early exits need the host to read the device after every step. :class:`DeferredMonitor`
+applies the same rules without that: it counts each seed's correct answers on both whole sets
+after every step into the device's memory and reads them every ``sync_every`` steps, replaying
+the rules step by step. Its records are the same (a seed that stopped inside a span trains on
+until the span ends, and what it does there is never read); it is meant for a GPU, where a
+read of the device stalls the queue of launches; on a CPU the early exits are cheaper.
 """
 
 from __future__ import annotations
@@ -25,7 +32,15 @@ from tqdm.auto import tqdm
 from ..engine import PrefixData, SeedStack, Trainer, stacked_last_logits
 from .sweep_conditions import Condition, SweepConfig, batch_plan
 
-__all__ = ["STOPPING_RULE_VERSION", "min_correct", "SweepStats", "StepPlan", "SeedMonitor"]
+__all__ = [
+    "STOPPING_RULE_VERSION",
+    "min_correct",
+    "SweepStats",
+    "StepPlan",
+    "SeedMonitor",
+    "DeferredMonitor",
+    "monitor_for",
+]
 
 
 STOPPING_RULE_VERSION = 1
@@ -169,6 +184,18 @@ def _mark_first_pass(
         for j, good in zip(pending, check.passes(params, which, first_logits).tolist()):
             if good:
                 times[seeds[j]] = step
+
+
+@torch.no_grad()
+def _correct_counts(params: dict[str, torch.Tensor], data: PrefixData, fn: Callable, chunk: int = 4096) -> torch.Tensor:
+    """Correct answers of every seed of the stacked ``params`` on the whole of ``data``, left on the device."""
+    correct = None
+    for a in range(0, len(data), chunk):
+        b = min(len(data), a + chunk)
+        logits = fn(params, data.last[a:b], data.index[a:b], data.prefixes)
+        part = (logits.argmax(-1) == data.targets[a:b]).sum(dim=1)
+        correct = part if correct is None else correct + part
+    return correct
 
 
 def _pending(times: dict[int, int | None], seeds: Sequence[int], positions: Sequence[int] | None = None) -> list[int]:
@@ -370,3 +397,82 @@ class SeedMonitor:
 
 def _detached(stack: SeedStack) -> dict[str, torch.Tensor]:
     return {k: v.detach() for k, v in stack.params.items()}
+
+
+class DeferredMonitor(SeedMonitor):
+    """:class:`SeedMonitor`'s rules and records, read off the device every ``sync_every`` steps.
+
+    After every step it counts each running seed's correct answers on the whole training and test
+    sets (no early exit) and keeps the counts on the device; at a step that is a multiple of
+    ``sync_every``, one that ends a checkpoint's span (``sync_steps``) or the cap, it reads them
+    all at once and replays the rules step by step: the first memorisation and generalisation
+    steps, the stop after ``patience`` steps or at the cap, and the final accuracies, which are
+    the counts of the stop step. Seeds that stopped inside the span leave the stack then.
+    """
+
+    def __init__(self, *args, sync_every: int, sync_steps: int | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not isinstance(sync_every, int) or isinstance(sync_every, bool) or sync_every < 1:
+            raise ValueError(f"sync_every must be a whole number of steps >= 1, got {sync_every!r}.")
+        self.sync_every, self.sync_steps = sync_every, sync_steps
+        self.counts: list[tuple[int, torch.Tensor, torch.Tensor]] = []  # (step, train, test correct)
+
+    def measure(self, stack: SeedStack, step: int, idx: torch.Tensor, logits: torch.Tensor) -> list[int] | None:
+        """Count the seeds' correct answers after ``step``; at a reading, record those that stopped
+        and return their positions (None when every seed stopped); between readings, none."""
+        self._count(stack, idx)
+        params = _detached(stack)
+        self.counts.append(
+            (step, _correct_counts(params, self.train, self.fn), _correct_counts(params, self.test, self.fn))
+        )
+        self.stats.extra["eval_rows_full"] = self.stats.extra.get("eval_rows_full", 0) + len(stack) * (
+            len(self.train) + len(self.test)
+        )
+        if not self._reads_at(step):
+            return []
+        return self._replay(stack.seeds)
+
+    def _reads_at(self, step: int) -> bool:
+        ends_span = self.sync_steps is not None and step % self.sync_steps == 0
+        return step % self.sync_every == 0 or ends_span or step >= self.steps.cap
+
+    def _replay(self, seeds: Sequence[int]) -> list[int] | None:
+        """Apply the rules to every step counted since the last reading (one read of the device)."""
+        steps = [s for s, _, _ in self.counts]
+        train = torch.stack([c for _, c, _ in self.counts]).tolist()
+        test = torch.stack([c for _, _, c in self.counts]).tolist()
+        self.counts.clear()
+        stopped: list[int] = []
+        for step, tr, te in zip(steps, train, test):
+            live = [j for j in range(len(seeds)) if j not in stopped]
+            for j in live:
+                s = seeds[j]
+                if self.t_mem[s] is None and tr[j] >= self.train_test.need:
+                    self.t_mem[s] = step
+                if self.t_gen[s] is None and te[j] >= self.test_test.need:
+                    self.t_gen[s] = step
+            patient = [j for j in live if self._patient(seeds[j], step)]
+            capped = [j for j in live if j not in patient] if step >= self.steps.cap else []
+            for group, reason in ((patient, "patience"), (capped, "max_steps")):
+                for j in group:
+                    self._hand_on(
+                        self._record(seeds[j], step, reason, tr[j] / self.train_test.n, te[j] / self.test_test.n)
+                    )
+            stopped += patient + capped
+        return None if len(stopped) == len(seeds) else sorted(stopped)
+
+    def _patient(self, seed: int, step: int) -> bool:
+        return self.t_gen[seed] is not None and step - self.t_gen[seed] >= self.steps.patience
+
+    def _hand_on(self, rec: dict) -> None:
+        self.records[rec["seed"]] = rec
+        if self.on_record is not None:
+            self.on_record(rec)
+
+
+def monitor_for(*args, sync_every: int = 1, sync_steps: int | None = None, **kwargs) -> SeedMonitor:
+    """The monitor of a condition: :class:`SeedMonitor` (``sync_every`` 1: the device is read after
+    every step, with early exits), else :class:`DeferredMonitor` reading it every ``sync_every`` steps."""
+    if sync_every == 1:
+        return SeedMonitor(*args, **kwargs)
+    return DeferredMonitor(*args, sync_every=sync_every, sync_steps=sync_steps, **kwargs)
