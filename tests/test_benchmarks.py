@@ -415,3 +415,36 @@ def test_the_paper_profile_timer_runs_a_slice_and_scales_it(tmp_path):
     assert set(rows) == {"wd", "no_wd"}, run.stdout
     # both arms at one rate: their times stand as their epochs, 20000 to 19100
     assert float(rows["no_wd"]) / float(rows["wd"]) == pytest.approx(19100 / 20000, abs=1e-3)
+
+
+def test_the_deferred_checks_benchmark_prints_both_sides_and_equal_records(capsys):
+    import deferred_checks
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # bit for bit on one thread
+    try:
+        out = deferred_checks.main(
+            ["--p", "11", "--batch", "0", "--seeds", "2", "--steps", "6", "--sync-every", "4", "--repeats", "1"]
+        )
+    finally:
+        torch.set_num_threads(threads)
+    assert out["same_records"] == 1.0 and out["every_step"] > 0 and out["every_span"] > 0
+    printed = capsys.readouterr().out
+    assert "read after every step" in printed and "read every    4 steps" in printed
+    assert "records equal                    : yes" in printed
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--sync-every", "1"], "--sync-every 1 is the other side"),
+        (["--steps", "0"], "--steps must be at least 1"),
+        (["--device", "nonsense"], "--device:"),
+    ],
+)
+def test_the_deferred_checks_benchmark_refuses_bad_arguments_before_any_work(args, message, monkeypatch):
+    import deferred_checks
+
+    monkeypatch.setattr(deferred_checks, "train_condition", lambda *a, **k: pytest.fail("worked before refusing"))
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        deferred_checks.main(args)
