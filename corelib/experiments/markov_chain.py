@@ -11,10 +11,10 @@ summary in a run folder keyed by the parameters. Plots read only what :func:`run
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -28,6 +28,25 @@ from ..masks import MASK_GENERATOR
 from ..models import MODEL_REVISION, Transformer, TransformerConfig, default_device, resid_hook
 from ..results import StoreError, load_json, run_dir, run_lock, save_json, save_tensors
 from ..tasks import markov
+from ..typed_records import ItemAccess, check_keys
+from .markov_chain_records import (
+    COMPLEX,
+    FIX,
+    LIST,
+    OBJECT,
+    REAL,
+    SHARE,
+    Accuracies,
+    MarkovModel,
+    MarkovModelAnalysis,
+    ModelPair,
+    Spec,
+    TrainingHistory,
+    check_format,
+    complex_from_json,
+    complex_to_json,
+    read_fields,
+)
 
 if TYPE_CHECKING:
     import pandas
@@ -36,6 +55,7 @@ __all__ = [
     "MarkovParams",
     "MarkovSummary",
     "MarkovModel",
+    "MarkovModelAnalysis",
     "ModelPair",
     "Accuracies",
     "TrainingHistory",
@@ -145,89 +165,28 @@ class MarkovParams:
 # --------------------------------------------------------------------------- results
 
 
-@dataclass(frozen=True)
-class Accuracies:
-    """Next-token accuracy on the test set, a share in [0, 1], every position counted.
-
-    Attributes:
-        full: the trained model as it is.
-        keep: only the core kept at the block output (core-only).
-        remove: the core projected out of the block output (core-removed).
-    """
-
-    full: float
-    keep: float
-    remove: float
+_SUMMARY_SPECS: dict[str, Spec] = {
+    "params": OBJECT,
+    "bayes_accuracy": SHARE,
+    "chance_accuracy": SHARE,
+    "oracle_r2": REAL,
+    "chain_eigenvalues": COMPLEX,
+    "models": LIST,
+    "pairs": LIST,
+}
 
 
 @dataclass(frozen=True)
-class TrainingHistory:
-    """Per epoch (length ``epochs``): the mean training loss (nats per token) and the train and
-    test accuracy (shares in [0, 1])."""
-
-    loss: tuple[float, ...]
-    train_acc: tuple[float, ...]
-    test_acc: tuple[float, ...]
-
-
-@dataclass(frozen=True)
-class MarkovModel:
-    """One trained model, analysed on the test set.
-
-    Attributes:
-        seed: the training seed.
-        accuracy: full, core-only and core-removed accuracy.
-        rank: the core's dimension (the ``energy`` share of the balanced spectrum).
-        singular_values: the balanced singular values, largest first.
-        eigenvalues: (rank,) eigenvalues of the linear operator fitted in core coordinates,
-            ``z_{t+1} = A z_t``.
-        spectrum_error: distance of ``eigenvalues`` to the chain's non-trivial eigenvalues
-            (:func:`corelib.operators.spectrum_distance`); None when their numbers differ.
-        r2: the operator's R² on the test coordinates.
-        history: the training curves.
-    """
-
-    seed: int
-    accuracy: Accuracies
-    rank: int
-    singular_values: tuple[float, ...]
-    eigenvalues: tuple[complex, ...]
-    spectrum_error: float | None
-    r2: float
-    history: TrainingHistory
-
-
-@dataclass(frozen=True)
-class ModelPair:
-    """Two models compared (indices into :attr:`MarkovSummary.models`, first < second).
-
-    Attributes:
-        models: the two indices.
-        weight_cosine: cosine of all weights as one vector.
-        weight_cosine_by_tensor: the cosine per parameter tensor, by its name.
-        overlap: projector overlap of the two cores, in [0, 1].
-        angles: principal angles between the cores, in degrees, smallest first.
-        cca: canonical correlations of the two models' core coordinates, largest first.
-    """
-
-    models: tuple[int, int]
-    weight_cosine: float
-    weight_cosine_by_tensor: dict[str, float]
-    overlap: float
-    angles: tuple[float, ...]
-    cca: tuple[float, ...]
-
-
-@dataclass(frozen=True)
-class MarkovSummary:
-    """What :func:`run` computes: the chain's reference values, each model and each pair.
+class MarkovSummary(ItemAccess):
+    """What :func:`run` computes and stores (``summary.json``, :meth:`to_json`): the chain's
+    reference values, each model and each pair.
 
     Attributes:
         params: the parameters of the run.
-        bayes_accuracy: the accuracy of always predicting the likeliest next state.
-        chance_accuracy: the accuracy of guessing the stationary distribution's likeliest state.
+        bayes_accuracy: the accuracy of always predicting the likeliest next state, in [0, 1].
+        chance_accuracy: the accuracy of guessing the stationary distribution's likeliest state, in [0, 1].
         oracle_r2: the R² of the best linear predictor of the next state's one-hot vector.
-        chain_eigenvalues: the chain's non-trivial eigenvalues.
+        chain_eigenvalues: the chain's non-trivial eigenvalues (complex), shape (n_states - 1,).
         models: one :class:`MarkovModel` per seed, in the order of ``params.seeds``.
         pairs: one :class:`ModelPair` per pair of models.
     """
@@ -241,86 +200,37 @@ class MarkovSummary:
     pairs: tuple[ModelPair, ...]
 
     @classmethod
-    def from_json(cls, stored: dict) -> MarkovSummary:
-        """The summary from its stored JSON (:meth:`to_json`)."""
+    def from_json(cls, stored: Mapping[str, Any]) -> MarkovSummary:
+        """The summary from its stored JSON (:meth:`to_json`), in any format this version reads
+        (:data:`~corelib.experiments.markov_chain_records.MARKOV_FORMAT`); refuses unknown or
+        missing keys and values of the wrong type, naming the field."""
+        check_format(stored, "Markov summary")
+        read_fields(stored, "Markov summary", {**_SUMMARY_SPECS, "format": REAL}, optional=("format",))
+        # every setting may be absent (a setting added since falls back to its default)
+        settings = [f.name for f in fields(MarkovParams)]
+        check_keys(stored["params"], "Markov summary's params", (), settings, fix=FIX)
         params = {k: tuple(v) if isinstance(v, list) else v for k, v in stored["params"].items()}
         return cls(
             params=MarkovParams(**params),
             bayes_accuracy=stored["bayes_accuracy"],
             chance_accuracy=stored["chance_accuracy"],
             oracle_r2=stored["oracle_r2"],
-            chain_eigenvalues=_complex(stored["chain_eigenvalues"]),
-            models=tuple(_model_from_json(m) for m in stored["models"]),
-            pairs=tuple(_pair_from_json(p) for p in stored["pairs"]),
+            chain_eigenvalues=complex_from_json(stored["chain_eigenvalues"]),
+            models=tuple(MarkovModel.from_json(m) for m in stored["models"]),
+            pairs=tuple(ModelPair.from_json(p) for p in stored["pairs"]),
         )
 
-    def to_json(self) -> dict:
-        """The stored form: plain JSON types, complex numbers as ``[re, im]``."""
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (format 1): plain JSON types, complex numbers as ``[re, im]``."""
         return {
             "params": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self.params).items()},
             "bayes_accuracy": self.bayes_accuracy,
             "chance_accuracy": self.chance_accuracy,
             "oracle_r2": self.oracle_r2,
-            "chain_eigenvalues": _pairs_of_floats(self.chain_eigenvalues),
-            "models": [_model_to_json(m) for m in self.models],
-            "pairs": [_pair_to_json(p) for p in self.pairs],
+            "chain_eigenvalues": complex_to_json(self.chain_eigenvalues),
+            "models": [m.to_json() for m in self.models],
+            "pairs": [p.to_json() for p in self.pairs],
         }
-
-
-def _complex(values: list[list[float]]) -> tuple[complex, ...]:
-    return tuple(complex(re_, im) for re_, im in values)
-
-
-def _pairs_of_floats(values) -> list[list[float]]:
-    return [[float(v.real), float(v.imag)] for v in values]
-
-
-def _model_from_json(m: dict) -> MarkovModel:
-    return MarkovModel(
-        seed=m["seed"],
-        accuracy=Accuracies(**m["accuracy"]),
-        rank=m["rank"],
-        singular_values=tuple(m["singular_values"]),
-        eigenvalues=_complex(m["eigenvalues"]),
-        spectrum_error=m["spectrum_error"],
-        r2=m["r2"],
-        history=TrainingHistory(**{k: tuple(v) for k, v in m["history"].items()}),
-    )
-
-
-def _model_to_json(m: MarkovModel) -> dict:
-    return {
-        "seed": m.seed,
-        "accuracy": asdict(m.accuracy),
-        "rank": m.rank,
-        "singular_values": list(m.singular_values),
-        "eigenvalues": _pairs_of_floats(m.eigenvalues),
-        "spectrum_error": m.spectrum_error,
-        "r2": m.r2,
-        "history": {k: list(v) for k, v in asdict(m.history).items()},
-    }
-
-
-def _pair_from_json(p: dict) -> ModelPair:
-    return ModelPair(
-        models=tuple(p["pair"]),
-        weight_cosine=p["weight_cosine"],
-        weight_cosine_by_tensor=dict(p["weight_cosine_by_tensor"]),
-        overlap=p["overlap"],
-        angles=tuple(p["angles"]),
-        cca=tuple(p["cca"]),
-    )
-
-
-def _pair_to_json(p: ModelPair) -> dict:
-    return {
-        "pair": list(p.models),
-        "weight_cosine": p.weight_cosine,
-        "weight_cosine_by_tensor": p.weight_cosine_by_tensor,
-        "overlap": p.overlap,
-        "angles": list(p.angles),
-        "cca": list(p.cca),
-    }
 
 
 def make_data(params: MarkovParams) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -341,7 +251,9 @@ def block_output(model: Transformer, inputs: torch.Tensor, layer: int = 0) -> to
     return cache[name]
 
 
-def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], params: MarkovParams) -> dict:
+def analyse_model(
+    model: Transformer, test: tuple[torch.Tensor, torch.Tensor], params: MarkovParams
+) -> MarkovModelAnalysis:
     """ACE, ablations and core dynamics of one trained model on the test set."""
     x, y = test
     layer = model.cfg.n_layers - 1
@@ -349,29 +261,22 @@ def analyse_model(model: Transformer, test: tuple[torch.Tensor, torch.Tensor], p
     flat = h.reshape(-1, h.shape[-1])
     jac = ace.jacobians(model.readout(layer), flat, n_samples=params.n_jacobians, seed=params.jacobian_seed)
     core = ace.extract(flat.cpu().double(), jac, energy=params.energy)
-    acc = {
-        mode: accuracy(model, x, y)
-        if mode == "full"
-        else intervention_accuracy(model, x, y, resid_hook(layer), core, mode)
-        for mode in ("full", "keep", "remove")
-    }
+    acc = Accuracies(
+        full=accuracy(model, x, y),
+        **{mode: intervention_accuracy(model, x, y, resid_hook(layer), core, mode) for mode in ("keep", "remove")},
+    )
     z = core.coords(flat.cpu().double().numpy()).reshape(h.shape[0], h.shape[1], core.rank)
     a, eig, r2 = operators.fit_dynamics(z[:, :-1].reshape(-1, core.rank), z[:, 1:].reshape(-1, core.rank))
-    return {
-        "accuracy": acc,
-        "core": core,
-        "coords": z.reshape(-1, core.rank),
-        "operator": a,
-        "eigenvalues": eig,
-        "r2": r2,
-    }
+    return MarkovModelAnalysis(
+        accuracy=acc, core=core, coords=z.reshape(-1, core.rank), operator=a, eigenvalues=eig, r2=r2
+    )
 
 
-def compare_models(models: list[Transformer], analyses: list[dict]) -> list[ModelPair]:
+def compare_models(models: list[Transformer], analyses: list[MarkovModelAnalysis]) -> list[ModelPair]:
     """Pairwise weight cosine, projector overlap, principal angles and CCA of core coordinates."""
     pairs = []
     for i, j in itertools.combinations(range(len(models)), 2):
-        qi, qj = analyses[i]["core"].basis, analyses[j]["core"].basis
+        qi, qj = analyses[i].core.basis, analyses[j].core.basis
         pairs.append(
             ModelPair(
                 models=(i, j),
@@ -379,29 +284,17 @@ def compare_models(models: list[Transformer], analyses: list[dict]) -> list[Mode
                 weight_cosine_by_tensor=compare.weight_cosines_by_tensor(models[i], models[j]),
                 overlap=compare.projector_overlap(qi, qj),
                 angles=tuple(compare.principal_angles(qi, qj).tolist()),
-                cca=tuple(compare.cca(analyses[i]["coords"], analyses[j]["coords"]).tolist()),
+                cca=tuple(compare.cca(analyses[i].coords, analyses[j].coords).tolist()),
             )
         )
     return pairs
 
 
-def _analysed_model(seed: int, a: dict, history: TrainingHistory, target: np.ndarray) -> MarkovModel:
-    return MarkovModel(
-        seed=seed,
-        accuracy=Accuracies(**a["accuracy"]),
-        rank=a["core"].rank,
-        singular_values=tuple(a["core"].singular_values.tolist()),
-        eigenvalues=tuple(complex(v) for v in a["eigenvalues"]),
-        spectrum_error=(
-            operators.spectrum_distance(a["eigenvalues"], target) if len(a["eigenvalues"]) == len(target) else None
-        ),
-        r2=a["r2"],
-        history=history,
-    )
-
-
 def _summary(
-    params: MarkovParams, analyses: list[dict], pairs: list[ModelPair], histories: list[TrainingHistory]
+    params: MarkovParams,
+    analyses: list[MarkovModelAnalysis],
+    pairs: list[ModelPair],
+    histories: list[TrainingHistory],
 ) -> MarkovSummary:
     t = params.chain
     target = markov.chain_eigenvalues(t)
@@ -411,7 +304,7 @@ def _summary(
         chance_accuracy=markov.chance_accuracy(t),
         oracle_r2=markov.oracle_r2(t),
         chain_eigenvalues=tuple(complex(v) for v in target),
-        models=tuple(_analysed_model(s, a, h, target) for s, a, h in zip(params.seeds, analyses, histories)),
+        models=tuple(a.summarised(s, h, target) for s, a, h in zip(params.seeds, analyses, histories)),
         pairs=tuple(pairs),
     )
 
@@ -452,8 +345,8 @@ def _compute(p: MarkovParams, folder, progress: bool) -> MarkovSummary:
     save_tensors(
         folder / "cores.safetensors",
         {
-            **{f"basis_{s}": torch.from_numpy(a["core"].basis) for s, a in zip(p.seeds, analyses)},
-            **{f"operator_{s}": torch.from_numpy(np.asarray(a["operator"])) for s, a in zip(p.seeds, analyses)},
+            **{f"basis_{s}": torch.from_numpy(a.core.basis) for s, a in zip(p.seeds, analyses)},
+            **{f"operator_{s}": torch.from_numpy(np.asarray(a.operator)) for s, a in zip(p.seeds, analyses)},
         },
     )
     return _summary(p, analyses, compare_models(models, analyses), histories)

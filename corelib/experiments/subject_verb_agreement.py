@@ -55,6 +55,7 @@ from .subject_verb_agreement_layers import (
     prefix_batches,
     sweep_layers,
 )
+from .subject_verb_agreement_records import LayerSweepAnalysis
 from .subject_verb_agreement_steering import (
     CONTROL_PROMPTS,
     GATE_GRID,
@@ -319,13 +320,13 @@ def run(params: SVAParams | None = None, *, progress: bool = True) -> SVASummary
                 loaded.append(load_agreement_model(name))
             return loaded[0]
 
-        analysis = compute_once(analysis_path, lambda: analyse_model(lm(), ds, params, progress=progress))
-        # stored beside the sweep (not in it), so sweeps stored before it was recorded stay valid
-        analysis.update(compute_once(sweep_dir / "model.json", lambda: model_facts(lm())))
-        analysis["steering"] = compute_once(
-            steering_path, lambda analysis=analysis: steering_run(lm(), analysis, params, progress=progress)
+        sweep = LayerSweepAnalysis.from_json(
+            compute_once(analysis_path, lambda: analyse_model(lm(), ds, params, progress=progress).to_json())
         )
-        models.append(analysis)
+        # stored beside the sweep (not in it), so sweeps stored before it was recorded stay valid
+        facts = compute_once(sweep_dir / "model.json", lambda: model_facts(lm()))
+        steering = compute_once(steering_path, lambda sweep=sweep: steering_run(lm(), sweep, params, progress=progress))
+        models.append({**sweep.to_json(), **facts, "steering": steering})
         loaded.clear()
     pairs = [
         AlignmentPair(models=(a["model"], b["model"]), **alignment(a["coords"], b["coords"]))

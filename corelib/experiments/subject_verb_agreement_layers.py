@@ -20,6 +20,7 @@ glued values :mod:`corelib.experiments.subject_verb_agreement`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,7 @@ from ..models import resid_hook
 from ..tasks.sva import (
     SVADataset,
 )
+from .subject_verb_agreement_records import InterventionMargins, LayerCores, LayerSweepAnalysis, StoredCore
 
 if TYPE_CHECKING:
     from .subject_verb_agreement import SVAParams
@@ -150,8 +152,9 @@ def layer_cores(
     batch_size: int = 200,
     eps: float = 1e-8,
     progress: bool = True,
-) -> dict[int, Core]:
-    """Rank-1 cores of the margin at ``layers`` from activations and Jacobians on ``prompts``."""
+) -> LayerCores:
+    """Rank-1 cores of the margin at ``layers`` from activations and Jacobians on ``prompts``
+    (read as a mapping ``layer -> core``)."""
     acc = {layer: MomentAccumulator(lm.d_model) for layer in layers}
     for _, batch, cache in tqdm(
         _batches(lm, prompts, batch_size),
@@ -163,25 +166,24 @@ def layer_cores(
         acts, jacs, _ = all_layer_jacobians(lm, batch, layers, cache)
         for layer in layers:
             acc[layer].update(acts[layer].cpu().double().numpy(), jacs[layer].cpu().double().numpy())
-    return {layer: acc[layer].core(rank=1, eps=eps) for layer in layers}
+    return LayerCores(tuple(layers), tuple(acc[layer].core(rank=1, eps=eps) for layer in layers))
 
 
 @torch.no_grad()
 def intervened_margins(
     lm: LanguageModel,
     prompts: list[str],
-    cores: dict[int, Core],
-    modes_at: dict[int, tuple[str, ...]],
+    cores: Mapping[int, Core],
+    modes_at: Mapping[int, tuple[str, ...]],
     *,
     batch_size: int = 200,
     batches: list | None = None,
     progress: bool = True,
-) -> dict:
-    """Test-prompt margins: clean, and under each ``mode`` of ``modes_at[layer]`` at that layer.
-
-    Returns ``{"baseline": (N,), "acts": {layer: (N, D)}, (layer, mode): (N,)}``; the
-    interventions are centred (on each core's training mean) at the last token only.
-    ``batches`` are the prompts' :func:`prefix_batches` if already computed.
+) -> InterventionMargins:
+    """Test-prompt margins: clean, and under each ``mode`` of ``modes_at[layer]`` at that layer,
+    with the clean activations at every layer of ``cores``; the interventions are centred (on
+    each core's training mean) at the last token only. ``batches`` are the prompts'
+    :func:`prefix_batches` if already computed.
     """
     if batches is None:
         batches = _batches(lm, prompts, batch_size)
@@ -226,18 +228,21 @@ def intervened_margins(
                 )
             )
     inverse = np.argsort(np.concatenate(order))  # back to the order of ``prompts``
-    result = {k: torch.cat(v).cpu().double().numpy()[inverse] for k, v in out.items() if k != "acts"}
-    result["acts"] = {layer: torch.cat(v).numpy()[inverse] for layer, v in out["acts"].items()}
-    return result
+    return InterventionMargins(
+        baseline=torch.cat(out["baseline"]).cpu().double().numpy()[inverse],
+        acts={layer: torch.cat(v).numpy()[inverse] for layer, v in out["acts"].items()},
+        intervened={key: torch.cat(out[key]).cpu().double().numpy()[inverse] for key in jobs},
+    )
 
 
-def analyse_model(lm: LanguageModel, ds: SVADataset, params: SVAParams, *, progress: bool = True) -> dict:
-    """Layer sweep, chosen layer, coordinates, prompt-level scores and steering of one model."""
+def analyse_model(lm: LanguageModel, ds: SVADataset, params: SVAParams, *, progress: bool = True) -> LayerSweepAnalysis:
+    """Layer sweep, chosen layer, coordinates and prompt-level scores of one model (stored as
+    ``analysis.json`` in its :meth:`~LayerSweepAnalysis.to_json` form)."""
     train_prompts, _ = ds.split("train")
     test_prompts, plural = ds.split("test")
     sweep = _layer_sweep(lm, train_prompts, test_prompts, plural, params, progress)
-    margins = _chosen_layer_margins(lm, test_prompts, sweep, params, progress)
-    return _analysis(lm, sweep, margins, plural)
+    acts, margins = _chosen_layer_margins(lm, test_prompts, sweep, params, progress)
+    return _analysis(lm, sweep, acts, margins, plural)
 
 
 @dataclass(frozen=True)
@@ -246,9 +251,9 @@ class _LayerSweep:
     (``auc[mode][i]`` at ``layers[i]``), and the layer where flipping moves the AUC most."""
 
     layers: list[int]
-    cores: dict[int, Core]
+    cores: LayerCores
     batches: list
-    margins: dict
+    margins: InterventionMargins
     baseline: float
     auc: dict[str, list[float]]
     chosen: int
@@ -267,20 +272,22 @@ def _layer_sweep(lm, train_prompts, test_prompts, plural, params: SVAParams, pro
         batches=test_batches,
         progress=progress,
     )
-    baseline = auc(m["baseline"], plural)
-    sweep = {mode: [auc(m[(layer, mode)], plural) for layer in layers] for mode in params.sweep_modes}
+    baseline = auc(m.baseline, plural)
+    sweep = {mode: [auc(m.intervened[(layer, mode)], plural) for layer in layers] for mode in params.sweep_modes}
     effect = [baseline - a for a in sweep["flip"]]
     chosen = layers[int(np.argmax(effect))]
     return _LayerSweep(layers, cores, test_batches, m, baseline, sweep, chosen)
 
 
-def _chosen_layer_margins(lm, test_prompts, sweep: _LayerSweep, params: SVAParams, progress: bool) -> dict:
-    """The baseline margins and those under every mode at the chosen layer (modes the sweep left
-    out are computed here)."""
-    m, chosen = dict(sweep.margins), sweep.chosen
+def _chosen_layer_margins(
+    lm, test_prompts, sweep: _LayerSweep, params: SVAParams, progress: bool
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The clean activations at the chosen layer, (N, D), and the margins clean (``baseline``) and
+    under every mode there, each (N,) (modes the sweep left out are computed here)."""
+    m, chosen = sweep.margins, sweep.chosen
     missing = tuple(mode for mode in MODES if mode not in params.sweep_modes)
     if missing:
-        m.update(
+        m = m.merged(
             intervened_margins(
                 lm,
                 test_prompts,
@@ -291,42 +298,43 @@ def _chosen_layer_margins(lm, test_prompts, sweep: _LayerSweep, params: SVAParam
                 progress=progress,
             )
         )
-    return {"acts": m["acts"][chosen], "baseline": m["baseline"], **{mode: m[(chosen, mode)] for mode in MODES}}
+    return m.acts[chosen], {"baseline": m.baseline, **{mode: m.intervened[(chosen, mode)] for mode in MODES}}
 
 
-def _analysis(lm: LanguageModel, sweep: _LayerSweep, margins: dict, plural: np.ndarray) -> dict:
+def _analysis(
+    lm: LanguageModel, sweep: _LayerSweep, acts: np.ndarray, margins: dict[str, np.ndarray], plural: np.ndarray
+) -> LayerSweepAnalysis:
     core, layers = sweep.cores[sweep.chosen], sweep.layers
-    acts = margins.pop("acts")
     coords = core.coords(acts)[:, 0]
     sign = 1.0 if np.corrcoef(coords, margins["baseline"])[0, 1] >= 0 else -1.0
     scores = {k: agreement_scores(v, plural) for k, v in margins.items()}
     wilcoxon = {mode: float(stats.wilcoxon(scores["baseline"], scores[mode]).pvalue) for mode in ("remove", "flip")}
-    return {
-        "model": lm.name,
-        "n_layers": lm.n_layers,
-        "d_model": lm.d_model,
-        "n_params": int(sum(t.numel() for t in lm.hf.parameters())),
-        "layers": layers,
-        "depth": [(layer + 1) / lm.n_layers for layer in layers],
-        "baseline_auc": sweep.baseline,
-        "sweep_auc": sweep.auc,
-        "spectral_gap_by_layer": [sweep.cores[layer].spectral_gap for layer in layers],
-        "chosen_layer": sweep.chosen,
-        "rank": core.rank,
-        "spectral_gap": core.spectral_gap,
-        "singular_values": core.singular_values[:10].tolist(),
-        "auc": {"baseline": sweep.baseline, **{mode: auc(margins[mode], plural) for mode in MODES}},
-        "coords": (sign * coords).tolist(),
-        "margins": {k: v.tolist() for k, v in margins.items()},
-        "scores": {k: v.tolist() for k, v in scores.items()},
-        "wilcoxon_p": wilcoxon,
-        "plural": plural.astype(int).tolist(),
-        "core": {
-            "basis": (sign * core.basis[:, 0]).tolist(),
-            "mean": core.mean.tolist(),
-            "singular_values": core.singular_values.tolist(),
-        },
-    }
+    return LayerSweepAnalysis(
+        model=lm.name,
+        n_layers=lm.n_layers,
+        d_model=lm.d_model,
+        n_params=int(sum(t.numel() for t in lm.hf.parameters())),
+        layers=tuple(layers),
+        depth=tuple((layer + 1) / lm.n_layers for layer in layers),
+        baseline_auc=sweep.baseline,
+        sweep_auc={mode: tuple(v) for mode, v in sweep.auc.items()},
+        spectral_gap_by_layer=tuple(sweep.cores[layer].spectral_gap for layer in layers),
+        chosen_layer=sweep.chosen,
+        rank=core.rank,
+        spectral_gap=core.spectral_gap,
+        singular_values=tuple(core.singular_values[:10].tolist()),
+        auc={"baseline": sweep.baseline, **{mode: auc(margins[mode], plural) for mode in MODES}},
+        coords=tuple((sign * coords).tolist()),
+        margins={k: tuple(v.tolist()) for k, v in margins.items()},
+        scores={k: tuple(v.tolist()) for k, v in scores.items()},
+        wilcoxon_p=wilcoxon,
+        plural=tuple(plural.astype(int).tolist()),
+        core=StoredCore(
+            basis=tuple((sign * core.basis[:, 0]).tolist()),
+            mean=tuple(core.mean.tolist()),
+            singular_values=tuple(core.singular_values.tolist()),
+        ),
+    )
 
 
 def model_facts(lm: LanguageModel) -> dict[str, int]:
@@ -335,7 +343,7 @@ def model_facts(lm: LanguageModel) -> dict[str, int]:
     return {"vocab_size": int(lm.hf.get_input_embeddings().num_embeddings)}
 
 
-def core_of(analysis: dict) -> Core:
-    """The chosen layer's core of a saved analysis."""
-    c = analysis["core"]
-    return Core(np.asarray(c["basis"])[:, None], np.asarray(c["singular_values"]), np.asarray(c["mean"]))
+def core_of(analysis: LayerSweepAnalysis | Mapping) -> Core:
+    """The chosen layer's core of an analysis (typed, or its stored JSON form)."""
+    stored = analysis["core"]
+    return (stored if isinstance(stored, StoredCore) else StoredCore.from_json(stored)).core()

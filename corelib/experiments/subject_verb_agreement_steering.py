@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import pandas
 
     from .subject_verb_agreement import SVAParams
+    from .subject_verb_agreement_records import LayerSweepAnalysis
 
 
 STEERING_PROMPTS = (
@@ -105,7 +106,9 @@ def flip_demo(lm: LanguageModel, core: Core, layer: int, prompts=FLIP_DEMO_PROMP
     return rows
 
 
-def steering_run(lm: LanguageModel, analysis: dict, params: SVAParams, *, progress: bool = True) -> dict:
+def steering_run(
+    lm: LanguageModel, analysis: LayerSweepAnalysis | dict, params: SVAParams, *, progress: bool = True
+) -> dict:
     """Base and steered generations of the steering and control prompts, at every gate.
 
     Greedy continuations of the steering and control prompts are generated unsteered (once) and
