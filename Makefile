@@ -1,5 +1,5 @@
 # make book [PROFILE=smoke|book|paper]   execute the notebooks and render _build/html
-# make test                              run the test suite (PYTEST_WORKERS=auto: on every core)
+# make test                              run the test suite on every core (PYTEST_WORKERS=0: in one process)
 # make test-fast                         the test suite without the tests marked slow (a few minutes less)
 # Both create .venv and install the project into it when needed.
 
@@ -8,10 +8,9 @@ PROFILE ?= book
 # e.g. TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu" where no CPU wheel is cached
 TORCH_PIP_ARGS ?=
 VENV := .venv
-# pytest-xdist workers: 0 runs the tests in this process; auto, one per core (the tests that read
-# the smoke build share one worker and one build). Not the default yet: under xdist the Dask
-# cluster test (tests/test_sweeps.py) hung.
-PYTEST_WORKERS ?= 0
+# pytest-xdist workers: auto, one per core (each with its share of the CPU threads; the tests that
+# read the smoke build share one worker and one build); 0 runs the tests in this process.
+PYTEST_WORKERS ?= auto
 PYTEST := $(VENV)/bin/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 STAMP := $(VENV)/.installed
 

@@ -1,6 +1,6 @@
 """Fixtures shared by several test files, and how the tests share the machine's cores.
 
-Under pytest-xdist (``make test PYTEST_WORKERS=auto``: ``-n auto --dist loadgroup``) each worker
+Under pytest-xdist (``make test``: ``-n auto --dist loadgroup``) each worker
 gets its share of the CPU threads, and every test of the smoke build runs on one worker, so that
 the build (the session fixture ``built_book``) is made once.
 """
