@@ -46,6 +46,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(BOOK_GROUP))
 
 
+@pytest.fixture
+def one_thread():
+    """torch on one thread during the test (the thread count it had, after): where a test compares
+    results bit for bit across stack sizes, which a multi-threaded product can round differently."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def shared_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
     """A folder of the whole test run, the same for every pytest-xdist worker."""
     base = tmp_path_factory.getbasetemp()

@@ -7,7 +7,6 @@ the stack a few steps past its stop cannot change the others: the records must b
 from __future__ import annotations
 
 import pytest
-import torch
 
 from corelib.tasks import condition_stacks, stopping_rules
 from corelib.tasks.sweeps import Condition, SweepConfig, SweepStats, train_condition, train_conditions
@@ -16,12 +15,8 @@ from tests.test_sweeps import naive_times, overlap_data
 TINY = dict(d_model=16, n_heads=2, d_ff=32, lr=1e-2)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Bit for bit: on one thread a model is computed alike in stacks of any size.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _recorded(cond, seeds, cfg, data, **kwargs) -> tuple[list[dict], list[int]]:

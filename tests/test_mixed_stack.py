@@ -29,13 +29,8 @@ from corelib.engine import (
 from corelib.masks import site_keys
 from tests.test_engine import CFG, DROP, _prefix_data
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Bit for bit: on one thread a model is computed alike in stacks of any size.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _cfg(epochs: int, **kw) -> StackConfig:

@@ -12,7 +12,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import torch
 
 from corelib.experiments import inflation_clock, inflation_clock_arms, inflation_clock_pairs, modular_runs
 from corelib.tasks.sweeps import (
@@ -63,12 +62,8 @@ TINY_CLOCK = dict(
 )
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Bit for bit: on one thread a model is computed alike in stacks of any size.
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _stacks(monkeypatch) -> list[list[str]]:
