@@ -297,8 +297,11 @@ def _window_kept(params: inflation_clock.ClockParams, profile: str, root: Path) 
     return records, modular_runs.history_until(rec["histories"]["wd"], base.long_epochs), rec["source"]
 
 
-def _window_records(params: inflation_clock.ClockParams, profile: str, root: Path) -> dict:
-    """The finished window of ``profile`` as :func:`inflation_clock.run_window` returns it."""
+def _window_records(
+    params: inflation_clock.ClockParams, profile: str, root: Path
+) -> tuple[inflation_clock.Window, str]:
+    """The finished window of ``profile`` as :func:`inflation_clock.run_window` returns it, and where
+    its kept run comes from (``"results"`` or the recorded core-inflation run's source)."""
     finish = f"finish it with `python -m acebook.paper_runs advance inflation_clock --window --profile {profile}`."
     kept, kept_history, kept_source = _window_kept(params, profile, root)
     grok = inflation_clock.window_branch_epoch(params, kept)
@@ -309,33 +312,34 @@ def _window_records(params: inflation_clock.ClockParams, profile: str, root: Pat
         at = None if arm == "wd" else _unfinished(mp, arm)
         if at is not None:
             raise SystemExit(f"the window's arm {name!r} of the {profile}-profile run is at epoch {at}; {finish}")
-    window = {"grok_epoch": grok, "lr": params.window_pair[0], "wd": params.window_pair[1], "kept_source": kept_source}
-    window["arms"] = {
-        name: {
-            "params": mp,
-            "branch": None if arm == "wd" else mp.branch_epoch,
-            "records": kept if arm == "wd" else modular_runs.analyse_arm(mp, arm, mp.long_epochs),
-            "history": kept_history if arm == "wd" else modular_runs.history(mp, arm, until=mp.long_epochs),
-        }
+    runs = {
+        name: inflation_clock.WindowArmRun(
+            params=mp,
+            branch=None if arm == "wd" else mp.branch_epoch,
+            records=kept if arm == "wd" else modular_runs.analyse_arm(mp, arm, mp.long_epochs),
+            history=kept_history if arm == "wd" else modular_runs.history(mp, arm, until=mp.long_epochs),
+        )
         for name, (mp, arm) in arms.items()
     }
-    return window
+    return inflation_clock.Window(grok, params.window_pair[0], params.window_pair[1], runs), kept_source
 
 
-def _branch_weights(params: inflation_clock.ClockParams, window: dict, profile: str) -> dict[str, torch.Tensor]:
+def _branch_weights(
+    params: inflation_clock.ClockParams, window: inflation_clock.Window, profile: str
+) -> dict[str, torch.Tensor]:
     """The weights every arm that branches at grokking started from: the results root's kept run
     at the branch. Refused unless each such arm's record at the branch is that snapshot's analysis."""
     base = inflation_clock.window_base(params)
-    grok, source = window["grok_epoch"], modular_runs.arm_dir(base, "wd")
+    grok, source = window.grok_epoch, modular_runs.arm_dir(base, "wd")
     if grok not in snapshot_epochs(source):
         raise SystemExit(
             f"the results root holds no snapshot of the window's kept run at its branch (epoch {grok}); train the "
             f"window there with `python -m acebook.paper_runs advance inflation_clock --window --profile {profile}`."
         )
     start = modular_runs.analyse_arm(base, "wd", grok)[-1]
-    for name, arm in window["arms"].items():
-        at = next((r for r in arm["records"] if r["epoch"] == grok), None)
-        if arm["branch"] == grok and at != start:
+    for name, arm in window.arms.items():
+        at = next((r for r in arm.records if r.epoch == grok), None)
+        if arm.branch == grok and at != start:
             raise SystemExit(
                 f"the window's arm {name!r} did not start from the results root's kept run at epoch {grok} (its "
                 "record there is not that snapshot's analysis): the arms and the kept run are of different runs."
@@ -347,25 +351,25 @@ def export_inflation_clock_window(profile: str, folder: Path) -> dict:
     """The window alone of a finished ``profile`` run into ``folder`` (its records, histories, and the
     weights its arms branched from); returns its provenance."""
     params = clock_params(profile)
-    window = _window_records(params, profile, folder.parent)
+    window, kept_source = _window_records(params, profile, folder.parent)
     weights = _branch_weights(params, window, profile)
     compacted = inflation_clock.compact({}, window)["window"]
     histories = {name: arm.pop("history") for name, arm in compacted["arms"].items()}
     save_json(folder / "window.json", compacted, compact=True)
     save_tensors(folder / HISTORIES, history_tensors(histories))
     save_json(
-        folder / "branch_run.json", load_json(modular_runs.arm_dir(window["arms"]["kept"]["params"], "wd") / "run.json")
+        folder / "branch_run.json", load_json(modular_runs.arm_dir(window.arms["kept"].params, "wd") / "run.json")
     )
     save_tensors(folder / BRANCH_WEIGHTS, weights)
     return {
         "params": asdict(params),
         "precision": params.precision,
-        "kept_run": window["kept_source"],
+        "kept_run": kept_source,
         "core_dims_at_branch": _core_dims_at_branch(window),
         "training_seconds": {
-            f"window {name}": training_seconds(modular_runs.arm_dir(arm["params"], "no_wd"))
-            for name, arm in window["arms"].items()
-            if arm["branch"] is not None
+            f"window {name}": training_seconds(modular_runs.arm_dir(arm.params, "no_wd"))
+            for name, arm in window.arms.items()
+            if arm.branch is not None
         },
         "rederive": (
             f"python -m acebook.record verify inflation_clock_window{_profile_flag(profile)} "
@@ -374,13 +378,13 @@ def export_inflation_clock_window(profile: str, folder: Path) -> dict:
     }
 
 
-def _core_dims_at_branch(window: dict) -> dict[str, list]:
+def _core_dims_at_branch(window: inflation_clock.Window) -> dict[str, list]:
     """Per seed, the core dimension at the branch of the kept run shown and of the weights the arms
     started from: equal when both are one run; a kept run recorded on another machine differs."""
-    grok = window["grok_epoch"]
+    grok = window.grok_epoch
 
     def dims(arm: str) -> list:
-        return [m["core_dim"] for m in next(r for r in window["arms"][arm]["records"] if r["epoch"] == grok)["models"]]
+        return [m.core_dim for m in next(r for r in window.arms[arm].records if r.epoch == grok).models]
 
     return {"kept run": dims("kept"), "branch weights": dims(WINDOW_SAMPLE_ARM)}
 
@@ -389,10 +393,10 @@ WINDOW_SAMPLE_ARM = "anneal_short"
 """The arm whose first epochs after the branch a window record's sample re-derives: the window's premise."""
 
 
-def _window_sample_epochs(window: dict) -> int:
+def _window_sample_epochs(window: inflation_clock.Window) -> int:
     """Epochs after the branch of the default sample: to the sample arm's second snapshot after it."""
-    grok = window["grok_epoch"]
-    after = [r["epoch"] - grok for r in window["arms"][WINDOW_SAMPLE_ARM]["records"] if r["epoch"] > grok]
+    grok = window.grok_epoch
+    after = [r.epoch - grok for r in window.arms[WINDOW_SAMPLE_ARM].records if r.epoch > grok]
     if not after:
         raise SystemExit(f"the window's arm {WINDOW_SAMPLE_ARM!r} has no snapshot after its branch: nothing to sample.")
     return after[min(1, len(after) - 1)]

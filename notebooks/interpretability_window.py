@@ -481,7 +481,7 @@ ex.check_decay_in_epoch(decay_in_epoch);
 # such whole $n$ (at least 2) for the per-seed values `a` and `b`, whose means differ.
 #
 # Then apply it to the paper clock's arms. An arm's per-seed core dimensions at the end are
-# `paper.curves[arm]["core_dim"][-1]`, NaN where a seed has none. Compare your counts with the
+# `paper.curves[arm].core_dim[-1]`, NaN where a seed has none. Compare your counts with the
 # seeds the chapter quotes above, which come from the exact $t$-test. Why does the $t$-test ask
 # for a seed or two more? Why does a test of the means need fewer seeds than ranges that stop
 # overlapping? And what does the count assume?

@@ -15,6 +15,8 @@ from corelib.experiments import (
     modular_runs,
     paper_scale,
 )
+from corelib.recorded import RECORDED_DIR
+from corelib.results import load_json
 
 
 def _smoke() -> inflation_clock.ClockParams:
@@ -421,15 +423,15 @@ def test_the_window_as_its_arms_stood_at_an_earlier_epoch_has_known_answers():
 
 
 def test_the_window_is_kept_for_its_chapter_and_written_again_only_when_it_changes(tmp_path, monkeypatch):
-    from types import SimpleNamespace
-
-    from test_inflation_clock_window import _params, _recorded
+    from acebook.runner import chapter_parameters
 
     monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path))
     monkeypatch.setenv("ACE_PROFILE", "book")
     with pytest.raises(ValueError, match="the chapter inflation_clock trains .* run it first"):
         inflation_clock.load_window()
-    params, window = _params(), _recorded()["window"]
+    # the recorded book-profile window, as the clock chapter keeps it (its JSON form)
+    params = inflation_clock.ClockParams.from_namespace(chapter_parameters("inflation_clock", "book"))
+    window = load_json(RECORDED_DIR / "inflation_clock_book" / "window.json")
     inflation_clock.save_window(params, SimpleNamespace(window_data=window, record=None))
     path = tmp_path / inflation_clock.WINDOW_FOLDER / "window.json"
     written = path.stat().st_mtime_ns

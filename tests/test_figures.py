@@ -390,13 +390,13 @@ def _clock_inputs() -> SimpleNamespace:
     }
     epochs = np.arange(0, 3401, 85)
     window = {
-        arm: {
-            "epochs": epochs,
-            "branch": None if arm == "kept" else 170 * (1 + k),
-            "core_dim": 15 + k + rng.normal(size=(len(epochs), 3)),
-            "modes": 5 + k + rng.normal(size=(len(epochs), 3)),
-            "test_acc": np.clip(1 - rng.random((len(epochs), 3)) / 50, 0, 1),
-        }
+        arm: inflation_clock.WindowCurve(
+            epochs=epochs,
+            branch=None if arm == "kept" else 170 * (1 + k),
+            core_dim=15 + k + rng.normal(size=(len(epochs), 3)),
+            modes=5 + k + rng.normal(size=(len(epochs), 3)),
+            test_acc=np.clip(1 - rng.random((len(epochs), 3)) / 50, 0, 1),
+        )
         for k, arm in enumerate(inflation_clock.WINDOW_ARMS)
     }
     return SimpleNamespace(  # the parts of a ClockChapter the figures read

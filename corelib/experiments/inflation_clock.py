@@ -17,7 +17,8 @@ removed late, after the core has grown. Every time here is given in ``tau``, so 
 means the same on any clock (on the paper's, ``tau = 1.5`` is 500 epochs).
 
 The clock is :mod:`corelib.experiments.inflation_clock_pairs`, the window's arms
-:mod:`corelib.experiments.inflation_clock_arms`; this module holds the chapter's settings, its
+:mod:`corelib.experiments.inflation_clock_arms`, their typed records (runs, windows, curves)
+:mod:`corelib.experiments.inflation_clock_records`; this module holds the chapter's settings, its
 run, tables, glued values and the agreement with a record. Two chapters show the experiment:
 ``inflation_clock`` runs both parts (:func:`run`) and shows the clock; it keeps the window's arms
 in the results root (:func:`save_window`), from which ``interpretability_window`` reads them
@@ -61,6 +62,7 @@ from .inflation_clock_pairs import (
     SHARED,
     ClockSummary,
     EndState,
+    Runs,
     apart,
     clock_summary,
     collapse,
@@ -74,6 +76,17 @@ from .inflation_clock_pairs import (
     spread,
     state_at,
     steps_per_epoch,
+)
+from .inflation_clock_records import (
+    ClockRun,
+    Curve,
+    Window,
+    WindowArmRun,
+    WindowCurve,
+    as_clock_runs,
+    as_window,
+    clock_runs_from_json,
+    clock_runs_to_json,
 )
 
 __all__ = [
@@ -123,6 +136,13 @@ __all__ = [
     "FastWindow",
     "save_window",
     "load_window",
+    "ClockRun",
+    "Curve",
+    "Window",
+    "WindowArmRun",
+    "WindowCurve",
+    "clock_runs_from_json",
+    "clock_runs_to_json",
 ]
 
 
@@ -230,9 +250,11 @@ class ClockChapter:
 
     Attributes:
         clock: :class:`ClockSummary`.
-        curves: per metric, per run: ``epochs``, ``tau`` and the per-seed ``values`` with their ``mean`` and ``sem``.
+        curves: per metric (:data:`METRICS`), per run its :class:`Curve`: ``epochs``, ``tau`` and
+            the per-seed ``values`` with their ``mean`` and ``sem``.
         window: :class:`WindowSummary`.
-        window_curves: per arm: ``epochs``, ``branch`` and per model ``core_dim``, ``modes`` and ``test_acc``.
+        window_curves: per arm its :class:`WindowCurve`: ``epochs``, ``branch`` and per model
+            ``core_dim``, ``modes`` and ``test_acc``.
         record: with a record, its ``source``, ``training_seconds`` and the ``agreement`` of this
             build's re-derived epochs with it (:func:`record_agreement`); else None.
         window_data: the window's arms as a record keeps them (:func:`compact`), which
@@ -240,9 +262,9 @@ class ClockChapter:
     """
 
     clock: ClockSummary
-    curves: dict[str, dict[str, dict[str, Any]]]
+    curves: dict[str, dict[str, Curve]]
     window: WindowSummary
-    window_curves: dict[str, dict[str, Any]]
+    window_curves: dict[str, WindowCurve]
     record: dict[str, Any] | None
     window_data: dict[str, Any] | None = None
 
@@ -476,32 +498,13 @@ def record_numbers(record: dict[str, Any] | None) -> dict[str, float | int]:
 # ----------------------------------------------------------------------------- the chapter's run
 
 
-def compact(runs: dict[str, dict[str, Any]], window: dict[str, Any]) -> dict[str, Any]:
-    """What a record keeps of a computed experiment (:func:`run_clock`, :func:`run_window`): plain
-    JSON, the snapshot records without their fitted operators (no summary here reads them)."""
+def compact(runs: Runs, window: Window | dict[str, Any]) -> dict[str, Any]:
+    """What a record keeps of a computed experiment (:func:`run_clock`, :func:`run_window`): the JSON
+    form (``runs``: :func:`clock_runs_to_json`; ``window``: :meth:`Window.to_json`), the snapshot
+    records without their fitted operators (no summary here reads them)."""
     return {
-        "runs": {
-            label: {
-                "lr": r["lr"],
-                "wd": r["wd"],
-                "steps": r["steps"],
-                "records": modular_runs.without_operators(r["records"]),
-            }
-            for label, r in runs.items()
-        },
-        "window": {
-            "grok_epoch": window["grok_epoch"],
-            "lr": window["lr"],
-            "wd": window["wd"],
-            "arms": {
-                name: {
-                    "branch": arm["branch"],
-                    "records": modular_runs.without_operators(arm["records"]),
-                    "history": arm["history"],
-                }
-                for name, arm in window["arms"].items()
-            },
-        },
+        "runs": clock_runs_to_json({label: r.without_operators() for label, r in as_clock_runs(runs).items()}),
+        "window": as_window(window).without_operators().to_json(),
     }
 
 
@@ -520,8 +523,8 @@ def record_agreement(
     """
     if epochs < 0:
         raise ValueError(f"check_epochs must be 0 (check nothing) or a number of epochs; got {epochs}.")
-    window = record["window"]
-    grok = window["grok_epoch"]
+    window = as_window(record["window"])
+    grok = window.grok_epoch
     removed_params, _ = window_arms(params, grok)["removed"]
     pieces = [("kept", window_base(params), "wd", min(epochs, grok))]
     if epochs > grok:
@@ -530,17 +533,17 @@ def record_agreement(
     recorded_tree, fresh_tree, recorded_groups, fresh_groups = {}, {}, {}, {}
     with fresh_results_root():
         for name, mp, arm, limit in pieces:
-            shown = [r for r in window["arms"][name]["records"] if r["epoch"] <= limit] if epochs else []
+            shown = [r for r in window.arms[name].records if r["epoch"] <= limit] if epochs else []
             if not shown or (name == "removed" and shown[-1]["epoch"] <= grok):
                 continue
             until = shown[-1]["epoch"]
             modular_runs.train_arm(mp, arm, until, progress=progress)
             fresh = modular_runs.without_operators(modular_runs.analyse_arm(mp, arm, until, progress=progress))
-            recorded_tree[name], fresh_tree[name] = shown, fresh
+            recorded_tree[name], fresh_tree[name] = modular_runs.without_operators(shown), fresh
             recorded_groups.update(agreement.snapshot_groups(shown, name))
             fresh_groups.update(agreement.snapshot_groups(fresh, name))
             if until > 0:  # nothing trained, no history; compared exactly only (the claims read snapshots)
-                recorded_tree[f"{name} history"] = modular_runs.history_until(window["arms"][name]["history"], until)
+                recorded_tree[f"{name} history"] = modular_runs.history_until(window.arms[name].history, until)
                 fresh_tree[f"{name} history"] = modular_runs.history(mp, arm, until=until)
             done, n, arms = until, n + len(shown), [*arms, name]
     result = agreement.compare(recorded_tree, fresh_tree, recorded_groups, fresh_groups, tolerance=tolerance)
@@ -574,19 +577,20 @@ def window_sample_agreement(
     late in a long run costs only its own epochs. Returns what :func:`record_agreement` returns
     (``epochs``: the last epoch re-derived).
     """
-    window = record["window"]
+    window = as_window(record["window"])
     _check_sample(window, arm, epochs)
     _check_branch_run(params, record["branch_run"])
-    grok = window["grok_epoch"]
+    grok = window.grok_epoch
     mp, kind = window_arms(params, grok)[arm]
-    shown = [r for r in window["arms"][arm]["records"] if r["epoch"] <= grok + epochs]
+    shown = [r for r in window.arms[arm].records if r["epoch"] <= grok + epochs]
     until = shown[-1]["epoch"]
     with fresh_results_root():
         plant_snapshot(modular_runs.arm_dir(mp, "wd"), record["branch_run"], grok, record["branch_weights"])
         modular_runs.train_arm(mp, kind, until, progress=progress)
         fresh = modular_runs.without_operators(modular_runs.analyse_arm(mp, kind, until, progress=progress))
         fresh_history = modular_runs.history(mp, kind, until=until)
-    recorded_tree = {arm: shown, f"{arm} history": modular_runs.history_until(window["arms"][arm]["history"], until)}
+    history = modular_runs.history_until(window.arms[arm].history, until)
+    recorded_tree = {arm: modular_runs.without_operators(shown), f"{arm} history": history}
     fresh_tree = {arm: fresh, f"{arm} history": fresh_history}
     result = agreement.compare(
         recorded_tree,
@@ -604,15 +608,15 @@ def window_sample_agreement(
     }
 
 
-def _check_sample(window: dict[str, Any], arm: str, epochs: int) -> None:
+def _check_sample(window: Window, arm: str, epochs: int) -> None:
     """Refuse a sample :func:`window_sample_agreement` cannot re-derive, naming what would do."""
     if arm not in WINDOW_SAMPLE_ARMS:
         raise ValueError(
             f"the sample's arm must branch at grokking, from the recorded weights: one of {WINDOW_SAMPLE_ARMS}; "
             f"got {arm!r}."
         )
-    grok = window["grok_epoch"]
-    after = [r["epoch"] - grok for r in window["arms"][arm]["records"] if r["epoch"] > grok]
+    grok = window.grok_epoch
+    after = [r["epoch"] - grok for r in window.arms[arm].records if r["epoch"] > grok]
     if not after:
         raise ValueError(f"the recorded arm {arm!r} has no snapshot after its branch at epoch {grok}; re-export it.")
     if not isinstance(epochs, int) or not after[0] <= epochs <= after[-1]:
@@ -637,14 +641,14 @@ def _check_branch_run(params: ClockParams, run: dict[str, Any]) -> None:
 
 def summarise(
     params: ClockParams,
-    runs: dict[str, dict[str, Any]],
-    window: dict[str, Any],
+    runs: Runs,
+    window: Window | dict[str, Any],
     recorded: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The chapter's view of computed or recorded runs (:func:`run`'s keys but ``record``)."""
-    extra = recorded_run(params, recorded)
+    runs, extra = as_clock_runs(runs), recorded_run(params, recorded)
     if extra is not None:  # its full horizon: a pair at its (lr, wd) is the same run, shorter
-        runs = {label: r for label, r in runs.items() if (r["lr"], r["wd"]) != (extra["lr"], extra["wd"])}
+        runs = {label: r for label, r in runs.items() if (r.lr, r.wd) != (extra.lr, extra.wd)}
         runs[RECORDED_LABEL] = extra
     return {
         "clock": clock_summary(params, runs, recorded),
@@ -701,7 +705,7 @@ def run(
             "training_seconds": record["provenance"].get("training_seconds"),
             "agreement": checked,
         },
-        window_data=record["window"],
+        window_data=as_window(record["window"]).to_json(),
     )
 
 
@@ -720,14 +724,15 @@ class FastWindow:
     Attributes:
         params: the clock chapter's settings (the window's clock, spans and seeds among them).
         window: :class:`WindowSummary` of the arms at their end.
-        curves: per arm, what :func:`corelib.plots.figure_window` draws (:func:`window_curves`).
+        curves: per arm its :class:`WindowCurve`, what :func:`corelib.plots.figure_window` draws
+            (:func:`window_curves`).
         profile: the profile the clock chapter ran with (``"interactive"`` outside the runner).
         source: the record the arms were read from, None when the clock chapter trained them.
     """
 
     params: ClockParams
     window: WindowSummary
-    curves: dict[str, dict[str, Any]]
+    curves: dict[str, WindowCurve]
     profile: str
     source: str | None
 
@@ -779,10 +784,14 @@ def load_window() -> FastWindow:
             stacklevel=2,
         )
     params = ClockParams(**data["params"])
+    try:  # a damaged file is refused here, naming its field
+        window = Window.from_json(data["window"])
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: {exc} (This file: run the chapter inflation_clock again.)") from None
     return FastWindow(
         params=params,
-        window=window_summary(params, data["window"]),
-        curves=window_curves(data["window"]),
+        window=window_summary(params, window),
+        curves=window_curves(window),
         profile=data["profile"],
         source=data["source"],
     )

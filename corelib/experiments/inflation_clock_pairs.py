@@ -8,20 +8,24 @@ analyses, one modular-addition run per pair exactly as the core-inflation chapte
 pair's snapshot schedule is the paper's scaled to its clock); :func:`curves` puts them on both
 time axes, :func:`collapse` measures how much closer they come when rescaled, and
 :func:`clock_summary` gathers each run's end state (:class:`EndState`) beside the recorded paper
-run. The chapter's settings are :class:`corelib.experiments.inflation_clock.ClockParams`.
+run. The chapter's settings are :class:`corelib.experiments.inflation_clock.ClockParams`; the runs
+and curves are typed records (:class:`~corelib.experiments.inflation_clock_records.ClockRun`,
+:class:`~corelib.experiments.inflation_clock_records.Curve`).
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import modular_runs
+from .inflation_clock_records import ClockRun, Curve, as_clock_runs
+from .modular_records import Snapshot
 
 if TYPE_CHECKING:
     from .inflation_clock import ClockParams
@@ -181,9 +185,14 @@ def pair_label(lr: float, wd: float) -> str:
     return f"lr {lr:g}, wd {wd:g}"
 
 
-def run_clock(params: ClockParams, *, progress: bool = True) -> dict[str, dict[str, Any]]:
+Runs = Mapping[str, ClockRun | Mapping[str, Any]]
+"""Runs of the clock by label: :class:`ClockRun`, or its JSON form (a dict), which is read as one."""
+
+
+def run_clock(params: ClockParams, *, progress: bool = True) -> dict[str, ClockRun]:
     """Train and analyse the run of every pair to ``params.horizon``; per pair (by label) its
-    ``lr``, ``wd``, optimizer ``steps`` per epoch and snapshot ``records`` (:func:`modular_runs.analyse_arm`).
+    :class:`ClockRun`: ``lr``, ``wd``, optimizer ``steps`` per epoch and snapshot ``records``
+    (:func:`modular_runs.analyse_arm`).
 
     The pairs share the model, data and seeds: they train as one stack, each with its own lr, wd,
     horizon and snapshots (:func:`modular_runs.train_together`), to the folders and weights that
@@ -193,11 +202,11 @@ def run_clock(params: ClockParams, *, progress: bool = True) -> dict[str, dict[s
     out = {}
     for (lr, wd), mp in zip(params.pairs, runs):
         records = modular_runs.analyse_arm(mp, "wd", mp.long_epochs, progress=progress)
-        out[pair_label(lr, wd)] = {"lr": lr, "wd": wd, "steps": steps_per_epoch(mp), "records": records}
+        out[pair_label(lr, wd)] = ClockRun(lr=lr, wd=wd, steps=steps_per_epoch(mp), records=records)
     return out
 
 
-def metric_series(records: list[dict], metric: str) -> np.ndarray:
+def metric_series(records: Sequence[Snapshot], metric: str) -> np.ndarray:
     """(snapshots, seeds) values of a metric: core dimension, necessary - sufficient, mode count."""
     if metric == "gap":
         return modular_runs.series(records, "necessary_rank") - modular_runs.series(records, "sufficient_rank")
@@ -214,24 +223,24 @@ def _quiet_mean_sem(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.nanmean(values, axis=1), np.nanstd(values, axis=1, ddof=1) / np.sqrt(n)
 
 
-def curves(params: ClockParams, runs: dict[str, dict[str, Any]], metric: str) -> dict[str, dict[str, Any]]:
-    """Per run: ``epochs``, ``tau`` (from the run's own lr, wd and steps per epoch), the metric per
-    seed (``values``, snapshots x seeds), its seed mean (``mean``) and the standard error of that
-    mean (``sem``), and ``grok``, the first snapshot at which every model reaches
-    ``params.grok_threshold`` (None if none does)."""
+def curves(params: ClockParams, runs: Runs, metric: str) -> dict[str, Curve]:
+    """Per run its :class:`Curve`: ``epochs``, ``tau`` (from the run's own lr, wd and steps per
+    epoch), the metric per seed (``values``, snapshots x seeds), its seed mean (``mean``) and the
+    standard error of that mean (``sem``), and ``grok``, the first snapshot at which every model
+    reaches ``params.grok_threshold`` (None if none does)."""
     out = {}
-    for label, run in runs.items():
-        values = metric_series(run["records"], metric)
-        epochs = modular_runs.epochs_of(run["records"])
+    for label, run in as_clock_runs(runs).items():
+        values = metric_series(run.records, metric)
+        epochs = modular_runs.epochs_of(run.records)
         mean, sem = _quiet_mean_sem(values)
-        out[label] = {
-            "epochs": epochs,
-            "tau": run["lr"] * run["wd"] * run["steps"] * epochs.astype(float),
-            "values": values,
-            "mean": mean,
-            "sem": sem,
-            "grok": modular_runs.grokking_epoch(run["records"], params.grok_threshold),
-        }
+        out[label] = Curve(
+            epochs=epochs,
+            tau=run.tau_per_epoch * epochs.astype(float),
+            values=values,
+            mean=mean,
+            sem=sem,
+            grok=modular_runs.grokking_epoch(run.records, params.grok_threshold),
+        )
     return out
 
 
@@ -252,7 +261,7 @@ def spread(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], n_grid: int = 64)
     return float(np.sqrt(np.mean(np.var(stacked, axis=0, ddof=1))))
 
 
-def collapse(params: ClockParams, runs: dict[str, dict[str, Any]]) -> dict[str, Collapse]:
+def collapse(params: ClockParams, runs: Runs) -> dict[str, Collapse]:
     """Per metric: the spread of the runs' seed-mean curves against epochs and against tau
     (:func:`spread`), their ratio (below 1: the curves come together when rescaled; 0: one curve),
     the seed noise (root mean square standard error of a seed mean), below which no spread can
@@ -264,56 +273,53 @@ def collapse(params: ClockParams, runs: dict[str, dict[str, Any]]) -> dict[str, 
     """
     out = {}
     for metric in METRICS:
-        kept = [v for v in curves(params, runs, metric).values() if v["grok"] is not None]
-        after = [v["epochs"] >= v["grok"] for v in kept]
-        by_epoch = spread([v["epochs"][a] for v, a in zip(kept, after)], [v["mean"][a] for v, a in zip(kept, after)])
-        by_tau = spread([v["tau"][a] for v, a in zip(kept, after)], [v["mean"][a] for v, a in zip(kept, after)])
-        sems = np.concatenate([v["sem"][a] for v, a in zip(kept, after)]) if kept else np.array([np.nan])
+        kept = [v for v in curves(params, runs, metric).values() if v.grok is not None]
+        after = [v.epochs >= v.grok for v in kept]
+        by_epoch = spread([v.epochs[a] for v, a in zip(kept, after)], [v.mean[a] for v, a in zip(kept, after)])
+        by_tau = spread([v.tau[a] for v, a in zip(kept, after)], [v.mean[a] for v, a in zip(kept, after)])
+        sems = np.concatenate([v.sem[a] for v, a in zip(kept, after)]) if kept else np.array([np.nan])
         noise = float(np.sqrt(np.nanmean(sems**2))) if np.isfinite(sems).any() else float("nan")
         ratio = by_tau / by_epoch if by_epoch > 0 else float("nan")
         out[metric] = Collapse(spread_epochs=by_epoch, spread_tau=by_tau, ratio=ratio, noise=noise, n_runs=len(kept))
     return out
 
 
-def end_means(records: list[dict]) -> dict[str, float]:
-    """Seed means at the last record, and the range over seeds of the core dimension (the fields
-    of :class:`EndState`)."""
+def end_means(records: Sequence[Snapshot]) -> EndState:
+    """The models at the last record: seed means, and the range over seeds of the core dimension."""
     last = records[-1:]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a metric no seed has gives NaN
-        out = {m: float(np.nanmean(metric_series(last, m))) for m in METRICS}
+        means = {m: float(np.nanmean(metric_series(last, m))) for m in METRICS}
         dims = metric_series(last, "core_dim")[0]
-        out["core_dim_min"], out["core_dim_max"] = float(np.nanmin(dims)), float(np.nanmax(dims))
-    out["test_acc"] = float(np.mean([m["test_acc"] for m in last[0]["models"]]))
-    return out
+        lo, hi = float(np.nanmin(dims)), float(np.nanmax(dims))
+    acc = float(np.mean([m["test_acc"] for m in last[0]["models"]]))
+    return EndState(**means, core_dim_min=lo, core_dim_max=hi, test_acc=acc)
 
 
-def clock_summary(
-    params: ClockParams, runs: dict[str, dict[str, Any]], recorded: dict[str, Any] | None = None
-) -> ClockSummary:
+def clock_summary(params: ClockParams, runs: Runs, recorded: dict[str, Any] | None = None) -> ClockSummary:
     """The clock's numbers: per run its rate ratio to the paper's, epochs, end tau and end means;
     :func:`collapse`; and, with the recorded paper-profile inflation run
     (:func:`corelib.experiments.paper_scale.recorded_inflation`) when it trained these models,
     that run's end (``tau_end``, ``epochs_end``) and its weight-decay arm at the snapshot nearest
     each other run's end tau (``at_pair_ends``) and nearest its last epoch (``at_pair_epochs``)."""
-    pairs = {}
+    runs, pairs = as_clock_runs(runs), {}
     for label, run in runs.items():
-        end = run["records"][-1]["epoch"]
+        end = run.records[-1]["epoch"]
         pairs[label] = PairEnd(
-            rate_ratio=rate_ratio(run["lr"], run["wd"]),
+            rate_ratio=rate_ratio(run.lr, run.wd),
             epochs=end,
-            tau_end=run["lr"] * run["wd"] * run["steps"] * end,
-            **end_means(run["records"]),
+            tau_end=run.tau_per_epoch * end,
+            **asdict(end_means(run.records)),
         )
     compared = None
     reference = recorded_run(params, recorded)
     if reference is not None:
-        records = reference["records"]
+        records = reference.records
         epochs = modular_runs.epochs_of(records).astype(float)
-        taus = reference["lr"] * reference["wd"] * reference["steps"] * epochs
+        taus = reference.tau_per_epoch * epochs
         nearest, same_epoch = {}, {}
         for label, row in pairs.items():
-            if label == RECORDED_LABEL or (runs[label]["lr"], runs[label]["wd"]) == (reference["lr"], reference["wd"]):
+            if label == RECORDED_LABEL or (runs[label].lr, runs[label].wd) == (reference.lr, reference.wd):
                 continue  # the recorded run itself, or the same run over a shorter horizon
             for found, where in (
                 (nearest, np.abs(taus - row.tau_end)),
@@ -321,7 +327,7 @@ def clock_summary(
             ):
                 i = int(np.argmin(where))
                 found[label] = RecordedPoint(
-                    epoch=records[i]["epoch"], tau=float(taus[i]), **end_means(records[: i + 1])
+                    epoch=records[i]["epoch"], tau=float(taus[i]), **asdict(end_means(records[: i + 1]))
                 )
         compared = RecordedComparison(
             source=recorded["source"],
@@ -366,7 +372,7 @@ APART_WORDS = {1: "larger", -1: "smaller", 0: "not told apart"}
 RECORDED_LABEL = "recorded paper run"
 
 
-def recorded_run(params: ClockParams, recorded: dict[str, Any] | None) -> dict[str, Any] | None:
+def recorded_run(params: ClockParams, recorded: dict[str, Any] | None) -> ClockRun | None:
     """The recorded paper-profile run's weight-decay arm as one more run of the clock, when it
     trained these experiments' model on this task (lr and wd aside)."""
     if recorded is None:
@@ -374,14 +380,14 @@ def recorded_run(params: ClockParams, recorded: dict[str, Any] | None) -> dict[s
     rp = recorded["params"]
     if any(getattr(rp, k) != getattr(params, k) for k in SHARED if k not in ("precision", "eval_every")):
         return None
-    return {"lr": rp.lr, "wd": rp.weight_decay, "steps": steps_per_epoch(rp), "records": recorded["arms"]["wd"]}
+    return ClockRun(lr=rp.lr, wd=rp.weight_decay, steps=steps_per_epoch(rp), records=list(recorded["arms"]["wd"]))
 
 
-def state_at(records: list[dict], epoch: int) -> EndState:
+def state_at(records: Sequence[Snapshot], epoch: int) -> EndState:
     """The models of an arm's snapshot ``records`` at ``epoch`` (seed means and the core
     dimension's range over seeds); an error naming the snapshots there are when none is at it."""
     at = [r for r in records if r["epoch"] == epoch]
     if not at:
         have = [r["epoch"] for r in records]
         raise ValueError(f"no snapshot at epoch {epoch}: the arm has snapshots at {have[:3]} ... {have[-3:]}.")
-    return EndState(**end_means(at))
+    return end_means(at)

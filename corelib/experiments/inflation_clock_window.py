@@ -28,7 +28,8 @@ from scipy import stats
 
 from .. import claims
 from . import inflation_clock, modular_runs
-from .inflation_clock import ClockParams, EndState, WindowSummary
+from .inflation_clock import ClockParams, EndState, Window, WindowCurve, WindowSummary
+from .inflation_clock_records import as_window
 
 __all__ = [
     "CHAPTER",
@@ -71,8 +72,9 @@ class PaperWindow:
             branch at grokking from the branch weights (the kept models trained to grokking again,
             another realisation of them: ``core_dims_at_branch``); the late removal from its own
             snapshot where it branches (tau ``params.late_removal``).
-        curves: per arm, its snapshots' epochs and per-seed values (snapshots x seeds) of the core
-            dimension, modes and test accuracy (:func:`inflation_clock.window_curves`).
+        curves: per arm its :class:`~corelib.experiments.inflation_clock_records.WindowCurve`: its
+            snapshots' epochs and per-seed values (snapshots x seeds) of the core dimension, modes
+            and test accuracy (:func:`inflation_clock.window_curves`).
         sample: the sample re-derived from the branch weights and compared with the record
             (:func:`inflation_clock.window_sample_agreement`'s result), None when not checked.
         sample_arm: the arm of that sample.
@@ -86,7 +88,7 @@ class PaperWindow:
     end: WindowSummary
     at_tau: dict[float, WindowSummary]
     at_branch: dict[str, EndState]
-    curves: dict[str, dict[str, Any]]
+    curves: dict[str, WindowCurve]
     sample: dict[str, Any] | None
     sample_arm: str
     training_seconds: dict[str, float]
@@ -142,7 +144,7 @@ def show(
             "with `git checkout -- recorded/` (or export a finished run: `python -m acebook.record export "
             "inflation_clock_window`)."
         )
-    params, window = recorded["params"], recorded["window"]
+    params, window = recorded["params"], as_window(recorded["window"])
     sample = None
     if sample_epochs:
         sample = inflation_clock.window_sample_agreement(params, recorded, sample_arm, sample_epochs, progress=progress)
@@ -161,10 +163,10 @@ def show(
     )
 
 
-def _at_branch(window: dict[str, Any]) -> dict[str, EndState]:
+def _at_branch(window: Window) -> dict[str, EndState]:
     """The models every arm started from (:func:`inflation_clock.arm_at_branch`), each from its own
     snapshot at its branch: the kept run shown is another realisation, never a stand-in."""
-    return {name: inflation_clock.arm_at_branch(window, name, fallback=False) for name in window["arms"]}
+    return {name: inflation_clock.arm_at_branch(window, name, fallback=False) for name in window.arms}
 
 
 def tau_table(pw: PaperWindow) -> pandas.DataFrame:
@@ -177,9 +179,9 @@ def _growths(pw: PaperWindow, arm: str) -> np.ndarray:
     """Per seed of ``arm``, its core dimension at the window's end minus at its branch (seeds
     without a core at either left out)."""
     curve = pw.curves[arm]
-    start = curve["branch"] if curve["branch"] is not None else pw.end.grok_epoch
-    dims = np.asarray(curve["core_dim"], dtype=float)
-    growth = dims[-1] - dims[list(curve["epochs"]).index(start)]
+    start = curve.branch if curve.branch is not None else pw.end.grok_epoch
+    dims = np.asarray(curve.core_dim, dtype=float)
+    growth = dims[-1] - dims[list(curve.epochs).index(start)]
     return growth[np.isfinite(growth)]
 
 
@@ -264,7 +266,7 @@ def t_test_power(effect: float, n: int, alpha: float = _ALPHA) -> float:
 
 def _end_values(pw: PaperWindow, arm: str, metric: str) -> np.ndarray:
     """The per-seed ``metric`` of ``arm`` at its last snapshot (seeds without one left out)."""
-    last = np.asarray(pw.curves[arm][metric], dtype=float)[-1]
+    last = np.asarray(getattr(pw.curves[arm], metric), dtype=float)[-1]
     return last[np.isfinite(last)]
 
 
@@ -292,7 +294,7 @@ def _seeds_text(pw: PaperWindow, arm: str) -> int | str:
 def _seed_values(pw: PaperWindow, arm: str, epoch: int, metric: str = "core_dim") -> list[float]:
     """The per-seed ``metric`` of ``arm`` at its snapshot of ``epoch``, in the order of the seeds."""
     curve = pw.curves[arm]
-    return list(np.asarray(curve[metric], dtype=float)[list(curve["epochs"]).index(epoch)])
+    return list(np.asarray(getattr(curve, metric), dtype=float)[list(curve.epochs).index(epoch)])
 
 
 def _dims(values: list[float]) -> str:

@@ -347,9 +347,10 @@ def recorded_clock(
 ) -> dict[str, Any] | None:
     """The recorded clock-and-window experiment (:mod:`corelib.experiments.inflation_clock`) made with
     exactly ``params``, from the first of ``profiles`` whose record has these settings; None when
-    none has. Returns ``params``, ``runs`` and ``window`` (as :func:`inflation_clock.compact` keeps them),
-    ``provenance`` and ``source``. A record this code cannot read is passed over when another
-    matches, and its error raised when none does."""
+    none has. Returns ``params``, ``runs`` (per label an :class:`inflation_clock.ClockRun`) and ``window``
+    (an :class:`inflation_clock.Window`), read from the files :func:`inflation_clock.compact` wrote (a
+    damaged one refused, naming the field), ``provenance`` and ``source``. A record this code cannot
+    read is passed over when another matches, and its error raised when none does."""
     stale = None
     for profile in profiles:
         if not is_recorded("inflation_clock", profile, root):
@@ -365,8 +366,8 @@ def recorded_clock(
             rec = load_recorded("inflation_clock", profile, root)
             return {
                 "params": made,
-                "runs": rec["runs"],
-                "window": rec["window"],
+                "runs": inflation_clock.clock_runs_from_json(rec["runs"]),
+                "window": inflation_clock.Window.from_json(rec["window"]),
                 "provenance": rec["provenance"],
                 "source": source_label(rec["provenance"]),
             }
@@ -378,7 +379,8 @@ def recorded_clock(
 def recorded_window(root: Path | str | None = None, profile: str = "paper") -> dict[str, Any] | None:
     """The recorded window of ``profile`` (``inflation_clock_window``), which a chapter shows beside
     its own settings' window; None when none is recorded. Returns ``params`` (the record's
-    :class:`~inflation_clock.ClockParams`), ``window`` (as :func:`inflation_clock.compact` keeps it),
+    :class:`~inflation_clock.ClockParams`), ``window`` (an :class:`inflation_clock.Window`, its arms'
+    histories read from the tensors the record keeps them in),
     ``branch_run`` and ``branch_weights`` (the identity and the verified weights of the run at the
     branch, for :func:`inflation_clock.window_sample_agreement`), ``provenance`` and ``source``."""
     name = "inflation_clock_window"
@@ -389,7 +391,7 @@ def recorded_window(root: Path | str | None = None, profile: str = "paper") -> d
     weights = load_tensors(recorded_path(name, profile, root) / BRANCH_WEIGHTS)
     return {
         "params": made,
-        "window": rec["window"],
+        "window": inflation_clock.Window.from_json(rec["window"]),
         "branch_run": rec["branch_run"],
         "branch_weights": weights,
         "provenance": rec["provenance"],

@@ -11,7 +11,7 @@ from matplotlib.ticker import NullFormatter
 from .modular_runs_figures import SEED_COLORS, panel_band
 
 if TYPE_CHECKING:
-    from ..experiments.inflation_clock import ClockChapter
+    from ..experiments.inflation_clock import ClockChapter, WindowCurve
 
 __all__ = ["figure_clock", "figure_window", "WINDOW_COLORS"]
 
@@ -34,8 +34,8 @@ def figure_clock(summary: ClockChapter) -> plt.Figure:
     for j, metric in enumerate(metrics):
         for k, (label, c) in enumerate(summary.curves[metric].items()):
             color = "0.5" if label.startswith("recorded") else SEED_COLORS[k % len(SEED_COLORS)]
-            for i, x in enumerate((c["epochs"], c["tau"])):
-                panel_band(axes[i, j], x, c["values"], color=color, label=label, marker="o", markersize=2)
+            for i, x in enumerate((c.epochs, c.tau)):
+                panel_band(axes[i, j], x, c.values, color=color, label=label, marker="o", markersize=2)
         axes[0, j].set(xlabel="epoch", ylabel=_METRIC_LABELS[metric], xscale="log")
         axes[1, j].set(xlabel="tau = lr x wd x steps", ylabel=_METRIC_LABELS[metric], xscale="log")
         for ax in axes[:, j]:
@@ -46,7 +46,7 @@ def figure_clock(summary: ClockChapter) -> plt.Figure:
     return fig
 
 
-def figure_window(curves: dict[str, dict]) -> plt.Figure:
+def figure_window(curves: dict[str, WindowCurve]) -> plt.Figure:
     """Core dimension, modes and test accuracy of the window's arms against epochs, mean ± sem,
     each arm's branch dotted; ``curves`` is
     :func:`corelib.experiments.inflation_clock.window_curves`'s (``ClockChapter.window_curves``)."""
@@ -54,9 +54,9 @@ def figure_window(curves: dict[str, dict]) -> plt.Figure:
     for name, c in curves.items():
         color = WINDOW_COLORS.get(name, "0.5")
         for ax, key in zip(axes, ("core_dim", "modes", "test_acc")):
-            panel_band(ax, c["epochs"], c[key], color=color, label=name.replace("_", " "))
-            if c["branch"] is not None:
-                ax.axvline(c["branch"], color=color, linestyle=":", linewidth=1)
+            panel_band(ax, c.epochs, getattr(c, key), color=color, label=name.replace("_", " "))
+            if c.branch is not None:
+                ax.axvline(c.branch, color=color, linestyle=":", linewidth=1)
     for ax, label in zip(axes, ("core dimension", "rotational modes", "test accuracy")):
         ax.set(xlabel="epoch", ylabel=label)
     axes[0].legend(fontsize=7)
