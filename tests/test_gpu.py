@@ -139,3 +139,21 @@ def test_the_language_model_path_reads_the_same_margins_on_the_gpu():
         margins[device] = (full.cpu().numpy(), last.cpu().numpy())
     for gpu, cpu in zip(margins[DEVICE], margins["cpu"]):
         np.testing.assert_allclose(gpu, cpu, atol=1e-4)
+
+
+def test_a_sweep_conditions_checks_read_every_span_on_the_gpu_give_its_per_step_times():
+    # The stopping checks kept on the device (DeferredMonitor) against the per-step checks on the
+    # same device: only the stack around a seed differs (a stopped seed lingers to the span's end).
+    from corelib.tasks.sweeps import Condition, SweepConfig, train_condition
+    from tests.test_sweeps import overlap_data
+
+    cfg = SweepConfig(d_model=16, n_heads=2, d_ff=32, lr=1e-2, threshold=0.9, patience_epochs=1, max_epochs=150)
+    cond, seeds = Condition(p=11, weight_decay=1.0, batch_size=None), (1, 2, 3)
+    data = overlap_data(cond, cfg)
+    every_step = train_condition(cond, seeds, cfg, device=DEVICE, progress=False, data=data)
+    deferred = train_condition(cond, seeds, cfg, device=DEVICE, progress=False, data=data, sync_every=16)
+    for e, d in zip(every_step, deferred):
+        # a time may move by a step where an example's logits tie within rounding
+        for key in ("t_mem", "t_gen", "stopped_at"):
+            assert d[key] is not None and abs(d[key] - e[key]) <= 1, (key, e, d)
+        assert d["reason"] == e["reason"] == "patience" and d["final_test_acc"] >= cfg.threshold
