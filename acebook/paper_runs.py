@@ -47,11 +47,13 @@ import re
 import shutil
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from corelib import untrusted
 from corelib.experiments import inflation_clock, modular_runs
+from corelib.models import default_device
 from corelib.results import (
     MANIFEST,
     PROJECT_ROOT,
@@ -114,10 +116,16 @@ def _piece(params: modular_runs.ModularParams, epochs: int) -> modular_runs.Modu
     return replace(params, epochs=min(params.epochs, horizon), long_epochs=horizon)
 
 
-def _advance(jobs: list[_Arm], chunk: int, deadline: float, pieces: int | None, started: int = 0) -> int:
+def _advance(
+    jobs: list[_Arm], chunk: int, deadline: float, pieces: int | None, started: int = 0, together: bool = False
+) -> int:
     """Train and analyse each job chunk by chunk until its horizon, the deadline or ``pieces``
     chunks in all; returns the chunks started. ``chunk`` is in epochs at the paper's lr x wd and
-    scales with each run's clock."""
+    scales with each run's clock. ``together``: the jobs advance a chunk each per round, as one
+    stack (:func:`_advance_together`); else one job after another, each claimed on its own, so
+    that a second driver can take the next."""
+    if together:
+        return _advance_together(jobs, chunk, deadline, pieces, started)
     for job in jobs:
         if time.monotonic() > deadline or started == pieces:
             return started
@@ -129,13 +137,33 @@ def _advance(jobs: list[_Arm], chunk: int, deadline: float, pieces: int | None, 
     return started
 
 
-def _advance_job(job: _Arm, chunk: int, deadline: float, pieces: int | None, started: int) -> int:
-    step = max(1, round(chunk * inflation_clock.REFERENCE_RATE / (job.params.lr * job.params.weight_decay)))
-    first = job.params.branch_epoch if job.arm == "no_wd" else 0
+def stacked_by_default() -> bool:
+    """Whether ``advance`` trains an experiment's runs as one stack when not told: on a GPU, where a
+    step of one model leaves the device idle between launches; not on a CPU, where a stack is no
+    faster and two drivers (one per core), each with its own run, are twice as fast."""
+    return default_device().type != "cpu"
+
+
+def _step(job: _Arm, chunk: int) -> int:
+    """A piece of ``job`` in its own epochs: ``chunk`` at the paper's lr x wd, scaled to its clock."""
+    return max(1, round(chunk * inflation_clock.REFERENCE_RATE / (job.params.lr * job.params.weight_decay)))
+
+
+def _first_epoch(job: _Arm) -> int:
+    return job.params.branch_epoch if job.arm == "no_wd" else 0
+
+
+def _finish_analyses(job: _Arm) -> int:
+    """Analyse what a piece killed between training and analysing left; returns the epoch trained."""
     trained = _trained(job.params, job.arm)
-    if trained > first:  # a piece killed between training and analysing: finish its analyses
+    if trained > _first_epoch(job):
         modular_runs.analyse_arm(_piece(job.params, trained), job.arm, trained)
-    for h in _horizons(job, max(first, trained), step):
+    return trained
+
+
+def _advance_job(job: _Arm, chunk: int, deadline: float, pieces: int | None, started: int) -> int:
+    trained = _finish_analyses(job)
+    for h in _horizons(job, max(_first_epoch(job), trained), _step(job, chunk)):
         if time.monotonic() > deadline or started == pieces:
             break
         started += 1
@@ -143,6 +171,53 @@ def _advance_job(job: _Arm, chunk: int, deadline: float, pieces: int | None, sta
         modular_runs.analyse_arm(_piece(job.params, h), job.arm, h)
         print(f"{job.label}: trained and analysed to epoch {h} of {job.horizon}", flush=True)
     return started
+
+
+def _advance_together(jobs: list[_Arm], chunk: int, deadline: float, pieces: int | None, started: int) -> int:
+    """:func:`_advance` with the jobs as one stack: each round every job not done trains its next
+    piece in one :func:`modular_runs.train_together` call (a branch once its weight-decay run has
+    reached the branch epoch), then each new snapshot is analysed. The folders end as one job
+    after another leaves them (bit for bit on one CPU thread). Jobs share one model and data."""
+    with ExitStack() as held:
+        mine = []
+        for job in jobs:
+            if held.enter_context(claimed(modular_runs.arm_dir(job.params, job.arm))):
+                mine.append(job)
+            else:
+                print(f"{job.label}: advanced by another process; left to it", flush=True)
+        for job in mine:
+            _finish_analyses(job)
+        while time.monotonic() <= deadline and started != pieces:
+            pieces_now = _next_round(mine, chunk, None if pieces is None else pieces - started)
+            if not pieces_now:
+                break
+            started += len(pieces_now)
+            modular_runs.train_together([(_piece(job.params, h), job.arm, h) for job, h in pieces_now])
+            for job, h in pieces_now:
+                modular_runs.analyse_arm(_piece(job.params, h), job.arm, h)
+                print(f"{job.label}: trained and analysed to epoch {h} of {job.horizon}", flush=True)
+    return started
+
+
+def _next_round(jobs: list[_Arm], chunk: int, limit: int | None) -> list[tuple[_Arm, int]]:
+    """Each job's next piece end (weight-decay runs first, so a branch can join them), at most
+    ``limit`` pieces; a branch waits for a round in which its run reaches the branch epoch."""
+    out: list[tuple[_Arm, int]] = []
+    for job in sorted(jobs, key=lambda j: j.arm != "wd"):
+        ends = _horizons(job, max(_first_epoch(job), _trained(job.params, job.arm)), _step(job, chunk))
+        if not ends or (job.arm == "no_wd" and not _branch_ready(job, out)):
+            continue
+        out.append((job, ends[0]))
+        if limit is not None and len(out) == limit:
+            break
+    return out
+
+
+def _branch_ready(job: _Arm, round_: list[tuple[_Arm, int]]) -> bool:
+    """Whether the run ``job`` branches from is, or this round gets, to the branch epoch."""
+    source = modular_runs.arm_dir(job.params, "wd")
+    reach = [h for j, h in round_ if j.arm == "wd" and modular_runs.arm_dir(j.params, "wd") == source]
+    return (reach[0] if reach else _trained(job.params, "wd")) >= job.params.branch_epoch
 
 
 def _check_limits(chunk: int, minutes: float, pieces: int | None) -> float:
@@ -191,14 +266,16 @@ def advance_inflation(
     precision: str | None = None,
     dropout: float | None = None,
     arms: tuple[str, ...] | None = None,
+    together: bool | None = None,
 ) -> dict[str, int]:
     """Train and analyse the core-inflation arms of ``profile`` chunk by chunk until the horizon,
     or until ``minutes`` have passed or ``pieces`` chunks are done (no chunk is started after
     that); returns each arm's epoch. ``precision``: the training precision (None: the profile's;
-    ``"auto"``: bf16 where the hardware computes it natively, see ``corelib.engine.resolve_precision``)."""
+    ``"auto"``: bf16 where the hardware computes it natively, see ``corelib.engine.resolve_precision``).
+    ``together``: both arms as one stack (None: where the models train on a GPU, see :func:`stacked_by_default`)."""
     deadline = _check_limits(chunk, minutes, pieces)
     jobs = _inflation_jobs(profile, precision, dropout, arms)
-    _advance(jobs, chunk, deadline, pieces)
+    _advance(jobs, chunk, deadline, pieces, together=stacked_by_default() if together is None else together)
     return {job.arm: _trained(job.params, job.arm) for job in jobs}
 
 
@@ -253,16 +330,19 @@ def advance_clock(
     pieces: int | None = None,
     window_only: bool = False,
     precision: str | None = None,
+    together: bool | None = None,
 ) -> int:
     """Advance the clock chapter's runs and window arms of ``profile`` as :func:`advance_inflation`
     does (the branches start once the kept run has grokked); returns the chunks run.
-    ``window_only``: the window's arms alone (see :func:`_clock_jobs`)."""
+    ``window_only``: the window's arms alone (see :func:`_clock_jobs`); ``together``: the runs and
+    arms as one stack (None: where the models train on a GPU)."""
     deadline = _check_limits(chunk, minutes, pieces)
     params, started = clock_params(profile, precision), 0
+    together = stacked_by_default() if together is None else together
     while True:
         jobs, _ = _clock_jobs(params, window_only)
         before = started
-        started = _advance(jobs, chunk, deadline, pieces, started)
+        started = _advance(jobs, chunk, deadline, pieces, started, together)
         if started == before or time.monotonic() > deadline or started == pieces:
             return started
 
@@ -606,6 +686,12 @@ def _parser() -> argparse.ArgumentParser:
         "--chunk", type=int, default=None, help=f"epochs per piece at the paper's lr x wd (default {CHUNK})"
     )
     ad.add_argument("--pieces", type=int, default=None, help="stop after this many pieces")
+    ad.add_argument(
+        "--together",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="core_inflation, inflation_clock: the runs as one stack (auto: on a GPU)",
+    )
     pa = sub.add_parser("pack", help="copy what resuming a run needs into in_progress/")
     for p in (ad, pa):
         p.add_argument("name", choices=EXPERIMENTS)
@@ -661,6 +747,11 @@ def _check_variant(args: argparse.Namespace) -> None:
             f"paper_runs {args.command} grokking_sweeps: --chunk means nothing here (each piece is one whole "
             "condition); leave it out, or use --pieces to limit the conditions run."
         )
+    if getattr(args, "together", "auto") != "auto" and args.name == "grokking_sweeps":
+        raise SystemExit(
+            f"paper_runs {args.command} grokking_sweeps: --together means nothing here (a condition's seeds "
+            "always train as one stack); leave it out."
+        )
     sweep_only = getattr(args, "moduli", None) is not None or getattr(args, "p_weight_decay", None) is not None
     if sweep_only and args.name != "grokking_sweeps":
         raise SystemExit(
@@ -695,10 +786,15 @@ def _check_settings(args: argparse.Namespace) -> None:
 
 def _advance_command(args: argparse.Namespace) -> None:
     chunk = CHUNK if args.chunk is None else args.chunk
+    together = {"auto": None, "yes": True, "no": False}[args.together]
     if args.name == "core_inflation":
-        print(advance_inflation(args.profile, args.minutes, chunk, args.pieces, args.precision, **_variant(args)))
+        print(
+            advance_inflation(
+                args.profile, args.minutes, chunk, args.pieces, args.precision, **_variant(args), together=together
+            )
+        )
     elif args.name == "inflation_clock":
-        started = advance_clock(args.profile, args.minutes, chunk, args.pieces, args.window, args.precision)
+        started = advance_clock(args.profile, args.minutes, chunk, args.pieces, args.window, args.precision, together)
         print(f"{started} pieces run")
     else:
         done, total = advance_sweeps(

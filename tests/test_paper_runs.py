@@ -59,6 +59,34 @@ def test_pieces_packed_and_unpacked_give_the_uninterrupted_run(tmp_path, monkeyp
     assert _analyses(second, params) == expected
 
 
+@pytest.mark.usefixtures("one_thread")  # bit for bit: a model computed alike in stacks of any size
+def test_both_arms_advanced_as_one_stack_give_the_uninterrupted_run(tmp_path, monkeypatch):
+    params = paper_runs.inflation_params("smoke")
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "whole"))
+    for arm in modular_runs.ARMS:
+        modular_runs.train_arm(params, arm, params.long_epochs, progress=False)
+        modular_runs.analyse_arm(params, arm, params.long_epochs, progress=False)
+    expected = _analyses(tmp_path / "whole", params)
+    calls = []
+    real = modular_runs.train_together
+    monkeypatch.setattr(modular_runs, "train_together", lambda jobs, **k: calls.append(jobs) or real(jobs, **k))
+    monkeypatch.setenv("ACE_RESULTS_DIR", str(tmp_path / "stacked"))
+    assert paper_runs.advance_inflation("smoke", chunk=2, pieces=1, together=True) == {"wd": 2, "no_wd": 0}
+    paper_runs.advance_inflation("smoke", chunk=2, together=True)
+    assert _analyses(tmp_path / "stacked", params) == expected
+    arms_per_call = [tuple(arm for _, arm, _ in jobs) for jobs in calls]
+    assert arms_per_call[0] == ("wd",) and ("wd", "no_wd") in arms_per_call  # the branch joined the stack
+    assert all(len(jobs) <= 2 for jobs in calls)
+
+
+def test_runs_are_stacked_by_default_where_the_models_train_on_a_gpu(monkeypatch):
+    import torch
+
+    for device, stacked in (("cpu", False), ("cuda", True), ("mps", True)):
+        monkeypatch.setattr(paper_runs, "default_device", lambda d=device: torch.device(d))
+        assert paper_runs.stacked_by_default() is stacked
+
+
 def _state_epoch(params, arm) -> int:
     return json.loads((modular_runs.arm_dir(params, arm) / "progress.json").read_text())["epoch"]
 

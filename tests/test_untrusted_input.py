@@ -214,6 +214,7 @@ PAPER_RUNS_CASES: list[tuple[list[str], list[str]]] = [
     (["advance", "core_inflation", "--window"], ["--window is for inflation_clock only"]),
     (["pack", "grokking_sweeps", "--window"], ["--window is for inflation_clock only"]),
     (["advance", "grokking_sweeps", "--chunk", "3"], ["--chunk means nothing here", "leave it out"]),
+    (["advance", "grokking_sweeps", "--together", "yes"], ["--together means nothing here", "leave it out"]),
     (["pack", "inflation_clock"], ["nothing to pack for inflation_clock", "advance it first"]),
 ]
 
