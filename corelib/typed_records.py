@@ -1,19 +1,114 @@
-"""What every typed record of the book shares: item access for code written against its JSON form.
+"""What every typed record of the book shares: item access for code written against its JSON form,
+and the checks that read a stored record's JSON.
 
 The experiments return frozen dataclasses with documented fields. Notebooks, exercises and
 students' code written when those records were dicts read them as ``record["field"]``;
 :class:`ItemAccess` keeps that working and answers a misspelt field with the field meant, as
 attribute access would not. New code reads attributes.
+
+A record's ``from_json`` reads a file from disk, which nothing vouches for: :func:`check_format`
+refuses a format this version does not read, :func:`check_keys` a key not known (naming the field
+meant) or one missing, and :func:`check_value` a value its field cannot hold, naming the field.
+The predicates (``is_int``, ``is_share``, :func:`list_of`, ...) say what a field may hold; a
+:data:`Spec` pairs one with the words for it that a refusal shows.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
-__all__ = ["ItemAccess", "check_keys", "check_value", "nearest_name"]
+__all__ = [
+    "Fits",
+    "ItemAccess",
+    "Spec",
+    "by_name",
+    "check_fields",
+    "check_format",
+    "check_keys",
+    "check_value",
+    "is_complex_pairs",
+    "is_finite",
+    "is_finite_list",
+    "is_int",
+    "is_list",
+    "is_natural",
+    "is_object",
+    "is_rank",
+    "is_real",
+    "is_share",
+    "list_of",
+    "nearest_name",
+]
+
+Fits = Callable[[object], bool]
+"""Whether a stored value is one a field can hold."""
+
+Spec = tuple[Fits, str]
+"""A field's :data:`Fits` and what such a value is, in words, for the refusal of one that is not."""
+
+
+def is_int(v: object) -> bool:
+    """A whole number; not a bool (JSON's ``true`` is no number, though Python counts it an int)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_real(v: object) -> bool:
+    """A number (int or float, NaN and the infinities included); not a bool."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def is_finite(v: object) -> bool:
+    """A finite number (neither NaN nor infinite); not a bool."""
+    return is_real(v) and math.isfinite(v)
+
+
+def is_share(v: object) -> bool:
+    """A share: a finite number in [0, 1] (an accuracy, an AUC, a fraction)."""
+    return is_finite(v) and 0.0 <= v <= 1.0
+
+
+def is_rank(v: object) -> bool:
+    """A rank or a dimension: a whole number >= 1; not a bool."""
+    return is_int(v) and v >= 1
+
+
+def is_natural(v: object) -> bool:
+    """A whole number >= 0 (an epoch, a seed, an index); not a bool."""
+    return is_int(v) and v >= 0
+
+
+def is_list(v: object) -> bool:
+    """A JSON list (a Python list), whatever its items."""
+    return isinstance(v, list)
+
+
+def is_object(v: object) -> bool:
+    """A JSON object (a mapping), whatever it holds."""
+    return isinstance(v, Mapping)
+
+
+def list_of(fits: Fits) -> Fits:
+    """Whether a value is a JSON list (a Python list) whose every item ``fits``."""
+    return lambda v: isinstance(v, list) and all(fits(x) for x in v)
+
+
+def by_name(fits: Fits) -> Fits:
+    """Whether a value is a JSON object whose keys are strings and whose every value ``fits``."""
+    return lambda v: isinstance(v, Mapping) and all(isinstance(k, str) and fits(x) for k, x in v.items())
+
+
+def is_finite_list(v: object) -> bool:
+    """A list of finite numbers."""
+    return isinstance(v, list) and all(is_finite(x) for x in v)
+
+
+def is_complex_pairs(v: object) -> bool:
+    """A list of complex numbers as JSON keeps them: ``[real, imaginary]`` pairs of finite numbers."""
+    return isinstance(v, list) and all(is_finite_list(e) and len(e) == 2 for e in v)
 
 
 def nearest_name(name: object, known: Sequence[str]) -> str:
@@ -22,32 +117,62 @@ def nearest_name(name: object, known: Sequence[str]) -> str:
     return f"did you mean {close[0]!r}?" if close else f"the fields are {', '.join(known)}."
 
 
-def check_keys(stored: object, what: str, required: Sequence[str], optional: Sequence[str] = (), *, fix: str) -> None:
+def check_format(stored: object, what: str, reads: int) -> None:
+    """Refuse a stored record in a format other than ``reads``, the one this version reads. Format
+    1 has no marker (the records written before formats were numbered); a later one has a
+    ``"format"`` key."""
+    version = stored.get("format", 1) if isinstance(stored, Mapping) else 1
+    if version != reads:
+        raise ValueError(
+            f"a stored {what} is in format {version!r}; this corelib reads format {reads}: "
+            f"update corelib to the version that wrote it."
+        )
+
+
+def check_keys(
+    stored: object,
+    what: str,
+    required: Sequence[str],
+    optional: Sequence[str] = (),
+    *,
+    fix: str,
+    type_fix: str = "read it from its file",
+    unknown_fix: str = "Correct the record, or read it with the version of corelib that wrote it",
+) -> None:
     """Refuse a stored record that is not a JSON object, has a key not known (naming the field
-    meant) or lacks a required key; ``fix`` says how to write the record again."""
+    meant) or lacks a required key; ``fix`` says how to write the record again, ``type_fix`` and
+    ``unknown_fix`` what to do about the first two (each written as one clause, without its full stop)."""
     if not isinstance(stored, Mapping):
-        raise TypeError(f"a stored {what} is a JSON object (dict), got {type(stored).__name__}: read it from its file.")
+        raise TypeError(f"a stored {what} is a JSON object (dict), got {type(stored).__name__}: {type_fix}.")
     known = [*required, *optional]
     unknown = [k for k in stored if k not in known]
     if unknown:
         raise ValueError(
-            f"a stored {what} has the unknown key {unknown[0]!r}: {nearest_name(unknown[0], known)} "
-            f"Correct the record, or read it with the version of corelib that wrote it."
+            f"a stored {what} has the unknown key {unknown[0]!r}: {nearest_name(unknown[0], known)} {unknown_fix}."
         )
     missing = [k for k in required if k not in stored]
     if missing:
         raise ValueError(f"a stored {what} lacks {', '.join(map(repr, missing))}: the record is incomplete; {fix}.")
 
 
-def check_value(
-    what: str, name: str, value: object, fits: Callable[[object], bool], expected: str, *, fix: str
-) -> None:
+def check_value(what: str, name: str, value: object, fits: Fits, expected: str, *, fix: str) -> None:
     """Refuse a stored field's value that ``fits`` rejects, naming the field and what it holds."""
     if not fits(value):
         shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
         raise ValueError(
             f"a stored {what} has {name} = {shown}, which is not {expected}: the record is damaged; {fix}."
         )
+
+
+def check_fields(
+    stored: object, what: str, specs: Mapping[str, Spec], optional: Sequence[str] = (), *, fix: str
+) -> None:
+    """Refuse ``stored`` unless its keys are those of ``specs`` and ``optional`` (which may be
+    absent) and each value with a spec fits it (:func:`check_keys`, :func:`check_value`)."""
+    check_keys(stored, what, [k for k in specs if k not in optional], optional, fix=fix)
+    for name, value in stored.items():
+        if name in specs:
+            check_value(what, name, value, *specs[name], fix=fix)
 
 
 class ItemAccess:

@@ -5,6 +5,8 @@ gets its share of the CPU threads, and every test of the smoke build runs on one
 the build (the session fixture ``built_book``) is made once.
 """
 
+import copy
+import json
 import os
 import shutil
 from pathlib import Path
@@ -56,6 +58,32 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+STORED_RECORDS = ROOT / "tests" / "stored_records"
+"""Records written by an earlier version of corelib, which this one must read and write back byte for byte."""
+
+
+@pytest.fixture
+def stored(request: pytest.FixtureRequest) -> dict:
+    """The JSON of the stored record its test module names as ``STORED`` (a file of
+    :data:`STORED_RECORDS`), read afresh for each test, which may change its copy."""
+    return json.loads(request.module.STORED.read_text())
+
+
+def edited(stored: dict, path: tuple, *, rename: str | None = None, value: object = None) -> dict:
+    """A copy of the JSON ``stored`` (``stored`` itself unchanged) with the key at ``path`` (keys
+    and list indices, outermost first) renamed to ``rename``, or else its value set to ``value``."""
+    out = copy.deepcopy(stored)
+    *parents, key = path
+    node = out
+    for p in parents:
+        node = node[p]
+    if rename is None:
+        node[key] = value
+    else:
+        node[rename] = node.pop(key)
+    return out
 
 
 def shared_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:

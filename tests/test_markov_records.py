@@ -7,16 +7,15 @@ be written back byte for byte.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from conftest import STORED_RECORDS, edited
 from corelib.ace import Core
 from corelib.experiments import markov_chain
 from corelib.experiments.markov_chain_records import (
@@ -31,12 +30,7 @@ from corelib.operators import spectrum_distance
 from corelib.results import load_json, save_json
 from corelib.tasks import markov
 
-STORED = Path(__file__).parent / "stored_records" / "markov_summary_format1.json"
-
-
-@pytest.fixture()
-def stored() -> dict:
-    return json.loads(STORED.read_text())
+STORED = STORED_RECORDS / "markov_summary_format1.json"
 
 
 def test_a_summary_stored_by_the_previous_version_loads_and_writes_back_byte_identical(stored, tmp_path):
@@ -60,17 +54,6 @@ def test_run_reads_a_stored_summary_without_training(stored, tmp_path, monkeypat
     assert load_json(markov_chain.run_folder(p) / "summary.json") == stored  # nothing rewritten
 
 
-def _misspelt(stored: dict, path: tuple, wrong: str) -> dict:
-    """``stored`` with the key at ``path`` renamed to ``wrong``."""
-    out = copy.deepcopy(stored)
-    *parents, key = path
-    node = out
-    for p in parents:
-        node = node[p]
-    node[wrong] = node.pop(key)
-    return out
-
-
 @pytest.mark.parametrize(
     "path,wrong",
     [
@@ -84,18 +67,8 @@ def _misspelt(stored: dict, path: tuple, wrong: str) -> dict:
 )
 def test_a_misspelt_key_is_refused_naming_the_field_meant_and_the_fix(stored, path, wrong):
     with pytest.raises(ValueError, match=re.escape(f"unknown key {wrong!r}: did you mean {path[-1]!r}?")) as err:
-        markov_chain.MarkovSummary.from_json(_misspelt(stored, path, wrong))
+        markov_chain.MarkovSummary.from_json(edited(stored, path, rename=wrong))
     assert "Correct the record" in str(err.value)
-
-
-def _with(stored: dict, path: tuple, value) -> dict:
-    out = copy.deepcopy(stored)
-    *parents, key = path
-    node = out
-    for p in parents:
-        node = node[p]
-    node[key] = value
-    return out
 
 
 @pytest.mark.parametrize(
@@ -114,7 +87,7 @@ def _with(stored: dict, path: tuple, value) -> dict:
 )
 def test_a_value_of_the_wrong_type_is_refused_naming_its_field(stored, path, value, field):
     with pytest.raises(ValueError, match=rf"has {field} = .*which is not .*restore the file from git"):
-        markov_chain.MarkovSummary.from_json(_with(stored, path, value))
+        markov_chain.MarkovSummary.from_json(edited(stored, path, value=value))
 
 
 def test_a_missing_key_and_a_later_format_are_refused_with_the_fix(stored):

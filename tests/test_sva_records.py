@@ -8,15 +8,14 @@ must load unchanged and be written back byte for byte.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import STORED_RECORDS, edited
 from corelib.ace import Core
 from corelib.experiments import subject_verb_agreement
 from corelib.experiments.subject_verb_agreement_layers import core_of
@@ -30,12 +29,7 @@ from corelib.lm import load_model
 from corelib.results import save_json
 from corelib.tasks.sva import AGREEMENT_READOUT, make_dataset, vocabulary
 
-STORED = Path(__file__).parent / "stored_records" / "sva_analysis_format1.json"
-
-
-@pytest.fixture()
-def stored() -> dict:
-    return json.loads(STORED.read_text())
+STORED = STORED_RECORDS / "sva_analysis_format1.json"
 
 
 @pytest.fixture(scope="module")
@@ -56,26 +50,13 @@ def test_an_analysis_stored_by_the_previous_version_loads_and_writes_back_byte_i
         np.testing.assert_array_equal(getattr(typed, field), getattr(plain, field))
 
 
-def _edited(stored: dict, path: tuple, *, rename: str | None = None, value=None) -> dict:
-    out = copy.deepcopy(stored)
-    *parents, key = path
-    node = out
-    for p in parents:
-        node = node[p]
-    if rename is None:
-        node[key] = value
-    else:
-        node[rename] = node.pop(key)
-    return out
-
-
 @pytest.mark.parametrize(
     "path,wrong",
     [(("wilcoxon_p",), "wilcoxon_P"), (("chosen_layer",), "chosen_layers"), (("core", "basis"), "bais")],
 )
 def test_a_misspelt_key_is_refused_naming_the_field_meant_and_the_fix(stored, path, wrong):
     with pytest.raises(ValueError, match=re.escape(f"unknown key {wrong!r}: did you mean {path[-1]!r}?")) as err:
-        LayerSweepAnalysis.from_json(_edited(stored, path, rename=wrong))
+        LayerSweepAnalysis.from_json(edited(stored, path, rename=wrong))
     assert "Correct the record" in str(err.value)
 
 
@@ -93,7 +74,7 @@ def test_a_misspelt_key_is_refused_naming_the_field_meant_and_the_fix(stored, pa
 )
 def test_a_damaged_value_is_refused_naming_its_field(stored, path, value, message):
     with pytest.raises(ValueError, match=re.escape(message) + ".*the record is damaged; delete the run folder's"):
-        LayerSweepAnalysis.from_json(_edited(stored, path, value=value))
+        LayerSweepAnalysis.from_json(edited(stored, path, value=value))
 
 
 def test_a_missing_key_and_a_later_format_are_refused_with_the_fix(stored):

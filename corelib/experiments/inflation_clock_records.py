@@ -20,14 +20,25 @@ when these were dicts keeps working; new code reads attributes.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..typed_records import ItemAccess, nearest_name
+from ..typed_records import (
+    Fits,
+    ItemAccess,
+    check_format,
+    check_keys,
+    check_value,
+    is_finite,
+    is_list,
+    is_natural,
+    is_object,
+    is_rank,
+    nearest_name,
+)
 from .modular_records import Snapshot, snapshots_from_json, snapshots_to_json
 
 if TYPE_CHECKING:
@@ -60,52 +71,20 @@ HISTORY_KEYS = ("epoch", "loss", "train_acc", "test_acc")
 """The keys of a training history (:func:`corelib.experiments.modular_runs.history`)."""
 
 # What to do about a damaged file: a record is in git; a results folder's file is written by its chapter.
-_FIX = "restore it from git (`git checkout -- recorded/`), or write it again (`python -m acebook.record export`)."
+_FIX = "restore it from git (`git checkout -- recorded/`), or write it again (`python -m acebook.record export`)"
 
 
 def _refuse_keys(stored: object, what: str, required: Sequence[str], optional: Sequence[str] = ()) -> None:
-    """Refuse a stored record that is not a mapping, has a key not known or lacks a required one."""
-    if not isinstance(stored, Mapping):
-        raise TypeError(f"a stored {what} is a JSON object (dict), got {type(stored).__name__}: {_FIX}")
-    known = [*required, *optional]
-    unknown = [k for k in stored if k not in known]
-    if unknown:
-        raise ValueError(
-            f"a stored {what} has the unknown key {unknown[0]!r}: {nearest_name(unknown[0], known)} "
-            f"The record is damaged: {_FIX}"
-        )
-    missing = [k for k in required if k not in stored]
-    if missing:
-        raise ValueError(f"a stored {what} lacks {', '.join(map(repr, missing))}: the record is incomplete; {_FIX}")
+    # every refusal of a file here names the one fix: git, or the export again
+    check_keys(stored, what, required, optional, fix=_FIX, type_fix=_FIX, unknown_fix=f"The record is damaged: {_FIX}")
 
 
-def _refuse_value(what: str, name: str, value: object, fits: Callable[[object], bool], expected: str) -> None:
-    if not fits(value):
-        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
-        raise ValueError(
-            f"a stored {what} has {name} = {shown}, which is not {expected}: the record is damaged; {_FIX}"
-        )
-
-
-def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+def _refuse_value(what: str, name: str, value: object, fits: Fits, expected: str) -> None:
+    check_value(what, name, value, fits, expected, fix=_FIX)
 
 
 def _rate(v: object) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-
-
-def _epoch(v: object) -> bool:
-    return _is_int(v) and v >= 0
-
-
-def _check_format(stored: object, what: str) -> None:
-    version = stored.get("format", 1) if isinstance(stored, Mapping) else 1
-    if version != RECORDS_FORMAT:
-        raise ValueError(
-            f"a stored {what} is in format {version!r}; this corelib reads format {RECORDS_FORMAT}: "
-            f"update corelib to the version that wrote it."
-        )
+    return is_finite(v) and v > 0
 
 
 def _names(cls: type) -> list[str]:
@@ -137,12 +116,12 @@ class ClockRun(ItemAccess):
     @classmethod
     def from_json(cls, stored: Mapping[str, Any]) -> ClockRun:
         """The run from its stored JSON (:meth:`to_json`); refuses unknown, missing or impossible values."""
-        _check_format(stored, "clock run")
+        check_format(stored, "clock run", RECORDS_FORMAT)
         _refuse_keys(stored, "clock run", ("lr", "wd", "steps", "records"), ("format",))
         for name in ("lr", "wd"):
             _refuse_value("clock run", name, stored[name], _rate, "a finite number > 0")
-        _refuse_value("clock run", "steps", stored["steps"], lambda v: _is_int(v) and v >= 1, "a whole number >= 1")
-        _refuse_value("clock run", "records", stored["records"], lambda v: isinstance(v, list), "a list of snapshots")
+        _refuse_value("clock run", "steps", stored["steps"], is_rank, "a whole number >= 1")
+        _refuse_value("clock run", "records", stored["records"], is_list, "a list of snapshots")
         return cls(stored["lr"], stored["wd"], stored["steps"], snapshots_from_json(stored["records"]))
 
     def to_json(self) -> dict[str, Any]:
@@ -156,7 +135,7 @@ class ClockRun(ItemAccess):
 
 def clock_runs_from_json(stored: Mapping[str, Any]) -> dict[str, ClockRun]:
     """The runs of a stored ``runs.json`` (``{label: run}``), each read by :meth:`ClockRun.from_json`."""
-    _refuse_value("set of clock runs", "runs", stored, lambda v: isinstance(v, Mapping), "a JSON object of runs")
+    _refuse_value("set of clock runs", "runs", stored, is_object, "a JSON object of runs")
     return {label: ClockRun.from_json(run) for label, run in stored.items()}
 
 
@@ -265,8 +244,10 @@ def _arm_from_json(name: str, stored: object, checked: bool) -> WindowArmRun:
     if not checked:
         return WindowArmRun(None, stored["branch"], list(stored["records"]), stored.get("history"))
     branch = stored["branch"]
-    _refuse_value(what, "branch", branch, lambda v: v is None or _epoch(v), "an epoch (a whole number >= 0) or null")
-    _refuse_value(what, "records", stored["records"], lambda v: isinstance(v, list), "a list of snapshots")
+    _refuse_value(
+        what, "branch", branch, lambda v: v is None or is_natural(v), "an epoch (a whole number >= 0) or null"
+    )
+    _refuse_value(what, "records", stored["records"], is_list, "a list of snapshots")
     history = stored.get("history")
     _refuse_value(
         what, "history", history, lambda v: v is None or _history(v), f"a training history (lists under {HISTORY_KEYS})"
@@ -297,18 +278,18 @@ class Window(ItemAccess):
         an arm not of :data:`WINDOW_ARMS` too, each naming the key meant; with ``checked`` (a file),
         every value and snapshot record is checked as well; without it (a window a program made in
         the JSON form), the values are taken as they are."""
-        _check_format(stored, "window")
+        check_format(stored, "window", RECORDS_FORMAT)
         _refuse_keys(stored, "window", ("grok_epoch", "lr", "wd", "arms"), ("format",))
         arms = stored["arms"]
-        _refuse_value("window", "arms", arms, lambda v: isinstance(v, Mapping), "a JSON object of arms by name")
+        _refuse_value("window", "arms", arms, is_object, "a JSON object of arms by name")
         unknown = [name for name in arms if name not in WINDOW_ARMS]
         if unknown:
             raise ValueError(
                 f"a stored window has the unknown arm {unknown[0]!r}: {nearest_name(unknown[0], WINDOW_ARMS)} "
-                f"The record is damaged: {_FIX}"
+                f"The record is damaged: {_FIX}."
             )
         if checked:
-            _refuse_value("window", "grok_epoch", stored["grok_epoch"], _epoch, "an epoch (a whole number >= 0)")
+            _refuse_value("window", "grok_epoch", stored["grok_epoch"], is_natural, "an epoch (a whole number >= 0)")
             for name in ("lr", "wd"):
                 _refuse_value("window", name, stored[name], _rate, "a finite number > 0")
         typed = {name: _arm_from_json(name, arm, checked) for name, arm in arms.items()}

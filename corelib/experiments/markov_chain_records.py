@@ -15,16 +15,31 @@ the dicts these records once were.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
+from .. import typed_records
 from ..ace import Core
 from ..operators import spectrum_distance
-from ..typed_records import ItemAccess, check_keys, check_value
+from ..typed_records import (
+    ItemAccess,
+    Spec,
+    check_fields,
+    check_value,
+    is_complex_pairs,
+    is_finite,
+    is_finite_list,
+    is_list,
+    is_natural,
+    is_object,
+    is_rank,
+    is_real,
+    is_share,
+    list_of,
+)
 
 __all__ = [
     "MARKOV_FORMAT",
@@ -43,58 +58,24 @@ MARKOV_FORMAT = 1  # the JSON form of summary.json read and written here; format
 
 FIX = "run the chapter again (`markov_chain.run`) in a fresh results folder, or restore the file from git"
 
-Spec = tuple[Callable[[object], bool], str]  # whether a stored value fits a field, and what it is
-
-
-def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_real(v: object) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _finite(v: object) -> bool:
-    return _is_real(v) and math.isfinite(v)
-
-
-def _share(v: object) -> bool:
-    return _finite(v) and 0.0 <= v <= 1.0
-
-
-def _reals(v: object) -> bool:
-    return isinstance(v, list) and all(_is_real(x) for x in v)
-
-
-def _complex_pairs(v: object) -> bool:
-    return isinstance(v, list) and all(isinstance(e, list) and len(e) == 2 and all(map(_finite, e)) for e in v)
-
-
-SHARE: Spec = (_share, "a share, a finite number in [0, 1]")
-REAL: Spec = (_is_real, "a number")
-REALS: Spec = (_reals, "a list of numbers")
-RANK: Spec = (lambda v: _is_int(v) and v >= 1, "a rank, a whole number >= 1 (not a bool)")
-COMPLEX: Spec = (_complex_pairs, "a list of [real, imaginary] pairs of finite numbers")
-OBJECT: Spec = (lambda v: isinstance(v, Mapping), "a JSON object (dict)")
-LIST: Spec = (lambda v: isinstance(v, list), "a list")
+SHARE: Spec = (is_share, "a share, a finite number in [0, 1]")
+REAL: Spec = (is_real, "a number")
+REALS: Spec = (list_of(is_real), "a list of numbers")
+RANK: Spec = (is_rank, "a rank, a whole number >= 1 (not a bool)")
+COMPLEX: Spec = (is_complex_pairs, "a list of [real, imaginary] pairs of finite numbers")
+OBJECT: Spec = (is_object, "a JSON object (dict)")
+LIST: Spec = (is_list, "a list")
 
 
 def read_fields(stored: object, what: str, specs: Mapping[str, Spec], optional: Sequence[str] = ()) -> None:
     """Refuse ``stored`` unless its keys are those of ``specs`` (``optional`` may be absent) and
-    each value fits its spec."""
-    check_keys(stored, what, [k for k in specs if k not in optional], optional, fix=FIX)
-    for name, value in stored.items():
-        check_value(what, name, value, *specs[name], fix=FIX)
+    each value fits its spec (:func:`corelib.typed_records.check_fields`, with this chapter's fix)."""
+    check_fields(stored, what, specs, optional, fix=FIX)
 
 
 def check_format(stored: object, what: str) -> None:
     """Refuse a stored record of a format this version does not read (format 1 has no marker)."""
-    version = stored.get("format", 1) if isinstance(stored, Mapping) else 1
-    if version != MARKOV_FORMAT:
-        raise ValueError(
-            f"a stored {what} is in format {version!r}; this corelib reads format {MARKOV_FORMAT}: "
-            f"update corelib to the version that wrote it."
-        )
+    typed_records.check_format(stored, what, MARKOV_FORMAT)
 
 
 def complex_from_json(values: Iterable[Sequence[float]]) -> tuple[complex, ...]:
@@ -162,12 +143,12 @@ class TrainingHistory(ItemAccess):
 
 
 _MODEL_SPECS: dict[str, Spec] = {
-    "seed": (lambda v: _is_int(v) and v >= 0, "a seed, a whole number >= 0"),
+    "seed": (is_natural, "a seed, a whole number >= 0"),
     "accuracy": OBJECT,
     "rank": RANK,
-    "singular_values": (lambda v: _reals(v) and all(_finite(x) and x >= 0 for x in v), "a list of numbers >= 0"),
+    "singular_values": (lambda v: is_finite_list(v) and all(x >= 0 for x in v), "a list of numbers >= 0"),
     "eigenvalues": COMPLEX,
-    "spectrum_error": (lambda v: v is None or (_finite(v) and v >= 0), "a distance (a number >= 0) or null"),
+    "spectrum_error": (lambda v: v is None or (is_finite(v) and v >= 0), "a distance (a number >= 0) or null"),
     "r2": REAL,
     "history": OBJECT,
 }
@@ -230,12 +211,12 @@ class MarkovModel(ItemAccess):
 
 _PAIR_SPECS: dict[str, Spec] = {
     "pair": (
-        lambda v: isinstance(v, list) and len(v) == 2 and all(_is_int(i) and i >= 0 for i in v) and v[0] < v[1],
+        lambda v: isinstance(v, list) and len(v) == 2 and all(map(is_natural, v)) and v[0] < v[1],
         "two model indices, whole numbers >= 0, first < second",
     ),
     "weight_cosine": REAL,
     "weight_cosine_by_tensor": (
-        lambda v: isinstance(v, Mapping) and all(_is_real(x) for x in v.values()),
+        lambda v: is_object(v) and all(map(is_real, v.values())),
         "a JSON object of numbers by tensor name",
     ),
     "overlap": REAL,

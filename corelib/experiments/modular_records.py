@@ -16,93 +16,61 @@ so code written against the JSON form (a notebook, an exercise) keeps working.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from ..typed_records import ItemAccess, nearest_name
+from ..typed_records import (
+    ItemAccess,
+    Spec,
+    check_format,
+    check_keys,
+    check_value,
+    is_complex_pairs,
+    is_finite_list,
+    is_list,
+    is_natural,
+    is_rank,
+    is_real,
+    is_share,
+    list_of,
+)
 
 __all__ = ["SNAPSHOT_FORMAT", "ModularAnalysis", "Snapshot", "snapshots_from_json", "snapshots_to_json"]
 
 SNAPSHOT_FORMAT = 1  # the JSON form read and written here; format 1 has no "format" key
 
 
-def _check_keys(stored: object, what: str, required: Sequence[str], optional: Sequence[str] = ()) -> None:
-    """Refuse a stored record that is not a mapping, lacks a required key or has one not known."""
-    if not isinstance(stored, Mapping):
-        raise TypeError(f"a stored {what} is a JSON object (dict), got {type(stored).__name__}: read it from its file.")
-    known = [*required, *optional]
-    unknown = [k for k in stored if k not in known]
-    if unknown:
-        raise ValueError(
-            f"a stored {what} has the unknown key {unknown[0]!r}: {nearest_name(unknown[0], known)} "
-            f"Correct the record, or read it with the version of corelib that wrote it."
-        )
-    missing = [k for k in required if k not in stored]
-    if missing:
-        raise ValueError(
-            f"a stored {what} lacks {', '.join(map(repr, missing))}: the record is incomplete; "
-            f"write it again (`modular_runs.analyse_arm`) or restore it from git."
-        )
-
-
-def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_real(v: object) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _rank(v: object) -> bool:
-    return _is_int(v) and v >= 1
-
-
-def _share(v: object) -> bool:
-    return _is_real(v) and math.isfinite(v) and 0.0 <= v <= 1.0
-
-
-def _finite_list(v: object) -> bool:
-    return isinstance(v, list) and all(_is_real(x) and math.isfinite(x) for x in v)
+# What to do about a damaged record: a missing key, then a value its field cannot hold.
+_WRITE_AGAIN = "write it again (`modular_runs.analyse_arm`) or restore it from git"
+_RESTORE = "restore it from git (or write it again with `modular_runs.analyse_arm`)"
 
 
 def _operator(v: object) -> bool:
-    return isinstance(v, list) and all(_finite_list(row) and len(row) == len(v) for row in v)
+    return isinstance(v, list) and all(is_finite_list(row) and len(row) == len(v) for row in v)
 
 
 # Each stored field: whether a value is one it can hold, and what that is (for the refusal).
-_FIELDS: dict[str, tuple[Callable[[object], bool], str]] = {
-    "test_acc": (_share, "an accuracy, a finite number in [0, 1]"),
-    "energy_rank": (_rank, "a rank, a whole number >= 1 (not a bool)"),
-    "necessary_rank": (lambda v: v is None or _rank(v), "a rank (a whole number >= 1) or null"),
-    "sufficient_rank": (lambda v: v is None or _rank(v), "a rank (a whole number >= 1) or null"),
-    "core_dim": (_rank, "a dimension, a whole number >= 1 (not a bool)"),
-    "keep_acc": (_share, "an accuracy, a finite number in [0, 1]"),
-    "remove_acc": (_share, "an accuracy, a finite number in [0, 1]"),
+_FIELDS: dict[str, Spec] = {
+    "test_acc": (is_share, "an accuracy, a finite number in [0, 1]"),
+    "energy_rank": (is_rank, "a rank, a whole number >= 1 (not a bool)"),
+    "necessary_rank": (lambda v: v is None or is_rank(v), "a rank (a whole number >= 1) or null"),
+    "sufficient_rank": (lambda v: v is None or is_rank(v), "a rank (a whole number >= 1) or null"),
+    "core_dim": (is_rank, "a dimension, a whole number >= 1 (not a bool)"),
+    "keep_acc": (is_share, "an accuracy, a finite number in [0, 1]"),
+    "remove_acc": (is_share, "an accuracy, a finite number in [0, 1]"),
     # R² has no lower bound (-inf where the targets do not vary); held out, NaN where nothing was held out
-    "r2": (lambda v: _is_real(v) and v <= 1.0, "an R², a number <= 1"),
-    "r2_heldout": (lambda v: _is_real(v) and (math.isnan(v) or v <= 1.0), "an R², a number <= 1 or NaN"),
-    "unit_fraction": (_share, "a share of the eigenvalues, a finite number in [0, 1]"),
-    "modes": (lambda v: isinstance(v, list) and all(_rank(k) for k in v), "a list of frequencies, whole numbers >= 1"),
-    "eigenvalues": (
-        lambda v: isinstance(v, list) and all(_finite_list(e) and len(e) == 2 for e in v),
-        "a list of [real, imaginary] pairs of finite numbers",
-    ),
+    "r2": (lambda v: is_real(v) and v <= 1.0, "an R², a number <= 1"),
+    "r2_heldout": (lambda v: is_real(v) and (math.isnan(v) or v <= 1.0), "an R², a number <= 1 or NaN"),
+    "unit_fraction": (is_share, "a share of the eigenvalues, a finite number in [0, 1]"),
+    "modes": (list_of(is_rank), "a list of frequencies, whole numbers >= 1"),
+    "eigenvalues": (is_complex_pairs, "a list of [real, imaginary] pairs of finite numbers"),
     "singular_values": (
-        lambda v: _finite_list(v) and all(x >= 0 for x in v),
+        lambda v: is_finite_list(v) and all(x >= 0 for x in v),
         "a list of finite numbers >= 0",
     ),
     "operator": (_operator, "a square matrix, a list of rows (lists) of finite numbers"),
 }
-
-
-def _check_value(what: str, name: str, value: object, fits: Callable[[object], bool], expected: str) -> None:
-    if not fits(value):
-        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
-        raise ValueError(
-            f"a stored {what} has {name} = {shown}, which is not {expected}: the record is damaged; "
-            f"restore it from git (or write it again with `modular_runs.analyse_arm`)."
-        )
 
 
 def _tuples(value: Any) -> Any:
@@ -160,9 +128,9 @@ class ModularAnalysis(ItemAccess):
     def from_json(cls, stored: Mapping[str, Any]) -> ModularAnalysis:
         """The analysis from its stored JSON (:meth:`to_json`); refuses unknown or missing keys."""
         names = [f.name for f in fields(cls)]
-        _check_keys(stored, "model analysis", names[:-1], names[-1:])
+        check_keys(stored, "model analysis", names[:-1], names[-1:], fix=_WRITE_AGAIN)
         for name, value in stored.items():
-            _check_value("model analysis", name, value, *_FIELDS[name])
+            check_value("model analysis", name, value, *_FIELDS[name], fix=_RESTORE)
         return cls(**{k: _tuples(v) for k, v in stored.items()})
 
     def to_json(self) -> dict[str, Any]:
@@ -195,15 +163,10 @@ class Snapshot(ItemAccess):
     @classmethod
     def from_json(cls, stored: Mapping[str, Any]) -> Snapshot:
         """The snapshot from its stored JSON, in any format this version reads (:data:`SNAPSHOT_FORMAT`)."""
-        version = stored.get("format", 1) if isinstance(stored, Mapping) else 1
-        if version != SNAPSHOT_FORMAT:
-            raise ValueError(
-                f"a stored snapshot is in format {version!r}; this corelib reads format {SNAPSHOT_FORMAT}: "
-                f"update corelib to the version that wrote it."
-            )
-        _check_keys(stored, "snapshot", ("epoch", "models"), ("format",))
-        _check_value("snapshot", "epoch", stored["epoch"], lambda v: _is_int(v) and v >= 0, "a whole number >= 0")
-        _check_value("snapshot", "models", stored["models"], lambda v: isinstance(v, list), "a list of analyses")
+        check_format(stored, "snapshot", SNAPSHOT_FORMAT)
+        check_keys(stored, "snapshot", ("epoch", "models"), ("format",), fix=_WRITE_AGAIN)
+        check_value("snapshot", "epoch", stored["epoch"], is_natural, "a whole number >= 0", fix=_RESTORE)
+        check_value("snapshot", "models", stored["models"], is_list, "a list of analyses", fix=_RESTORE)
         return cls(epoch=stored["epoch"], models=tuple(ModularAnalysis.from_json(m) for m in stored["models"]))
 
     def to_json(self) -> dict[str, Any]:

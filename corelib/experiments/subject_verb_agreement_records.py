@@ -17,15 +17,29 @@ code written against the dicts these records once were.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
 from ..ace import Core
-from ..typed_records import ItemAccess, check_keys, check_value
+from ..typed_records import (
+    ItemAccess,
+    Spec,
+    by_name,
+    check_fields,
+    check_format,
+    check_keys,
+    check_value,
+    is_int,
+    is_natural,
+    is_object,
+    is_rank,
+    is_real,
+    is_share,
+    list_of,
+)
 
 __all__ = ["SWEEP_FORMAT", "InterventionMargins", "LayerCores", "LayerSweepAnalysis", "StoredCore"]
 
@@ -116,48 +130,28 @@ class InterventionMargins(ItemAccess):
         )
 
 
-def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_real(v: object) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _share(v: object) -> bool:
-    return _is_real(v) and math.isfinite(v) and 0.0 <= v <= 1.0
-
-
-def _list_of(fits: Callable[[object], bool]) -> Callable[[object], bool]:
-    return lambda v: isinstance(v, list) and all(fits(x) for x in v)
-
-
-def _by_name(fits: Callable[[object], bool]) -> Callable[[object], bool]:
-    return lambda v: isinstance(v, Mapping) and all(isinstance(k, str) and fits(x) for k, x in v.items())
-
-
-_REALS = (_list_of(_is_real), "a list of numbers")
-_SPECS: dict[str, tuple[Callable[[object], bool], str]] = {
+_REALS: Spec = (list_of(is_real), "a list of numbers")
+_SPECS: dict[str, Spec] = {
     "model": (lambda v: isinstance(v, str) and bool(v), "a model name"),
-    "n_layers": (lambda v: _is_int(v) and v >= 1, "a whole number >= 1"),
-    "d_model": (lambda v: _is_int(v) and v >= 1, "a whole number >= 1"),
-    "n_params": (lambda v: _is_int(v) and v >= 1, "a whole number >= 1"),
-    "layers": (_list_of(lambda x: _is_int(x) and x >= 0), "a list of layers, whole numbers >= 0"),
-    "depth": (_list_of(lambda x: _share(x) and x > 0), "a list of depths, numbers in (0, 1]"),
-    "baseline_auc": (_share, "an AUC, a number in [0, 1]"),
-    "sweep_auc": (_by_name(_list_of(_share)), "lists of AUCs (numbers in [0, 1]) by mode"),
+    "n_layers": (is_rank, "a whole number >= 1"),
+    "d_model": (is_rank, "a whole number >= 1"),
+    "n_params": (is_rank, "a whole number >= 1"),
+    "layers": (list_of(is_natural), "a list of layers, whole numbers >= 0"),
+    "depth": (list_of(lambda x: is_share(x) and x > 0), "a list of depths, numbers in (0, 1]"),
+    "baseline_auc": (is_share, "an AUC, a number in [0, 1]"),
+    "sweep_auc": (by_name(list_of(is_share)), "lists of AUCs (numbers in [0, 1]) by mode"),
     "spectral_gap_by_layer": _REALS,
-    "chosen_layer": (lambda v: _is_int(v) and v >= 0, "a layer, a whole number >= 0"),
-    "rank": (lambda v: _is_int(v) and v >= 1, "a rank, a whole number >= 1"),
-    "spectral_gap": (_is_real, "a number"),
+    "chosen_layer": (is_natural, "a layer, a whole number >= 0"),
+    "rank": (is_rank, "a rank, a whole number >= 1"),
+    "spectral_gap": (is_real, "a number"),
     "singular_values": _REALS,
-    "auc": (_by_name(_share), "AUCs (numbers in [0, 1]) by intervention"),
+    "auc": (by_name(is_share), "AUCs (numbers in [0, 1]) by intervention"),
     "coords": _REALS,
-    "margins": (_by_name(_list_of(_is_real)), "lists of margins (numbers) by intervention"),
-    "scores": (_by_name(_list_of(_is_real)), "lists of scores (numbers) by intervention"),
-    "wilcoxon_p": (_by_name(_is_real), "p-values (numbers) by mode"),
-    "plural": (_list_of(lambda x: _is_int(x) and x in (0, 1)), "a list of 0 (singular) and 1 (plural)"),
-    "core": (lambda v: isinstance(v, Mapping), "a JSON object (dict) of the core's basis, mean and singular values"),
+    "margins": (by_name(list_of(is_real)), "lists of margins (numbers) by intervention"),
+    "scores": (by_name(list_of(is_real)), "lists of scores (numbers) by intervention"),
+    "wilcoxon_p": (by_name(is_real), "p-values (numbers) by mode"),
+    "plural": (list_of(lambda x: is_int(x) and x in (0, 1)), "a list of 0 (singular) and 1 (plural)"),
+    "core": (is_object, "a JSON object (dict) of the core's basis, mean and singular values"),
 }
 
 
@@ -281,15 +275,8 @@ class LayerSweepAnalysis(ItemAccess):
     def from_json(cls, stored: Mapping[str, Any]) -> LayerSweepAnalysis:
         """The analysis from its stored JSON, in any format this version reads (:data:`SWEEP_FORMAT`);
         refuses unknown or missing keys, values of the wrong type and lists of unequal lengths."""
-        version = stored.get("format", 1) if isinstance(stored, Mapping) else 1
-        if version != SWEEP_FORMAT:
-            raise ValueError(
-                f"a stored {_WHAT} is in format {version!r}; this corelib reads format {SWEEP_FORMAT}: "
-                f"update corelib to the version that wrote it."
-            )
-        check_keys(stored, _WHAT, list(_SPECS), ("format",), fix=_FIX)
-        for name, spec in _SPECS.items():
-            check_value(_WHAT, name, stored[name], *spec, fix=_FIX)
+        check_format(stored, _WHAT, SWEEP_FORMAT)
+        check_fields(stored, _WHAT, _SPECS, ("format",), fix=_FIX)  # the format: checked above
         _check_lengths(stored)
         values = {k: _tuples(v) for k, v in stored.items() if k not in ("core", "format")}
         return cls(**values, core=StoredCore.from_json(stored["core"]))
