@@ -322,7 +322,7 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
     assert set(json.loads(directions_json.read_text())["sweep"]) == {
         f.name for f in dataclasses.fields(own_model.LayerSweep)
     }
-    assert t.layers == [0, 1] and t.chosen_layer in (0, 1)
+    assert t.layers == (0, 1) and t.chosen_layer in (0, 1)
     assert t.n_train == t.n_test == 12 and len(t.coords) == 12
     assert set(t.auc) == {"baseline", *MODES} and len(t.examples) == params.n_examples
     # the saved core is the chosen layer's core, and it loads back equal

@@ -675,7 +675,7 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
         (q, seed) for q in p.steering_prompts for seed in (0, 1)
     ]
     sampled = [Generation(**pair["steered"]) for pair in s["sampled"]]
-    assert s["sampled_inversion"]["steered"] == inversion_stats(sampled, AGREEMENT_VERBS)
+    assert s["sampled_inversion"]["steered"].to_json() == inversion_stats(sampled, AGREEMENT_VERBS)
     assert set(s["other_words"]) == {"words", "greedy", "sampled"}
     assert [r["prompt"] for r in s["flip_demo"]] == list(FLIP_DEMO_PROMPTS)
     for r in s["flip_demo"]:
@@ -687,8 +687,8 @@ def test_run_on_the_tiny_model(tiny, tmp_path, monkeypatch):
         assert r["flip"] != pytest.approx(r["baseline"], rel=1e-3)  # the flip moved them
     # every gate of the grid and the chosen one were run; the chosen one's pairs are its rows
     assert p.gates == (0.0, 0.5, 1.0) and set(s["gate_sweep"]) == {"0.0", "0.5", "1.0"}
-    assert [pair["steered"] for pair in s["greedy"]] == s["gate_sweep"]["0.0"]["greedy"]
-    assert all(pair["steered"]["gated"] == [True] * 4 for pair in s["greedy"])  # gate 0: every step
+    assert tuple(pair["steered"] for pair in s["greedy"]) == s["gate_sweep"]["0.0"]["greedy"]
+    assert all(pair["steered"]["gated"] == (True,) * 4 for pair in s["greedy"])  # gate 0: every step
     table = subject_verb_agreement.gate_table(s)
     rows = table.loc
     assert list(table.index) == [0.0, 0.5, 1.0]

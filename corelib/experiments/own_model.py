@@ -54,6 +54,15 @@ from .own_model_directions import (
     top_principal_component,
     train_pass,
 )
+from .own_model_records import (
+    AgreementAnalysis,
+    DirectionMeasures,
+    FlipExample,
+    LayerSweep,
+    ProbeGridRow,
+    RunInfo,
+    TenseAnalysis,
+)
 from .subject_verb_agreement import load_agreement_model
 from .subject_verb_agreement_layers import (
     auc,
@@ -61,6 +70,7 @@ from .subject_verb_agreement_layers import (
     prefix_batches,
     sweep_layers,
 )
+from .subject_verb_agreement_records import LayerCores
 from .subject_verb_agreement_steering import flip_demo
 
 if TYPE_CHECKING:
@@ -74,6 +84,7 @@ __all__ = [
     "ProbeGridRow",
     "LayerSweep",
     "FlipExample",
+    "RunInfo",
     "DIRECTIONS",
     "OwnModelParams",
     "Probe",
@@ -187,8 +198,8 @@ def tense_cores(
     layers: list[int],
     *,
     eps: float = 1e-8,
-) -> dict[int, Core]:
-    """A rank-1 core of the tense margin per layer, from one ACE call."""
+) -> LayerCores:
+    """A rank-1 core of the tense margin per layer, from one ACE call (a mapping layer -> core)."""
     batch = lm.tokenize(prompts)  # left-padded: every prompt ends last
     ids, mask = batch.input_ids, batch.attention_mask
     inputs = {"input_ids": ids, "attention_mask": mask}
@@ -197,7 +208,7 @@ def tense_cores(
     # one hook per layer: the residual stream after it
     hooks = [f"blocks.{layer}.hook_resid_post" for layer in layers]
     cores = extract_from_model(lm, hooks, inputs, f, rank=1, eps=eps)
-    return {layer: cores[hook] for layer, hook in zip(layers, hooks)}
+    return LayerCores(tuple(layers), tuple(cores[hook] for hook in hooks))
 
 
 def tense_core_path(params: OwnModelParams) -> Path:
@@ -205,7 +216,7 @@ def tense_core_path(params: OwnModelParams) -> Path:
     return run_dir("own_model_tense", params.tense_part()) / "core"
 
 
-def tense_analysis(lm: LanguageModel, params: OwnModelParams, *, progress: bool = True) -> dict:
+def tense_analysis(lm: LanguageModel, params: OwnModelParams, *, progress: bool = True) -> TenseAnalysis:
     """Tense cores at the swept layers, their interventions on the held-out prompts, the chosen
     layer's core saved to :func:`tense_core_path` and the verb probabilities of a few prompts
     with the core flipped, computed with the core read back from disk."""
@@ -217,194 +228,33 @@ def tense_analysis(lm: LanguageModel, params: OwnModelParams, *, progress: bool 
     batches = prefix_batches(lm, test, batch_size=params.batch_size, progress=progress)
     modes_at = {layer: MODES for layer in layers}
     m = intervened_margins(lm, test, cores, modes_at, batch_size=params.batch_size, batches=batches, progress=progress)
-    baseline = auc(m["baseline"], past)
+    baseline = auc(m.baseline, past)
     sweep = {mode: [auc(m[(layer, mode)], past) for layer in layers] for mode in MODES}
     chosen = choose_layer(layers, baseline, sweep["flip"])
     core = cores[chosen]
     core.save(tense_core_path(params))
     loaded = Core.load(tense_core_path(params))
-    coords = orient(core.basis[:, 0], m["acts"][chosen], past) @ (m["acts"][chosen] - core.mean).T
-    return {
-        **run_info(lm, train, test, layers),
-        "baseline_auc": baseline,
-        "sweep_auc": sweep,
-        "spectral_gap_by_layer": [cores[layer].spectral_gap for layer in layers],
-        "chosen_layer": chosen,
-        "singular_values": core.singular_values[:20].tolist(),
-        "energy_share": float(core.singular_values[0] ** 2 / np.sum(core.singular_values**2)),
-        "spectral_gap": core.spectral_gap,
-        "auc": {"baseline": baseline, **{mode: sweep[mode][layers.index(chosen)] for mode in MODES}},
-        "coords": coords.tolist(),
-        "margins": m["baseline"].tolist(),
-        "past": past.astype(int).tolist(),
-        "core_folder": str(tense_core_path(params).relative_to(results_root())),
-        "core_metadata": core.metadata,
-        "examples": flip_demo(lm, loaded, chosen, test[: params.n_examples]),
-    }
+    coords = orient(core.basis[:, 0], m.acts[chosen], past) @ (m.acts[chosen] - core.mean).T
+    return TenseAnalysis(
+        **run_info(lm, train, test, layers).as_fields(),
+        baseline_auc=baseline,
+        sweep_auc={mode: tuple(aucs) for mode, aucs in sweep.items()},
+        spectral_gap_by_layer=tuple(cores[layer].spectral_gap for layer in layers),
+        chosen_layer=chosen,
+        singular_values=tuple(core.singular_values[:20].tolist()),
+        energy_share=float(core.singular_values[0] ** 2 / np.sum(core.singular_values**2)),
+        spectral_gap=core.spectral_gap,
+        auc={"baseline": baseline, **{mode: sweep[mode][layers.index(chosen)] for mode in MODES}},
+        coords=tuple(coords.tolist()),
+        margins=tuple(m.baseline.tolist()),
+        past=tuple(past.astype(int).tolist()),
+        core_folder=str(tense_core_path(params).relative_to(results_root())),
+        core_metadata=core.metadata,
+        examples=tuple(flip_demo(lm, loaded, chosen, test[: params.n_examples])),
+    )
 
 
 # --------------------------------------------------------------------------- results
-
-
-def _picked(cls, stored: dict, **nested):
-    """``cls`` built from the stored dict's entries named as its fields (``nested``: converted ones)."""
-    return cls(**{f.name: nested[f.name] if f.name in nested else stored[f.name] for f in fields(cls)})
-
-
-@dataclass(frozen=True)
-class FlipExample:
-    """One held-out prompt's next-token probabilities of the four verbs ("was", "were", "is",
-    "are"), unmodified (``baseline``) and with the core flipped (``flip``)."""
-
-    prompt: str
-    baseline: dict[str, float]
-    flip: dict[str, float]
-
-
-@dataclass(frozen=True)
-class TenseAnalysis:
-    """The tense core of one model (:func:`tense_analysis`).
-
-    Attributes:
-        model, n_layers, d_model: the model's name, number of layers and width.
-        n_train, n_test: the prompts that fit the cores and those that test them.
-        layers: the swept layers (0-based).
-        baseline_auc: the AUC of the clean margin for the tense on the test prompts.
-        sweep_auc: per mode (keep, remove, flip), the margin's AUC with each swept layer's core intervened on.
-        spectral_gap_by_layer: per swept layer, the core's spectral gap.
-        chosen_layer: the layer whose core the chapter keeps (0-based).
-        singular_values: its first 20 balanced singular values.
-        energy_share: the first direction's share of the energy.
-        spectral_gap: its spectral gap.
-        auc: the margin's AUC unmodified (``baseline``) and per mode at the chosen layer.
-        coords, margins, past: per test prompt, the core coordinate, the clean margin and the tense (1: past).
-        core_folder: where the core is saved, relative to the results root.
-        core_metadata: the saved core's metadata.
-        examples: a few test prompts with the core flipped (:class:`FlipExample`).
-    """
-
-    model: str
-    n_layers: int
-    d_model: int
-    n_train: int
-    n_test: int
-    layers: list[int]
-    baseline_auc: float
-    sweep_auc: dict[str, list[float]]
-    spectral_gap_by_layer: list[float]
-    chosen_layer: int
-    singular_values: list[float]
-    energy_share: float
-    spectral_gap: float
-    auc: dict[str, float]
-    coords: list[float]
-    margins: list[float]
-    past: list[int]
-    core_folder: str
-    core_metadata: dict
-    examples: list[FlipExample]
-
-    @classmethod
-    def from_json(cls, stored: dict) -> TenseAnalysis:
-        return _picked(cls, stored, examples=[FlipExample(**e) for e in stored["examples"]])
-
-
-@dataclass(frozen=True)
-class DirectionMeasures:
-    """One direction at the chosen layer, on the held-out prompts (:func:`evaluate_direction`).
-
-    Attributes:
-        read_auc: the AUC of the projection on the direction for the label.
-        r2: the R² of the clean margin on the projection.
-        keep, remove, flip: the margin's AUC with the direction kept, removed and flipped.
-        coords, baseline: per test prompt, the projection and the clean margin.
-        angle_to_ace: the angle to the ACE core's direction, in degrees.
-    """
-
-    read_auc: float
-    r2: float
-    keep: float
-    remove: float
-    flip: float
-    coords: list[float]
-    baseline: list[float]
-    angle_to_ace: float
-
-
-@dataclass(frozen=True)
-class ProbeGridRow:
-    """The probe at one L2 penalty (:func:`_probe_grid`): its angles (degrees) to the ACE core and
-    the mean difference, how well it reads the label (AUC), the margin's R² on it, and the
-    margin's AUC with it removed and flipped."""
-
-    l2: float
-    angle_to_ace: float
-    angle_to_mean_difference: float
-    read_auc: float
-    r2: float
-    remove: float
-    flip: float
-
-
-@dataclass(frozen=True)
-class LayerSweep:
-    """Per swept layer (:func:`layer_sweep`): the margin's AUC with the ACE core removed and
-    flipped, the probe's reading AUC, the AUC with the probe's direction removed and flipped, and
-    its angle to the core (degrees); ``baseline`` is the clean margin's AUC."""
-
-    baseline: float
-    ace_remove: list[float]
-    ace_flip: list[float]
-    probe_read: list[float]
-    probe_remove: list[float]
-    probe_flip: list[float]
-    probe_angle: list[float]
-
-
-@dataclass(frozen=True)
-class AgreementAnalysis:
-    """One model on the agreement task (:func:`agreement_analysis`).
-
-    Attributes:
-        model, n_layers, d_model, n_train, n_test, layers: as in :class:`TenseAnalysis`.
-        sweep: the layer sweep.
-        spectral_gap_by_layer: per swept layer, the ACE core's spectral gap.
-        layer: the chosen layer (0-based); ``layer_chosen``: False where the parameters fixed it.
-        baseline_auc: the clean margin's AUC for the number.
-        spectral_gap: the core's spectral gap at the chosen layer.
-        directions: per direction of :data:`DIRECTIONS`, its measures.
-        probe_accuracy: the probe's accuracy on the test prompts; ``probe_iterations``: its Newton steps.
-        probe_grid: one row per L2 penalty of the grid.
-        plural: per test prompt, the label (1: plural).
-    """
-
-    model: str
-    n_layers: int
-    d_model: int
-    n_train: int
-    n_test: int
-    layers: list[int]
-    sweep: LayerSweep
-    spectral_gap_by_layer: list[float]
-    layer: int
-    layer_chosen: bool
-    baseline_auc: float
-    spectral_gap: float
-    directions: dict[str, DirectionMeasures]
-    probe_accuracy: float
-    probe_iterations: int
-    probe_grid: list[ProbeGridRow]
-    plural: list[int]
-
-    @classmethod
-    def from_json(cls, stored: dict) -> AgreementAnalysis:
-        return _picked(
-            cls,
-            stored,
-            sweep=LayerSweep(**stored["sweep"]),
-            directions={name: DirectionMeasures(**d) for name, d in stored["directions"].items()},
-            probe_grid=[ProbeGridRow(**r) for r in stored["probe_grid"]],
-        )
 
 
 @dataclass(frozen=True)
@@ -413,7 +263,7 @@ class OwnModelSummary:
 
     params: OwnModelParams
     tense: TenseAnalysis
-    agreement: list[AgreementAnalysis]
+    agreement: tuple[AgreementAnalysis, ...]
 
 
 # --------------------------------------------------------------------------- the chapter
@@ -432,7 +282,7 @@ def run(params: OwnModelParams | None = None, *, progress: bool = True) -> OwnMo
     tense_dir = tense_core_path(params).parent
     tense_summary = compute_once(
         tense_dir / "tense.json",
-        lambda: tense_analysis(_tense_model(params.tense_model), params, progress=progress),
+        lambda: tense_analysis(_tense_model(params.tense_model), params, progress=progress).to_json(),
     )
     agreement = []
     for name in params.models:
@@ -440,13 +290,13 @@ def run(params: OwnModelParams | None = None, *, progress: bool = True) -> OwnMo
         agreement.append(
             compute_once(
                 folder / "directions.json",
-                lambda name=name: agreement_analysis(load_agreement_model(name), params, progress=progress),
+                lambda name=name: agreement_analysis(load_agreement_model(name), params, progress=progress).to_json(),
             )
         )
     return OwnModelSummary(
         params=params,
         tense=TenseAnalysis.from_json(tense_summary),
-        agreement=[AgreementAnalysis.from_json(a) for a in agreement],
+        agreement=tuple(AgreementAnalysis.from_json(a) for a in agreement),
     )
 
 

@@ -6,14 +6,15 @@ means (a steering vector), a logistic-regression probe (:func:`fit_probe`), the 
 component of the activations, and the ACE rank-1 core. On the test half each gets its angle to
 the ACE core, how well it reads the label (AUC of the projection), how much of the margin's
 variance the projection explains (R²), and the AUC of the margin when the direction is kept,
-removed or flipped (:func:`evaluate_direction`); :func:`agreement_analysis` is one model's record.
-The chapter's order of the directions is :data:`corelib.experiments.own_model.DIRECTIONS`.
+removed or flipped (:func:`evaluate_direction`); :func:`agreement_analysis` is one model's record
+(the typed records are in :mod:`corelib.experiments.own_model_records`). The chapter's order of
+the directions is :data:`corelib.experiments.own_model.DIRECTIONS`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,6 +25,7 @@ from ..compare import principal_angles
 from ..interventions import MODES
 from ..lm import LanguageModel
 from ..tasks import sva
+from .own_model_records import AgreementAnalysis, DirectionMeasures, LayerSweep, ProbeGridRow, RunInfo
 from .subject_verb_agreement_layers import (
     all_layer_jacobians,
     auc,
@@ -36,16 +38,16 @@ if TYPE_CHECKING:
     from .own_model import OwnModelParams
 
 
-def run_info(lm, train: list, test: list, layers: list[int]) -> dict:
+def run_info(lm, train: list, test: list, layers: list[int]) -> RunInfo:
     """What a summary says about its model and data: name, size, prompts, layers swept."""
-    return {
-        "model": lm.name,
-        "n_layers": lm.n_layers,
-        "d_model": lm.d_model,
-        "n_train": len(train),
-        "n_test": len(test),
-        "layers": layers,
-    }
+    return RunInfo(
+        model=lm.name,
+        n_layers=lm.n_layers,
+        d_model=lm.d_model,
+        n_train=len(train),
+        n_test=len(test),
+        layers=tuple(int(layer) for layer in layers),
+    )
 
 
 def angle_deg(u, v) -> float:
@@ -216,21 +218,23 @@ def evaluate_direction(
     batch_size: int = 100,
     modes: Sequence[str] = MODES,
     progress: bool = False,
-) -> dict:
+) -> DirectionMeasures:
     """The direction of the rank-1 ``core`` on held-out prompts: AUC of its projection for the
     label, R² of the clean margin on the projection, and the margin's AUC with it kept,
-    removed and flipped (centred on the core's mean, last token only)."""
+    removed and flipped (centred on the core's mean, last token only; None for a mode not in
+    ``modes``). Its angle to the ACE core is the caller's to set (None here)."""
     m = intervened_margins(
         lm, prompts, {layer: core}, {layer: tuple(modes)}, batch_size=batch_size, batches=batches, progress=progress
     )
-    z = core.coords(m["acts"][layer])[:, 0]
-    return {
-        "read_auc": auc(z, labels),
-        "r2": r_squared(z, m["baseline"]),
-        **{mode: auc(m[(layer, mode)], labels) for mode in modes},
-        "coords": z.tolist(),
-        "baseline": m["baseline"].tolist(),
-    }
+    z = core.coords(m.acts[layer])[:, 0]
+    return DirectionMeasures(
+        read_auc=auc(z, labels),
+        r2=r_squared(z, m.baseline),
+        **{mode: auc(m[(layer, mode)], labels) if mode in modes else None for mode in MODES},
+        coords=tuple(z.tolist()),
+        baseline=tuple(m.baseline.tolist()),
+        angle_to_ace=None,
+    )
 
 
 def _directions(acts: np.ndarray, labels: np.ndarray, ace: Core, probe: Probe) -> dict[str, np.ndarray]:
@@ -255,27 +259,27 @@ def layer_sweep(
     *,
     batches: list,
     progress: bool = True,
-) -> dict:
+) -> tuple[LayerSweep, dict[int, np.ndarray]]:
     """At every layer of ``cores``: the AUC of the margin with the ACE core removed and flipped, how
     well the probe's direction reads the label, the AUC with it removed and flipped, and its angle
-    to the core. Returns the lists by layer and the clean margins' AUC (``"baseline"``)."""
+    to the core (:class:`LayerSweep`); and by layer the test prompts' last-token activations (N, D)."""
     modes = {layer: ("remove", "flip") for layer in cores}
     ace = intervened_margins(lm, prompts, cores, modes, batches=batches, progress=progress)
     probe = intervened_margins(lm, prompts, probe_cores, modes, batches=batches, progress=progress)
     layers = list(cores)
-    return {
-        "baseline": auc(ace["baseline"], labels),
-        "ace_remove": [auc(ace[(layer, "remove")], labels) for layer in layers],
-        "ace_flip": [auc(ace[(layer, "flip")], labels) for layer in layers],
-        "probe_read": [auc(probe_cores[layer].coords(probe["acts"][layer])[:, 0], labels) for layer in layers],
-        "probe_remove": [auc(probe[(layer, "remove")], labels) for layer in layers],
-        "probe_flip": [auc(probe[(layer, "flip")], labels) for layer in layers],
-        "probe_angle": [angle_deg(probe_cores[layer].basis, cores[layer].basis) for layer in layers],
-        "acts": probe["acts"],
-    }
+    sweep = LayerSweep(
+        baseline=auc(ace.baseline, labels),
+        ace_remove=tuple(auc(ace[(layer, "remove")], labels) for layer in layers),
+        ace_flip=tuple(auc(ace[(layer, "flip")], labels) for layer in layers),
+        probe_read=tuple(auc(probe_cores[layer].coords(probe.acts[layer])[:, 0], labels) for layer in layers),
+        probe_remove=tuple(auc(probe[(layer, "remove")], labels) for layer in layers),
+        probe_flip=tuple(auc(probe[(layer, "flip")], labels) for layer in layers),
+        probe_angle=tuple(angle_deg(probe_cores[layer].basis, cores[layer].basis) for layer in layers),
+    )
+    return sweep, dict(probe.acts)
 
 
-def agreement_analysis(lm: LanguageModel, params: OwnModelParams, *, progress: bool = True) -> dict:
+def agreement_analysis(lm: LanguageModel, params: OwnModelParams, *, progress: bool = True) -> AgreementAnalysis:
     """One model on the agreement task: the ACE core and a probe at every swept layer, the chosen
     layer, and there the four directions and their measures."""
     ds = sva.make_dataset(params.n_per_number, params.dataset_seed)
@@ -294,34 +298,35 @@ def agreement_analysis(lm: LanguageModel, params: OwnModelParams, *, progress: b
         for layer in layers
     }
     batches = prefix_batches(lm, test, batch_size=params.batch_size, progress=progress)
-    sweep = layer_sweep(lm, test, y_test, cores, probe_cores, batches=batches, progress=progress)
-    test_acts = sweep.pop("acts")
-    layer = layers[0] if fixed else choose_layer(layers, sweep["baseline"], sweep["ace_flip"])
+    sweep, test_acts = layer_sweep(lm, test, y_test, cores, probe_cores, batches=batches, progress=progress)
+    layer = layers[0] if fixed else choose_layer(layers, sweep.baseline, sweep.ace_flip)
     directions = _directions(acts[layer], y_train, cores[layer], probes[layer])
     mean = acts[layer].mean(0)
-    measured = {}
-    for name, d in directions.items():
-        core = direction_core(d, mean, name)
-        measured[name] = evaluate_direction(lm, test, y_test, layer, core, batches=batches)
-        measured[name]["angle_to_ace"] = angle_deg(d, directions["ACE core"])
-    probe_accuracy = float(np.mean((probes[layer].logits(test_acts[layer]) > 0) == y_test.astype(bool)))
-    return {
-        **run_info(lm, train, test, layers),
-        "sweep": sweep,
-        "spectral_gap_by_layer": [cores[layer].spectral_gap for layer in layers],
-        "layer": layer,
-        "layer_chosen": not fixed,
-        "baseline_auc": sweep["baseline"],
-        "spectral_gap": cores[layer].spectral_gap,
-        "directions": measured,
-        "probe_accuracy": probe_accuracy,
-        "probe_iterations": probes[layer].n_iter,
-        "probe_grid": _probe_grid(lm, test, y_test, layer, acts[layer], y_train, directions, params, batches),
-        "plural": y_test.astype(int).tolist(),
+    measured = {
+        name: replace(
+            evaluate_direction(lm, test, y_test, layer, direction_core(d, mean, name), batches=batches),
+            angle_to_ace=angle_deg(d, directions["ACE core"]),
+        )
+        for name, d in directions.items()
     }
+    probe_accuracy = float(np.mean((probes[layer].logits(test_acts[layer]) > 0) == y_test.astype(bool)))
+    return AgreementAnalysis(
+        **run_info(lm, train, test, layers).as_fields(),
+        sweep=sweep,
+        spectral_gap_by_layer=tuple(cores[layer].spectral_gap for layer in layers),
+        layer=layer,
+        layer_chosen=not fixed,
+        baseline_auc=sweep.baseline,
+        spectral_gap=cores[layer].spectral_gap,
+        directions=measured,
+        probe_accuracy=probe_accuracy,
+        probe_iterations=probes[layer].n_iter,
+        probe_grid=_probe_grid(lm, test, y_test, layer, acts[layer], y_train, directions, params, batches),
+        plural=tuple(y_test.astype(int).tolist()),
+    )
 
 
-def _probe_grid(lm, test, y_test, layer, acts, y_train, directions, params, batches) -> list[dict]:
+def _probe_grid(lm, test, y_test, layer, acts, y_train, directions, params, batches) -> tuple[ProbeGridRow, ...]:
     """The probe at every penalty of ``params.probe_l2_grid``: its angles to the ACE core and to the
     mean difference, how well it reads the label, and the AUC with it removed and flipped."""
     rows = []
@@ -330,11 +335,14 @@ def _probe_grid(lm, test, y_test, layer, acts, y_train, directions, params, batc
         core = direction_core(d, acts.mean(0), f"probe l2={l2:g}")
         got = evaluate_direction(lm, test, y_test, layer, core, batches=batches, modes=("remove", "flip"))
         rows.append(
-            {
-                "l2": l2,
-                "angle_to_ace": angle_deg(d, directions["ACE core"]),
-                "angle_to_mean_difference": angle_deg(d, directions["mean difference"]),
-                **{k: got[k] for k in ("read_auc", "r2", "remove", "flip")},
-            }
+            ProbeGridRow(
+                l2=l2,
+                angle_to_ace=angle_deg(d, directions["ACE core"]),
+                angle_to_mean_difference=angle_deg(d, directions["mean difference"]),
+                read_auc=got.read_auc,
+                r2=got.r2,
+                remove=got.remove,
+                flip=got.flip,
+            )
         )
-    return rows
+    return tuple(rows)

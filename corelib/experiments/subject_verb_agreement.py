@@ -67,6 +67,7 @@ from .subject_verb_agreement_steering import (
     number_word_counterparts,
     steering_run,
 )
+from .subject_verb_agreement_steering_records import SteeringRun
 
 if TYPE_CHECKING:
     import pandas
@@ -233,7 +234,7 @@ class ModelAnalysis:
             scores against the baseline's.
         plural: per test prompt, the number (1: plural).
         core: the chosen core's first direction (``basis``), ``mean`` and ``singular_values``, as stored.
-        steering: the steering run as :func:`steering_run` stores it, with its inversion counts.
+        steering: the steering run (:func:`steering_run`), with its inversion counts.
     """
 
     model: str
@@ -257,7 +258,7 @@ class ModelAnalysis:
     wilcoxon_p: dict[str, float]
     plural: list[int]
     core: dict
-    steering: dict
+    steering: SteeringRun
 
     @classmethod
     def from_json(cls, stored: dict) -> ModelAnalysis:
@@ -325,7 +326,11 @@ def run(params: SVAParams | None = None, *, progress: bool = True) -> SVASummary
         )
         # stored beside the sweep (not in it), so sweeps stored before it was recorded stay valid
         facts = compute_once(sweep_dir / "model.json", lambda: model_facts(lm()))
-        steering = compute_once(steering_path, lambda sweep=sweep: steering_run(lm(), sweep, params, progress=progress))
+        steering = SteeringRun.from_json(
+            compute_once(
+                steering_path, lambda sweep=sweep: steering_run(lm(), sweep, params, progress=progress).to_json()
+            )
+        )
         models.append({**sweep.to_json(), **facts, "steering": steering})
         loaded.clear()
     pairs = [
@@ -400,18 +405,18 @@ def sampling_table(summary: SVASummary):
     for m in summary.models:
         s = m.steering
         for what, greedy, sampled in (
-            ("verbs", s["inversion"], s["sampled_inversion"]),
-            ("other number words", s["other_words"]["greedy"], s["other_words"]["sampled"]),
+            ("verbs", s.inversion, s.sampled_inversion),
+            ("other number words", s.other_words.greedy, s.other_words.sampled),
         ):
             rows.append(
                 {
                     "model": m.model,
                     "words": what,
-                    "greedy: decisions": greedy["decisions"],
-                    "greedy: inverted": greedy["rate"],
-                    "sampled: decisions": sampled["steered"]["decisions"],
-                    "sampled: inverted": sampled["steered"]["rate"],
-                    "sampled, unsteered: inverted": sampled["unsteered"]["rate"],
+                    "greedy: decisions": greedy.decisions,
+                    "greedy: inverted": greedy.rate,
+                    "sampled: decisions": sampled.steered.decisions,
+                    "sampled: inverted": sampled.steered.rate,
+                    "sampled, unsteered: inverted": sampled.unsteered.rate,
                 }
             )
     return pd.DataFrame(rows).set_index(["model", "words"]).round(3)
@@ -424,11 +429,11 @@ def flip_demo_table(summary: SVASummary):
     rows = [
         {
             "model": m.model,
-            "prompt": r["prompt"],
+            "prompt": r.prompt,
             **{f"P({v}) {k}": r[k][v] for v in ("is", "are", "was", "were") for k in ("baseline", "flip")},
         }
         for m in summary.models
-        for r in m.steering["flip_demo"]
+        for r in m.steering.flip_demo
     ]
     return pd.DataFrame(rows).set_index(["model", "prompt"]).round(3)
 
@@ -462,7 +467,7 @@ def claim_values(summary: SVASummary) -> dict:
     models = {m.model: m for m in summary.models}
     pairs = {" × ".join(p.models): p for p in summary.pairs}
     steer = {k: m.steering for k, m in models.items()}
-    demo = {k: next(r for r in s["flip_demo"] if r["prompt"] == FLIP_DEMO_PROMPTS[0]) for k, s in steer.items()}
+    demo = {k: next(r for r in s.flip_demo if r.prompt == FLIP_DEMO_PROMPTS[0]) for k, s in steer.items()}
     return {
         "sva.rank": {k: m.rank for k, m in models.items()},
         "sva.spectral_gap": {k: spectral_gap_paper(m.spectral_gap) for k, m in models.items()},
@@ -472,12 +477,12 @@ def claim_values(summary: SVASummary) -> dict:
         "sva.auc_flip": {k: m.auc["flip"] for k, m in models.items()},
         "sva.pearson": {k: p.pearson for k, p in pairs.items()},
         "sva.spearman": {k: p.spearman for k, p in pairs.items()},
-        "sva.key_is_base": {k: d["baseline"]["is"] for k, d in demo.items()},
-        "sva.key_is_flip": {k: d["flip"]["is"] for k, d in demo.items()},
-        "sva.key_are_base": {k: d["baseline"]["are"] for k, d in demo.items()},
-        "sva.key_are_flip": {k: d["flip"]["are"] for k, d in demo.items()},
-        "sva.steering_rate": {k: s["sampled_inversion"]["steered"]["rate"] for k, s in steer.items()},
-        "sva.steering_other_words": {k: s["other_words"]["sampled"]["steered"]["rate"] for k, s in steer.items()},
+        "sva.key_is_base": {k: d.baseline["is"] for k, d in demo.items()},
+        "sva.key_is_flip": {k: d.flip["is"] for k, d in demo.items()},
+        "sva.key_are_base": {k: d.baseline["are"] for k, d in demo.items()},
+        "sva.key_are_flip": {k: d.flip["are"] for k, d in demo.items()},
+        "sva.steering_rate": {k: s.sampled_inversion.steered.rate for k, s in steer.items()},
+        "sva.steering_other_words": {k: s.other_words.sampled.steered.rate for k, s in steer.items()},
         "sva.steering_untouched": {
             k: c.decision_free_unchanged / c.decision_free
             for k, c in ((k, control_summary(s)) for k, s in steer.items())
@@ -517,20 +522,20 @@ def steering_table(summary: SVASummary) -> pandas.DataFrame:
 
     rows = []
     for m in summary.models:
-        steering, inversion = m.steering, m.steering["inversion"]
+        steering, inversion = m.steering, m.steering.inversion
         rows.append(
             {
                 "model": m.model,
-                "decisions": inversion["decisions"],
-                "inverted": inversion["inverted"],
-                "inversion rate": inversion["rate"],
-                "clean-verb decisions": inversion["clean_verb_decisions"],
-                "clean-verb rate": inversion["rate_clean_verbs"],
-                "decisions not steered": inversion["ungated_decisions"],
-                "steered steps": inversion["steered_steps"],
-                "controls": steering["n_control"],
-                "controls unchanged": steering["control_unchanged"],
-                "control steered steps": steering["control_steered_steps"],
+                "decisions": inversion.decisions,
+                "inverted": inversion.inverted,
+                "inversion rate": inversion.rate,
+                "clean-verb decisions": inversion.clean_verb_decisions,
+                "clean-verb rate": inversion.rate_clean_verbs,
+                "decisions not steered": inversion.ungated_decisions,
+                "steered steps": inversion.steered_steps,
+                "controls": steering.n_control,
+                "controls unchanged": steering.control_unchanged,
+                "control steered steps": steering.control_steered_steps,
             }
         )
     return pd.DataFrame(rows).set_index("model")
@@ -566,16 +571,16 @@ def _steering_values(params: SVAParams, summary: SVASummary) -> dict[str, object
         "epsilon_value": params.epsilon,
         "n_steer": len(params.steering_prompts),
         "n_control": len(params.control_prompts),
-        "sampled_inv_min": _nan_min(m.steering["sampled_inversion"]["steered"]["rate"] for m in models),
-        "sampled_inv_max": _nan_max(m.steering["sampled_inversion"]["steered"]["rate"] for m in models),
-        "unsteered_inv_max": _nan_max(m.steering["sampled_inversion"]["unsteered"]["rate"] for m in models),
-        "other_inv_max": _nan_max(m.steering["other_words"]["sampled"]["steered"]["rate"] for m in models),
+        "sampled_inv_min": _nan_min(m.steering.sampled_inversion.steered.rate for m in models),
+        "sampled_inv_max": _nan_max(m.steering.sampled_inversion.steered.rate for m in models),
+        "unsteered_inv_max": _nan_max(m.steering.sampled_inversion.unsteered.rate for m in models),
+        "other_inv_max": _nan_max(m.steering.other_words.sampled.steered.rate for m in models),
         "grid_inv_max": _nan_max(float(v) for m in models for v in gate_table(m.steering)["inversion rate"].dropna()),
         "gate_grid_text": ", ".join(f"{g:g}" for g in params.gates),
-        "inv_min": _nan_min(m.steering["inversion"]["rate"] for m in models),
-        "inv_max": _nan_max(m.steering["inversion"]["rate"] for m in models),
-        "decisions_total": int(sum(m.steering["inversion"]["decisions"] for m in models)),
-        "strict_min": _nan_min(m.steering["inversion"]["rate_clean_verbs"] for m in models),
+        "inv_min": _nan_min(m.steering.inversion.rate for m in models),
+        "inv_max": _nan_max(m.steering.inversion.rate for m in models),
+        "decisions_total": int(sum(m.steering.inversion.decisions for m in models)),
+        "strict_min": _nan_min(m.steering.inversion.rate_clean_verbs for m in models),
         "free_total": sum(c.decision_free for c in controls),
         "free_unchanged": sum(c.decision_free_unchanged for c in controls),
         "control_changed": len(changed),
@@ -583,7 +588,7 @@ def _steering_values(params: SVAParams, summary: SVASummary) -> dict[str, object
         "temperature_value": params.temperature,
         "top_k_value": params.top_k,
         "n_samples_value": params.n_samples,
-        "other_words_text": ", ".join(models[0].steering["other_words"]["words"]),
+        "other_words_text": ", ".join(models[0].steering.other_words.words),
     }
 
 
@@ -619,11 +624,11 @@ def _model_values(summary: SVASummary) -> dict[str, object]:
 def _flip_demo_values(summary: SVASummary) -> dict[str, float]:
     """The paper's single prompt flipped in our models: the least factor by which P(is) falls, and
     the range of P(are) after the flip."""
-    demo = [next(r for r in m.steering["flip_demo"] if r["prompt"] == FLIP_DEMO_PROMPTS[0]) for m in summary.models]
+    demo = [next(r for r in m.steering.flip_demo if r.prompt == FLIP_DEMO_PROMPTS[0]) for m in summary.models]
     return {
-        "key_is_fall_min": min(d["baseline"]["is"] / d["flip"]["is"] if d["flip"]["is"] else np.inf for d in demo),
-        "key_are_flip_min": min(d["flip"]["are"] for d in demo),
-        "key_are_flip_max": max(d["flip"]["are"] for d in demo),
+        "key_is_fall_min": min(d.baseline["is"] / d.flip["is"] if d.flip["is"] else np.inf for d in demo),
+        "key_are_flip_min": min(d.flip["are"] for d in demo),
+        "key_are_flip_max": max(d.flip["are"] for d in demo),
     }
 
 

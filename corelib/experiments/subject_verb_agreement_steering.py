@@ -3,9 +3,10 @@
 :func:`steering_run` continues the steering and control prompts, unsteered and steered at every
 gate of the grid, greedily and by sampling, in one batch (:func:`corelib.steering.generate_batch`),
 and counts the verb inversions and those of other number-marked words; :func:`flip_demo` shows
-the four verbs' probabilities with the core flipped. :func:`gate_table` and
-:func:`control_summary` read a stored run. The core and its layer come from the layer sweep
-(:mod:`corelib.experiments.subject_verb_agreement_layers`).
+the four verbs' probabilities with the core flipped. The run is a typed
+:class:`~corelib.experiments.subject_verb_agreement_steering_records.SteeringRun`, stored as its
+JSON form. :func:`gate_table` and :func:`control_summary` read a run, typed or as stored. The core
+and its layer come from the layer sweep (:mod:`corelib.experiments.subject_verb_agreement_layers`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ..tasks.sva import (
     NUMBER_WORD_PAIRS,
 )
 from .subject_verb_agreement_layers import core_of
+from .subject_verb_agreement_steering_records import FlipExample, SteeringRun
 
 if TYPE_CHECKING:
     import pandas
@@ -86,7 +88,7 @@ def number_word_counterparts(lm: LanguageModel) -> dict[int, int]:
 
 
 @torch.no_grad()
-def flip_demo(lm: LanguageModel, core: Core, layer: int, prompts=FLIP_DEMO_PROMPTS) -> list[dict]:
+def flip_demo(lm: LanguageModel, core: Core, layer: int, prompts=FLIP_DEMO_PROMPTS) -> list[FlipExample]:
     """The four verbs' probabilities at the end of each prompt, unmodified and with the core flipped.
 
     Probabilities are over the whole vocabulary (softmax of the last token's logits); the flip
@@ -97,18 +99,18 @@ def flip_demo(lm: LanguageModel, core: Core, layer: int, prompts=FLIP_DEMO_PROMP
     hook = intervention_hook(core, "flip", centered=True, positions="last")
     for prompt in prompts:
         batch = lm.tokenize([prompt])
-        row = {"prompt": prompt}
+        row = {}
         for name, hooks in (("baseline", []), ("flip", [(resid_hook(layer), hook)])):
             logits = lm.run_with_hooks(batch.input_ids, batch.attention_mask, fwd_hooks=hooks)[0, -1]
             probs = torch.softmax(logits.cpu().double(), -1)
             row[name] = {verb.strip(): float(probs[i]) for verb, i in ids.items()}
-        rows.append(row)
+        rows.append(FlipExample(prompt=prompt, **row))
     return rows
 
 
 def steering_run(
     lm: LanguageModel, analysis: LayerSweepAnalysis | dict, params: SVAParams, *, progress: bool = True
-) -> dict:
+) -> SteeringRun:
     """Base and steered generations of the steering and control prompts, at every gate.
 
     Greedy continuations of the steering and control prompts are generated unsteered (once) and
@@ -120,7 +122,8 @@ def steering_run(
     ``gate_sweep``. Inversion rates (:func:`corelib.steering.inversion_stats`) are given for the
     greedy and the sampled generations, with the unsteered samples' rate (what sampling alone
     does) beside them; ``other_words`` does the same for number-marked words other than the four
-    verbs; ``flip_demo`` holds :func:`flip_demo`.
+    verbs; ``flip_demo`` holds :func:`flip_demo`. The run is assembled in its stored form and read
+    through :meth:`SteeringRun.from_json`, so what is returned is what a stored run reads back as.
     """
     core, layer = core_of(analysis), analysis["chosen_layer"]
     plan = _SteeringPlan.of(params)
@@ -141,8 +144,8 @@ def steering_run(
     )
     out = plan.arrange(gens, params)
     out |= _inversions(lm, out, plan.sampled(gens, params))
-    out["flip_demo"] = flip_demo(lm, core, layer)
-    return out
+    out["flip_demo"] = [example.to_json() for example in flip_demo(lm, core, layer)]
+    return SteeringRun.from_json(out)
 
 
 class _Request(NamedTuple):
@@ -235,7 +238,7 @@ def _inversions(lm: LanguageModel, out: dict, sampled: tuple[list[Generation], l
     }
 
 
-def gate_table(steering: dict) -> pandas.DataFrame:
+def gate_table(steering: SteeringRun | dict) -> pandas.DataFrame:
     """Per gate threshold: agreement decisions and inversions on the steering prompts, and the
     control continuations left unchanged (:func:`control_summary`). Whether a row meets the
     steering criteria is the claims' question (:func:`corelib.plots.meets_steering_criteria`).
@@ -293,7 +296,7 @@ class ControlSummary:
     table: pandas.DataFrame
 
 
-def control_summary(steering: dict) -> ControlSummary:
+def control_summary(steering: SteeringRun | dict) -> ControlSummary:
     """What steering did to the control continuations.
 
     A control continuation has *no agreement decision* when its unsteered (base) text contains
