@@ -11,25 +11,33 @@ refuses a format this version does not read, :func:`check_keys` a key not known 
 meant) or one missing, and :func:`check_value` a value its field cannot hold, naming the field.
 The predicates (``is_int``, ``is_share``, :func:`list_of`, ...) say what a field may hold; a
 :data:`Spec` pairs one with the words for it that a refusal shows.
+
+:class:`StoredRecord` builds a record's ``from_json`` and ``to_json`` from one table of field
+readers per record (:func:`leaf`, :func:`nested`, :func:`each`, :func:`named`: a plain value, one
+record, a list of records, records by name); it iterates over its field names, as the dicts the
+records once were did. The steering run's records and the own-model chapter's are built so.
 """
 
 from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 __all__ = [
     "Fits",
     "ItemAccess",
+    "Reader",
     "Spec",
+    "StoredRecord",
     "by_name",
     "check_fields",
     "check_format",
     "check_keys",
     "check_value",
+    "each",
     "is_complex_pairs",
     "is_finite",
     "is_finite_list",
@@ -40,8 +48,13 @@ __all__ = [
     "is_rank",
     "is_real",
     "is_share",
+    "leaf",
     "list_of",
+    "named",
     "nearest_name",
+    "nested",
+    "read_versioned",
+    "same_lengths",
 ]
 
 Fits = Callable[[object], bool]
@@ -192,3 +205,123 @@ class ItemAccess:
 
     def __contains__(self, key: object) -> bool:
         return key in self.keys()
+
+
+# --------------------------------------------------------------------------- records read by field
+
+Reader = Callable[[object, str, str, str], Any]
+"""How a record reads one stored field: ``(value, what, name, fix) -> field value``, refusing a
+value the field cannot hold (``what``: the record, for the message; ``fix``: how to mend it)."""
+
+R = TypeVar("R", bound="StoredRecord")
+
+
+def _tuples(value: Any) -> Any:
+    """A JSON list as a tuple (its items too) and a JSON object's values likewise: no list is kept."""
+    if isinstance(value, Mapping):
+        return {k: _tuples(v) for k, v in value.items()}
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def _json(value: Any) -> Any:
+    """A field's value in its JSON form: records as their objects, tuples as lists."""
+    if isinstance(value, StoredRecord):
+        return value.to_json()
+    if isinstance(value, (tuple, list)):
+        return [_json(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _json(v) for k, v in value.items()}
+    return value
+
+
+def leaf(fits: Fits, expected: str, *, as_stored: bool = False) -> Reader:
+    """A field holding a plain JSON value that ``fits`` (``expected``: it in words); its lists are
+    kept as tuples unless ``as_stored`` (a free-form object kept as read)."""
+
+    def read(value: object, what: str, name: str, fix: str) -> Any:
+        check_value(what, name, value, fits, expected, fix=fix)
+        return value if as_stored else _tuples(value)
+
+    return read
+
+
+def nested(cls: type[StoredRecord]) -> Reader:
+    """A field holding one record of ``cls``."""
+    return lambda value, what, name, fix: cls.read(value, f"{what}'s {name}", fix)
+
+
+def each(cls: type[StoredRecord]) -> Reader:
+    """A field holding a list of records of ``cls`` (kept as a tuple)."""
+
+    def read(value: object, what: str, name: str, fix: str) -> tuple:
+        check_value(what, name, value, is_list, "a list", fix=fix)
+        return tuple(cls.read(v, f"{what}'s {name}[{k}]", fix) for k, v in enumerate(value))
+
+    return read
+
+
+def named(cls: type[StoredRecord]) -> Reader:
+    """A field holding records of ``cls`` by name (a JSON object)."""
+
+    def read(value: object, what: str, name: str, fix: str) -> dict:
+        check_value(what, name, value, by_name(lambda _: True), "a JSON object (dict) by name", fix=fix)
+        return {k: cls.read(v, f"{what}'s {name}[{k!r}]", fix) for k, v in value.items()}
+
+    return read
+
+
+def same_lengths(what: str, lengths: Mapping[str, int], n: int, of: str, fix: str) -> None:
+    """Refuse any of ``lengths`` (field -> its length) that is not ``n``, one per ``of``."""
+    for name, length in lengths.items():
+        check_value(what, name, length, lambda x: x == n, f"one value per {of} ({n})", fix=fix)
+
+
+class StoredRecord(ItemAccess):
+    """A frozen dataclass record read from and written to its JSON form by the readers of its
+    fields (``READERS``, one per field, in the fields' order); it iterates over its field names.
+
+    ``WHAT`` names the record in a refusal and ``FIX`` says how to mend its file. A record stored
+    in a file of its own sets ``FORMAT``, the format of that file this version reads
+    (:func:`read_versioned`); a part of a record, read inside it, leaves it None.
+    """
+
+    __slots__ = ()
+    READERS: ClassVar[Mapping[str, Reader]] = {}
+    WHAT: ClassVar[str] = "record"
+    FIX: ClassVar[str] = "restore the file the record was read from"
+    FORMAT: ClassVar[int | None] = None
+
+    @classmethod
+    def read(cls: type[R], stored: object, what: str, fix: str) -> R:
+        """The record from its stored JSON object (``what``: where it sits, for the messages)."""
+        check_keys(stored, what, list(cls.READERS), fix=fix)
+        record = cls(**{name: read(stored[name], what, name, fix) for name, read in cls.READERS.items()})
+        record.check(what, fix)
+        return record
+
+    @classmethod
+    def from_json(cls: type[R], stored: Mapping[str, Any]) -> R:
+        """The record from its stored JSON (:meth:`to_json`), in the format this version reads
+        (``FORMAT``); refuses unknown or missing keys, values its fields cannot hold, naming the
+        field, and fields that disagree with one another (:meth:`check`)."""
+        if cls.FORMAT is None:
+            return cls.read(stored, cls.WHAT, cls.FIX)
+        return read_versioned(cls, stored, cls.FORMAT)
+
+    def check(self, what: str, fix: str) -> None:
+        """Refuse fields that disagree with one another (lengths); nothing to check by default."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form: every field as JSON, records as their objects, tuples as lists."""
+        return {f.name: _json(getattr(self, f.name)) for f in fields(self)}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+
+def read_versioned(cls: type[R], stored: object, version: int) -> R:
+    """A top-level record of ``cls`` from a stored file in format ``version`` (1: no marker)."""
+    check_format(stored, cls.WHAT, version)
+    if isinstance(stored, Mapping) and "format" in stored:
+        stored = {k: v for k, v in stored.items() if k != "format"}
+    return cls.read(stored, cls.WHAT, cls.FIX)

@@ -6,8 +6,10 @@ the build (the session fixture ``built_book``) is made once.
 """
 
 import copy
+import dataclasses
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -84,6 +86,13 @@ def edited(stored: dict, path: tuple, *, rename: str | None = None, value: objec
     else:
         node[rename] = node.pop(key)
     return out
+
+
+def undocumented(record: type) -> list[str]:
+    """The fields of the dataclass ``record`` that its docstring's ``Attributes:`` section does
+    not name (every field, where it has no such section)."""
+    doc = (record.__doc__ or "").partition("Attributes:")[2]
+    return [f.name for f in dataclasses.fields(record) if not re.search(rf"\b{f.name}\b", doc)]
 
 
 def shared_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:

@@ -9,14 +9,13 @@ byte for byte.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import re
-from pathlib import Path
 
 import pytest
 
+from conftest import STORED_RECORDS, edited, undocumented
 from corelib.experiments import own_model, own_model_directions
 from corelib.experiments.own_model_records import (
     AgreementAnalysis,
@@ -29,23 +28,9 @@ from corelib.experiments.own_model_records import (
 from corelib.experiments.subject_verb_agreement_steering_records import FlipExample
 from corelib.results import save_json
 
-STORED = Path(__file__).parent / "stored_records"
-TENSE = STORED / "own_model_tense_format1.json"
-DIRECTIONS = STORED / "own_model_directions_format1.json"
+TENSE = STORED_RECORDS / "own_model_tense_format1.json"
+DIRECTIONS = STORED_RECORDS / "own_model_directions_format1.json"
 RECORDS = [RunInfo, TenseAnalysis, LayerSweep, DirectionMeasures, ProbeGridRow, AgreementAnalysis]
-
-
-def _edited(stored: dict, path: tuple, *, rename: str | None = None, value=None) -> dict:
-    out = copy.deepcopy(stored)
-    *parents, key = path
-    node = out
-    for p in parents:
-        node = node[p]
-    if rename is None:
-        node[key] = value
-    else:
-        node[rename] = node.pop(key)
-    return out
 
 
 @pytest.mark.parametrize("cls,path", [(TenseAnalysis, TENSE), (AgreementAnalysis, DIRECTIONS)])
@@ -84,7 +69,7 @@ def test_the_stored_records_parts_are_typed_and_read_as_the_dicts_they_were():
     ],
 )
 def test_a_misspelt_key_is_refused_naming_the_field_meant_and_the_fix(cls, path, key, wrong):
-    stored = _edited(json.loads(path.read_text()), key, rename=wrong)
+    stored = edited(json.loads(path.read_text()), key, rename=wrong)
     with pytest.raises(ValueError, match=re.escape(f"unknown key {wrong!r}: did you mean {key[-1]!r}?")) as err:
         cls.from_json(stored)
     assert "Correct the record" in str(err.value)
@@ -106,7 +91,7 @@ def test_a_misspelt_key_is_refused_naming_the_field_meant_and_the_fix(cls, path,
     ],
 )
 def test_a_damaged_value_is_refused_naming_its_field(cls, path, key, value, message):
-    stored = _edited(json.loads(path.read_text()), key, value=value)
+    stored = edited(json.loads(path.read_text()), key, value=value)
     with pytest.raises(ValueError, match=re.escape(message) + ".*the record is damaged; delete the run folder's"):
         cls.from_json(stored)
 
@@ -126,11 +111,8 @@ def test_a_missing_key_and_a_later_format_are_refused_with_the_fix(cls, path):
 
 @pytest.mark.parametrize("record", RECORDS)
 def test_every_field_is_documented_and_read(record):
-    doc = (record.__doc__ or "").split("Attributes:")
-    assert len(doc) == 2, f"{record.__name__} has no Attributes section"
+    assert not undocumented(record), f"{record.__name__} does not document {undocumented(record)}"
     names = [f.name for f in dataclasses.fields(record)]
-    missing = [n for n in names if not re.search(rf"\b{n}\b", doc[1])]
-    assert not missing, f"{record.__name__} does not document {missing}"
     assert list(record.READERS) == names, f"{record.__name__} reads {list(record.READERS)}"
 
 

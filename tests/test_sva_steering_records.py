@@ -8,14 +8,12 @@ each, gates 0, 0.5 and 1): it must load unchanged and be written back byte for b
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import json
 import re
-from pathlib import Path
 
 import pytest
 
+from conftest import STORED_RECORDS, edited, undocumented
 from corelib.experiments import subject_verb_agreement
 from corelib.experiments.subject_verb_agreement_steering_records import (
     FlipExample,
@@ -34,7 +32,7 @@ from corelib.results import save_json
 from corelib.steering import Generation, inversion_stats
 from corelib.tasks.sva import AGREEMENT_VERBS
 
-STORED = Path(__file__).parent / "stored_records" / "sva_steering_format1.json"
+STORED = STORED_RECORDS / "sva_steering_format1.json"
 RECORDS = [
     StoredGeneration,
     GenerationPair,
@@ -48,24 +46,6 @@ RECORDS = [
     FlipExample,
     SteeringRun,
 ]
-
-
-@pytest.fixture()
-def stored() -> dict:
-    return json.loads(STORED.read_text())
-
-
-def _edited(stored: dict, path: tuple, *, rename: str | None = None, value=None) -> dict:
-    out = copy.deepcopy(stored)
-    *parents, key = path
-    node = out
-    for p in parents:
-        node = node[p]
-    if rename is None:
-        node[key] = value
-    else:
-        node[rename] = node.pop(key)
-    return out
 
 
 def test_a_run_stored_by_the_previous_version_loads_and_writes_back_byte_identical(stored, tmp_path):
@@ -110,7 +90,7 @@ def test_old_code_reads_the_run_as_the_dict_it_was(stored):
 )
 def test_a_misspelt_key_is_refused_naming_the_field_meant_and_the_fix(stored, path, wrong):
     with pytest.raises(ValueError, match=re.escape(f"unknown key {wrong!r}: did you mean {path[-1]!r}?")) as err:
-        SteeringRun.from_json(_edited(stored, path, rename=wrong))
+        SteeringRun.from_json(edited(stored, path, rename=wrong))
     assert "Correct the record" in str(err.value)
 
 
@@ -128,7 +108,7 @@ def test_a_misspelt_key_is_refused_naming_the_field_meant_and_the_fix(stored, pa
 )
 def test_a_damaged_value_is_refused_naming_its_field(stored, path, value, message):
     with pytest.raises(ValueError, match=re.escape(message) + ".*the record is damaged; delete the steering run's"):
-        SteeringRun.from_json(_edited(stored, path, value=value))
+        SteeringRun.from_json(edited(stored, path, value=value))
 
 
 def test_a_gate_sweep_keyed_by_no_threshold_a_missing_key_and_a_later_format_are_refused(stored):
@@ -144,9 +124,6 @@ def test_a_gate_sweep_keyed_by_no_threshold_a_missing_key_and_a_later_format_are
 
 @pytest.mark.parametrize("record", RECORDS)
 def test_every_field_is_documented_and_read(record):
-    doc = (record.__doc__ or "").split("Attributes:")
-    assert len(doc) == 2, f"{record.__name__} has no Attributes section"
+    assert not undocumented(record), f"{record.__name__} does not document {undocumented(record)}"
     names = [f.name for f in dataclasses.fields(record)]
-    missing = [n for n in names if not re.search(rf"\b{n}\b", doc[1])]
-    assert not missing, f"{record.__name__} does not document {missing}"
     assert list(record.READERS) == names, f"{record.__name__} reads {list(record.READERS)}"

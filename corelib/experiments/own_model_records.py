@@ -23,18 +23,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..typed_records import by_name, check_value, is_finite, is_natural, is_rank, is_real, is_share, list_of
-from .subject_verb_agreement_steering_records import (
-    FlipExample,
+from ..typed_records import (
     Reader,
     StoredRecord,
+    by_name,
+    check_value,
     each,
+    is_finite,
+    is_natural,
+    is_rank,
+    is_real,
+    is_share,
     leaf,
+    list_of,
     named,
     nested,
-    read_versioned,
     same_lengths,
 )
+from .subject_verb_agreement_steering_records import FlipExample
 
 __all__ = [
     "OWN_MODEL_FORMAT",
@@ -158,12 +164,7 @@ class TenseAnalysis(StoredRecord):
     }
     WHAT: ClassVar[str] = "tense analysis"
     FIX: ClassVar[str] = _TENSE_FIX
-
-    @classmethod
-    def from_json(cls, stored: Mapping[str, Any]) -> TenseAnalysis:
-        """The analysis from its stored JSON, in any format this version reads (:data:`OWN_MODEL_FORMAT`);
-        refuses unknown or missing keys, values of the wrong type and lists of unequal lengths."""
-        return read_versioned(cls, stored, OWN_MODEL_FORMAT)
+    FORMAT: ClassVar[int] = OWN_MODEL_FORMAT
 
     def check(self, what: str, fix: str) -> None:
         """Refuse per-layer and per-prompt lists of unequal lengths and a chosen layer not swept."""
@@ -175,12 +176,19 @@ class TenseAnalysis(StoredRecord):
         _check_layer(what, "chosen_layer", self.chosen_layer, self.layers, fix)
 
 
+class _DirectionsRecord(StoredRecord):
+    """The agreement analysis and its parts: their file is the run folder's ``directions.json``."""
+
+    __slots__ = ()
+    FIX: ClassVar[str] = _DIRECTIONS_FIX
+
+
 def _check_layer(what: str, name: str, layer: int, layers: tuple[int, ...], fix: str) -> None:
     check_value(what, name, layer, lambda x: x in layers, f"one of the swept layers {list(layers)}", fix=fix)
 
 
 @dataclass(frozen=True)
-class LayerSweep(StoredRecord):
+class LayerSweep(_DirectionsRecord):
     """The agreement margin's AUC at every swept layer
     (:func:`~corelib.experiments.own_model_directions.layer_sweep`), one entry per layer.
 
@@ -206,7 +214,6 @@ class LayerSweep(StoredRecord):
         "probe_angle": leaf(list_of(lambda v: is_finite(v) and 0.0 <= v <= 90.0), "a list of angles, 0 to 90"),
     }
     WHAT: ClassVar[str] = "layer sweep"
-    FIX: ClassVar[str] = _DIRECTIONS_FIX
 
     def check(self, what: str, fix: str) -> None:
         """Refuse lists of unequal lengths (one entry per swept layer)."""
@@ -215,7 +222,7 @@ class LayerSweep(StoredRecord):
 
 
 @dataclass(frozen=True)
-class DirectionMeasures(StoredRecord):
+class DirectionMeasures(_DirectionsRecord):
     """One direction at the chosen layer, on the held-out prompts
     (:func:`~corelib.experiments.own_model_directions.evaluate_direction`). N is the number of
     test prompts.
@@ -250,7 +257,6 @@ class DirectionMeasures(StoredRecord):
         "angle_to_ace": _ANGLE,
     }
     WHAT: ClassVar[str] = "direction's measures"
-    FIX: ClassVar[str] = _DIRECTIONS_FIX
 
     def check(self, what: str, fix: str) -> None:
         """Refuse a projection and margins of unequal lengths."""
@@ -258,7 +264,7 @@ class DirectionMeasures(StoredRecord):
 
 
 @dataclass(frozen=True)
-class ProbeGridRow(StoredRecord):
+class ProbeGridRow(_DirectionsRecord):
     """The probe at one L2 penalty of the grid.
 
     Attributes:
@@ -287,11 +293,10 @@ class ProbeGridRow(StoredRecord):
         "flip": _AUC,
     }
     WHAT: ClassVar[str] = "probe grid row"
-    FIX: ClassVar[str] = _DIRECTIONS_FIX
 
 
 @dataclass(frozen=True)
-class AgreementAnalysis(StoredRecord):
+class AgreementAnalysis(_DirectionsRecord):
     """One model on the agreement task (:func:`~corelib.experiments.own_model_directions.agreement_analysis`;
     stored as ``directions.json``). N is the number of test prompts.
 
@@ -341,13 +346,7 @@ class AgreementAnalysis(StoredRecord):
         "plural": _LABELS,
     }
     WHAT: ClassVar[str] = "agreement analysis"
-    FIX: ClassVar[str] = _DIRECTIONS_FIX
-
-    @classmethod
-    def from_json(cls, stored: Mapping[str, Any]) -> AgreementAnalysis:
-        """The analysis from its stored JSON, in any format this version reads (:data:`OWN_MODEL_FORMAT`);
-        refuses unknown or missing keys, values of the wrong type and lists of unequal lengths."""
-        return read_versioned(cls, stored, OWN_MODEL_FORMAT)
+    FORMAT: ClassVar[int] = OWN_MODEL_FORMAT
 
     def check(self, what: str, fix: str) -> None:
         """Refuse per-layer and per-prompt lists of unequal lengths and a chosen layer not swept."""

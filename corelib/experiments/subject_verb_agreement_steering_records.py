@@ -1,4 +1,4 @@
-"""The typed record of one model's steering run, and the readers its records are built from.
+"""The typed record of one model's steering run.
 
 :func:`~corelib.experiments.subject_verb_agreement_steering.steering_run` returns a
 :class:`SteeringRun`, which the results store keeps as ``steering.json`` in the JSON form
@@ -11,31 +11,32 @@ are format 1 and carry no marker, so every stored file keeps its bytes; a later 
 Margins are in logits (``logsumexp(are, were) - logsumexp(is, was)``, positive: plural);
 probabilities, masses and rates are shares in [0, 1]; counts are whole numbers. Every record
 answers item access (``run["inversion"]["rate"]``) and iterates over its field names, as the
-dicts these records once were did.
-
-:class:`StoredRecord` and the field readers (:func:`leaf`, :func:`nested`, :func:`each`,
-:func:`named`) build a record's ``from_json`` and ``to_json`` from one table per record: the
-own-model chapter's records (:mod:`corelib.experiments.own_model_records`) use them too.
+dicts these records once were did (:class:`corelib.typed_records.StoredRecord`, whose field
+readers build them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar
 
 from ..steering import Generation
 from ..typed_records import (
-    ItemAccess,
+    Reader,
+    StoredRecord,
     by_name,
-    check_format,
-    check_keys,
     check_value,
+    each,
     is_int,
     is_natural,
     is_real,
     is_share,
+    leaf,
     list_of,
+    named,
+    nested,
+    same_lengths,
 )
 
 __all__ = [
@@ -45,133 +46,24 @@ __all__ = [
     "GenerationPair",
     "InversionCounts",
     "OtherWords",
-    "Reader",
     "SampledInversion",
     "SampledPair",
     "SampledWordInversion",
     "SteeringRun",
     "StoredGeneration",
-    "StoredRecord",
     "WordInversionCounts",
-    "each",
-    "leaf",
-    "named",
-    "nested",
-    "read_versioned",
-    "same_lengths",
 ]
 
 STEERING_FORMAT = 1  # the JSON form of steering.json read and written here; format 1 has no "format" key
 
 _FIX = "delete the steering run's folder to compute it again (`subject_verb_agreement.run`) or restore steering.json"
 
-Reader = Callable[[object, str, str, str], Any]
-"""How a record reads one stored field: ``(value, what, name, fix) -> field value``, refusing a
-value the field cannot hold (``what``: the record, for the message; ``fix``: how to mend it)."""
 
-R = TypeVar("R", bound="StoredRecord")
-
-
-def _tuples(value: Any) -> Any:
-    """A JSON list as a tuple (its items too) and a JSON object's values likewise: no list is kept."""
-    if isinstance(value, Mapping):
-        return {k: _tuples(v) for k, v in value.items()}
-    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
-
-
-def _json(value: Any) -> Any:
-    """A field's value in its JSON form: records as their objects, tuples as lists."""
-    if isinstance(value, StoredRecord):
-        return value.to_json()
-    if isinstance(value, (tuple, list)):
-        return [_json(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _json(v) for k, v in value.items()}
-    return value
-
-
-def leaf(fits: Callable[[object], bool], expected: str, *, as_stored: bool = False) -> Reader:
-    """A field holding a plain JSON value that ``fits`` (``expected``: it in words); its lists are
-    kept as tuples unless ``as_stored`` (a free-form object kept as read)."""
-
-    def read(value: object, what: str, name: str, fix: str) -> Any:
-        check_value(what, name, value, fits, expected, fix=fix)
-        return value if as_stored else _tuples(value)
-
-    return read
-
-
-def nested(cls: type[StoredRecord]) -> Reader:
-    """A field holding one record of ``cls``."""
-    return lambda value, what, name, fix: cls.read(value, f"{what}'s {name}", fix)
-
-
-def each(cls: type[StoredRecord]) -> Reader:
-    """A field holding a list of records of ``cls`` (kept as a tuple)."""
-
-    def read(value: object, what: str, name: str, fix: str) -> tuple:
-        check_value(what, name, value, lambda v: isinstance(v, list), "a list", fix=fix)
-        return tuple(cls.read(v, f"{what}'s {name}[{k}]", fix) for k, v in enumerate(value))
-
-    return read
-
-
-def named(cls: type[StoredRecord]) -> Reader:
-    """A field holding records of ``cls`` by name (a JSON object)."""
-
-    def read(value: object, what: str, name: str, fix: str) -> dict:
-        check_value(what, name, value, by_name(lambda _: True), "a JSON object (dict) by name", fix=fix)
-        return {k: cls.read(v, f"{what}'s {name}[{k!r}]", fix) for k, v in value.items()}
-
-    return read
-
-
-class StoredRecord(ItemAccess):
-    """A frozen dataclass record read from and written to its JSON form by the readers of its
-    fields (``READERS``, one per field, in the fields' order); it iterates over its field names."""
+class _SteeringRecord(StoredRecord):
+    """A part of the steering run: its file is the run's ``steering.json``."""
 
     __slots__ = ()
-    READERS: ClassVar[Mapping[str, Reader]] = {}
-    WHAT: ClassVar[str] = "record"
     FIX: ClassVar[str] = _FIX
-
-    @classmethod
-    def read(cls: type[R], stored: object, what: str, fix: str) -> R:
-        """The record from its stored JSON object (``what``: where it sits, for the messages)."""
-        check_keys(stored, what, list(cls.READERS), fix=fix)
-        record = cls(**{name: read(stored[name], what, name, fix) for name, read in cls.READERS.items()})
-        record.check(what, fix)
-        return record
-
-    @classmethod
-    def from_json(cls: type[R], stored: Mapping[str, Any]) -> R:
-        """The record from its stored JSON (:meth:`to_json`); refuses unknown or missing keys and
-        values its fields cannot hold, naming the field."""
-        return cls.read(stored, cls.WHAT, cls.FIX)
-
-    def check(self, what: str, fix: str) -> None:
-        """Refuse fields that disagree with one another (lengths); nothing to check by default."""
-
-    def to_json(self) -> dict[str, Any]:
-        """The stored form: every field as JSON, records as their objects, tuples as lists."""
-        return {f.name: _json(getattr(self, f.name)) for f in fields(self)}
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.keys())
-
-
-def read_versioned(cls: type[R], stored: object, version: int) -> R:
-    """A top-level record of ``cls`` from a stored file in format ``version`` (1: no marker)."""
-    check_format(stored, cls.WHAT, version)
-    if isinstance(stored, Mapping) and "format" in stored:
-        stored = {k: v for k, v in stored.items() if k != "format"}
-    return cls.read(stored, cls.WHAT, cls.FIX)
-
-
-def same_lengths(what: str, lengths: Mapping[str, int], n: int, of: str, fix: str) -> None:
-    """Refuse any of ``lengths`` (field -> its length) that is not ``n``, one per ``of``."""
-    for name, length in lengths.items():
-        check_value(what, name, length, lambda x: x == n, f"one value per {of} ({n})", fix=fix)
 
 
 # --------------------------------------------------------------------------- the generations
@@ -184,7 +76,7 @@ _STEPS = ("pieces", "gated", "strength", "clean_margin", "margin", "clean_token"
 
 
 @dataclass(frozen=True)
-class StoredGeneration(StoredRecord):
+class StoredGeneration(_SteeringRecord):
     """A continuation as stored (:class:`corelib.steering.Generation`); every list has one entry
     per generated token (step).
 
@@ -245,7 +137,7 @@ class StoredGeneration(StoredRecord):
 
 
 @dataclass(frozen=True)
-class GenerationPair(StoredRecord):
+class GenerationPair(_SteeringRecord):
     """A prompt continued greedily, unsteered and steered.
 
     Attributes:
@@ -260,7 +152,7 @@ class GenerationPair(StoredRecord):
 
 
 @dataclass(frozen=True)
-class SampledPair(StoredRecord):
+class SampledPair(_SteeringRecord):
     """A steering prompt continued by sampling, unsteered and steered with the same seed.
 
     Attributes:
@@ -281,7 +173,7 @@ class SampledPair(StoredRecord):
 
 
 @dataclass(frozen=True)
-class GateRun(StoredRecord):
+class GateRun(_SteeringRecord):
     """The greedy continuations steered at one gate threshold of the grid.
 
     Attributes:
@@ -300,7 +192,7 @@ class GateRun(StoredRecord):
 
 
 @dataclass(frozen=True)
-class InversionCounts(StoredRecord):
+class InversionCounts(_SteeringRecord):
     """Agreement decisions and inversions of steered generations
     (:func:`corelib.steering.inversion_stats`).
 
@@ -338,7 +230,7 @@ class InversionCounts(StoredRecord):
 
 
 @dataclass(frozen=True)
-class WordInversionCounts(StoredRecord):
+class WordInversionCounts(_SteeringRecord):
     """How often generations wrote the other-number form of a number-marked word
     (:func:`corelib.steering.word_inversion_stats`).
 
@@ -357,7 +249,7 @@ class WordInversionCounts(StoredRecord):
 
 
 @dataclass(frozen=True)
-class SampledInversion(StoredRecord):
+class SampledInversion(_SteeringRecord):
     """The sampled generations' verb inversions.
 
     Attributes:
@@ -373,7 +265,7 @@ class SampledInversion(StoredRecord):
 
 
 @dataclass(frozen=True)
-class SampledWordInversion(StoredRecord):
+class SampledWordInversion(_SteeringRecord):
     """The sampled generations' inversions of the other number-marked words.
 
     Attributes:
@@ -391,7 +283,7 @@ class SampledWordInversion(StoredRecord):
 
 
 @dataclass(frozen=True)
-class OtherWords(StoredRecord):
+class OtherWords(_SteeringRecord):
     """Inversions of number-marked words other than the four verbs.
 
     Attributes:
@@ -413,7 +305,7 @@ class OtherWords(StoredRecord):
 
 
 @dataclass(frozen=True)
-class FlipExample(StoredRecord):
+class FlipExample(_SteeringRecord):
     """One prompt's next-token probabilities of the four verbs, unmodified and with the core
     flipped (:func:`~corelib.experiments.subject_verb_agreement_steering.flip_demo`).
 
@@ -447,7 +339,7 @@ def _is_gate_name(name: str) -> bool:
 
 
 @dataclass(frozen=True)
-class SteeringRun(StoredRecord):
+class SteeringRun(_SteeringRecord):
     """One model's steering run (:func:`~corelib.experiments.subject_verb_agreement_steering.steering_run`;
     stored as ``steering.json``).
 
@@ -495,12 +387,7 @@ class SteeringRun(StoredRecord):
         "flip_demo": each(FlipExample),
     }
     WHAT: ClassVar[str] = "steering run"
-
-    @classmethod
-    def from_json(cls, stored: Mapping[str, Any]) -> SteeringRun:
-        """The run from its stored JSON, in any format this version reads (:data:`STEERING_FORMAT`);
-        refuses unknown or missing keys, values of the wrong type and lists of unequal lengths."""
-        return read_versioned(cls, stored, STEERING_FORMAT)
+    FORMAT: ClassVar[int] = STEERING_FORMAT
 
     def check(self, what: str, fix: str) -> None:
         """Refuse a gate sweep whose lists do not match the prompts or whose keys are not gate
