@@ -285,16 +285,16 @@ def _window_kept(params: inflation_clock.ClockParams, profile: str, root: Path) 
         return records, modular_runs.history(base, "wd", until=base.long_epochs), "results"
     rec = paper_scale.recorded_inflation(root, profile)
     same = rec is not None and all(
-        getattr(rec["params"], k)() == getattr(base, k)() for k in ("training_identity", "analysis_identity")
+        getattr(rec.params, k)() == getattr(base, k)() for k in ("training_identity", "analysis_identity")
     )
-    if not same or rec["params"].long_epochs < base.long_epochs:
+    if not same or rec.params.long_epochs < base.long_epochs:
         raise SystemExit(
             f"the window's kept run of the {profile}-profile run is at epoch {_unfinished(base, 'wd')} of "
             f"{base.long_epochs}, and no recorded core-inflation run of the same models reaches it; finish it with "
             f"`python -m acebook.runner run inflation_clock --profile {profile}`."
         )
-    records = [r for r in rec["arms"]["wd"] if r["epoch"] <= base.long_epochs]
-    return records, modular_runs.history_until(rec["histories"]["wd"], base.long_epochs), rec["source"]
+    records = [r for r in rec.arms["wd"] if r.epoch <= base.long_epochs]
+    return records, modular_runs.history_until(rec.histories["wd"], base.long_epochs), rec.source
 
 
 def _window_records(

@@ -58,6 +58,7 @@ from corelib.agreement import Agreement  # noqa: E402
 from corelib.engine import PrefixData, train_stack  # noqa: E402
 from corelib.experiments.grokking_sweeps import SweepsParams  # noqa: E402
 from corelib.experiments.modular_runs import ModularParams, make_data  # noqa: E402
+from corelib.experiments.paper_scale_records import RecordedGpuTimes  # noqa: E402
 from corelib.models import default_device  # noqa: E402
 from corelib.recorded import load_recorded  # noqa: E402
 from corelib.results import save_json  # noqa: E402
@@ -355,6 +356,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     if args.rederive:
         out["rederived"] = rederive(args.rederive_epochs, args.rederive_condition)
     if args.out is not None:
+        RecordedGpuTimes.from_json(out)  # the form the book reads back (paper_scale.recorded_gpu_times)
         save_json(args.out, out)
     return out
 

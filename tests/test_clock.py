@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
@@ -234,7 +235,14 @@ def test_the_recorded_run_is_compared_at_the_same_tau_on_its_own_clock(recwarn):
     fast = _fake_run(3e-3, 2.0, np.arange(0, 1021, 85), _grow)
     paper = _fake_run(1e-3, 1.0, np.arange(0, 20001, 500), _grow)
     paper["records"][3]["models"][0]["necessary_rank"] = np.nan  # a seed without a rank: no warning
-    recorded = {"params": modular_runs.ModularParams(), "arms": {"wd": paper["records"]}, "source": "recorded run"}
+    recorded = paper_scale.RecordedInflation(
+        params=modular_runs.ModularParams(),
+        arms={"wd": paper["records"]},
+        histories={},
+        summary=None,
+        provenance={},
+        source="recorded run",
+    )
     runs = {
         "lr 0.003, wd 2": fast,
         inflation_clock.RECORDED_LABEL: inflation_clock_pairs.recorded_run(params, recorded),
@@ -258,7 +266,7 @@ def test_the_recorded_run_is_compared_at_the_same_tau_on_its_own_clock(recwarn):
     assert summary.collapse["core_dim"].ratio < 0.05
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
     # A record of another model does not join
-    other = {**recorded, "params": modular_runs.ModularParams(d_model=64)}
+    other = dataclasses.replace(recorded, params=modular_runs.ModularParams(d_model=64))
     assert inflation_clock_pairs.recorded_run(params, other) is None
 
 

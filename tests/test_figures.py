@@ -336,7 +336,10 @@ def _inputs(name: str) -> tuple[tuple, dict]:
         return (_sweeps_summary(),), {}
     if name == "figure_recorded_inflation":
         (arms,), where = _inflation_inputs("figure_inflation")
-        return ({"arms": arms, "params": SimpleNamespace(**where)},), {}
+        from corelib.experiments.paper_scale_records import RecordedInflation
+
+        stand_in = RecordedInflation(SimpleNamespace(**where), arms, {}, None, {}, "a recorded run")
+        return (stand_in,), {}
     if name == "figure_clock":
         return (_clock_inputs(),), {}
     if name == "figure_window":

@@ -10,7 +10,7 @@ from scipy import integrate, stats
 
 from acebook.runner import chapter_parameters
 from corelib import claims
-from corelib.experiments import inflation_clock, inflation_clock_window
+from corelib.experiments import inflation_clock, inflation_clock_window, paper_scale
 
 
 def _params() -> inflation_clock.ClockParams:
@@ -47,7 +47,7 @@ def _after(mid: list[int], end: list[int]) -> dict[int, list[int]]:
     return {800: _BRANCH, 4000: mid, 10000: mid, 20000: end}
 
 
-def _recorded(**arms: dict) -> dict:
+def _recorded(**arms: dict) -> paper_scale.RecordedWindow:
     window = {
         "grok_epoch": 800,
         "lr": 1e-3,
@@ -62,15 +62,17 @@ def _recorded(**arms: dict) -> dict:
             **arms,
         },
     }
-    return {
-        "params": _params(),
-        "window": window,
-        "source": "recorded paper-profile run (commit abc1234, exported 2026-11-30)",
-        "provenance": {
+    return paper_scale.RecordedWindow(
+        params=_params(),
+        window=window,  # in its JSON form, as inflation_clock_records.as_window reads it
+        branch_run={},
+        branch_weights={},
+        provenance={
             "training_seconds": {"window removed": 3600.0, "window anneal_long": 5400.0},
             "core_dims_at_branch": {"kept run": [12, 15, 17], "branch weights": _BRANCH},
         },
-    }
+        source="recorded paper-profile run (commit abc1234, exported 2026-11-30)",
+    )
 
 
 def test_the_findings_have_known_answers_on_a_made_up_record():

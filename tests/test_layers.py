@@ -189,7 +189,7 @@ def test_contributing_maps_the_layers_of_the_tree():
 
 
 # Experiment modules that compute no chapter of their own: what several chapters share.
-SHARED_EXPERIMENTS = {"modular_runs", "modular_records", "paper_scale"}
+SHARED_EXPERIMENTS = {"modular_runs", "modular_records", "paper_scale", "paper_scale_records"}
 
 
 def _stems(folder: str) -> list[str]:

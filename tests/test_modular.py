@@ -386,15 +386,14 @@ def test_the_chapters_glue_numbers_and_status_words_not_sentences():
     """What the chapters quote about the recorded run and the comparison with it: numbers, lists
     of numbers and short status words; the same names whether or not a run is recorded."""
     from corelib import agreement
+    from corelib.experiments.paper_scale_records import InflationAgreement
 
     snapshots = [{"epoch": 100, "models": [{"core_dim": d, "test_acc": 0.9} for d in (13, 14, 15)]}]
     moved = [{"epoch": 100, "models": [{"core_dim": d, "test_acc": 0.9} for d in (13, 14, 16)]}]
     stats = agreement.compare(
         snapshots, moved, agreement.snapshot_groups(snapshots, "wd"), agreement.snapshot_groups(moved, "wd")
     )
-    agree = modular_runs.agreement_values(
-        {"comparable": True, "n_snapshots": {"wd": 4, "no_wd": 3}, "differences": [], "agreement": stats}
-    )
+    agree = modular_runs.agreement_values(InflationAgreement(True, {"wd": 4, "no_wd": 3}, [], stats))
     assert agree == {
         "rec_same_models": "yes",
         "rec_n_compared": 7,
@@ -408,7 +407,7 @@ def test_the_chapters_glue_numbers_and_status_words_not_sentences():
         "rec_largest_z": round((1 / 3) / ((1 + np.var([13, 14, 16], ddof=1)) / 3) ** 0.5, 2),
         "seed_errors": agreement.SEED_ERRORS,
     }
-    other = modular_runs.agreement_values({"comparable": False, "n_snapshots": {"wd": 0}, "differences": []})
+    other = modular_runs.agreement_values(InflationAgreement(False, {"wd": 0}, [], None))
     assert other["rec_same_models"] == "no" and other["rec_n_compared"] == 0
     differences = [
         "wd epoch 0.models[0].r2_heldout: recorded -11.5758, re-derived -11.5759",
@@ -417,7 +416,7 @@ def test_the_chapters_glue_numbers_and_status_words_not_sentences():
         "no_wd epoch 1000.models[1].eigenvalues[40][1]: recorded -0.56, re-derived -0.57",
         "no_wd epoch 1000.models[1].modes: 5 recorded entries, 6 re-derived",
     ]
-    differ = modular_runs.agreement_values({"comparable": True, "n_snapshots": {"wd": 2}, "differences": differences})
+    differ = modular_runs.agreement_values(InflationAgreement(True, {"wd": 2}, differences, None))
     assert (differ["rec_n_differences"], differ["rec_n_rank_differences"]) == (5, 3)
     assert differ["rec_first_difference"].startswith("wd epoch 0.models[0].r2_heldout")
     assert set(modular_runs.agreement_values(None).values()) == {"n/a", agreement.SEED_ERRORS}

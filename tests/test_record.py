@@ -577,8 +577,14 @@ def test_the_window_alone_is_exported_and_an_arm_re_derived_from_its_branch_weig
     monkeypatch.setenv("ACE_RESULTS_DIR", str(results / "window_only"))
     paper_runs.advance_clock("smoke", chunk=40, window_only=True)
     kept = whole["arms"]["kept"]
-    stand_in = {"params": inflation_clock.window_base(params), "arms": {"wd": kept["records"]}}
-    stand_in |= {"histories": {"wd": kept["history"]}, "source": "a recorded core-inflation run"}
+    stand_in = paper_scale.RecordedInflation(
+        params=inflation_clock.window_base(params),
+        arms={"wd": kept["records"]},
+        histories={"wd": kept["history"]},
+        summary=None,
+        provenance={},
+        source="a recorded core-inflation run",
+    )
     monkeypatch.setattr(paper_scale, "recorded_inflation", lambda root=None, profile="paper": stand_in)
     record.export("inflation_clock_window", "smoke", results / "recorded2")
     again = paper_scale.recorded_window(results / "recorded2", "smoke")

@@ -35,6 +35,8 @@ from .modular_runs import (
 if TYPE_CHECKING:
     import pandas
 
+    from .paper_scale_records import InflationAgreement, RecordedInflation
+
 __all__ = [
     "ArmSummary",
     "InflationSummary",
@@ -364,7 +366,7 @@ def _recorded_arm_values(wd: dict, no: dict) -> dict[str, float]:
 
 
 def _recorded_values(
-    recorded: dict | None, agreement: dict | None, collapse_threshold: float = 0.9
+    recorded: RecordedInflation | None, agreement: InflationAgreement | None, collapse_threshold: float = 0.9
 ) -> dict[str, object]:
     """The recorded paper-scale run as the core-inflation chapter quotes it (``rec_*``): the means
     of each arm at the branch and at the end, growth factors, how far the weight-decay arm's core
@@ -386,7 +388,7 @@ def _recorded_values(
     about = ("rec_source", "rec_settings", "rec_seeds", "rec_hours", "rec_threads", "rec_cpu", "rec_start", "rec_end")
     if recorded is None:
         return dict.fromkeys(names, nan) | dict.fromkeys(about, NOT_AVAILABLE) | agreement_values(None)
-    summary, prov = recorded["summary"], recorded["provenance"]
+    summary, prov = recorded.summary, recorded.provenance
     wd, no = summary.wd, summary.no_wd
     values = _recorded_arm_values(wd, no)
     values |= {
@@ -397,15 +399,15 @@ def _recorded_values(
         "rec_no_gap_end": no.necessary_rank_end - no.sufficient_rank_end,
     }
     wd_c, no_c = (
-        collapse_summary(history_until(recorded["histories"][a], summary.end), summary.start, summary.end,
+        collapse_summary(history_until(recorded.histories[a], summary.end), summary.start, summary.end,
                          collapse_threshold)
         for a in ARMS
     )  # fmt: skip
     values |= {"rec_wd_collapses": wd_c.per_model, "rec_no_collapses": no_c.per_model}
-    start, end, params = summary.start, summary.end, recorded["params"]
+    start, end, params = summary.start, summary.end, recorded.params
 
     def grown(arm: str, share: float) -> int | None:
-        return _mean_growth_epoch(recorded["arms"][arm], start, end, share)
+        return _mean_growth_epoch(recorded.arms[arm], start, end, share)
 
     no_90 = grown("no_wd", 0.9)
     values |= {
@@ -420,9 +422,9 @@ def _recorded_values(
     }
     machine = prov.get("machine", {})
     values |= {
-        "rec_source": recorded["source"],
-        "rec_settings": settings_list(recorded["params"]),
-        "rec_seeds": len(recorded["params"].seeds),
+        "rec_source": recorded.source,
+        "rec_settings": settings_list(recorded.params),
+        "rec_seeds": len(recorded.params.seeds),
         "rec_hours": sum(t for t in (prov.get("training_seconds") or {}).values() if t) / 3600,
         "rec_threads": machine.get("logical_cpus", NOT_AVAILABLE),
         "rec_cpu": machine.get("cpu", NOT_AVAILABLE),

@@ -32,7 +32,7 @@ import os
 import warnings
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas
 
@@ -88,6 +88,9 @@ from .inflation_clock_records import (
     clock_runs_from_json,
     clock_runs_to_json,
 )
+
+if TYPE_CHECKING:
+    from .paper_scale_records import RecordedClock, RecordedInflation, RecordedWindow
 
 __all__ = [
     "REFERENCE_RATE",
@@ -509,7 +512,7 @@ def compact(runs: Runs, window: Window | dict[str, Any]) -> dict[str, Any]:
 
 
 def record_agreement(
-    params: ClockParams, record: dict[str, Any], epochs: int, *, tolerance: float = 1e-6, progress: bool = True
+    params: ClockParams, record: RecordedClock, epochs: int, *, tolerance: float = 1e-6, progress: bool = True
 ) -> dict[str, Any]:
     """Re-derive the first ``epochs`` epochs of a record's removed arm (the paper's arm) from
     scratch, in a fresh results root, and compare them with the record: the kept run up to the
@@ -523,7 +526,7 @@ def record_agreement(
     """
     if epochs < 0:
         raise ValueError(f"check_epochs must be 0 (check nothing) or a number of epochs; got {epochs}.")
-    window = as_window(record["window"])
+    window = as_window(record.window)
     grok = window.grok_epoch
     removed_params, _ = window_arms(params, grok)["removed"]
     pieces = [("kept", window_base(params), "wd", min(epochs, grok))]
@@ -562,7 +565,7 @@ WINDOW_SAMPLE_ARMS = ("restarted", "removed", "anneal_short", "anneal_long")
 
 def window_sample_agreement(
     params: ClockParams,
-    record: dict[str, Any],
+    record: RecordedWindow,
     arm: str,
     epochs: int,
     *,
@@ -577,15 +580,15 @@ def window_sample_agreement(
     late in a long run costs only its own epochs. Returns what :func:`record_agreement` returns
     (``epochs``: the last epoch re-derived).
     """
-    window = as_window(record["window"])
+    window = as_window(record.window)
     _check_sample(window, arm, epochs)
-    _check_branch_run(params, record["branch_run"])
+    _check_branch_run(params, record.branch_run)
     grok = window.grok_epoch
     mp, kind = window_arms(params, grok)[arm]
     shown = [r for r in window.arms[arm].records if r["epoch"] <= grok + epochs]
     until = shown[-1]["epoch"]
     with fresh_results_root():
-        plant_snapshot(modular_runs.arm_dir(mp, "wd"), record["branch_run"], grok, record["branch_weights"])
+        plant_snapshot(modular_runs.arm_dir(mp, "wd"), record.branch_run, grok, record.branch_weights)
         modular_runs.train_arm(mp, kind, until, progress=progress)
         fresh = modular_runs.without_operators(modular_runs.analyse_arm(mp, kind, until, progress=progress))
         fresh_history = modular_runs.history(mp, kind, until=until)
@@ -643,7 +646,7 @@ def summarise(
     params: ClockParams,
     runs: Runs,
     window: Window | dict[str, Any],
-    recorded: dict[str, Any] | None = None,
+    recorded: RecordedInflation | None = None,
 ) -> dict[str, Any]:
     """The chapter's view of computed or recorded runs (:func:`run`'s keys but ``record``)."""
     runs, extra = as_clock_runs(runs), recorded_run(params, recorded)
@@ -660,9 +663,9 @@ def summarise(
 
 def run(
     params: ClockParams,
-    recorded: dict[str, Any] | None = None,
+    recorded: RecordedInflation | None = None,
     *,
-    record: dict[str, Any] | None = None,
+    record: RecordedClock | None = None,
     check_epochs: int = 0,
     progress: bool = True,
 ) -> ClockChapter:
@@ -685,7 +688,7 @@ def run(
         return ClockChapter(
             **summarise(params, runs, window, recorded), record=None, window_data=compact({}, window)["window"]
         )
-    if record["params"] != params:
+    if record.params != params:
         raise ValueError(
             "the record passed to inflation_clock.run was made with other settings than params; pass the record "
             "paper_scale.recorded_clock(params) finds for these settings (None when there is none)."
@@ -699,13 +702,13 @@ def run(
             stacklevel=2,
         )
     return ClockChapter(
-        **summarise(params, record["runs"], record["window"], recorded),
+        **summarise(params, record.runs, record.window, recorded),
         record={
-            "source": record["source"],
-            "training_seconds": record["provenance"].get("training_seconds"),
+            "source": record.source,
+            "training_seconds": record.provenance.get("training_seconds"),
             "agreement": checked,
         },
-        window_data=as_window(record["window"]).to_json(),
+        window_data=as_window(record.window).to_json(),
     )
 
 

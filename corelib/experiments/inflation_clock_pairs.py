@@ -29,6 +29,7 @@ from .modular_records import Snapshot
 
 if TYPE_CHECKING:
     from .inflation_clock import ClockParams
+    from .paper_scale_records import RecordedInflation
 
 
 REFERENCE_RATE = 1e-3  # lr * wd of the paper's run
@@ -296,7 +297,7 @@ def end_means(records: Sequence[Snapshot]) -> EndState:
     return EndState(**means, core_dim_min=lo, core_dim_max=hi, test_acc=acc)
 
 
-def clock_summary(params: ClockParams, runs: Runs, recorded: dict[str, Any] | None = None) -> ClockSummary:
+def clock_summary(params: ClockParams, runs: Runs, recorded: RecordedInflation | None = None) -> ClockSummary:
     """The clock's numbers: per run its rate ratio to the paper's, epochs, end tau and end means;
     :func:`collapse`; and, with the recorded paper-profile inflation run
     (:func:`corelib.experiments.paper_scale.recorded_inflation`) when it trained these models,
@@ -330,7 +331,7 @@ def clock_summary(params: ClockParams, runs: Runs, recorded: dict[str, Any] | No
                     epoch=records[i]["epoch"], tau=float(taus[i]), **asdict(end_means(records[: i + 1]))
                 )
         compared = RecordedComparison(
-            source=recorded["source"],
+            source=recorded.source,
             tau_end=float(taus[-1]),
             epochs_end=int(epochs[-1]),
             at_pair_ends=nearest,
@@ -372,15 +373,15 @@ APART_WORDS = {1: "larger", -1: "smaller", 0: "not told apart"}
 RECORDED_LABEL = "recorded paper run"
 
 
-def recorded_run(params: ClockParams, recorded: dict[str, Any] | None) -> ClockRun | None:
+def recorded_run(params: ClockParams, recorded: RecordedInflation | None) -> ClockRun | None:
     """The recorded paper-profile run's weight-decay arm as one more run of the clock, when it
     trained these experiments' model on this task (lr and wd aside)."""
     if recorded is None:
         return None
-    rp = recorded["params"]
+    rp = recorded.params
     if any(getattr(rp, k) != getattr(params, k) for k in SHARED if k not in ("precision", "eval_every")):
         return None
-    return ClockRun(lr=rp.lr, wd=rp.weight_decay, steps=steps_per_epoch(rp), records=list(recorded["arms"]["wd"]))
+    return ClockRun(lr=rp.lr, wd=rp.weight_decay, steps=steps_per_epoch(rp), records=list(recorded.arms["wd"]))
 
 
 def state_at(records: Sequence[Snapshot], epoch: int) -> EndState:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas
@@ -30,6 +30,9 @@ from .. import claims
 from . import inflation_clock, modular_runs
 from .inflation_clock import ClockParams, EndState, Window, WindowCurve, WindowSummary
 from .inflation_clock_records import as_window
+
+if TYPE_CHECKING:
+    from .paper_scale_records import RecordedWindow
 
 __all__ = [
     "CHAPTER",
@@ -127,7 +130,7 @@ class WindowParams:
 
 
 def show(
-    recorded: dict[str, Any] | None,
+    recorded: RecordedWindow | None,
     *,
     sample_arm: str = "anneal_short",
     sample_epochs: int = 200,
@@ -144,14 +147,14 @@ def show(
             "with `git checkout -- recorded/` (or export a finished run: `python -m acebook.record export "
             "inflation_clock_window`)."
         )
-    params, window = recorded["params"], as_window(recorded["window"])
+    params, window = recorded.params, as_window(recorded.window)
     sample = None
     if sample_epochs:
         sample = inflation_clock.window_sample_agreement(params, recorded, sample_arm, sample_epochs, progress=progress)
-    prov = recorded["provenance"]
+    prov = recorded.provenance
     return PaperWindow(
         params=params,
-        source=recorded["source"],
+        source=recorded.source,
         end=inflation_clock.window_summary(params, window),
         at_tau=inflation_clock.window_at_tau(params, window, TAUS),
         at_branch=_at_branch(window),

@@ -31,6 +31,8 @@ from .modular_runs import (
 if TYPE_CHECKING:
     import pandas
 
+    from .paper_scale_records import InflationAgreement, RecordedInflation
+
 __all__ = [
     "EmergenceSummary",
     "phase_epochs",
@@ -223,7 +225,10 @@ def phase_table(records: Sequence[Snapshot], summary: EmergenceSummary) -> panda
 
 
 def emergence_glue_values(
-    params: ModularParams, summary: EmergenceSummary, recorded: dict | None = None, agreement: dict | None = None
+    params: ModularParams,
+    summary: EmergenceSummary,
+    recorded: RecordedInflation | None = None,
+    agreement: InflationAgreement | None = None,
 ) -> dict[str, object]:
     """Every value the modular-addition chapter quotes, by glue name: numbers, per-model lists of
     numbers and short status words (no sentences).
@@ -275,7 +280,9 @@ def emergence_glue_values(
     return values | _recorded_emergence_values(recorded, agreement)
 
 
-def _recorded_emergence_values(recorded: dict | None, agreement: dict | None) -> dict[str, object]:
+def _recorded_emergence_values(
+    recorded: RecordedInflation | None, agreement: InflationAgreement | None
+) -> dict[str, object]:
     """The recorded paper-scale run's first epochs, as the modular chapter quotes them (``rec_*``):
     its name, settings that differ from the paper's, horizon, grokking epochs and core dimensions,
     and how this build's snapshots compare with it; ``n/a`` throughout when none is recorded."""
@@ -284,14 +291,14 @@ def _recorded_emergence_values(recorded: dict | None, agreement: dict | None) ->
     names += ("rec_dim_mean_init", "rec_dim_mean_compact", "rec_energy_pct")
     if recorded is None:
         return dict.fromkeys(names, NOT_AVAILABLE) | agreement_values(None)
-    params = recorded["params"]  # the recorded run's first epochs are the paper's Figure 2
+    params = recorded.params  # the recorded run's first epochs are the paper's Figure 2
     first = min(params.epochs, params.long_epochs)
-    records = [r for r in snapshots_from_json(recorded["arms"]["wd"]) if r.epoch <= first]
+    records = [r for r in snapshots_from_json(recorded.arms["wd"]) if r.epoch <= first]
     em = emergence_summary(params, records)
     grok, compact = em.grok_epoch, em.core_dim_compact
     mean_dim = {r.epoch: float(np.mean([m.core_dim for m in r.models])) for r in records}
     values = {
-        "rec_source": recorded["source"],
+        "rec_source": recorded.source,
         "rec_settings": settings_list(params, LONG_RUN_SETTINGS),
         "rec_epochs": records[-1].epoch,
         "rec_grok_epoch": NOT_AVAILABLE if grok is None else grok,

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -62,6 +63,9 @@ from ..results import compute_once, params_key, run_dir
 from ..tasks import modular
 from ..tasks.modular import modular_addition_split
 from .modular_records import ModularAnalysis, Snapshot, snapshots_from_json, snapshots_to_json
+
+if TYPE_CHECKING:
+    from .paper_scale_records import InflationAgreement
 
 __all__ = [
     "ModularParams",
@@ -753,7 +757,7 @@ def listed(values: Sequence) -> str:
     return ", ".join("none" if v is None else str(v) for v in values)
 
 
-def agreement_values(agreement: dict | None) -> dict[str, object]:
+def agreement_values(agreement: InflationAgreement | None) -> dict[str, object]:
     """How this build's snapshots compare with the recorded run's
     (:func:`corelib.experiments.paper_scale.inflation_agreement`), as glue values:
 
@@ -775,13 +779,13 @@ def agreement_values(agreement: dict | None) -> dict[str, object]:
             "rec_first_difference": NOT_AVAILABLE,
             "seed_errors": SEED_ERRORS,
         }
-    differences = agreement["differences"]
+    differences = agreement.differences
     fields = [re.search(r"\.models\[\d+\]\.(\w+)", d) for d in differences]
     ranks = [m for m in fields if m and (m[1].endswith("_rank") or m[1] in ("core_dim", "modes"))]
-    result = agreement.get("agreement")
+    result = agreement.agreement
     return {
-        "rec_same_models": "yes" if agreement["comparable"] else "no",
-        "rec_n_compared": sum(agreement["n_snapshots"].values()),
+        "rec_same_models": "yes" if agreement.comparable else "no",
+        "rec_n_compared": sum(agreement.n_snapshots.values()),
         "rec_n_differences": len(differences),
         "rec_n_rank_differences": len(ranks),
         "rec_first_difference": differences[0] if differences else "none",

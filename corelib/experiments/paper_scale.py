@@ -11,7 +11,6 @@ both have must agree: :func:`inflation_agreement` checks that on every build.
 from __future__ import annotations
 
 import dataclasses
-import math
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from .. import agreement, claims
 from ..recorded import BRANCH_WEIGHTS, compare_values, is_recorded, load_recorded, provenance, recorded_path
 from ..results import StoreError, load_json, load_tensors
 from ..tasks.sweeps import RECORD_FIELDS, condition_key
+from ..typed_records import check_value, is_object
 from . import core_inflation, grokking_sweeps, inflation_clock, modular_addition, modular_runs
 from .core_inflation_questions import (
     RECORDED_ARMS,
@@ -36,6 +36,16 @@ from .core_inflation_questions import (
 from .core_inflation_questions import finding_values as question_findings
 from .core_inflation_questions import glue_values as question_glue
 from .modular_records import snapshots_from_json
+from .paper_scale_records import (
+    InflationAgreement,
+    RecordedClock,
+    RecordedEmergence,
+    RecordedGpuTimes,
+    RecordedInflation,
+    RecordedWindow,
+    inflation_parts,
+    restore_fix,
+)
 
 __all__ = [
     "source_label",
@@ -56,6 +66,12 @@ __all__ = [
     "window_seed_cost",
     "recorded_gpu_times",
     "seed_cost_values",
+    "RecordedInflation",
+    "RecordedEmergence",
+    "InflationAgreement",
+    "RecordedClock",
+    "RecordedWindow",
+    "RecordedGpuTimes",
 ]
 
 
@@ -80,27 +96,23 @@ def source_label(provenance: dict[str, Any]) -> str:
     )
 
 
-def recorded_inflation(root: Path | str | None = None, profile: str = "paper") -> dict[str, Any] | None:
-    """The recorded core-inflation run of ``profile``, or None when none is recorded.
-
-    Returns ``params``, ``arms`` (:class:`~corelib.experiments.modular_records.Snapshot` records per
-    arm, as :func:`modular_runs.analyse_arm` gives them, without the fitted operators except at the
-    last snapshot), ``histories`` (per arm),
-    ``summary`` (:func:`core_inflation.inflation_summary`), ``provenance`` and ``source``.
-    """
+def recorded_inflation(root: Path | str | None = None, profile: str = "paper") -> RecordedInflation | None:
+    """The recorded core-inflation run of ``profile`` (:class:`RecordedInflation`), or None when
+    none is recorded; a damaged file is refused, naming the field and the fix (restore it from git)."""
     if not is_recorded("core_inflation", profile, root):
         return None
     rec = load_recorded("core_inflation", profile, root)
     params = parameters_of(modular_runs.ModularParams, rec["provenance"]["params"], "core_inflation")
-    arms = {arm: snapshots_from_json(rec["arms"][arm]) for arm in modular_runs.ARMS}
-    return {
-        "params": params,
-        "arms": arms,
-        "histories": rec["history"],
-        "summary": core_inflation.inflation_summary(params, arms["wd"], arms["no_wd"]),
-        "provenance": rec["provenance"],
-        "source": source_label(rec["provenance"]),
-    }
+    fix = restore_fix(recorded_path("core_inflation", profile, root))
+    arms, histories = inflation_parts(rec["arms"], rec["history"], modular_runs.ARMS, fix)
+    return RecordedInflation(
+        params=params,
+        arms=arms,
+        histories=histories,
+        summary=core_inflation.inflation_summary(params, arms["wd"], arms["no_wd"]),
+        provenance=rec["provenance"],
+        source=source_label(rec["provenance"]),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,7 +208,7 @@ def replace_dropout(params: modular_runs.ModularParams, dropout: float) -> modul
 
 
 def question_view(
-    questions: RecordedQuestions | None, recorded: dict[str, Any] | None, params: modular_runs.ModularParams
+    questions: RecordedQuestions | None, recorded: RecordedInflation | None, params: modular_runs.ModularParams
 ) -> QuestionView:
     """The chapter's view of ``questions`` beside the recorded run; when ``params`` (the build's)
     train the record's control arm, the dropout-0 arm's sample is re-derived from scratch (tens
@@ -211,9 +223,9 @@ def question_view(
         "branch": claims.claim("inflation.core_dim_grok").value,
         "end": claims.claim("inflation.core_dim_end").value,
     }
-    branch = recorded["params"].branch_epoch
+    branch = recorded.params.branch_epoch
     values = question_glue(
-        recorded["arms"]["wd"],
+        recorded.arms["wd"],
         d0,
         ctl,
         paper,
@@ -235,7 +247,7 @@ def question_view(
     )
     epochs = [e for e in (branch, questions.params["control"].epochs, d0.epochs[-1]) if e in d0.epochs]
     return QuestionView(
-        figure_curves(d0, ctl, recorded["arms"]["wd"]),
+        figure_curves(d0, ctl, recorded.arms["wd"]),
         {"dropout0": d0, "control": ctl},
         question_table({"dropout0": d0, "control": ctl}, epochs),
         tolerance_table(ctl),
@@ -245,13 +257,13 @@ def question_view(
     )
 
 
-def recorded_emergence(recorded: dict[str, Any]) -> dict[str, Any]:
+def recorded_emergence(recorded: RecordedInflation) -> RecordedEmergence:
     """The modular-addition chapter's view of the recorded inflation run: its weight-decay arm up
-    to the chapter's horizon (the paper's 2000 epochs), as ``records`` and ``summary``
-    (:func:`modular_addition.emergence_summary`). The inflation run continues those very models."""
-    params = recorded["params"]
-    records = [r for r in recorded["arms"]["wd"] if r["epoch"] <= min(params.epochs, params.long_epochs)]
-    return {"records": records, "summary": modular_addition.emergence_summary(params, records)}
+    to the chapter's horizon (the paper's 2000 epochs), with its
+    :func:`modular_addition.emergence_summary`. The inflation run continues those very models."""
+    params = recorded.params
+    records = [r for r in snapshots_from_json(recorded.arms["wd"]) if r.epoch <= min(params.epochs, params.long_epochs)]
+    return RecordedEmergence(records, modular_addition.emergence_summary(params, records))
 
 
 def _same_models(a: modular_runs.ModularParams, b: modular_runs.ModularParams, arms) -> bool:
@@ -268,27 +280,24 @@ def _same_models(a: modular_runs.ModularParams, b: modular_runs.ModularParams, a
 def inflation_agreement(
     params: modular_runs.ModularParams,
     arms: dict[str, list[dict]],
-    recorded: dict[str, Any] | None,
+    recorded: RecordedInflation | None,
     tolerance: float = 1e-6,
-) -> dict[str, Any] | None:
+) -> InflationAgreement | None:
     """Compare this build's snapshot records with the recorded run's, at the epochs both have
-    (None when nothing is recorded).
-
-    Returns ``comparable`` (the two trained the same models; if not, nothing is compared),
-    ``n_snapshots`` (per arm, the snapshots compared), ``differences`` (as
-    :func:`corelib.recorded.compare_values` words them: integers exactly, floats within
-    ``tolerance``) and ``agreement`` (:class:`corelib.agreement.Agreement`: every per-seed
-    quantity of the shared snapshots, its seed mean within its envelope of the record's). On the
+    (None when nothing is recorded): an :class:`InflationAgreement`, whose ``differences`` are
+    worded by :func:`corelib.recorded.compare_values` (integers exactly, floats within
+    ``tolerance``) and whose ``agreement`` compares every per-seed quantity of the shared
+    snapshots, its seed mean within its envelope of the record's. On the
     record's machine and code the shared snapshots are identical; elsewhere rounding moves per-seed
     values, and the comparison that matters is the statistical one.
     """
     if recorded is None:
         return None
-    if not _same_models(params, recorded["params"], arms):
-        return {"comparable": False, "n_snapshots": {arm: 0 for arm in arms}, "differences": [], "agreement": None}
+    if not _same_models(params, recorded.params, arms):
+        return InflationAgreement(False, {arm: 0 for arm in arms}, [], None)
     counts, problems, groups = {}, [], ({}, {})
     for arm, records in arms.items():
-        kept = {r["epoch"]: r for r in recorded["arms"][arm]}
+        kept = {r.epoch: r for r in snapshots_from_json(recorded.arms[arm])}
         shared = [r for r in records if r["epoch"] in kept]
         counts[arm] = len(shared)
         pairs = [modular_runs.without_operators([kept[r["epoch"]], r]) for r in shared]
@@ -298,7 +307,7 @@ def inflation_agreement(
         groups[1].update(agreement.snapshot_groups([now for _, now in pairs], arm))
     # the exact differences are worded above, per epoch; the statistical comparison is the groups'
     result = agreement.compare(None, None, *groups, tolerance=tolerance)
-    return {"comparable": True, "n_snapshots": counts, "differences": problems, "agreement": result}
+    return InflationAgreement(True, counts, problems, result)
 
 
 def recorded_sweeps(
@@ -344,12 +353,11 @@ def recorded_sweeps(
 
 def recorded_clock(
     params: inflation_clock.ClockParams, root: Path | str | None = None, profiles: tuple[str, ...] = ("paper", "book")
-) -> dict[str, Any] | None:
+) -> RecordedClock | None:
     """The recorded clock-and-window experiment (:mod:`corelib.experiments.inflation_clock`) made with
     exactly ``params``, from the first of ``profiles`` whose record has these settings; None when
-    none has. Returns ``params``, ``runs`` (per label an :class:`inflation_clock.ClockRun`) and ``window``
-    (an :class:`inflation_clock.Window`), read from the files :func:`inflation_clock.compact` wrote (a
-    damaged one refused, naming the field), ``provenance`` and ``source``. A record this code cannot
+    none has. A :class:`RecordedClock`, read from the files :func:`inflation_clock.compact` wrote (a
+    damaged one refused, naming the field). A record this code cannot
     read is passed over when another matches, and its error raised when none does."""
     stale = None
     for profile in profiles:
@@ -364,59 +372,60 @@ def recorded_clock(
             continue
         if made == params:
             rec = load_recorded("inflation_clock", profile, root)
-            return {
-                "params": made,
-                "runs": inflation_clock.clock_runs_from_json(rec["runs"]),
-                "window": inflation_clock.Window.from_json(rec["window"]),
-                "provenance": rec["provenance"],
-                "source": source_label(rec["provenance"]),
-            }
+            return RecordedClock(
+                params=made,
+                runs=inflation_clock.clock_runs_from_json(rec["runs"]),
+                window=inflation_clock.Window.from_json(rec["window"]),
+                provenance=rec["provenance"],
+                source=source_label(rec["provenance"]),
+            )
     if stale is not None:
         raise stale
     return None
 
 
-def recorded_window(root: Path | str | None = None, profile: str = "paper") -> dict[str, Any] | None:
+def recorded_window(root: Path | str | None = None, profile: str = "paper") -> RecordedWindow | None:
     """The recorded window of ``profile`` (``inflation_clock_window``), which a chapter shows beside
-    its own settings' window; None when none is recorded. Returns ``params`` (the record's
-    :class:`~inflation_clock.ClockParams`), ``window`` (an :class:`inflation_clock.Window`, its arms'
-    histories read from the tensors the record keeps them in),
-    ``branch_run`` and ``branch_weights`` (the identity and the verified weights of the run at the
-    branch, for :func:`inflation_clock.window_sample_agreement`), ``provenance`` and ``source``."""
+    its own settings' window (:class:`RecordedWindow`); None when none is recorded."""
     name = "inflation_clock_window"
     if not is_recorded(name, profile, root):
         return None
     rec = load_recorded(name, profile, root)
     made = parameters_of(inflation_clock.ClockParams, rec["provenance"]["params"], name)
-    weights = load_tensors(recorded_path(name, profile, root) / BRANCH_WEIGHTS)
-    return {
-        "params": made,
-        "window": inflation_clock.Window.from_json(rec["window"]),
-        "branch_run": rec["branch_run"],
-        "branch_weights": weights,
-        "provenance": rec["provenance"],
-        "source": source_label(rec["provenance"]),
-    }
+    folder = recorded_path(name, profile, root)
+    weights = load_tensors(folder / BRANCH_WEIGHTS)
+    check_value(
+        f"recorded {name} branch_run.json", "branch_run", rec["branch_run"], is_object, "a JSON object (dict)",
+        fix=restore_fix(folder),
+    )  # fmt: skip
+    return RecordedWindow(
+        params=made,
+        window=inflation_clock.Window.from_json(rec["window"]),
+        branch_run=rec["branch_run"],
+        branch_weights=weights,
+        provenance=rec["provenance"],
+        source=source_label(rec["provenance"]),
+    )
 
 
-def question_values(recorded: dict[str, Any], questions: RecordedQuestions) -> dict[str, float]:
+def question_values(recorded: RecordedInflation, questions: RecordedQuestions) -> dict[str, float]:
     """The core-inflation chapter's findings on its own explanations, from the two records."""
     paper = {
         "branch": claims.claim("inflation.core_dim_grok").value,
         "end": claims.claim("inflation.core_dim_end").value,
     }
     return question_findings(
-        recorded["arms"]["wd"],
+        recorded.arms["wd"],
         questions.arms["dropout0"],
         questions.arms["control"],
         paper,
-        recorded["params"].branch_epoch,
+        recorded.params.branch_epoch,
     )
 
 
 def record_claims(
     chapter: str,
-    recorded: dict[str, Any] | grokking_sweeps.RecordedSweeps | None,
+    recorded: RecordedInflation | grokking_sweeps.RecordedSweeps | None,
     questions: RecordedQuestions | None = None,
     near: Any = None,
 ) -> None:
@@ -442,16 +451,16 @@ def record_claims(
             notes = dict.fromkeys(found, "with the recorded conditions near p_crit (grokking_sweeps_moduli)")
     elif chapter in ("modular_addition", "core_inflation"):
         if chapter == "modular_addition":
-            values = modular_addition.emergence_claim_values(recorded_emergence(recorded)["summary"])
+            values = modular_addition.emergence_claim_values(recorded_emergence(recorded).summary)
         else:
-            values = core_inflation.inflation_claim_values(recorded["summary"])
+            values = core_inflation.inflation_claim_values(recorded.summary)
             if questions is not None:
                 found = question_values(recorded, questions)
                 values = values | found
                 notes = dict.fromkeys(found, f"from the {questions.source} of core_inflation_questions")
         unused = () if chapter == "core_inflation" else modular_runs.LONG_RUN_SETTINGS
-        settings = claims.deviations(recorded["params"], modular_runs.ModularParams(), ignore=["eval_every", *unused])
-        source = recorded["source"]
+        settings = claims.deviations(recorded.params, modular_runs.ModularParams(), ignore=["eval_every", *unused])
+        source = recorded.source
     else:
         raise ValueError(f"no recorded run serves chapter {chapter!r}.")
     claims.record(chapter, values, settings=settings, source=source, notes=notes)
@@ -480,36 +489,21 @@ class SeedCost:
     gpu: str | None
 
 
-def window_seed_cost(window: dict[str, Any], gpu: dict[str, Any] | None, seeds: int) -> SeedCost:
+def window_seed_cost(window: RecordedWindow, gpu: RecordedGpuTimes | None, seeds: int) -> SeedCost:
     """The cost of the recorded window's branched arms at ``seeds`` seeds per arm, from the
-    window's record (:func:`recorded_window`) and the GPU timing record (``recorded/paper_profile_gpu.json``)."""
+    window's record (:func:`recorded_window`) and the GPU timing record (:func:`recorded_gpu_times`)."""
     if seeds < 1:
         raise ValueError(f"seeds must be a positive whole number; got {seeds}.")
-    prov = window["provenance"]
-    n = len(window["params"].seeds)
-    hours = sum(prov["training_seconds"].values()) / 3600 * seeds / n
+    prov = window.provenance
+    hours = sum(prov["training_seconds"].values()) / 3600 * seeds / len(window.params.seeds)
     spans = [
-        (a["records"][0]["epoch"], a["records"][-1]["epoch"])
-        for n, a in window["window"]["arms"].items()
-        if n != "kept"
+        (arm.records[0].epoch, arm.records[-1].epoch) for name, arm in window.window.arms.items() if name != "kept"
     ]
     epochs = max(end for _, end in spans) - min(start for start, _ in spans)  # the arms train as one stack
     if gpu is None:
         return SeedCost(seeds, hours, computed_cpu(prov), None, None)
-    minutes = epochs * _gpu_seconds_per_epoch(gpu) / 60
-    return SeedCost(seeds, hours, computed_cpu(prov), minutes, gpu["machine"]["device"])
-
-
-def _gpu_seconds_per_epoch(gpu: dict[str, Any]) -> float:
-    """The GPU record's seconds per epoch of core inflation, checked."""
-    try:
-        value = float(gpu["core_inflation"]["seconds_per_epoch"])
-        device = gpu["machine"]["device"]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise StoreError(f"recorded/paper_profile_gpu.json lacks its timing ({exc}); restore it from git.") from None
-    if not (math.isfinite(value) and value > 0 and isinstance(device, str)):
-        raise StoreError("recorded/paper_profile_gpu.json holds an impossible time per epoch; restore it from git.")
-    return value
+    minutes = epochs * gpu.core_inflation.seconds_per_epoch / 60
+    return SeedCost(seeds, hours, computed_cpu(prov), minutes, gpu.device)
 
 
 def computed_cpu(provenance: dict[str, Any]) -> str:
@@ -518,15 +512,16 @@ def computed_cpu(provenance: dict[str, Any]) -> str:
     return f"{machine.get('cpu', '?')}, {machine.get('torch_threads', '?')} threads"
 
 
-def recorded_gpu_times(root: Path | str | None = None) -> dict[str, Any] | None:
-    """The paper profile timed on a GPU (``recorded/paper_profile_gpu.json``), or None."""
+def recorded_gpu_times(root: Path | str | None = None) -> RecordedGpuTimes | None:
+    """The paper profile timed on a GPU (``recorded/paper_profile_gpu.json``, a
+    :class:`RecordedGpuTimes`), or None; a damaged file is refused, naming the field and the fix."""
     from ..recorded import recorded_root
 
     path = Path(root or recorded_root()) / "paper_profile_gpu.json"
-    return load_json(path) if path.exists() else None
+    return RecordedGpuTimes.from_json(load_json(path)) if path.exists() else None
 
 
-def seed_cost_values(window: dict[str, Any] | None, gpu: dict[str, Any] | None, seeds: int) -> dict[str, Any]:
+def seed_cost_values(window: RecordedWindow | None, gpu: RecordedGpuTimes | None, seeds: int) -> dict[str, Any]:
     """The glued numbers of :func:`window_seed_cost` ("n/a" without a window record)."""
     if window is None:
         return dict.fromkeys(

@@ -13,6 +13,7 @@ from .style import figure_message
 
 if TYPE_CHECKING:
     from ..experiments.modular_records import Snapshot
+    from ..experiments.paper_scale_records import RecordedInflation
 
 __all__ = [
     "panel_operator",
@@ -254,10 +255,10 @@ def figure_frequencies(spectra: dict[str, dict], *, share: float, branch_epoch: 
     return fig
 
 
-def figure_recorded_inflation(recorded: dict | None) -> plt.Figure:
+def figure_recorded_inflation(recorded: RecordedInflation | None) -> plt.Figure:
     """Figure 3 of the recorded paper-scale run (:func:`corelib.experiments.paper_scale.recorded_inflation`),
     or a note saying that none is recorded."""
     if recorded is None:
         return figure_message("No paper-scale run is recorded.")
-    params = recorded["params"]
-    return figure_inflation(recorded["arms"], p=params.p, branch_epoch=params.branch_epoch)
+    params = recorded.params
+    return figure_inflation(recorded.arms, p=params.p, branch_epoch=params.branch_epoch)
