@@ -14,6 +14,7 @@ import ast
 import importlib
 import os
 import re
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,14 @@ def _convert(name: str, root: Path) -> Path:
     nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": "Python 3", "language": "python"}
     path = root / "_build" / "runner" / f"{name}.input.ipynb"
     path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, path)
+    # Written aside and moved into place: another runner converting the same chapter at the same
+    # moment (two terminals, two test workers) must never read a half-written notebook.
+    part = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.part")
+    try:
+        nbformat.write(nb, part)
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
     return path
 
 

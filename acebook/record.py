@@ -41,8 +41,8 @@ from corelib.agreement import Agreement
 from corelib.experiments import inflation_clock, modular_runs, paper_scale
 from corelib.experiments.grokking_sweeps import SweepsParams
 from corelib.models import default_device
-from corelib.recorded import BRANCH_WEIGHTS, provenance, recorded_path, recorded_root
-from corelib.results import StoreError, fresh_results_root, load_json, load_tensors, results_root, save_json
+from corelib.recorded import provenance, recorded_path, recorded_root
+from corelib.results import StoreError, fresh_results_root, load_json, results_root, save_json
 from corelib.tasks.sweeps import condition_key, record_problems, run_condition
 
 from .project import PROJECT_ROOT, ConfigError, profile_table
@@ -213,16 +213,21 @@ def _verify_inflation_clock(record: dict, epochs: int, tolerance: float) -> list
             f"--epochs must be a recorded snapshot of the kept run up to the branch or of the removed arm after it, "
             f"e.g. {snapshots[:3]} ... {snapshots[-3:]}; got {epochs}."
         )
-    return inflation_clock.record_agreement(params, record, epochs, tolerance=tolerance)["agreement"]
+    typed = paper_scale.clock_record(record, params)
+    return inflation_clock.record_agreement(params, typed, epochs, tolerance=tolerance)["agreement"]
 
 
 def _verify_inflation_clock_window(record: dict, epochs: int, tolerance: float, folder: Path) -> Agreement:
     params = paper_scale.parameters_of(
         inflation_clock.ClockParams, record["provenance"]["params"], "inflation_clock_window"
     )
-    with_weights = {**record, "branch_weights": load_tensors(folder / BRANCH_WEIGHTS)}
     return inflation_clock.window_sample_agreement(
-        params, with_weights, WINDOW_SAMPLE_ARM, epochs, tolerance=tolerance, progress=False
+        params,
+        paper_scale.window_record(record, folder),
+        WINDOW_SAMPLE_ARM,
+        epochs,
+        tolerance=tolerance,
+        progress=False,
     )["agreement"]
 
 

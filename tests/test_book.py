@@ -11,6 +11,7 @@ import re
 import pytest
 
 from acebook import project, runner
+from conftest import BOOK_GROUP
 
 pytestmark = pytest.mark.slow  # builds the whole book
 
@@ -91,3 +92,11 @@ def test_the_reader_copies_show_every_number_in_plain_jupyter(built_book):
         )
         assert figures == sum(n in images for n in shown), name  # every glued image, attached
         assert body.count("data:image/png;base64") >= figures, f"{name}: an attached figure is not shown"
+
+
+def test_the_smoke_builds_tests_share_one_worker(built_book, request):
+    """Under pytest-xdist every test of the smoke build runs in the group that keeps them on one
+    worker, so the book is built once (a pytest that ignores the group would build it per worker)."""
+    if not getattr(request.config.option, "loadgroup", False):
+        pytest.skip("not on a worker of pytest-xdist's --dist loadgroup (make test's default)")
+    assert request.node.nodeid.endswith(f"@{BOOK_GROUP}"), request.node.nodeid

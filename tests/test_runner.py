@@ -584,3 +584,37 @@ def test_bf16_where_it_would_be_emulated_is_refused_before_a_kernel_starts(
     with pytest.raises(ConfigError, match=rf"notebook '{chapter}': precision 'bf16' would be emulated on cpu"):
         runner.run_notebook(chapter, "book", {"precision": "bf16"})
     assert not any(tmp_path.iterdir())  # no kernel ran, nothing was computed
+
+
+def test_a_converted_chapter_is_never_read_half_written(monkeypatch):
+    """Two runners converting one chapter at once (two terminals, two test workers): the notebook
+    the other reads is moved into place whole, never written where it is read."""
+    import threading
+
+    import nbformat
+
+    from acebook import parameters
+
+    written = []
+    real_write = nbformat.write
+    monkeypatch.setattr(nbformat, "write", lambda nb, fp, **k: written.append(Path(fp)) or real_write(nb, fp, **k))
+    path = parameters._convert("ace_method", ROOT)
+    assert written and path not in written  # written aside, then moved
+    assert not list(path.parent.glob(f".{path.name}.*"))  # nothing left beside it
+    monkeypatch.undo()
+
+    failures = []
+
+    def convert_and_read():
+        try:
+            for _ in range(5):
+                parameters.inspect_notebook("ace_method", ROOT)
+        except Exception as exc:  # noqa: BLE001 - any failure to read is the defect
+            failures.append(exc)
+
+    threads = [threading.Thread(target=convert_and_read) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []

@@ -60,6 +60,8 @@ __all__ = [
     "recorded_sweeps",
     "recorded_clock",
     "recorded_window",
+    "clock_record",
+    "window_record",
     "record_claims",
     "question_values",
     "SeedCost",
@@ -371,14 +373,7 @@ def recorded_clock(
             stale = exc
             continue
         if made == params:
-            rec = load_recorded("inflation_clock", profile, root)
-            return RecordedClock(
-                params=made,
-                runs=inflation_clock.clock_runs_from_json(rec["runs"]),
-                window=inflation_clock.Window.from_json(rec["window"]),
-                provenance=rec["provenance"],
-                source=source_label(rec["provenance"]),
-            )
+            return clock_record(load_recorded("inflation_clock", profile, root), made)
     if stale is not None:
         raise stale
     return None
@@ -391,8 +386,25 @@ def recorded_window(root: Path | str | None = None, profile: str = "paper") -> R
     if not is_recorded(name, profile, root):
         return None
     rec = load_recorded(name, profile, root)
+    return window_record(rec, recorded_path(name, profile, root))
+
+
+def clock_record(rec: dict[str, Any], made: inflation_clock.ClockParams) -> RecordedClock:
+    """The clock's record as :func:`~corelib.recorded.load_recorded` reads it (made with ``made``), typed."""
+    return RecordedClock(
+        params=made,
+        runs=inflation_clock.clock_runs_from_json(rec["runs"]),
+        window=inflation_clock.Window.from_json(rec["window"]),
+        provenance=rec["provenance"],
+        source=source_label(rec["provenance"]),
+    )
+
+
+def window_record(rec: dict[str, Any], folder: Path) -> RecordedWindow:
+    """The window's record as :func:`~corelib.recorded.load_recorded` reads it from ``folder``, typed,
+    with its branch weights (verified) and its branch run checked."""
+    name = "inflation_clock_window"
     made = parameters_of(inflation_clock.ClockParams, rec["provenance"]["params"], name)
-    folder = recorded_path(name, profile, root)
     weights = load_tensors(folder / BRANCH_WEIGHTS)
     check_value(
         f"recorded {name} branch_run.json", "branch_run", rec["branch_run"], is_object, "a JSON object (dict)",
