@@ -686,12 +686,8 @@ def _parser() -> argparse.ArgumentParser:
         "--chunk", type=int, default=None, help=f"epochs per piece at the paper's lr x wd (default {CHUNK})"
     )
     ad.add_argument("--pieces", type=int, default=None, help="stop after this many pieces")
-    ad.add_argument(
-        "--together",
-        choices=("auto", "yes", "no"),
-        default="auto",
-        help="core_inflation, inflation_clock: the runs as one stack (auto: on a GPU)",
-    )
+    together = "core_inflation, inflation_clock: the runs as one stack (auto: on a GPU)"
+    ad.add_argument("--together", choices=("auto", "yes", "no"), default="auto", help=together)
     pa = sub.add_parser("pack", help="copy what resuming a run needs into in_progress/")
     for p in (ad, pa):
         p.add_argument("name", choices=EXPERIMENTS)
@@ -788,11 +784,8 @@ def _advance_command(args: argparse.Namespace) -> None:
     chunk = CHUNK if args.chunk is None else args.chunk
     together = {"auto": None, "yes": True, "no": False}[args.together]
     if args.name == "core_inflation":
-        print(
-            advance_inflation(
-                args.profile, args.minutes, chunk, args.pieces, args.precision, **_variant(args), together=together
-            )
-        )
+        variant = {**_variant(args), "together": together}
+        print(advance_inflation(args.profile, args.minutes, chunk, args.pieces, args.precision, **variant))
     elif args.name == "inflation_clock":
         started = advance_clock(args.profile, args.minutes, chunk, args.pieces, args.window, args.precision, together)
         print(f"{started} pieces run")

@@ -1,6 +1,6 @@
 """Functions a newcomer can read: at most 60 lines of code each in corelib/ and acebook/ (the
-docstring, blank lines and comment lines aside), and no closure that rebinds its enclosing
-function's names. Statements, branches and complexity per function are ruff's (pyproject.toml)."""
+docstring, blank lines and comment lines aside), modules of at most 800 lines, and no closure that
+rebinds its enclosing function's names. Statements, branches and complexity per function are ruff's (pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 60
+MAX_MODULE_LINES = 800  # a module is one concept: past this, it is usually two
 SOURCES = sorted(p for package in ("corelib", "acebook") for p in (ROOT / package).rglob("*.py"))
 
 
@@ -76,6 +77,15 @@ def test_no_function_is_longer_than_sixty_lines_of_code(path: Path) -> None:
     assert not long, (
         f"{path.relative_to(ROOT)}: functions over {MAX_LINES} lines of code: {', '.join(long)}. Split them into "
         "named steps (small functions, or methods of a small object holding the state they share)."
+    )
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_module_is_longer_than_eight_hundred_lines(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_MODULE_LINES, (
+        f"{path.relative_to(ROOT)} has {lines} lines: split it by concept into modules of at most "
+        f"{MAX_MODULE_LINES} (CONTRIBUTING's table names where each goes)."
     )
 
 

@@ -758,20 +758,15 @@ def listed(values: Sequence) -> str:
 
 
 def agreement_values(agreement: InflationAgreement | None) -> dict[str, object]:
-    """How this build's snapshots compare with the recorded run's
-    (:func:`corelib.experiments.paper_scale.inflation_agreement`), as glue values:
-
-    ``rec_same_models`` ("yes": same seeds and settings, another horizon; "no"; "n/a" without a
-    record), ``rec_n_compared`` (snapshots both have), ``rec_n_differences`` (analysed values that
-    differ; the first is ``rec_first_difference``, "none" when there is none) and
-    ``rec_n_rank_differences`` (those that are ranks, core dimensions or mode lists: the integers
-    the chapters' claims rest on, as against eigenvalues, accuracies and R²); and the comparison
-    at the level of the claims (:mod:`corelib.agreement`): ``rec_n_quantities`` (quantities
-    measured per seed at the shared snapshots), ``rec_n_moved`` (those whose per-seed values
-    moved), ``rec_n_beyond`` (those whose seed mean moved beyond its envelope) and
-    ``rec_largest_z`` (the largest change of a mean, in standard errors of the difference of the
-    means); ``seed_errors`` is how many of those a mean may move (:data:`corelib.agreement.SEED_ERRORS`).
-    """
+    """This build's snapshots beside the recorded run's (:func:`.paper_scale.inflation_agreement`),
+    as glue values: ``rec_same_models`` ("yes": same seeds and settings, another horizon; "no";
+    "n/a" without a record), ``rec_n_compared`` (snapshots both have), ``rec_n_differences``
+    (analysed values that differ; the first: ``rec_first_difference``), ``rec_n_rank_differences``
+    (those that are ranks, core dimensions or mode lists, the integers the claims rest on); at the
+    level of the claims (:mod:`corelib.agreement`): ``rec_n_quantities`` (per-seed quantities at the
+    shared snapshots), ``rec_n_moved`` (those that moved), ``rec_n_beyond`` (seed means moved beyond
+    their envelope), ``rec_largest_z`` (largest change of a mean, in standard errors) and
+    ``seed_errors`` (how many may move, :data:`corelib.agreement.SEED_ERRORS`)."""
     counts = ("rec_same_models", "rec_n_compared", "rec_n_differences", "rec_n_rank_differences")
     statistics = ("rec_n_quantities", "rec_n_moved", "rec_n_beyond", "rec_largest_z")
     if agreement is None:
