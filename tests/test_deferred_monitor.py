@@ -115,7 +115,6 @@ def test_a_span_that_is_not_a_whole_number_of_steps_is_refused(bad):
 
 
 def test_the_monitor_for_one_step_is_the_early_exit_one():
-    assert stopping_rules.DeferredMonitor.__mro__[1] is stopping_rules.SeedMonitor
     cfg = SweepConfig(**TINY, max_epochs=5)
     cond = Condition(p=11, weight_decay=1.0, batch_size=None)
     data = overlap_data(cond, cfg)

@@ -149,17 +149,9 @@ def _first_chunks_together(
     return list(logits.split([len(r[0]) for r in rows], dim=1))
 
 
-@torch.no_grad()
-def _accuracy(
-    params: dict[str, torch.Tensor], which: torch.Tensor, data: PrefixData, fn: Callable, chunk: int = 4096
-) -> list[float]:
+def _accuracy(params: dict[str, torch.Tensor], which: torch.Tensor, data: PrefixData, fn: Callable) -> list[float]:
     """Full accuracy of the selected seeds on ``data`` (used once per seed, when it stops)."""
-    sub = {n: v[which] for n, v in params.items()}
-    correct = torch.zeros(len(which), dtype=torch.long, device=which.device)
-    for a in range(0, len(data), chunk):
-        b = min(len(data), a + chunk)
-        logits = fn(sub, data.last[a:b], data.index[a:b], data.prefixes)
-        correct += (logits.argmax(-1) == data.targets[a:b]).sum(dim=1)
+    correct = _correct_counts({n: v[which] for n, v in params.items()}, data, fn)
     return (correct.cpu().double() / len(data)).tolist()  # float64 off the device: MPS has none
 
 
@@ -360,10 +352,13 @@ class SeedMonitor:
         acc_train = _accuracy(params, which, self.train, self.fn)
         acc_test = _accuracy(params, which, self.test, self.fn)
         for j, a_tr, a_te in zip(positions, acc_train, acc_test):
-            rec = self._record(stack.seeds[j], step, reason, a_tr, a_te)
-            self.records[rec["seed"]] = rec
-            if self.on_record is not None:
-                self.on_record(rec)
+            self._hand_on(self._record(stack.seeds[j], step, reason, a_tr, a_te))
+
+    def _hand_on(self, rec: dict) -> None:
+        """Keep a stopped seed's record and hand it on (``on_record``)."""
+        self.records[rec["seed"]] = rec
+        if self.on_record is not None:
+            self.on_record(rec)
 
     def _record(self, seed: int, step: int, reason: str, acc_train: float, acc_test: float) -> dict:
         t_mem, t_gen = self.t_mem[seed], self.t_gen[seed]
@@ -463,11 +458,6 @@ class DeferredMonitor(SeedMonitor):
 
     def _patient(self, seed: int, step: int) -> bool:
         return self.t_gen[seed] is not None and step - self.t_gen[seed] >= self.steps.patience
-
-    def _hand_on(self, rec: dict) -> None:
-        self.records[rec["seed"]] = rec
-        if self.on_record is not None:
-            self.on_record(rec)
 
 
 def monitor_for(*args, sync_every: int = 1, sync_steps: int | None = None, **kwargs) -> SeedMonitor:
