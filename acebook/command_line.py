@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from corelib import untrusted
-from corelib.models import check_device
+from corelib.devices import check_device
 
 from .parameters import notebook_parameters, parse_value, yaml_numbers
 from .project import ConfigError, chapters, check_chapter_name, output_path, show_path, source_path

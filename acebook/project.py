@@ -242,7 +242,7 @@ def check_environment(*, device: bool = True) -> None:
     ``ACE_RESULTS_DIR`` (set and empty: unset; else a folder that exists or whose parent does,
     writable), ``ACE_DEVICE`` (a device this machine has; skipped with ``device=False``, where
     ``--device`` replaces it) and ``ACE_PROGRESS`` (a switch). Raises :class:`ConfigError`."""
-    from corelib.models import DEVICE_VARIABLE, check_device
+    from corelib.devices import DEVICE_VARIABLE, check_device
 
     results = os.environ.get(RESULTS_VARIABLE, "")
     problem = _results_folder_problem(results) if results else None

@@ -16,15 +16,16 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from corelib.claims import claims_dir
 from corelib.recorded import recorded_root
 from corelib.results import json_files, load_json, results_root, save_json
 
 from .project import RunnerError, chapters, profile_parameters, project_root
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "CODE_DIGITS",
@@ -291,6 +292,8 @@ def gpu_paper_times(folder: str | os.PathLike | None = None) -> GpuPaperTimes | 
         ("sweeps", c["condition"], c["seconds"], c["recorded_cpu_seconds"])
         for c in rec["grokking_sweeps"]["conditions"]
     ]
+    import pandas as pd
+
     table = pd.DataFrame(rows, columns=["run", "part", "gpu_seconds", "cpu_seconds"])
     table["speed_up"] = (table["cpu_seconds"] / table["gpu_seconds"]).round(1)
     table[["gpu_minutes", "cpu_minutes"]] = (table[["gpu_seconds", "cpu_seconds"]] / 60).round(1)

@@ -36,7 +36,7 @@ from typing import Any
 
 from corelib import results
 from corelib.claims import RECORDED_SUFFIX, claims_dir
-from corelib.models import DEVICE_VARIABLE
+from corelib.devices import DEVICE_VARIABLE
 from corelib.recorded import recorded_root
 from corelib.results import MANIFEST, results_root
 

@@ -16,7 +16,6 @@ LayerNorm before the unembedding).
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict, dataclass
 
 import torch
@@ -25,6 +24,7 @@ from transformer_lens import HookedRootModule
 from transformer_lens.hook_points import HookPoint
 
 from ._checks import check_settings
+from .devices import DEVICE_VARIABLE, check_device, default_device
 
 __all__ = [
     "TransformerConfig",
@@ -39,52 +39,6 @@ __all__ = [
 # Part of every stored run's identity: a change to how models are built or initialised must
 # change it, so results trained by another construction are never reused.
 MODEL_REVISION = "torch-encoder-layer"
-
-
-DEVICE_VARIABLE = "ACE_DEVICE"  # environment variable naming the device (``ace-book --device``)
-
-
-def check_device(name: str) -> torch.device:
-    """The torch device ``name`` (``cpu``, ``cuda``, ``cuda:1``, ``mps``) if this machine has it; a
-    ValueError naming what is available otherwise."""
-    try:
-        device = torch.device(name)
-    except (RuntimeError, TypeError):
-        device = None
-    available = ["cpu"]
-    if torch.cuda.is_available():
-        available += ["cuda", *(f"cuda:{i}" for i in range(torch.cuda.device_count()))]
-    if torch.backends.mps.is_available():
-        available.append("mps")
-    has = device is not None and (
-        device.type == "cpu"
-        or device.type == "cuda"
-        and torch.cuda.is_available()
-        and (device.index or 0) < torch.cuda.device_count()
-        or device.type == "mps"
-        and torch.backends.mps.is_available()
-        and not device.index
-    )
-    if not has:
-        what = "is not a torch device" if device is None else "is not on this machine"
-        raise ValueError(
-            f"device {name!r} {what}; this machine has: {', '.join(available)}. Pass one of those "
-            f"(--device or {DEVICE_VARIABLE}), or leave it unset to use a GPU when there is one."
-        )
-    return device
-
-
-def default_device() -> torch.device:
-    """``ACE_DEVICE`` when set (e.g. ``cpu``, ``cuda:1``, ``mps``; checked by :func:`check_device`);
-    else a CUDA GPU when present, else Apple's MPS when present, else the CPU."""
-    name = os.environ.get(DEVICE_VARIABLE)
-    if name:
-        return check_device(name)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
 
 
 def resid_hook(layer: int) -> str:

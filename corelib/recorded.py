@@ -35,11 +35,12 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from .results import PROJECT_ROOT, StoreError, load_json, load_tensors
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "RECORDED_DIR",
@@ -86,6 +87,8 @@ def history_tensors(histories: dict[str, dict[str, list]]) -> dict[str, torch.Te
     ``<arm>.epoch`` (int32, epochs), ``<arm>.loss`` and ``.train_acc`` (float32, epochs x seeds),
     ``.test_acc`` (float32, the rows where it was measured) and ``.test_rows`` (int32, which rows
     those are). Values are rounded to float32, within 6e-8 of the given ones relative to their size."""
+    import torch
+
     out = {}
     for arm, hist in histories.items():
         if set(hist) != set(_HISTORY_KEYS) or "." in arm:

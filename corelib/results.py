@@ -22,15 +22,15 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from filelock import FileLock, Timeout
-from safetensors.torch import load as _st_load
-from safetensors.torch import save as _st_save
 
 from .untrusted import UntrustedError, manifest_digest, manifest_files
+
+if TYPE_CHECKING:  # torch is imported by the functions that store tensors: the command lines start without it
+    import torch
 
 __all__ = [
     "StoreError",
@@ -286,12 +286,16 @@ def load_json(path: Path | str) -> Any:
 
 def save_tensors(path: Path | str, tensors: dict[str, torch.Tensor]) -> None:
     """Store named tensors at ``path`` in the safetensors format (no pickled objects)."""
+    from safetensors.torch import save as _st_save
+
     flat = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
     _store(Path(path), _st_save(flat))
 
 
 def load_tensors(path: Path | str, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
     """Read tensors written by :func:`save_tensors`, after checking them against the manifest."""
+    from safetensors.torch import load as _st_load
+
     data = _fetch(Path(path))
     try:
         tensors = _st_load(data)

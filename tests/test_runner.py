@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -618,3 +619,12 @@ def test_a_converted_chapter_is_never_read_half_written(monkeypatch):
     for t in threads:
         t.join()
     assert failures == []
+
+
+def test_the_command_line_starts_without_torch():
+    # `ace-book` checks its flags and refuses bad input before it loads torch, pandas or
+    # TransformerLens (several seconds each on a small machine); the chapters' kernels load them.
+    code = "import sys, acebook.runner; print(sorted({'torch', 'pandas', 'transformer_lens'} & set(sys.modules)))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]", run.stdout
