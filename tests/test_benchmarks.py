@@ -133,6 +133,7 @@ def test_reference_model_is_causal_and_evaluates_through_the_fused_kernel():
     assert "_transformer_encoder_layer_fwd" not in ops.names
 
 
+@pytest.mark.slow  # times the masks of a benchmark
 def test_mask_seconds_times_the_draws_of_every_batch_for_all_seeds(monkeypatch):
     cfg = TransformerConfig(vocab_size=11, d_model=8, n_heads=2, d_ff=16, n_layers=1, dropout=0.1)
     drawn = []
@@ -432,6 +433,7 @@ def test_the_paper_profile_timer_runs_a_slice_and_scales_it(tmp_path):
     assert float(rows["no_wd"]) / float(rows["wd"]) == pytest.approx(19100 / 20000, abs=1e-3)
 
 
+@pytest.mark.slow  # runs the benchmark
 def test_the_deferred_checks_benchmark_prints_both_sides_and_equal_records(capsys):
     import deferred_checks
 

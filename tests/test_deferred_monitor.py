@@ -30,7 +30,7 @@ def _recorded(cond, seeds, cfg, data, **kwargs) -> tuple[list[dict], list[int]]:
 
 @pytest.mark.parametrize(
     ("batch_size", "dropout", "sync_every"),
-    [(None, 0.0, 3), (None, 0.1, 64), (32, 0.0, 5)],
+    [(None, 0.0, 3), pytest.param(None, 0.1, 64, marks=pytest.mark.slow), (32, 0.0, 5)],
     ids=["full batch", "dropout", "minibatches"],
 )
 def test_checks_read_every_few_steps_give_the_records_of_every_step(batch_size, dropout, sync_every):

@@ -133,6 +133,7 @@ def test_one_product_per_seed_only_where_cpu_threads_would_idle(two_threads):
     assert not per_seed_products(3, torch.device("cuda"), torch.float32)
 
 
+@pytest.mark.slow  # trains the book's model
 def test_training_the_book_model_gives_the_same_weights_either_way(two_threads, monkeypatch):
     """Three seeds of the modular-addition model (p = 53, d_model 128, dropout), two steps."""
     from corelib.engine import PrefixData, Trainer

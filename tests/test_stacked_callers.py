@@ -166,7 +166,7 @@ SWEEP = dict(d_model=16, n_heads=2, d_ff=32, lr=1e-2)
 
 
 @pytest.mark.parametrize("batch_size", [None, 32], ids=["full batch", "minibatches"])
-@pytest.mark.parametrize("dropout", [0.0, 0.1], ids=["no dropout", "dropout"])
+@pytest.mark.parametrize("dropout", [0.0, pytest.param(0.1, marks=pytest.mark.slow)], ids=["no dropout", "dropout"])
 def test_a_sweeps_conditions_of_one_modulus_train_as_one_stack_as_alone(batch_size, dropout):
     cfg = SweepConfig(**SWEEP, threshold=0.9, patience_epochs=1, max_epochs=150, dropout=dropout)
     conds = [Condition(p=11, weight_decay=w, batch_size=batch_size) for w in (0.5, 1.0, 3.0)]
@@ -196,6 +196,7 @@ def test_a_sweeps_stacked_conditions_leave_the_files_of_one_condition_at_a_time(
         train_conditions({conds[0]: (1,), conds[2]: (1,)}, cfg, device="cpu", progress=False)
 
 
+@pytest.mark.slow
 def test_an_interrupted_stack_of_conditions_resumes_from_their_checkpoints(tmp_path, monkeypatch):
     import corelib.tasks.condition_stacks as condition_stacks
 
