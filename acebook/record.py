@@ -104,7 +104,7 @@ def cpu_name(cpuinfo: str) -> str:
 
 def compute_device() -> str:
     """What this process computes on: ``cpu``, or the GPU's name and its backend, e.g.
-    ``NVIDIA H200 (cuda)`` (:func:`corelib.models.default_device`). A record's ``machine`` is the
+    ``NVIDIA H200 (cuda)`` (:func:`corelib.devices.default_device`). A record's ``machine`` is the
     exporting process's, which need not have trained it, so this is named where the process
     computes what it reports (``verify``, the benchmarks), not in exports."""
     device = default_device()

@@ -335,7 +335,7 @@ def load_model(
 
     Args:
         name: an offline model name, or any ``transformers`` model name / local folder.
-        device: where to run; default :func:`corelib.models.default_device`. Ignored when
+        device: where to run; default :func:`corelib.devices.default_device`. Ignored when
             ``device_map`` places a hub model.
         readout: ``{token: weight}``, the linear read-out of a few single-token logits that
             ``return_type="readout"`` computes (see :class:`LanguageModel`).

@@ -6,6 +6,7 @@ import io
 import os
 import re
 import runpy
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,27 +35,30 @@ class ScriptRun:
 
 
 def run_script(script: str, *args: str, env: dict[str, str] | None = None) -> ScriptRun:
-    """Run ``benchmarks/<script>`` as ``python <script> args`` does, in this process.
+    """Run ``benchmarks/<script>`` with ``args`` as its ``__main__``, in this process.
 
     The test process has already loaded torch and the project, so a run here spares the several
-    seconds of imports a new interpreter pays; the environment variables, ``sys.argv`` and torch's
-    thread count are put back afterwards.
+    seconds of imports a new interpreter pays; ``sys.argv``, ``sys.path``, the environment variables,
+    torch's random state and its thread count are put back afterwards. One test still starts a script
+    in a new interpreter (:func:`test_sweep_benchmark_refuses_a_single_step`).
     """
     path = ROOT / "benchmarks" / script
     env = env or {}
     saved = {name: os.environ.get(name) for name in {"ACE_DEVICE", *env}}  # the scripts may set ACE_DEVICE
-    argv, threads, code = sys.argv, torch.get_num_threads(), 0
+    argv, search_path, threads, code = sys.argv, sys.path[:], torch.get_num_threads(), 0
     out, err = io.StringIO(), io.StringIO()
     try:
         os.environ.update(env)
         sys.argv = [str(path), *args]
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), torch.random.fork_rng(devices=[]):
             try:
                 runpy.run_path(str(path), run_name="__main__")
             except SystemExit as stop:
+                if stop.code is not None and not isinstance(stop.code, int):  # sys.exit("message")
+                    print(stop.code, file=sys.stderr)
                 code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
     finally:
-        sys.argv = argv
+        sys.argv, sys.path[:] = argv, search_path
         torch.set_num_threads(threads)
         for name, value in saved.items():
             if value is None:
@@ -211,7 +215,11 @@ def test_benchmark_scripts_print_their_ratios_and_ceiling(script, args, targets)
 
 @pytest.mark.slow
 def test_sweep_benchmark_refuses_a_single_step():
-    run = run_script("sweep_throughput.py", "--steps", "1")
+    # in a new interpreter, as a reader runs it: the script finds its imports from anywhere
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "sweep_throughput.py"), "--steps", "1"],
+        cwd=ROOT / "benchmarks", capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
     assert run.returncode == 2 and "--steps must be at least 2" in run.stderr
 
 

@@ -622,9 +622,12 @@ def test_a_converted_chapter_is_never_read_half_written(monkeypatch):
 
 
 def test_the_command_line_starts_without_torch():
-    # `ace-book` checks its flags and refuses bad input before it loads torch, pandas or
-    # TransformerLens (several seconds each on a small machine); the chapters' kernels load them.
-    code = "import sys, acebook.runner; print(sorted({'torch', 'pandas', 'transformer_lens'} & set(sys.modules)))"
+    # `ace-book` and `acebook.publish` check their flags and refuse bad input before they load torch,
+    # pandas or TransformerLens (seconds each on a small machine); the chapters' kernels load them.
+    code = (
+        "import sys, acebook.runner, acebook.publish;"
+        "print(sorted({'torch', 'pandas', 'transformer_lens'} & set(sys.modules)))"
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]", run.stdout

@@ -112,6 +112,7 @@ def test_times_equal_a_naive_full_evaluation_after_every_step(batch_size, dropou
         assert r["reason"] == "patience" and r["stopped_at"] == r["t_gen"] + r["steps_per_epoch"]
         assert r["delay"] == r["t_gen"] - r["t_mem"]
     assert len({r["t_gen"] for r in recs}) > 1  # seeds stopped at different steps (dropping was exercised)
+    assert min(r["stopped_at"] for r in recs) < max(r["t_gen"] for r in recs)  # one left, others trained on
     assert len({r["t_mem"] for r in recs}) > 1
 
 
@@ -233,11 +234,8 @@ def test_a_sweep_on_a_dask_cluster_gives_the_records_of_a_sequential_run(tmp_pat
 def test_worker_device_pins_one_gpu_per_dask_worker(monkeypatch, gpus, worker, variable, expected):
     import distributed
 
-    from corelib import models
-
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
-    monkeypatch.setattr(models, "default_device", lambda: torch.device("cpu"))
     monkeypatch.setattr(sweeps, "default_device", lambda: torch.device("cpu"))
     if variable is None:
         monkeypatch.delenv(sweeps.DEVICE_VARIABLE, raising=False)

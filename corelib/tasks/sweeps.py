@@ -302,7 +302,7 @@ def worker_device() -> torch.device:
     """The device of a sweep job: on a Dask worker of a machine with several GPUs, one GPU per
     worker (worker ``k`` of a ``LocalCluster`` on ``cuda:k mod n``; other names hashed), so the
     workers share the GPUs (a hashed name may share a GPU with another: start as many workers as
-    GPUs, named 0, 1, ...); with ``ACE_DEVICE`` set, or elsewhere, :func:`corelib.models.default_device`."""
+    GPUs, named 0, 1, ...); with ``ACE_DEVICE`` set, or elsewhere, :func:`corelib.devices.default_device`."""
     n = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if n > 1 and not os.environ.get(DEVICE_VARIABLE):
         try:
