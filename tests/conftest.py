@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,11 @@ def undocumented(record: type) -> list[str]:
     not name (every field, where it has no such section)."""
     doc = (record.__doc__ or "").partition("Attributes:")[2]
     return [f.name for f in dataclasses.fields(record) if not re.search(rf"\b{f.name}\b", doc)]
+
+
+def in_ci(env: Mapping[str, str] = os.environ) -> bool:
+    """True in CI ($CI set to anything but "", "0" or "false"): a missing tool then fails its test."""
+    return env.get("CI", "").strip().lower() not in ("", "0", "false")
 
 
 def shared_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:

